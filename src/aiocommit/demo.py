@@ -1,0 +1,45 @@
+"""A demo job on the local store: tasks write files, commit, then the job commits."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+
+import anyio
+
+from aiocommit.engine.job import commit_job, setup_job
+from aiocommit.engine.options import CommitOptions
+from aiocommit.engine.task import abort_task, commit_task, setup_task
+from aiocommit.protocol.success import SuccessData
+from aiocommit.stores.local import LocalStore
+
+
+async def run_demo(
+    dest: str | None = None, *, tasks: int = 8, files_per_task: int = 25, partitions: int = 4
+) -> tuple[str, SuccessData, float]:
+    """Run a job of ``tasks`` tasks (plus one failed attempt whose output must not
+    land) into ``dest`` (a new temporary directory by default). Returns (dest, summary,
+    seconds)."""
+    dest = dest or tempfile.mkdtemp(prefix="aiocommit-demo-")
+    store = LocalStore()
+    options = CommitOptions(validate_output=True)
+    started = time.perf_counter()
+    job_id = await setup_job(dest, store=store)
+
+    async def run_task(task: int) -> None:
+        if task == 0:  # a first attempt that fails after writing: its files must not land
+            failed = await setup_task(dest, job_id, task, 0, store=store)
+            await store.write_bytes(failed.path("part=0/from-failed-attempt.csv"), b"x\n")
+            await abort_task(failed, store=store)
+        attempt = await setup_task(dest, job_id, task, 1 if task == 0 else 0, store=store)
+        for number in range(files_per_task):
+            partition = number % partitions
+            name = f"part={partition}/part-{task:05d}-{number:04d}.csv"
+            await store.write_bytes(attempt.path(name), f"{task},{number}\n".encode())
+        await commit_task(attempt, store=store, options=options)
+
+    async with anyio.create_task_group() as group:
+        for task in range(tasks):
+            group.start_soon(run_task, task)
+    summary = await commit_job(dest, job_id, store=store, options=options)
+    return dest, summary, time.perf_counter() - started

@@ -1,0 +1,118 @@
+"""Concurrency and rate limits shared by the stages of a job.
+
+``AdaptiveLimiter`` is the job's one in-flight limit: an anyio ``CapacityLimiter`` whose
+size follows AIMD when enabled — halved when the store throttles, grown by one after a
+window of successes. ``RateLimiter`` caps operations per second and is shared by every job
+that uses the same store client in the process (``rate_limiter_for``).
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+
+class AdaptiveLimiter:
+    """An in-flight limit that backs off when the store throttles.
+
+    A throttle halves the limit (not below ``minimum``) only when the throttled call
+    started after the previous decrease, so one burst of throttles that were all in flight
+    together counts once. Every ``limit`` successes grow it by one, up to ``maximum``.
+    """
+
+    def __init__(self, maximum: int, *, minimum: int = 1, adaptive: bool = True):
+        self.maximum = maximum
+        self.minimum = min(minimum, maximum)
+        self.adaptive = adaptive
+        self._limiter = anyio.CapacityLimiter(maximum)
+        self._epoch = 0
+        self._successes = 0
+        self.decreases = 0
+        self.peak_in_flight = 0
+
+    @property
+    def limit(self) -> int:
+        return int(self._limiter.total_tokens)
+
+    @property
+    def in_flight(self) -> int:
+        return self._limiter.borrowed_tokens
+
+    async def acquire(self) -> int:
+        """Take a slot; returns the epoch to pass back to ``on_throttle``."""
+        await self._limiter.acquire()
+        if self._limiter.borrowed_tokens > self.peak_in_flight:
+            self.peak_in_flight = self._limiter.borrowed_tokens
+        return self._epoch
+
+    def release(self) -> None:
+        self._limiter.release()
+
+    def on_success(self) -> None:
+        if not self.adaptive or self.limit >= self.maximum:
+            return
+        self._successes += 1
+        if self._successes >= self.limit:
+            self._successes = 0
+            self._limiter.total_tokens = min(self.maximum, self.limit + 1)
+
+    def on_throttle(self, epoch: int) -> bool:
+        """Record a throttle of a call that started in ``epoch``; True if the limit dropped."""
+        if not self.adaptive or epoch != self._epoch:
+            return False
+        self._epoch += 1
+        self._successes = 0
+        new_limit = max(self.minimum, self.limit // 2)
+        if new_limit == self.limit:
+            return False
+        self._limiter.total_tokens = new_limit
+        self.decreases += 1
+        return True
+
+
+class RateLimiter:
+    """At most ``rate`` acquisitions per second, with bursts of up to ``burst``
+    (generic cell rate algorithm). ``acquire`` returns the seconds it waited."""
+
+    def __init__(
+        self,
+        rate: float,
+        *,
+        burst: int = 1,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    ):
+        self.rate = rate
+        self.burst = max(1, burst)
+        self._clock = clock
+        self._sleep = sleep
+        self._next = clock()
+
+    async def acquire(self) -> float:
+        interval = 1.0 / self.rate
+        now = self._clock()
+        earliest = max(self._next, now - interval * (self.burst - 1))
+        self._next = earliest + interval
+        wait = earliest - now
+        if wait > 0:
+            await self._sleep(wait)
+            return wait
+        return 0.0
+
+
+_shared: weakref.WeakKeyDictionary[object, dict[str, RateLimiter]] = weakref.WeakKeyDictionary()
+
+
+def rate_limiter_for(store: object, kind: str, rate: float) -> RateLimiter:
+    """The rate limiter of ``kind`` (``"io"`` or ``"delete_dir"``) shared by every job
+    using this store client. A job asking for a different rate sets it for all."""
+    limiters = _shared.setdefault(store, {})
+    limiter = limiters.get(kind)
+    if limiter is None:
+        limiter = limiters[kind] = RateLimiter(rate)
+    else:
+        limiter.rate = rate
+    return limiter

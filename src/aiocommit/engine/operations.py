@@ -1,0 +1,203 @@
+"""Store operations as the stages see them: every call goes through the job's limiter,
+the shared rate limiter, the retry policy and the statistics, in one place."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
+
+import anyio
+
+from aiocommit.errors import NotFound, StoreError, Throttled, Transient
+from aiocommit.engine.limits import AdaptiveLimiter, RateLimiter, rate_limiter_for
+from aiocommit.engine.options import CommitOptions
+from aiocommit.engine.retry import RetryPolicy
+from aiocommit.protocol import statistics as S
+from aiocommit.protocol.iostatistics import IOStatistics
+from aiocommit.stores.base import FileStatus, Store, StoreCapabilities
+
+T = TypeVar("T")
+
+
+class StoreOperations:
+    """The one door from stages to a store.
+
+    Each call: waits on the rate limiter (if set), takes a slot of the job's in-flight
+    limit, calls the store, records the duration under a Hadoop statistic name, and on a
+    retryable error backs off and tries again per the retry policy, feeding throttles to
+    adaptive concurrency. Nested work never holds a slot while waiting for another.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        options: CommitOptions,
+        stats: IOStatistics,
+        *,
+        retry: RetryPolicy | None = None,
+        limiter: AdaptiveLimiter | None = None,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    ):
+        self.store = store
+        self.options = options
+        self.stats = stats
+        self.retry = retry or RetryPolicy(
+            max_attempts=options.max_attempts,
+            budget_seconds=options.retry_budget_seconds,
+            base_delay=options.retry_base_delay,
+            max_delay=options.retry_max_delay,
+        )
+        self.limiter = limiter or AdaptiveLimiter(
+            options.concurrency,
+            minimum=options.min_concurrency,
+            adaptive=options.adaptive_concurrency,
+        )
+        self._sleep = sleep
+        self._rate: RateLimiter | None = (
+            rate_limiter_for(store, "io", options.rate_limit) if options.rate_limit else None
+        )
+        self._delete_rate: RateLimiter | None = (
+            rate_limiter_for(store, "delete_dir", options.delete_rate_limit)
+            if options.delete_rate_limit
+            else None
+        )
+
+    @property
+    def capabilities(self) -> StoreCapabilities:
+        return self.store.capabilities
+
+    async def _attempt(self, statistic: str, function: Callable[[], Awaitable[T]]) -> T:
+        """One try: rate limit, a slot of the in-flight limit, statistics, throttle feedback."""
+        stats = self.stats
+        if self._rate is not None:
+            waited = await self._rate.acquire()
+            if waited:
+                stats.record_duration(S.STORE_IO_RATE_LIMITED, waited * 1000)
+        limiter = self.limiter
+        epoch = await limiter.acquire()
+        begin = time.perf_counter()
+        try:
+            result = await function()
+        except StoreError as error:
+            stats.record_duration(statistic, (time.perf_counter() - begin) * 1000, failed=True)
+            if isinstance(error, Throttled):
+                stats.increment(S.STORE_IO_THROTTLED)
+                if limiter.on_throttle(epoch):
+                    stats.increment(S.STORE_IO_CONCURRENCY_DECREASED)
+            elif isinstance(error, Transient):
+                stats.increment(S.STORE_IO_TRANSIENT)
+            raise
+        finally:
+            limiter.release()
+        stats.record_duration(statistic, (time.perf_counter() - begin) * 1000)
+        limiter.on_success()
+        return result
+
+    async def _backoff(
+        self, error: StoreError, attempt: int, delay: float, started: float
+    ) -> float:
+        """Sleep before the next attempt and return the delay, or re-raise ``error``."""
+        next_delay = self.retry.next_delay(error, attempt, delay, started)
+        if next_delay is None:
+            error.attempts = attempt
+            raise error
+        self.stats.increment(S.STORE_IO_RETRY)
+        self.stats.record_duration(S.STORE_IO_BACKOFF, next_delay * 1000)
+        await self._sleep(next_delay)
+        return next_delay
+
+    async def _call(
+        self,
+        statistic: str,
+        function: Callable[[], Awaitable[T]],
+        *,
+        rate: RateLimiter | None = None,
+    ) -> tuple[T, int]:
+        """Run ``function`` with limits, statistics and retries; return (result, attempts)."""
+        started = self.retry.clock()
+        attempt = 0
+        delay = 0.0
+        while True:
+            attempt += 1
+            if rate is not None:
+                waited = await rate.acquire()
+                if waited:
+                    self.stats.record_duration(S.STORE_IO_RATE_LIMITED, waited * 1000)
+            try:
+                return await self._attempt(statistic, function), attempt
+            except StoreError as error:
+                delay = await self._backoff(error, attempt, delay, started)
+
+    async def list_dir(self, path: str) -> AsyncIterator[list[FileStatus]]:
+        """Pages of a listing. A retryable failure restarts the listing after a backoff and
+        skips what was already yielded (listings are consistent on every supported store)."""
+        yielded = 0
+        started = self.retry.clock()
+        attempt = 0
+        delay = 0.0
+        while True:
+            attempt += 1
+            iterator = self.store.list_dir(path).__aiter__()
+            skip = yielded
+            try:
+                while True:
+                    try:
+                        page = await self._attempt(S.OP_LIST_STATUS, iterator.__anext__)
+                    except StopAsyncIteration:
+                        return
+                    if skip:
+                        dropped = min(skip, len(page))
+                        page = page[dropped:]
+                        skip -= dropped
+                    if page:
+                        yielded += len(page)
+                        yield page
+            except StoreError as error:
+                delay = await self._backoff(error, attempt, delay, started)
+            finally:
+                aclose = getattr(iterator, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+
+    async def stat(self, path: str) -> FileStatus:
+        result, _ = await self._call(S.OP_GET_FILE_STATUS, lambda: self.store.stat(path))
+        return result
+
+    async def stat_or_none(self, path: str) -> FileStatus | None:
+        try:
+            return await self.stat(path)
+        except NotFound:
+            return None
+
+    async def mkdirs(self, path: str) -> None:
+        await self._call(S.OP_MKDIRS, lambda: self.store.mkdirs(path))
+
+    async def delete(self, path: str, *, recursive: bool = False) -> bool:
+        statistic = S.OP_DELETE_DIR if recursive else S.OP_DELETE
+        rate = self._delete_rate if recursive else None
+        result, _ = await self._call(
+            statistic, lambda: self.store.delete(path, recursive=recursive), rate=rate
+        )
+        return result
+
+    async def rename(
+        self, source: str, dest: str, *, overwrite: bool = False, source_etag: str | None = None
+    ) -> int:
+        """Rename; returns the number of attempts made (>1 means an earlier one may have
+        been applied although it reported failure)."""
+        _, attempts = await self._call(
+            S.OP_RENAME,
+            lambda: self.store.rename(source, dest, overwrite=overwrite, source_etag=source_etag),
+        )
+        return attempts
+
+    async def read_bytes(self, path: str) -> bytes:
+        result, _ = await self._call(S.OP_READ, lambda: self.store.read_bytes(path))
+        return result
+
+    async def write_bytes(self, path: str, data: bytes, *, overwrite: bool = True) -> FileStatus:
+        result, _ = await self._call(
+            S.OP_WRITE, lambda: self.store.write_bytes(path, data, overwrite=overwrite)
+        )
+        return result

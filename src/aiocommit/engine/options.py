@@ -1,0 +1,149 @@
+"""One options object for task and job commit, constructible from Hadoop's option names."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+SPARK_HADOOP_PREFIX = "spark.hadoop."
+OWN_PREFIX = "aiocommit."
+
+
+def _option(default: Any, hadoop: str | None, doc: str) -> Any:
+    return field(default=default, metadata={"hadoop": hadoop, "doc": doc})
+
+
+@dataclass(frozen=True)
+class CommitOptions:
+    """How a job or task commit runs. Every field can also be set by its Hadoop name
+    (see ``from_mapping``); ``docs/configuration.md`` lists them all."""
+
+    concurrency: int = _option(
+        256,
+        "mapreduce.manifest.committer.io.threads",
+        "Most store operations in flight for the job (the job limiter).",
+    )
+    adaptive_concurrency: bool = _option(
+        True,
+        None,
+        "Halve the in-flight limit when the store throttles; grow it back by one per "
+        "window of successes (AIMD).",
+    )
+    min_concurrency: int = _option(4, None, "Floor for adaptive concurrency.")
+    rate_limit: float | None = _option(
+        None, "fs.azure.io.rate.limit", "Store operations per second, shared per store client."
+    )
+    delete_rate_limit: float | None = _option(
+        None, None, "Directory deletes per second, shared per store client."
+    )
+    max_attempts: int = _option(
+        10, None, "Attempts per store operation, the first included, before its error surfaces."
+    )
+    retry_budget_seconds: float = _option(
+        300.0, None, "Longest time one store operation may spend retrying."
+    )
+    retry_base_delay: float = _option(0.05, None, "First backoff delay in seconds.")
+    retry_max_delay: float = _option(20.0, None, "Largest single backoff delay in seconds.")
+    delete_target_files: bool = _option(
+        False,
+        "mapreduce.manifest.committer.delete.target.files",
+        "Delete a file already at a destination before renaming onto it.",
+    )
+    validate_output: bool = _option(
+        False,
+        "mapreduce.manifest.committer.validate.output",
+        "After renaming, check every destination's size, and etag where the store keeps it.",
+    )
+    write_success: bool = _option(
+        True,
+        "mapreduce.fileoutputcommitter.marksuccessfuljobs",
+        "Write the _SUCCESS summary into the destination.",
+    )
+    cleanup_skip: bool = _option(
+        False,
+        "mapreduce.fileoutputcommitter.cleanup.skipped",
+        "Leave the job directory under _temporary after the commit.",
+    )
+    cleanup_ignore_failures: bool = _option(
+        False,
+        "mapreduce.fileoutputcommitter.cleanup-failures.ignored",
+        "A failing cleanup is logged and counted, not raised.",
+    )
+    cleanup_parallel_delete: bool = _option(
+        True,
+        "mapreduce.manifest.committer.cleanup.parallel.delete",
+        "Delete task attempt directories in parallel before the job directory.",
+    )
+    report_dir: str | None = _option(
+        None,
+        "mapreduce.manifest.committer.summary.report.directory",
+        "URL of a directory that gets summary-JOB.json, even when the commit fails.",
+    )
+    diagnostics_dir: str | None = _option(
+        None,
+        "mapreduce.manifest.committer.diagnostics.manifest.directory",
+        "URL of a directory that gets a copy of the job's manifests under JOB/.",
+    )
+    use_source_etag: bool = _option(
+        True, None, "Rename with the manifest's etag as a source precondition where known."
+    )
+    page_hint: int = _option(
+        64, None, "Files of one manifest handed to rename workers at a time."
+    )
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, not {self.concurrency}")
+        if self.min_concurrency < 1:
+            raise ValueError(f"min_concurrency must be >= 1, not {self.min_concurrency}")
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, not {self.max_attempts}")
+        for name in ("rate_limit", "delete_rate_limit"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be positive, not {value}")
+
+    @classmethod
+    def names(cls) -> dict[str, str | None]:
+        """Our option name -> its Hadoop name (or None)."""
+        return {f.name: f.metadata["hadoop"] for f in dataclasses.fields(cls)}
+
+    @classmethod
+    def from_mapping(cls, settings: Mapping[str, object], **overrides: Any) -> CommitOptions:
+        """Build from our names (``concurrency`` or ``aiocommit.concurrency``) and Hadoop's
+        (``mapreduce.manifest.committer.io.threads``), with or without ``spark.hadoop.``.
+        Unknown keys are ignored, so a whole Spark or Hadoop configuration can be passed."""
+        by_name = {f.name: f for f in dataclasses.fields(cls)}
+        by_hadoop = {f.metadata["hadoop"]: f for f in by_name.values() if f.metadata["hadoop"]}
+        values: dict[str, Any] = {}
+        for raw_key, raw_value in settings.items():
+            key = raw_key[len(SPARK_HADOOP_PREFIX) :] if raw_key.startswith(SPARK_HADOOP_PREFIX) else raw_key
+            key = key[len(OWN_PREFIX) :] if key.startswith(OWN_PREFIX) else key
+            found = by_name.get(key) or by_hadoop.get(key) or by_name.get(key.replace(".", "_"))
+            if found is None:
+                continue
+            values[found.name] = _parse(found, raw_value)
+        values.update(overrides)
+        return cls(**values)
+
+
+def _parse(option: dataclasses.Field[Any], raw: object) -> Any:
+    kind = option.type if isinstance(option.type, str) else getattr(option.type, "__name__", "")
+    if not isinstance(raw, str):
+        return raw
+    text = raw.strip()
+    if kind.startswith("bool"):
+        if text.lower() in ("true", "1", "yes", "on"):
+            return True
+        if text.lower() in ("false", "0", "no", "off"):
+            return False
+        raise ValueError(f"{option.name}: not a boolean: {raw!r}")
+    if "None" in kind and text == "":
+        return None
+    if kind.startswith("int"):
+        return int(text)
+    if kind.startswith("float"):
+        return float(text)
+    return text

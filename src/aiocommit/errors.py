@@ -1,0 +1,153 @@
+"""The exception tree of aiocommit.
+
+::
+
+    AiocommitError
+    ├── StoreError(path, operation)        raised by store adapters, translated once at their edge
+    │   ├── NotFound                        (also a FileNotFoundError)
+    │   ├── AlreadyExists                   (also a FileExistsError): the path, or a file in the way
+    │   ├── NotEmpty                        non-recursive delete of a non-empty directory
+    │   ├── PreconditionFailed              an etag / generation condition did not hold
+    │   ├── PermissionDenied                (also a PermissionError)
+    │   ├── Throttled(retry_after)          retryable: the store asked us to slow down
+    │   └── Transient(maybe_applied)        retryable: the outcome of the call is unknown
+    └── CommitError(stage, operation, path) a job or task commit failed; ``__cause__`` is why
+        ├── ManifestError                   a manifest is malformed, of another job, or unsafe
+        └── OutputConflict                  two tasks, or an existing file, claim one destination
+
+Retryability is data on the class (``retryable``), not a decision scattered through the
+engine: the retry policy asks ``error.retryable`` and nothing else.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class AiocommitError(Exception):
+    """Root of every error raised by aiocommit."""
+
+
+class StoreError(AiocommitError):
+    """A store operation failed.
+
+    Attributes:
+        path: the path the failure is about (for a rename, the path that was missing or
+            in the way).
+        operation: the store operation, e.g. ``"rename"``.
+    """
+
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, message: str, *, path: str | None = None, operation: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.path = path
+        self.operation = operation
+        #: attempts the engine made before this error surfaced (set by the retry loop)
+        self.attempts = 1
+
+    def __str__(self) -> str:
+        where = []
+        if self.operation:
+            where.append(self.operation)
+        if self.path:
+            where.append(repr(self.path))
+        return f"{self.message} ({' '.join(where)})" if where else self.message
+
+
+class NotFound(StoreError, FileNotFoundError):
+    """The path does not exist (for a rename: the source, or the destination's parent)."""
+
+
+class AlreadyExists(StoreError, FileExistsError):
+    """The path exists where it must not, or a file stands where a directory must go."""
+
+
+class NotEmpty(StoreError):
+    """A non-recursive delete met a directory that has children."""
+
+
+class PreconditionFailed(StoreError):
+    """A conditional operation's etag or generation did not match."""
+
+
+class PermissionDenied(StoreError, PermissionError):
+    """The credential in use may not do this. Never retried."""
+
+
+class Throttled(StoreError):
+    """The store refused the call under load; retry after ``retry_after`` seconds if given."""
+
+    retryable: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        operation: str | None = None,
+        retry_after: float | None = None,
+    ):
+        super().__init__(message, path=path, operation=operation)
+        self.retry_after = retry_after
+
+
+class Transient(StoreError):
+    """A passing failure. ``maybe_applied`` is true when the call may have taken effect
+    although no response arrived (a lost response), so a retry must expect that."""
+
+    retryable: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        operation: str | None = None,
+        maybe_applied: bool = True,
+    ):
+        super().__init__(message, path=path, operation=operation)
+        self.maybe_applied = maybe_applied
+
+
+class CommitError(AiocommitError):
+    """A job or task commit failed.
+
+    Names the stage (a Hadoop statistic name such as ``job_stage_rename_files``), the
+    store operation and the path where it failed. The underlying error is ``__cause__``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        stage: str | None = None,
+        operation: str | None = None,
+        path: str | None = None,
+    ):
+        super().__init__(message)
+        self.message = message
+        self.stage = stage
+        self.operation = operation
+        self.path = path
+
+    def __str__(self) -> str:
+        parts = [self.message]
+        if self.stage:
+            parts.append(f"stage={self.stage}")
+        if self.operation:
+            parts.append(f"operation={self.operation}")
+        if self.path:
+            parts.append(f"path={self.path!r}")
+        return "; ".join(parts)
+
+
+class ManifestError(CommitError):
+    """A manifest is not valid JSON, truncated, of an unknown type or version, of another
+    job, or names a path outside where it may."""
+
+
+class OutputConflict(CommitError):
+    """Two tasks claim the same destination file, or the destination already holds a
+    different file there and deleting target files is off."""

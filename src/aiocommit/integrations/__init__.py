@@ -1,0 +1,1 @@
+"""Integrations with distributed engines (Spark)."""

@@ -1,0 +1,1 @@
+"""The Manifest Committer's on-store layout and file formats, compatible with Hadoop."""

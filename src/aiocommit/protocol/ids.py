@@ -1,0 +1,41 @@
+"""Job, task and task attempt IDs in Hadoop's forms.
+
+``job_<identifier>_<number>``, ``task_<identifier>_<number>_m_<6 digits>`` and
+``attempt_<identifier>_<number>_m_<6 digits>_<attempt>``. Generated job IDs put a UTC
+timestamp and 48 random bits into the identifier, so two jobs started in the same second,
+in one process or many, never share directories.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import secrets
+import time
+
+_counter = itertools.count(1)
+_SAFE = re.compile(r"^[^/\\\x00]+$")
+
+
+def new_job_id() -> str:
+    """A fresh, collision-free job ID that Hadoop's ``JobID.forName`` also parses."""
+    stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
+    return f"job_{stamp}{secrets.token_hex(6)}_{next(_counter):04d}"
+
+
+def check_id(kind: str, value: str) -> str:
+    """IDs become directory and file names: refuse separators, NUL and dot names."""
+    if not value or not _SAFE.match(value) or value in (".", ".."):
+        raise ValueError(f"invalid {kind}: {value!r}")
+    return value
+
+
+def task_id_for(job_id: str, partition: int) -> str:
+    """The task ID of a partition: ``job_X_N`` gives ``task_X_N_m_000003``."""
+    core = job_id[len("job_") :] if job_id.startswith("job_") else job_id
+    return f"task_{core}_m_{partition:06d}"
+
+
+def task_attempt_id_for(task_id: str, attempt: int) -> str:
+    core = task_id[len("task_") :] if task_id.startswith("task_") else task_id
+    return f"attempt_{core}_{attempt}"

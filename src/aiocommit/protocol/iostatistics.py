@@ -1,0 +1,118 @@
+"""IOStatistics in the shape of Hadoop's ``IOStatisticsSnapshot`` JSON.
+
+A duration statistic ``X`` is kept as counters ``X`` and ``X.failures``, minimums
+``X.min``/``X.failures.min``, maximums ``X.max``/``X.failures.max`` and means
+``X.mean``/``X.failures.mean`` (``{"samples", "sum"}``), in milliseconds; ``-1`` means
+unset, as in Hadoop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+import msgspec
+
+
+class MeanStatistic(msgspec.Struct):
+    samples: int = 0
+    sum: int = 0
+
+
+class IOStatisticsSnapshot(msgspec.Struct):
+    """The serialised form (``iostatistics`` in manifests and ``_SUCCESS``)."""
+
+    counters: dict[str, int] = msgspec.field(default_factory=dict)
+    gauges: dict[str, int] = msgspec.field(default_factory=dict)
+    minimums: dict[str, int] = msgspec.field(default_factory=dict)
+    maximums: dict[str, int] = msgspec.field(default_factory=dict)
+    meanstatistics: dict[str, MeanStatistic] = msgspec.field(default_factory=dict)
+
+
+class IOStatistics:
+    """A live statistics store: counters, gauges and duration statistics.
+
+    Not thread-safe; one event loop updates it.
+    """
+
+    def __init__(self, durations: Iterable[str] = (), counters: Iterable[str] = ()):
+        self.counters: dict[str, int] = {}
+        self.gauges: dict[str, int] = {}
+        self.minimums: dict[str, int] = {}
+        self.maximums: dict[str, int] = {}
+        self.means: dict[str, MeanStatistic] = {}
+        for name in counters:
+            self.counters.setdefault(name, 0)
+        for name in durations:
+            self.register_duration(name)
+
+    def register_duration(self, name: str) -> None:
+        for key in (name, name + ".failures"):
+            self.counters.setdefault(key, 0)
+            self.minimums.setdefault(key + ".min", -1)
+            self.maximums.setdefault(key + ".max", -1)
+            self.means.setdefault(key + ".mean", MeanStatistic())
+
+    def increment(self, name: str, value: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + value
+
+    def set_gauge(self, name: str, value: int) -> None:
+        self.gauges[name] = value
+
+    def record_duration(self, name: str, milliseconds: float, *, failed: bool = False) -> None:
+        key = name + ".failures" if failed else name
+        if key + ".mean" not in self.means:
+            self.register_duration(name)
+        value = int(milliseconds)
+        self.counters[key] = self.counters.get(key, 0) + 1
+        low = self.minimums[key + ".min"]
+        self.minimums[key + ".min"] = value if low < 0 else min(low, value)
+        self.maximums[key + ".max"] = max(self.maximums[key + ".max"], value)
+        mean = self.means[key + ".mean"]
+        mean.samples += 1
+        mean.sum += value
+
+    @contextmanager
+    def track(self, name: str) -> Iterator[None]:
+        """Time the block as duration statistic ``name``; an exception counts as a failure."""
+        start = time.perf_counter()
+        try:
+            yield
+        except BaseException:
+            self.record_duration(name, (time.perf_counter() - start) * 1000, failed=True)
+            raise
+        self.record_duration(name, (time.perf_counter() - start) * 1000)
+
+    def mean_ms(self, name: str) -> float:
+        mean = self.means.get(name + ".mean")
+        return mean.sum / mean.samples if mean and mean.samples else 0.0
+
+    def aggregate(self, other: IOStatisticsSnapshot | IOStatistics) -> None:
+        """Add another set of statistics into this one, as Hadoop's ``aggregate`` does."""
+        means = other.meanstatistics if isinstance(other, IOStatisticsSnapshot) else other.means
+        for key, value in other.counters.items():
+            self.counters[key] = self.counters.get(key, 0) + value
+        for key, value in other.gauges.items():
+            self.gauges[key] = self.gauges.get(key, 0) + value
+        for key, value in other.minimums.items():
+            mine = self.minimums.get(key, -1)
+            if value >= 0:
+                self.minimums[key] = value if mine < 0 else min(mine, value)
+            else:
+                self.minimums.setdefault(key, -1)
+        for key, value in other.maximums.items():
+            self.maximums[key] = max(self.maximums.get(key, -1), value)
+        for key, mean in means.items():
+            mine_mean = self.means.setdefault(key, MeanStatistic())
+            mine_mean.samples += mean.samples
+            mine_mean.sum += mean.sum
+
+    def snapshot(self) -> IOStatisticsSnapshot:
+        return IOStatisticsSnapshot(
+            counters=dict(self.counters),
+            gauges=dict(self.gauges),
+            minimums=dict(self.minimums),
+            maximums=dict(self.maximums),
+            meanstatistics={k: MeanStatistic(v.samples, v.sum) for k, v in self.means.items()},
+        )

@@ -1,0 +1,79 @@
+"""Where everything of a job lives, as Hadoop 3.5.0 lays it out::
+
+    DEST/_SUCCESS
+    DEST/_temporary/JOB/NN/manifests/ATTEMPT-manifest.json.tmp   (while a task commits)
+    DEST/_temporary/JOB/NN/manifests/TASK-manifest.json          (committed task)
+    DEST/_temporary/JOB/NN/tasks/ATTEMPT/...                     (task attempt output)
+    DEST/_temporary/JOB/NN/_SUCCESS.tmp
+    DEST/_temporary/JOB/NN/commit-plan.json                      (aiocommit only; see below)
+
+``commit-plan.json`` lists the manifests a job commit loaded, with a hash of each, written
+before the first rename, so a re-run after a crash commits exactly the same manifests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiocommit.protocol.ids import check_id
+from aiocommit.stores.base import join
+
+TEMPORARY = "_temporary"
+SUCCESS = "_SUCCESS"
+MANIFEST_SUFFIX = "-manifest.json"
+TEMP_MANIFEST_SUFFIX = "-manifest.json.tmp"
+
+
+@dataclass(frozen=True)
+class JobLayout:
+    """Paths of one job attempt under a destination directory (store paths)."""
+
+    dest: str
+    job_id: str
+    attempt: int = 0
+
+    def __post_init__(self) -> None:
+        check_id("job ID", self.job_id)
+        if self.attempt < 0:
+            raise ValueError(f"job attempt must be >= 0, not {self.attempt}")
+
+    @property
+    def temporary_dir(self) -> str:
+        return join(self.dest, TEMPORARY)
+
+    @property
+    def job_dir(self) -> str:
+        return join(self.temporary_dir, self.job_id)
+
+    @property
+    def job_attempt_dir(self) -> str:
+        return join(self.job_dir, f"{self.attempt:02d}")
+
+    @property
+    def manifests_dir(self) -> str:
+        return join(self.job_attempt_dir, "manifests")
+
+    @property
+    def tasks_dir(self) -> str:
+        return join(self.job_attempt_dir, "tasks")
+
+    @property
+    def success_path(self) -> str:
+        return join(self.dest, SUCCESS)
+
+    @property
+    def success_temp_path(self) -> str:
+        return join(self.job_attempt_dir, SUCCESS + ".tmp")
+
+    @property
+    def commit_plan_path(self) -> str:
+        return join(self.job_attempt_dir, "commit-plan.json")
+
+    def task_attempt_dir(self, task_attempt_id: str) -> str:
+        return join(self.tasks_dir, check_id("task attempt ID", task_attempt_id))
+
+    def manifest_path(self, task_id: str) -> str:
+        return join(self.manifests_dir, check_id("task ID", task_id) + MANIFEST_SUFFIX)
+
+    def temp_manifest_path(self, task_attempt_id: str) -> str:
+        return join(self.manifests_dir, check_id("task attempt ID", task_attempt_id) + TEMP_MANIFEST_SUFFIX)

@@ -1,0 +1,1 @@
+"""The stages of task and job commit: one small unit per stage."""

@@ -1,0 +1,146 @@
+"""What every stage gets: the job's layout, options, store operations and statistics,
+plus the stage runner and the bounded parallel map the stages share."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import anyio
+
+from aiocommit.engine.operations import StoreOperations
+from aiocommit.engine.options import CommitOptions
+from aiocommit.errors import CommitError, StoreError
+from aiocommit.protocol.iostatistics import IOStatistics
+from aiocommit.protocol.layout import JobLayout
+
+T = TypeVar("T")
+
+logger = logging.getLogger("aiocommit")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A progress report: the stage, files and bytes done, and the totals when known."""
+
+    stage: str
+    files_done: int = 0
+    files_total: int = 0
+    bytes_done: int = 0
+    bytes_total: int = 0
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+@dataclass
+class StageContext:
+    """Shared by the stages of one job or task commit. Built once, then read-only but for
+    the statistics it collects."""
+
+    layout: JobLayout
+    options: CommitOptions
+    ops: StoreOperations
+    stats: IOStatistics
+    job_id_source: str = "JobID"
+    task_attempt_id: str | None = None
+    progress: ProgressCallback | None = None
+    log: logging.LoggerAdapter[logging.Logger] = field(init=False)
+
+    def __post_init__(self) -> None:
+        extra = {"job_id": self.layout.job_id, "task_attempt_id": self.task_attempt_id or "-"}
+        self.log = logging.LoggerAdapter(logger, extra)
+
+    @property
+    def store(self) -> object:
+        return self.ops.store
+
+    def qualify(self, path: str) -> str:
+        return self.ops.store.qualify(path)
+
+    def report(self, event: Progress) -> None:
+        if self.progress is not None:
+            self.progress(event)
+
+
+def first_error(error: BaseException) -> BaseException:
+    """The first leaf of an exception group that is not a cancellation."""
+    if isinstance(error, BaseExceptionGroup):
+        leaves = [first_error(inner) for inner in error.exceptions]
+        for leaf in leaves:
+            if not isinstance(leaf, anyio.get_cancelled_exc_class()):
+                return leaf
+        return leaves[0]
+    return error
+
+
+@asynccontextmanager
+async def stage(context: StageContext, name: str) -> AsyncIterator[None]:
+    """Run a block as stage ``name``: timed into the statistics, logged, and any failure
+    surfaced as one ``CommitError`` naming the stage, operation and path."""
+    context.log.debug("stage %s starting", name, extra={"stage": name})
+    started = time.perf_counter()
+    try:
+        with context.stats.track(name):
+            yield
+    except BaseException as raw:
+        error = first_error(raw)
+        if isinstance(error, CommitError):
+            if error.stage is None:
+                error.stage = name
+            if error is raw:
+                raise
+            raise error from raw
+        if isinstance(error, StoreError):
+            raise CommitError(
+                f"{name} failed: {error.message}",
+                stage=name,
+                operation=error.operation,
+                path=error.path,
+            ) from error
+        if error is not raw and not isinstance(error, anyio.get_cancelled_exc_class()):
+            raise error from raw
+        raise
+    context.log.debug(
+        "stage %s done in %.3f s", name, time.perf_counter() - started, extra={"stage": name}
+    )
+
+
+async def parallel(
+    items: Iterable[T] | AsyncIterable[T],
+    worker: Callable[[T], Awaitable[None]],
+    *,
+    workers: int,
+) -> None:
+    """Run ``worker`` over ``items`` with at most ``workers`` at once, in one task group:
+    the first failure cancels the rest and is raised; nothing outlives the call. Items
+    are pulled lazily, so an async iterable is never held in memory whole."""
+    if isinstance(items, list | tuple):
+        workers = min(workers, len(items))
+        if workers == 0:
+            return
+    send, receive = anyio.create_memory_object_stream[T](max_buffer_size=workers)
+
+    async def produce() -> None:
+        async with send:
+            if isinstance(items, AsyncIterable):
+                async for item in items:
+                    await send.send(item)
+            else:
+                for item in items:
+                    await send.send(item)
+
+    async def consume(stream: anyio.abc.ObjectReceiveStream[T]) -> None:
+        async with stream:
+            async for item in stream:
+                await worker(item)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(produce)
+        for _ in range(max(1, workers)):
+            group.start_soon(consume, receive.clone())
+        receive.close()

@@ -1,0 +1,65 @@
+"""Create target directories.
+
+pre:  manifests loaded; ``directories`` maps each destination directory to whether some
+      task did not see it as an existing directory.
+post: every such directory exists, its parents too (``mkdirs`` makes parents, so only
+      leaves are asked for); a file that stood where one of them must go is deleted.
+fail: a store error names the directory; no file has been renamed yet. Re-runnable.
+"""
+
+from __future__ import annotations
+
+from aiocommit.errors import AlreadyExists
+from aiocommit.protocol import statistics as S
+from aiocommit.stages.context import StageContext, parallel, stage
+from aiocommit.stores.base import is_under, parent_of
+
+
+def leaf_directories(directories: dict[str, bool]) -> list[str]:
+    """The directories to create that are not a parent of another one to create."""
+    wanted = sorted(d for d, needed in directories.items() if needed)
+    leaves = []
+    for index, directory in enumerate(wanted):
+        following = wanted[index + 1] if index + 1 < len(wanted) else ""
+        if not following.startswith(directory + "/"):
+            leaves.append(directory)
+    return leaves
+
+
+async def create_directories_stage(context: StageContext, directories: dict[str, bool]) -> int:
+    """Returns how many leaf directories were asked for."""
+    ops = context.ops
+    dest_root = context.layout.dest.rstrip("/")
+
+    async def clear_files_in_the_way(directory: str) -> None:
+        """Delete files at ``directory`` or its ancestors below the destination."""
+        current = directory
+        chain = []
+        while is_under(current, dest_root) and current != dest_root:
+            chain.append(current)
+            current = parent_of(current)
+        for path in reversed(chain):
+            status = await ops.stat_or_none(path)
+            if status is None:
+                return
+            if not status.is_dir:
+                context.log.info("deleting file %s where a directory must go", path)
+                await ops.delete(path)
+                context.stats.increment(S.COMMITTER_FILES_DELETED_IN_THE_WAY)
+                return
+
+    async def create(directory: str) -> None:
+        with context.stats.track(S.OP_CREATE_ONE_DIRECTORY):
+            try:
+                await ops.mkdirs(directory)
+            except AlreadyExists:
+                await clear_files_in_the_way(directory)
+                await ops.mkdirs(directory)
+        context.stats.increment(S.COMMITTER_DIRECTORIES_CREATED)
+
+    leaves = leaf_directories(directories)
+    if not ops.capabilities.directories:
+        return 0
+    async with stage(context, S.JOB_STAGE_CREATE_TARGET_DIRS):
+        await parallel(leaves, create, workers=context.options.concurrency)
+    return len(leaves)

@@ -1,0 +1,285 @@
+"""Load manifests: read every committed task manifest concurrently, check it, merge its
+directories, and spill its file entries to a local file.
+
+pre:  the job's manifests are in ``manifests/`` (or named by the caller, or by the commit
+      plan of an earlier, interrupted run of this job commit).
+post: every manifest parsed, of this job, with every source under this job's task attempt
+      directories and every destination under the destination directory (never inside
+      ``_temporary``); no two entries share a destination; the entries are spilled, one
+      local file per manifest, and only directories, totals and one 8-byte hash per file
+      stay in memory.
+fail: ``ManifestError`` or ``OutputConflict`` naming the manifest and path; nothing has
+      been renamed or created.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from array import array
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import msgspec
+
+from aiocommit.errors import ManifestError, NotFound, OutputConflict
+from aiocommit.protocol import statistics as S
+from aiocommit.protocol.iostatistics import IOStatistics
+from aiocommit.protocol.layout import MANIFEST_SUFFIX
+from aiocommit.protocol.manifest import DirState, TaskManifest, decode_manifest
+from aiocommit.stages.context import StageContext, parallel, stage
+from aiocommit.stores.base import check_clean, is_under, join, parent_of, relative_to
+
+#: a spilled entry: (source relative to the attempt dir, destination relative to the
+#: destination dir or None when it is the same, size, etag)
+SpilledEntry = tuple[str, str | None, int, str | None]
+
+_spill_encoder = msgspec.msgpack.Encoder()
+_spill_decoder = msgspec.msgpack.Decoder(list[tuple[str, str | None, int, str | None]])
+
+
+class CommitPlan(msgspec.Struct):
+    """``commit-plan.json``: the manifests a job commit loaded, fixed before any rename."""
+
+    job_id: str
+    manifests: dict[str, str]  # manifest file name -> sha256 of its bytes
+
+
+@dataclass
+class LoadedManifest:
+    path: str
+    name: str
+    digest: str
+    task_id: str
+    task_attempt_id: str
+    attempt_dir: str
+    file_count: int
+    total_size: int
+    spill_path: str
+
+
+@dataclass
+class LoadedJob:
+    """What job commit keeps in memory after loading: no per-file objects."""
+
+    spill_dir: tempfile.TemporaryDirectory[str]
+    manifests: list[LoadedManifest] = field(default_factory=list)
+    #: destination dir -> True when some manifest did not see it as an existing directory
+    directories: dict[str, bool] = field(default_factory=dict)
+    file_count: int = 0
+    total_size: int = 0
+    dest_hashes: array[int] = field(default_factory=lambda: array("q"))
+    filenames: list[str] = field(default_factory=list)
+
+    def entries(self, manifest: LoadedManifest, dest_root: str) -> Iterator[tuple[str, str, int, str | None]]:
+        """(source, destination, size, etag) store paths of one manifest, from its spill."""
+        with open(manifest.spill_path, "rb") as handle:
+            spilled = _spill_decoder.decode(handle.read())
+        for source, dest, size, etag in spilled:
+            yield (
+                join(manifest.attempt_dir, source),
+                join(dest_root, dest if dest is not None else source),
+                size,
+                etag,
+            )
+
+    def close(self) -> None:
+        self.spill_dir.cleanup()
+
+
+async def list_manifest_names(context: StageContext) -> list[str]:
+    names: list[str] = []
+    try:
+        async for page in context.ops.list_dir(context.layout.manifests_dir):
+            names.extend(s.name for s in page if not s.is_dir and s.name.endswith(MANIFEST_SUFFIX))
+    except NotFound as error:
+        raise ManifestError(
+            "the job has no manifests directory: was setup_job run, or was the job already "
+            "committed or aborted?",
+            path=context.layout.manifests_dir,
+        ) from error
+    return sorted(names)
+
+
+async def load_manifests_stage(
+    context: StageContext, names: Sequence[str], task_stats: IOStatistics
+) -> LoadedJob:
+    """Load the named manifest files (names inside ``manifests/``) concurrently."""
+    async with stage(context, S.JOB_STAGE_LOAD_MANIFESTS):
+        loaded = LoadedJob(tempfile.TemporaryDirectory(prefix="aiocommit-spill-"))
+        try:
+            await _load_all(context, names, loaded, task_stats)
+        except BaseException:
+            loaded.close()
+            raise
+        return loaded
+
+
+async def _load_all(
+    context: StageContext, names: Sequence[str], loaded: LoadedJob, task_stats: IOStatistics
+) -> None:
+    layout = context.layout
+    seen_tasks: dict[str, str] = {}
+
+    async def load_one(indexed: tuple[int, str]) -> None:
+        index, name = indexed
+        path = join(layout.manifests_dir, name)
+        try:
+            data = await context.ops.read_bytes(path)
+        except NotFound as error:
+            raise ManifestError("manifest not found", path=path) from error
+        manifest = decode_manifest(data, path=path)
+        checked = _check_manifest(context, manifest, path)
+        if manifest.task_id in seen_tasks:
+            raise ManifestError(
+                f"two manifests for task {manifest.task_id}: {seen_tasks[manifest.task_id]} and {name}",
+                path=path,
+            )
+        seen_tasks[manifest.task_id] = name
+        spill_path = os.path.join(loaded.spill_dir.name, f"{index}.msgpack")
+        with open(spill_path, "wb") as handle:  # noqa: ASYNC230 - small local spill
+            handle.write(_spill_encoder.encode(checked.entries))
+        loaded.manifests.append(
+            LoadedManifest(
+                path=path,
+                name=name,
+                digest=hashlib.sha256(data).hexdigest(),
+                task_id=manifest.task_id,
+                task_attempt_id=manifest.task_attempt_id,
+                attempt_dir=checked.attempt_dir,
+                file_count=len(checked.entries),
+                total_size=checked.total_size,
+                spill_path=spill_path,
+            )
+        )
+        loaded.file_count += len(checked.entries)
+        loaded.total_size += checked.total_size
+        loaded.dest_hashes.extend(checked.hashes)
+        for directory, needs_create in checked.directories.items():
+            loaded.directories[directory] = loaded.directories.get(directory, False) or needs_create
+        room = 100 - len(loaded.filenames)
+        if room > 0:
+            loaded.filenames.extend(checked.sample[:room])
+        task_stats.aggregate(manifest.iostatistics)
+
+    await parallel(list(enumerate(names)), load_one, workers=context.options.concurrency)
+    loaded.manifests.sort(key=lambda m: m.name)
+    context.stats.increment(S.COMMITTER_TASKS_COMPLETED, len(loaded.manifests))
+    _check_no_duplicates(context, loaded)
+
+
+@dataclass
+class _CheckedManifest:
+    attempt_dir: str
+    entries: list[SpilledEntry]
+    hashes: array[int]
+    directories: dict[str, bool]
+    total_size: int
+    sample: list[str]
+
+
+def _check_manifest(context: StageContext, manifest: TaskManifest, path: str) -> _CheckedManifest:
+    """Check one manifest against the job; everything it names must stay in its place."""
+    layout = context.layout
+    store = context.ops.store
+    if manifest.job_id != layout.job_id:
+        raise ManifestError(
+            f"manifest belongs to job {manifest.job_id!r}, not {layout.job_id!r}", path=path
+        )
+
+    def local(uri: str, what: str) -> str:
+        try:
+            local_path = store.unqualify(uri)
+            check_clean(local_path)
+        except ValueError as error:
+            raise ManifestError(f"{what} {uri!r} is not a path of this store: {error}", path=path) from error
+        return local_path
+
+    if manifest.task_attempt_dir:
+        attempt_dir = local(manifest.task_attempt_dir, "taskAttemptDir")
+    elif manifest.task_attempt_id:
+        attempt_dir = layout.task_attempt_dir(manifest.task_attempt_id)
+    else:
+        raise ManifestError("manifest names neither taskAttemptDir nor taskAttemptID", path=path)
+    if parent_of(attempt_dir) != layout.tasks_dir:
+        raise ManifestError(
+            f"task attempt directory {attempt_dir!r} is not one of this job's ({layout.tasks_dir})",
+            path=path,
+        )
+    dest_root = layout.dest
+    temporary = layout.temporary_dir
+
+    def check_dest(dest: str, what: str) -> str:
+        if not is_under(dest, dest_root) or dest == dest_root.rstrip("/") or is_under(dest, temporary):
+            raise ManifestError(f"{what} {dest!r} is outside the destination {dest_root!r}", path=path)
+        return relative_to(dest, dest_root)
+
+    entries: list[SpilledEntry] = []
+    hashes: array[int] = array("q")
+    directories: dict[str, bool] = {}
+    total = 0
+    for entry in manifest.files:
+        source = local(entry.source, "source")
+        if not source.startswith(attempt_dir + "/"):
+            raise ManifestError(
+                f"source {entry.source!r} is outside the task attempt directory {attempt_dir!r}",
+                path=path,
+            )
+        dest = local(entry.dest, "destination")
+        dest_relative = check_dest(dest, "destination")
+        if dest == layout.success_path:
+            raise ManifestError("a task may not write _SUCCESS", path=path)
+        if entry.size < 0:
+            raise ManifestError(f"negative size for {entry.source!r}", path=path)
+        source_relative = source[len(attempt_dir) + 1 :]
+        entries.append(
+            (source_relative, None if source_relative == dest_relative else dest_relative, entry.size, entry.etag)
+        )
+        hashes.append(hash(dest))
+        total += entry.size
+        parent = parent_of(dest)
+        if parent != dest_root.rstrip("/") and parent not in directories:
+            directories[parent] = True
+    for dir_entry in manifest.directories:
+        directory = local(dir_entry.dest, "directory")
+        check_dest(directory, "directory")
+        directories[directory] = dir_entry.state != DirState.DIR
+    sample = [context.qualify(join(dest_root, e[1] or e[0])) for e in entries[:100]]
+    return _CheckedManifest(attempt_dir, entries, hashes, directories, total, sample)
+
+
+def _check_no_duplicates(context: StageContext, loaded: LoadedJob) -> None:
+    """Every destination once. Hashes are bucketed and sorted bucket by bucket, so memory
+    stays at 8 bytes per file; colliding hashes are confirmed against the spills."""
+    buckets: list[array[int]] = [array("q") for _ in range(256)]
+    for value in loaded.dest_hashes:
+        buckets[value & 255].append(value)
+    suspects: set[int] = set()
+    for bucket in buckets:
+        ordered = sorted(bucket)
+        suspects.update(a for a, b in zip(ordered, ordered[1:], strict=False) if a == b)
+    if not suspects:
+        return
+    owners: dict[str, str] = {}
+    for manifest in loaded.manifests:
+        for _, dest, _, _ in loaded.entries(manifest, context.layout.dest):
+            if hash(dest) not in suspects:
+                continue
+            if dest in owners:
+                raise OutputConflict(
+                    f"two tasks claim the same destination file: {owners[dest]} and {manifest.task_id}",
+                    path=context.qualify(dest),
+                )
+            owners[dest] = manifest.task_id
+
+
+def read_plan(data: bytes, path: str) -> CommitPlan:
+    try:
+        return msgspec.json.decode(data, type=CommitPlan)
+    except msgspec.DecodeError as error:
+        raise ManifestError(f"malformed commit plan: {error}", path=path) from error
+
+
+def encode_plan(plan: CommitPlan) -> bytes:
+    return msgspec.json.format(msgspec.json.encode(plan), indent=2)

@@ -1,0 +1,156 @@
+"""Rename files into place, and the recovery rule that makes it re-runnable.
+
+pre:  every manifest loaded and checked; target directories exist; the commit plan is
+      saved, so a re-run commits exactly these manifests.
+post: every entry's file is at its destination, with the manifest's etag (where the
+      store keeps etags through renames) or size.
+fail: the first failure cancels the other renames and is raised naming source and
+      destination. Already-renamed files stay renamed; a re-run finishes the rest, and
+      ``abort_job`` moves them back.
+
+The recovery rule (``commit_file``): a rename whose source is gone is done when the
+destination holds the manifest's file (same etag, or same size where etags are not kept
+through renames); counted as recovered when an earlier attempt of this run may have
+applied, else as already committed (a re-run). A destination that exists while the
+source is still there and is the same file (a copy-then-delete rename interrupted before
+its delete) is finished by deleting the source.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import anyio
+
+from aiocommit.errors import AlreadyExists, CommitError, NotFound, OutputConflict
+from aiocommit.protocol import statistics as S
+from aiocommit.stages.context import Progress, StageContext, parallel, stage
+from aiocommit.stages.load_manifests import LoadedJob
+from aiocommit.stores.base import FileStatus, parent_of
+
+Entry = tuple[str, str, int, str | None]
+
+
+def holds(status: FileStatus | None, size: int, etag: str | None, *, etags_kept: bool) -> bool:
+    """Does ``status`` describe the manifest's file (etag when comparable, else size)?"""
+    if status is None or status.is_dir:
+        return False
+    if etags_kept and etag is not None and status.etag is not None:
+        return status.etag == etag
+    return status.size == size
+
+
+def same_file(first: FileStatus, second: FileStatus, *, etags_kept: bool) -> bool:
+    """Are two paths provably one file's content (checksum, else etag kept by rename)?"""
+    if first.is_dir or second.is_dir or first.size != second.size:
+        return False
+    if first.checksum is not None and second.checksum is not None:
+        return first.checksum == second.checksum
+    if etags_kept and first.etag is not None and second.etag is not None:
+        return first.etag == second.etag
+    return False
+
+
+async def commit_file(context: StageContext, entry: Entry) -> None:
+    """Rename one file into place, recovering as the module docstring says."""
+    source, dest, size, etag = entry
+    ops = context.ops
+    capabilities = ops.capabilities
+    etags_kept = capabilities.etags_preserved_in_rename
+    if context.options.delete_target_files:
+        with context.stats.track(S.OP_DELETE_FILE_UNDER_DESTINATION):
+            existing = await ops.stat_or_none(dest)
+            if existing is not None and not holds(existing, size, etag, etags_kept=etags_kept):
+                if await ops.stat_or_none(source) is not None:
+                    await ops.delete(dest)
+                    context.stats.increment(S.COMMITTER_TARGET_FILES_DELETED)
+    source_etag = etag if context.options.use_source_etag and capabilities.etags else None
+    with context.stats.track(S.COMMIT_FILE_RENAME):
+        for _ in range(3):
+            try:
+                await ops.rename(source, dest, source_etag=source_etag)
+            except NotFound as error:
+                if error.path not in (None, source) and capabilities.directories:
+                    await ops.mkdirs(parent_of(dest))  # the parent vanished after create_dirs
+                    continue
+                await _recover_missing_source(context, error.attempts, entry, etags_kept)
+                return
+            except AlreadyExists as error:
+                await _resolve_existing_dest(context, error.attempts, entry, etags_kept)
+                return
+            return
+        raise CommitError("destination parent keeps vanishing", operation="rename", path=dest)
+
+
+async def _recover_missing_source(
+    context: StageContext, attempts: int, entry: Entry, etags_kept: bool
+) -> None:
+    source, dest, size, etag = entry
+    status = await context.ops.stat_or_none(dest)
+    if holds(status, size, etag, etags_kept=etags_kept):
+        context.stats.increment(
+            S.COMMIT_FILE_RENAME_RECOVERED if attempts > 1 else S.COMMITTER_FILES_ALREADY_COMMITTED
+        )
+        return
+    raise CommitError(
+        f"rename source {context.qualify(source)} is gone and the destination does not hold "
+        f"its file (size {size}, etag {etag})",
+        operation="rename",
+        path=context.qualify(dest),
+    )
+
+
+async def _resolve_existing_dest(
+    context: StageContext, attempts: int, entry: Entry, etags_kept: bool
+) -> None:
+    source, dest, _, _ = entry
+    ops = context.ops
+    source_status = await ops.stat_or_none(source)
+    if source_status is None:
+        await _recover_missing_source(context, attempts, entry, etags_kept)
+        return
+    dest_status = await ops.stat_or_none(dest)
+    if dest_status is not None and same_file(source_status, dest_status, etags_kept=etags_kept):
+        await ops.delete(source)  # a copy-then-delete rename stopped before its delete
+        context.stats.increment(S.COMMIT_FILE_RENAME_RECOVERED)
+        return
+    raise OutputConflict(
+        f"destination already exists and is not this job's file (source {context.qualify(source)}); "
+        "enable delete_target_files to replace existing files",
+        operation="rename",
+        path=context.qualify(dest),
+    )
+
+
+async def rename_files_stage(context: StageContext, loaded: LoadedJob) -> None:
+    files_done = 0
+    bytes_done = 0
+    last_report = 0.0
+    dest_root = context.layout.dest
+
+    async def entries() -> AsyncIterator[Entry]:
+        for manifest in loaded.manifests:
+            for entry in loaded.entries(manifest, dest_root):
+                yield entry
+            await anyio.lowlevel.checkpoint()
+
+    async def worker(entry: Entry) -> None:
+        nonlocal files_done, bytes_done, last_report
+        await commit_file(context, entry)
+        files_done += 1
+        bytes_done += entry[2]
+        now = time.monotonic()
+        if now - last_report > 0.2:
+            last_report = now
+            context.report(
+                Progress(S.JOB_STAGE_RENAME_FILES, files_done, loaded.file_count, bytes_done, loaded.total_size)
+            )
+
+    async with stage(context, S.JOB_STAGE_RENAME_FILES):
+        await parallel(entries(), worker, workers=context.options.concurrency)
+    context.stats.increment(S.COMMITTER_FILES_COMMITTED, files_done)
+    context.stats.increment(S.COMMITTER_BYTES_COMMITTED, bytes_done)
+    context.report(
+        Progress(S.JOB_STAGE_RENAME_FILES, files_done, loaded.file_count, bytes_done, loaded.total_size)
+    )

@@ -1,0 +1,145 @@
+"""Task-side stages: set up an attempt, scan its output in parallel, save its manifest,
+abort it.
+
+Task commit
+    pre:  the attempt directory holds the attempt's output and nothing else; the job's
+          manifests directory exists (the job is still active).
+    post: ``manifests/TASK-manifest.json`` lists every file of this attempt (source,
+          destination, size, etag) and every directory, and replaced any manifest an
+          earlier attempt of the task saved: the last attempt to commit wins.
+    fail: nothing in the destination changes; a half-written manifest exists only under
+          the attempt's ``.tmp`` name, which job commit never loads.
+"""
+
+from __future__ import annotations
+
+import anyio
+
+from aiocommit.errors import CommitError, NotFound
+from aiocommit.protocol import statistics as S
+from aiocommit.protocol.manifest import DirEntry, DirState, FileEntry, TaskManifest, encode_manifest
+from aiocommit.stages.context import StageContext, stage
+from aiocommit.stores.base import FileStatus, join, relative_to
+
+
+async def setup_task_stage(context: StageContext, attempt_dir: str) -> None:
+    async with stage(context, S.TASK_STAGE_SETUP):
+        await context.ops.mkdirs(attempt_dir)
+
+
+async def scan_task_attempt(
+    context: StageContext, attempt_dir: str
+) -> tuple[list[FileEntry], list[DirEntry]]:
+    """List the attempt directory tree with directories listed concurrently (bounded by
+    the job limiter), and probe each destination directory's state.
+
+    Returns the file entries sorted by destination and the directory entries.
+    """
+    ops = context.ops
+    dest_root = context.layout.dest
+    keep_etags = ops.capabilities.etags
+    files: list[FileEntry] = []
+    dirs: list[DirEntry] = []
+
+    async def probe(dest_dir: str, level: int) -> None:
+        status = await ops.stat_or_none(dest_dir)
+        state = DirState.NOT_FOUND if status is None else DirState.DIR if status.is_dir else DirState.FILE
+        dirs.append(DirEntry(context.qualify(dest_dir), int(state), level))
+
+    async def scan(directory: str, group: anyio.abc.TaskGroup) -> None:
+        with context.stats.track(S.OP_DIRECTORY_SCAN):
+            async for page in ops.list_dir(directory):
+                for status in page:
+                    relative = relative_to(status.path, attempt_dir)
+                    if status.is_dir:
+                        dest_dir = join(dest_root, relative)
+                        group.start_soon(probe, dest_dir, relative.count("/") + 1)
+                        group.start_soon(scan, status.path, group)
+                    else:
+                        files.append(_file_entry(context, status, relative, keep_etags))
+
+    async with anyio.create_task_group() as group:
+        await scan(attempt_dir, group)
+    files.sort(key=lambda entry: entry.dest)
+    dirs.sort(key=lambda entry: entry.dest)
+    return files, dirs
+
+
+def _file_entry(context: StageContext, status: FileStatus, relative: str, keep_etag: bool) -> FileEntry:
+    return FileEntry(
+        source=context.qualify(status.path),
+        dest=context.qualify(join(context.layout.dest, relative)),
+        size=status.size,
+        etag=status.etag if keep_etag else None,
+    )
+
+
+async def commit_task_stage(
+    context: StageContext, task_id: str, task_attempt_id: str
+) -> TaskManifest:
+    layout = context.layout
+    attempt_dir = layout.task_attempt_dir(task_attempt_id)
+    async with stage(context, S.TASK_STAGE_COMMIT):
+        async with stage(context, S.TASK_STAGE_SCAN_DIRECTORY):
+            try:
+                files, dirs = await scan_task_attempt(context, attempt_dir)
+            except NotFound as error:
+                if error.path == attempt_dir:
+                    raise CommitError(
+                        "task attempt directory does not exist (was setup_task run?)",
+                        operation="list_dir",
+                        path=attempt_dir,
+                    ) from error
+                raise
+        stats = context.stats
+        stats.increment(S.COMMITTER_TASK_FILE_COUNT, len(files))
+        stats.increment(S.COMMITTER_TASK_FILE_SIZE, sum(entry.size for entry in files))
+        stats.increment(S.COMMITTER_TASK_DIRECTORY_COUNT, len(dirs))
+        stats.increment(
+            S.COMMITTER_TASK_DIRECTORY_DEPTH, max((entry.level for entry in dirs), default=0)
+        )
+        manifest = TaskManifest(
+            job_id=layout.job_id,
+            job_attempt_number=layout.attempt,
+            task_id=task_id,
+            task_attempt_id=task_attempt_id,
+            task_attempt_dir=context.qualify(attempt_dir),
+            files=files,
+            directories=dirs,
+        )
+        async with stage(context, S.TASK_STAGE_SAVE_MANIFEST):
+            await save_manifest(context, manifest)
+    return manifest
+
+
+async def save_manifest(context: StageContext, manifest: TaskManifest) -> None:
+    """Write to the attempt's temporary name, check the job is still active, then rename
+    over the task's manifest so the last attempt to commit wins."""
+    layout = context.layout
+    ops = context.ops
+    temporary = layout.temp_manifest_path(manifest.task_attempt_id)
+    final = layout.manifest_path(manifest.task_id)
+    manifest.iostatistics = context.stats.snapshot()
+    data = encode_manifest(manifest)
+    context.stats.increment(S.COMMITTER_TASK_MANIFEST_FILE_SIZE, len(data))
+    if await ops.stat_or_none(layout.manifests_dir) is None:
+        raise CommitError(
+            "job is not active: its manifests directory is gone (committed or aborted)",
+            operation="stat",
+            path=layout.manifests_dir,
+        )
+    written = await ops.write_bytes(temporary, data, overwrite=True)
+    try:
+        await ops.rename(temporary, final, overwrite=True)
+    except NotFound as error:
+        # a retried rename whose first response was lost: done if the manifest is in place
+        landed = await ops.stat_or_none(final)
+        if error.path != temporary or landed is None or landed.size != written.size:
+            raise
+
+
+async def abort_task_stage(context: StageContext, task_attempt_id: str) -> None:
+    layout = context.layout
+    async with stage(context, S.TASK_STAGE_ABORT_TASK):
+        await context.ops.delete(layout.task_attempt_dir(task_attempt_id), recursive=True)
+        await context.ops.delete(layout.temp_manifest_path(task_attempt_id))

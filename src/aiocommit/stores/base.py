@@ -1,0 +1,142 @@
+"""The store contract: the few coroutines the Manifest Committer protocol needs, no more.
+
+Paths are absolute POSIX strings inside the store (``"/dest/part=1/f.parquet"``),
+never URL-escaped: spaces, ``%``, ``#``, ``?`` and unicode are ordinary characters.
+``qualify`` and ``unqualify`` convert between such a path and the URI form written into
+manifests (Hadoop's ``Path.toString()`` form, e.g. ``file:/dest/f``).
+
+Contract (every adapter; checked by ``tests/contract``):
+
+* ``list_dir`` yields pages of the direct children of a directory; a missing
+  directory raises ``NotFound``; a file raises ``NotFound`` too (it has no children).
+* ``stat`` returns the status of a file or directory, or raises ``NotFound``.
+* ``mkdirs`` creates a directory and its missing parents; an existing directory is fine;
+  a file at the path or at an ancestor raises ``AlreadyExists``.
+* ``delete`` removes a file, or a directory (``recursive=True`` for a non-empty one,
+  else ``NotEmpty``). It returns ``False`` when nothing was there.
+* ``rename`` moves one file. Without ``overwrite`` an existing destination raises
+  ``AlreadyExists``. A missing source raises ``NotFound`` whose ``path`` is the source;
+  a missing destination parent raises ``NotFound`` whose ``path`` is that parent (stores
+  without directories never do). With ``source_etag``, a source whose etag differs raises
+  ``PreconditionFailed`` and nothing moves.
+* ``read_bytes`` / ``write_bytes`` / ``upload_file`` move small files in and out;
+  ``write_bytes`` makes missing parents; readers never see a partial file where
+  the store allows it.
+* Every failure is a ``StoreError`` subclass from ``aiocommit.errors``; nothing else leaks.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import AsyncIterator
+from typing import Protocol, runtime_checkable
+
+import msgspec
+
+
+class FileStatus(msgspec.Struct, frozen=True, gc=False):
+    """One entry of a listing, or the answer to ``stat``."""
+
+    path: str
+    is_dir: bool
+    size: int = 0
+    etag: str | None = None
+    #: a content checksum that a copy keeps (GCS crc32c); None where the store has none
+    checksum: str | None = None
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.path)
+
+
+class StoreCapabilities(msgspec.Struct, frozen=True):
+    """What a store promises; stages branch on these answers, never on the store's type.
+
+    Attributes:
+        etags: files carry an etag (or an equivalent identity such as a generation).
+        etags_preserved_in_rename: a renamed file keeps its etag, so a rename can be
+            recognised at its destination by the etag recorded in the manifest.
+        atomic_rename: a file rename is one atomic store operation.
+        directories: the store has real directories (mkdirs and parents matter).
+    """
+
+    etags: bool = True
+    etags_preserved_in_rename: bool = True
+    atomic_rename: bool = True
+    directories: bool = True
+
+
+@runtime_checkable
+class Store(Protocol):
+    """An async store adapter. See the module docstring for the contract."""
+
+    @property
+    def capabilities(self) -> StoreCapabilities: ...
+
+    def qualify(self, path: str) -> str:
+        """The URI form of a store path, as written into manifests and ``_SUCCESS``."""
+        ...
+
+    def unqualify(self, uri: str) -> str:
+        """The store path of a URI; ``ValueError`` if it names another store or account."""
+        ...
+
+    def list_dir(self, path: str) -> AsyncIterator[list[FileStatus]]:
+        """Pages of the direct children of ``path``."""
+        ...
+
+    async def stat(self, path: str) -> FileStatus: ...
+
+    async def mkdirs(self, path: str) -> None: ...
+
+    async def delete(self, path: str, *, recursive: bool = False) -> bool: ...
+
+    async def rename(
+        self, source: str, dest: str, *, overwrite: bool = False, source_etag: str | None = None
+    ) -> None: ...
+
+    async def read_bytes(self, path: str) -> bytes: ...
+
+    async def write_bytes(self, path: str, data: bytes, *, overwrite: bool = True) -> FileStatus: ...
+
+    async def upload_file(self, local_path: str, path: str, *, overwrite: bool = True) -> FileStatus: ...
+
+    async def aclose(self) -> None: ...
+
+
+def join(parent: str, *names: str) -> str:
+    """Join store path parts with ``/`` without normalising anything."""
+    out = parent
+    for name in names:
+        out = out.rstrip("/") + "/" + name.lstrip("/") if out else name
+    return out
+
+
+def parent_of(path: str) -> str:
+    parent = posixpath.dirname(path.rstrip("/"))
+    return parent or "/"
+
+
+def is_under(path: str, root: str) -> bool:
+    """True when ``path`` is ``root`` or below it, comparing whole segments."""
+    root = root.rstrip("/")
+    return path == root or path.startswith(root + "/") or root == ""
+
+
+def relative_to(path: str, root: str) -> str:
+    """``path`` relative to ``root``; ``ValueError`` when it is not below it."""
+    root = root.rstrip("/")
+    if not path.startswith(root + "/"):
+        raise ValueError(f"{path!r} is not below {root!r}")
+    return path[len(root) + 1 :]
+
+
+def check_clean(path: str) -> None:
+    """Raise ``ValueError`` for a path with ``.``/``..``/empty segments or a NUL byte."""
+    if not path.startswith("/"):
+        raise ValueError(f"not an absolute store path: {path!r}")
+    if "\x00" in path:
+        raise ValueError(f"NUL byte in path: {path!r}")
+    segments = path.split("/")[1:]
+    if path != "/" and any(s in ("", ".", "..") for s in segments):
+        raise ValueError(f"path has an empty, '.' or '..' segment: {path!r}")

@@ -1,0 +1,262 @@
+"""The local filesystem: the embedded default store. URLs ``file:///abs``, ``file:/abs``,
+or plain paths. Blocking calls run in worker threads bounded by the store's own limiter."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import os
+import shutil
+import stat as stat_module
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from typing import TypeVar
+
+import anyio
+import anyio.to_thread
+
+from aiocommit.errors import (
+    AlreadyExists,
+    NotEmpty,
+    NotFound,
+    PermissionDenied,
+    PreconditionFailed,
+    StoreError,
+    Transient,
+)
+from aiocommit.stores.base import FileStatus, StoreCapabilities, check_clean, parent_of
+
+T = TypeVar("T")
+
+_RENAME_NOREPLACE = 1
+_AT_FDCWD = -100
+
+
+def _load_renameat2() -> Callable[[str, str], None] | None:
+    """``renameat2(RENAME_NOREPLACE)``: an atomic no-overwrite rename (Linux, glibc 2.28+)."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        libc = ctypes.CDLL(name, use_errno=True)
+        function = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    function.restype = ctypes.c_int
+
+    def rename_noreplace(source: str, dest: str) -> None:
+        result = function(
+            _AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(dest), _RENAME_NOREPLACE
+        )
+        if result != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code), source, None, dest)
+
+    return rename_noreplace
+
+
+_renameat2 = _load_renameat2()
+
+
+def _etag(info: os.stat_result) -> str:
+    """Inode, modification time and size: unchanged by a rename within one filesystem."""
+    return f"{info.st_ino:x}-{info.st_mtime_ns:x}-{info.st_size:x}"
+
+
+def _status(path: str, info: os.stat_result) -> FileStatus:
+    if stat_module.S_ISDIR(info.st_mode):
+        return FileStatus(path, True, 0, None)
+    return FileStatus(path, False, info.st_size, _etag(info))
+
+
+def _translate(error: OSError, path: str, operation: str) -> StoreError:
+    """The one place where OS errors become store errors."""
+    message = error.strerror or str(error)
+    if isinstance(error, FileNotFoundError):
+        return NotFound(message, path=path, operation=operation)
+    if isinstance(error, FileExistsError | NotADirectoryError | IsADirectoryError):
+        return AlreadyExists(message, path=path, operation=operation)
+    if isinstance(error, PermissionError):
+        return PermissionDenied(message, path=path, operation=operation)
+    if error.errno == errno.ENOTEMPTY:
+        return NotEmpty(message, path=path, operation=operation)
+    if error.errno in (errno.EAGAIN, errno.EINTR, errno.EBUSY, errno.ETIMEDOUT, errno.EIO):
+        return Transient(message, path=path, operation=operation)
+    return StoreError(message, path=path, operation=operation)
+
+
+class LocalStore:
+    """Files on a local (or mounted) filesystem.
+
+    Etags are derived from inode, mtime and size, so they survive a rename and let
+    rename recovery and output validation work here as on ADLS.
+    """
+
+    def __init__(self, *, threads: int = 32, page_size: int = 1000):
+        self.page_size = page_size
+        self._limiter = anyio.CapacityLimiter(threads)
+
+    @property
+    def capabilities(self) -> StoreCapabilities:
+        return StoreCapabilities(atomic_rename=_renameat2 is not None)
+
+    def qualify(self, path: str) -> str:
+        return "file:" + path
+
+    def unqualify(self, uri: str) -> str:
+        if uri.startswith("file://"):
+            rest = uri[len("file://") :]
+            if not rest.startswith("/"):
+                raise ValueError(f"{uri!r} names a remote host")
+            return rest
+        if uri.startswith("file:"):
+            return uri[len("file:") :]
+        if uri.startswith("/"):
+            return uri
+        raise ValueError(f"{uri!r} is not a local file URI")
+
+    async def _run(self, function: Callable[[], T], path: str, operation: str) -> T:
+        try:
+            return await anyio.to_thread.run_sync(function, limiter=self._limiter)
+        except StoreError:
+            raise
+        except OSError as error:
+            raise _translate(error, path, operation) from error
+
+    async def list_dir(self, path: str) -> AsyncIterator[list[FileStatus]]:
+        def first() -> list[os.DirEntry[str]]:
+            with os.scandir(path) as entries:
+                return list(entries)
+
+        entries = await self._run(first, path, "list_dir")
+        for start in range(0, len(entries), self.page_size):
+            chunk = entries[start : start + self.page_size]
+
+            def page(chunk: list[os.DirEntry[str]] = chunk) -> list[FileStatus]:
+                out = []
+                for entry in chunk:
+                    try:
+                        out.append(_status(entry.path, entry.stat(follow_symlinks=True)))
+                    except FileNotFoundError:
+                        continue
+                return out
+
+            yield await self._run(page, path, "list_dir")
+
+    async def stat(self, path: str) -> FileStatus:
+        return await self._run(lambda: _status(path, os.stat(path)), path, "stat")
+
+    async def mkdirs(self, path: str) -> None:
+        check_clean(path)
+
+        def make() -> None:
+            try:
+                os.makedirs(path, exist_ok=True)
+            except (FileExistsError, NotADirectoryError) as error:
+                raise AlreadyExists("a file is in the way", path=path, operation="mkdirs") from error
+
+        await self._run(make, path, "mkdirs")
+
+    async def delete(self, path: str, *, recursive: bool = False) -> bool:
+        def remove() -> bool:
+            try:
+                info = os.lstat(path)
+            except FileNotFoundError:
+                return False
+            if not stat_module.S_ISDIR(info.st_mode):
+                os.unlink(path)
+            elif recursive:
+                shutil.rmtree(path)
+            else:
+                os.rmdir(path)
+            return True
+
+        return await self._run(remove, path, "delete")
+
+    async def rename(
+        self, source: str, dest: str, *, overwrite: bool = False, source_etag: str | None = None
+    ) -> None:
+        check_clean(dest)
+
+        def move() -> None:
+            if source_etag is not None:
+                actual = _etag(os.stat(source))
+                if actual != source_etag:
+                    raise PreconditionFailed(
+                        f"source etag is {actual}, expected {source_etag}",
+                        path=source,
+                        operation="rename",
+                    )
+            try:
+                if overwrite:
+                    if os.path.isdir(dest):
+                        raise AlreadyExists("a directory is at the destination", path=dest)
+                    os.replace(source, dest)
+                elif _renameat2 is not None:
+                    _renameat2(source, dest)
+                else:  # link + unlink: no-overwrite, not atomic; recovery handles the gap
+                    os.link(source, dest)
+                    os.unlink(source)
+            except FileNotFoundError as error:
+                missing = source if not os.path.lexists(source) else parent_of(dest)
+                raise NotFound("rename: no such file", path=missing, operation="rename") from error
+            except (FileExistsError, IsADirectoryError, NotADirectoryError) as error:
+                raise AlreadyExists("rename destination exists", path=dest, operation="rename") from error
+
+        await self._run(move, source, "rename")
+
+    async def read_bytes(self, path: str) -> bytes:
+        def read() -> bytes:
+            with open(path, "rb") as handle:
+                return handle.read()
+
+        return await self._run(read, path, "read_bytes")
+
+    def _publish(self, temporary: str, path: str, overwrite: bool) -> FileStatus:
+        try:
+            if overwrite:
+                os.replace(temporary, path)
+            elif _renameat2 is not None:
+                _renameat2(temporary, path)
+            else:
+                os.link(temporary, path)
+                os.unlink(temporary)
+        except OSError:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+            raise
+        return _status(path, os.stat(path))
+
+    async def write_bytes(self, path: str, data: bytes, *, overwrite: bool = True) -> FileStatus:
+        check_clean(path)
+
+        def write() -> FileStatus:
+            if os.path.isdir(path):
+                raise AlreadyExists("a directory is at the path", path=path, operation="write_bytes")
+            directory = parent_of(path)
+            os.makedirs(directory, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(dir=directory, prefix=".aiocommit-", suffix=".tmp")
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+            return self._publish(temporary, path, overwrite)
+
+        return await self._run(write, path, "write_bytes")
+
+    async def upload_file(self, local_path: str, path: str, *, overwrite: bool = True) -> FileStatus:
+        check_clean(path)
+
+        def upload() -> FileStatus:
+            directory = parent_of(path)
+            os.makedirs(directory, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(dir=directory, prefix=".aiocommit-", suffix=".tmp")
+            os.close(handle)
+            shutil.copyfile(local_path, temporary)
+            return self._publish(temporary, path, overwrite)
+
+        return await self._run(upload, path, "upload_file")
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,51 @@
+"""``open_store(url)``: pick the adapter from the URL scheme."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+from aiocommit.stores.base import Store
+
+#: scheme -> "module:function"; the function takes the URL and returns (store, path).
+#: Cloud adapters register here lazily so their SDKs are imported only when used.
+OPENERS: dict[str, str] = {
+    "file": "aiocommit.stores.registry:_open_local",
+    "memory": "aiocommit.stores.registry:_open_memory",
+}
+
+
+def register_scheme(scheme: str, opener: str) -> None:
+    """Register ``"module:function"`` as the opener for URLs of ``scheme``."""
+    OPENERS[scheme] = opener
+
+
+def _open_local(url: str) -> tuple[Store, str]:
+    from aiocommit.stores.local import LocalStore
+
+    store = LocalStore()
+    path = url if "://" not in url and not url.startswith("file:") else store.unqualify(url)
+    return store, os.path.abspath(path)
+
+
+def _open_memory(url: str) -> tuple[Store, str]:
+    from aiocommit.stores.memory import MemoryStore
+
+    parts = urlsplit(url)
+    return MemoryStore.named(parts.netloc or "default"), url[len(f"memory://{parts.netloc}") :] or "/"
+
+
+def open_store(url: str) -> tuple[Store, str]:
+    """Return ``(store, path)`` for a URL: ``file:///abs``, a plain path, ``memory://name/p``,
+    or any scheme a cloud adapter registered (``abfs``, ``abfss``, ``gs``)."""
+    scheme = urlsplit(url).scheme if "://" in url or url.startswith("file:") else "file"
+    target = OPENERS.get(scheme)
+    if target is None:
+        raise ValueError(f"no store adapter for URL scheme {scheme!r} in {url!r}")
+    module_name, _, function_name = target.partition(":")
+    opener: Callable[[str], tuple[Store, str]] = getattr(
+        importlib.import_module(module_name), function_name
+    )
+    return opener(url)
