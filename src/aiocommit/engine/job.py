@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 import anyio
+import msgspec
 
 from aiocommit.engine.options import CommitOptions
 from aiocommit.engine.session import new_statistics, open_context
@@ -119,14 +120,13 @@ async def commit_job(
 async def _commit(context: StageContext, manifests: Sequence[str] | None) -> SuccessData:
     layout = context.layout
     options = context.options
-    stats = context.stats
     summary = SuccessData.now(layout.job_id, context.job_id_source)
     summary.diagnostics.update(_diagnostics(options))
     task_stats = new_statistics()
     loaded: LoadedJob | None = None
     existing: SuccessData | None = None
     try:
-        with stats.track(S.COMMITTER_COMMIT_JOB):
+        async with stage(context, S.COMMITTER_COMMIT_JOB):
             existing = await read_success(context)
             if existing is not None:
                 context.log.info("job %s already committed; nothing to rename", layout.job_id)
@@ -146,14 +146,14 @@ async def _commit(context: StageContext, manifests: Sequence[str] | None) -> Suc
             summary.iostatistics = _combined(context, task_stats)
             if options.write_success:
                 await save_success_stage(context, summary)
-        if not options.cleanup_skip:
-            await cleanup_stage(context, {m.attempt_dir for m in loaded.manifests})
+            if not options.cleanup_skip:
+                await cleanup_stage(context, {m.attempt_dir for m in loaded.manifests})
         return summary
     except BaseException as raw:
         error = first_error(raw)
         summary.success = False
         summary.state = "FAILED"
-        summary.stage = getattr(error, "stage", None)
+        summary.stage = getattr(error, "stage", None) or msgspec.UNSET
         summary.diagnostics["exception"] = type(error).__name__
         summary.diagnostics["exception.message"] = str(error)
         raise
@@ -181,7 +181,9 @@ def _diagnostics(options: CommitOptions) -> dict[str, str]:
         "aiocommit.version": VERSION,
         "mapreduce.manifest.committer.io.threads": str(options.concurrency),
         "mapreduce.manifest.committer.validate.output": str(options.validate_output).lower(),
-        "mapreduce.manifest.committer.delete.target.files": str(options.delete_target_files).lower(),
+        "mapreduce.manifest.committer.delete.target.files": str(
+            options.delete_target_files
+        ).lower(),
     }
 
 
@@ -191,9 +193,13 @@ async def _manifests_to_load(
     """The commit plan's manifests if an earlier run saved one, else the caller's, else
     every manifest in the manifests directory."""
     layout = context.layout
-    requested = None if manifests is None else sorted({_manifest_name(context, m) for m in manifests})
+    requested = (
+        None if manifests is None else sorted({_manifest_name(context, m) for m in manifests})
+    )
     try:
-        plan = read_plan(await context.ops.read_bytes(layout.commit_plan_path), layout.commit_plan_path)
+        plan = read_plan(
+            await context.ops.read_bytes(layout.commit_plan_path), layout.commit_plan_path
+        )
     except NotFound:
         plan = None
     if plan is not None:
@@ -268,7 +274,9 @@ async def abort_job(
 async def _undo_renames(context: StageContext) -> None:
     layout = context.layout
     try:
-        plan = read_plan(await context.ops.read_bytes(layout.commit_plan_path), layout.commit_plan_path)
+        plan = read_plan(
+            await context.ops.read_bytes(layout.commit_plan_path), layout.commit_plan_path
+        )
     except NotFound:
         return
     ops = context.ops
@@ -292,7 +300,9 @@ async def _undo_renames(context: StageContext) -> None:
         async with stage(context, S.JOB_STAGE_ABORT):
             for manifest in loaded.manifests:
                 await parallel(
-                    list(loaded.entries(manifest, layout.dest)), move_back, workers=context.options.concurrency
+                    list(loaded.entries(manifest, layout.dest)),
+                    move_back,
+                    workers=context.options.concurrency,
                 )
     finally:
         loaded.close()

@@ -89,9 +89,7 @@ class CommitOptions:
     use_source_etag: bool = _option(
         True, None, "Rename with the manifest's etag as a source precondition where known."
     )
-    page_hint: int = _option(
-        64, None, "Files of one manifest handed to rename workers at a time."
-    )
+    page_hint: int = _option(64, None, "Files of one manifest handed to rename workers at a time.")
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -119,7 +117,11 @@ class CommitOptions:
         by_hadoop = {f.metadata["hadoop"]: f for f in by_name.values() if f.metadata["hadoop"]}
         values: dict[str, Any] = {}
         for raw_key, raw_value in settings.items():
-            key = raw_key[len(SPARK_HADOOP_PREFIX) :] if raw_key.startswith(SPARK_HADOOP_PREFIX) else raw_key
+            key = (
+                raw_key[len(SPARK_HADOOP_PREFIX) :]
+                if raw_key.startswith(SPARK_HADOOP_PREFIX)
+                else raw_key
+            )
             key = key[len(OWN_PREFIX) :] if key.startswith(OWN_PREFIX) else key
             found = by_name.get(key) or by_hadoop.get(key) or by_name.get(key.replace(".", "_"))
             if found is None:

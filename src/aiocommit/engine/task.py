@@ -43,7 +43,9 @@ def task_attempt(
     style ID); ``attempt`` an attempt number or a full attempt ID."""
     task_id = task_id_for(job_id, task) if isinstance(task, int) else check_id("task ID", task)
     attempt_id = task_attempt_id_for(task_id, attempt) if isinstance(attempt, int) else attempt
-    return TaskAttempt(dest_path, job_id, task_id, check_id("task attempt ID", attempt_id), job_attempt)
+    return TaskAttempt(
+        dest_path, job_id, task_id, check_id("task attempt ID", attempt_id), job_attempt
+    )
 
 
 async def setup_task(
@@ -57,7 +59,9 @@ async def setup_task(
     options: CommitOptions | None = None,
 ) -> TaskAttempt:
     """Create the attempt's working directory; the job must have been set up."""
-    async with open_context(dest, job_id, attempt=job_attempt, store=store, options=options) as context:
+    async with open_context(
+        dest, job_id, attempt=job_attempt, store=store, options=options
+    ) as context:
         named = task_attempt(context.layout.dest, job_id, task, attempt, job_attempt=job_attempt)
         if await context.ops.stat_or_none(context.layout.manifests_dir) is None:
             raise CommitError(

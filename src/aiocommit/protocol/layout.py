@@ -76,4 +76,6 @@ class JobLayout:
         return join(self.manifests_dir, check_id("task ID", task_id) + MANIFEST_SUFFIX)
 
     def temp_manifest_path(self, task_attempt_id: str) -> str:
-        return join(self.manifests_dir, check_id("task attempt ID", task_attempt_id) + TEMP_MANIFEST_SUFFIX)
+        return join(
+            self.manifests_dir, check_id("task attempt ID", task_attempt_id) + TEMP_MANIFEST_SUFFIX
+        )

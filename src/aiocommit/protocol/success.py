@@ -18,22 +18,24 @@ COMMITTER_NAME = "org.apache.hadoop.mapreduce.lib.output.committer.manifest.Mani
 FILENAMES_LIMIT = 100
 
 
-class SuccessData(msgspec.Struct, omit_defaults=True):
+class SuccessData(msgspec.Struct):
+    """Fields Hadoop leaves out when null are ``UNSET`` here, so they are left out too."""
+
     name: str = SUCCESS_NAME
     timestamp: int = 0
     success: bool = True
     date: str = ""
     hostname: str = ""
     committer: str = COMMITTER_NAME
-    description: str | None = None
+    description: str | msgspec.UnsetType = msgspec.UNSET
     job_id: str = msgspec.field(default="", name="jobId")
     job_id_source: str = msgspec.field(default="", name="jobIdSource")
     metrics: dict[str, int] = msgspec.field(default_factory=dict)
     diagnostics: dict[str, str] = msgspec.field(default_factory=dict)
     filenames: list[str] = msgspec.field(default_factory=list)
     iostatistics: IOStatisticsSnapshot = msgspec.field(default_factory=IOStatisticsSnapshot)
-    state: str | None = None
-    stage: str | None = None
+    state: str | msgspec.UnsetType = msgspec.UNSET
+    stage: str | msgspec.UnsetType = msgspec.UNSET
 
     @classmethod
     def now(cls, job_id: str, job_id_source: str) -> SuccessData:

@@ -36,7 +36,9 @@ async def cleanup_stage(
                     pass
                 uncommitted = sum(1 for d in attempt_dirs if d not in committed_attempt_dirs)
                 context.stats.increment(S.COMMITTER_UNCOMMITTED_TASK_ATTEMPTS_DELETED, uncommitted)
-                context.stats.increment(S.COMMITTER_TASK_ATTEMPT_DIRECTORIES_DELETED, len(attempt_dirs))
+                context.stats.increment(
+                    S.COMMITTER_TASK_ATTEMPT_DIRECTORIES_DELETED, len(attempt_dirs)
+                )
 
                 async def remove(path: str) -> None:
                     await ops.delete(path, recursive=True)

@@ -15,6 +15,7 @@ fail: ``ManifestError`` or ``OutputConflict`` naming the manifest and path; noth
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import tempfile
 from array import array
@@ -72,7 +73,9 @@ class LoadedJob:
     dest_hashes: array[int] = field(default_factory=lambda: array("q"))
     filenames: list[str] = field(default_factory=list)
 
-    def entries(self, manifest: LoadedManifest, dest_root: str) -> Iterator[tuple[str, str, int, str | None]]:
+    def entries(
+        self, manifest: LoadedManifest, dest_root: str
+    ) -> Iterator[tuple[str, str, int, str | None]]:
         """(source, destination, size, etag) store paths of one manifest, from its spill."""
         with open(manifest.spill_path, "rb") as handle:
             spilled = _spill_decoder.decode(handle.read())
@@ -133,7 +136,8 @@ async def _load_all(
         checked = _check_manifest(context, manifest, path)
         if manifest.task_id in seen_tasks:
             raise ManifestError(
-                f"two manifests for task {manifest.task_id}: {seen_tasks[manifest.task_id]} and {name}",
+                f"two manifests for task {manifest.task_id}: "
+                f"{seen_tasks[manifest.task_id]} and {name}",
                 path=path,
             )
         seen_tasks[manifest.task_id] = name
@@ -193,7 +197,9 @@ def _check_manifest(context: StageContext, manifest: TaskManifest, path: str) ->
             local_path = store.unqualify(uri)
             check_clean(local_path)
         except ValueError as error:
-            raise ManifestError(f"{what} {uri!r} is not a path of this store: {error}", path=path) from error
+            raise ManifestError(
+                f"{what} {uri!r} is not a path of this store: {error}", path=path
+            ) from error
         return local_path
 
     if manifest.task_attempt_dir:
@@ -211,8 +217,14 @@ def _check_manifest(context: StageContext, manifest: TaskManifest, path: str) ->
     temporary = layout.temporary_dir
 
     def check_dest(dest: str, what: str) -> str:
-        if not is_under(dest, dest_root) or dest == dest_root.rstrip("/") or is_under(dest, temporary):
-            raise ManifestError(f"{what} {dest!r} is outside the destination {dest_root!r}", path=path)
+        if (
+            not is_under(dest, dest_root)
+            or dest == dest_root.rstrip("/")
+            or is_under(dest, temporary)
+        ):
+            raise ManifestError(
+                f"{what} {dest!r} is outside the destination {dest_root!r}", path=path
+            )
         return relative_to(dest, dest_root)
 
     entries: list[SpilledEntry] = []
@@ -234,7 +246,12 @@ def _check_manifest(context: StageContext, manifest: TaskManifest, path: str) ->
             raise ManifestError(f"negative size for {entry.source!r}", path=path)
         source_relative = source[len(attempt_dir) + 1 :]
         entries.append(
-            (source_relative, None if source_relative == dest_relative else dest_relative, entry.size, entry.etag)
+            (
+                source_relative,
+                None if source_relative == dest_relative else dest_relative,
+                entry.size,
+                entry.etag,
+            )
         )
         hashes.append(hash(dest))
         total += entry.size
@@ -258,7 +275,7 @@ def _check_no_duplicates(context: StageContext, loaded: LoadedJob) -> None:
     suspects: set[int] = set()
     for bucket in buckets:
         ordered = sorted(bucket)
-        suspects.update(a for a, b in zip(ordered, ordered[1:], strict=False) if a == b)
+        suspects.update(a for a, b in itertools.pairwise(ordered) if a == b)
     if not suspects:
         return
     owners: dict[str, str] = {}
@@ -268,7 +285,8 @@ def _check_no_duplicates(context: StageContext, loaded: LoadedJob) -> None:
                 continue
             if dest in owners:
                 raise OutputConflict(
-                    f"two tasks claim the same destination file: {owners[dest]} and {manifest.task_id}",
+                    "two tasks claim the same destination file: "
+                    f"{owners[dest]} and {manifest.task_id}",
                     path=context.qualify(dest),
                 )
             owners[dest] = manifest.task_id

@@ -61,10 +61,12 @@ async def commit_file(context: StageContext, entry: Entry) -> None:
     if context.options.delete_target_files:
         with context.stats.track(S.OP_DELETE_FILE_UNDER_DESTINATION):
             existing = await ops.stat_or_none(dest)
-            if existing is not None and not holds(existing, size, etag, etags_kept=etags_kept):
-                if await ops.stat_or_none(source) is not None:
-                    await ops.delete(dest)
-                    context.stats.increment(S.COMMITTER_TARGET_FILES_DELETED)
+            replace = existing is not None and not holds(
+                existing, size, etag, etags_kept=etags_kept
+            )
+            if replace and await ops.stat_or_none(source) is not None:
+                await ops.delete(dest)
+                context.stats.increment(S.COMMITTER_TARGET_FILES_DELETED)
     source_etag = etag if context.options.use_source_etag and capabilities.etags else None
     with context.stats.track(S.COMMIT_FILE_RENAME):
         for _ in range(3):
@@ -116,7 +118,8 @@ async def _resolve_existing_dest(
         context.stats.increment(S.COMMIT_FILE_RENAME_RECOVERED)
         return
     raise OutputConflict(
-        f"destination already exists and is not this job's file (source {context.qualify(source)}); "
+        "destination already exists and is not this job's file "
+        f"(source {context.qualify(source)}); "
         "enable delete_target_files to replace existing files",
         operation="rename",
         path=context.qualify(dest),
@@ -144,7 +147,13 @@ async def rename_files_stage(context: StageContext, loaded: LoadedJob) -> None:
         if now - last_report > 0.2:
             last_report = now
             context.report(
-                Progress(S.JOB_STAGE_RENAME_FILES, files_done, loaded.file_count, bytes_done, loaded.total_size)
+                Progress(
+                    S.JOB_STAGE_RENAME_FILES,
+                    files_done,
+                    loaded.file_count,
+                    bytes_done,
+                    loaded.total_size,
+                )
             )
 
     async with stage(context, S.JOB_STAGE_RENAME_FILES):
@@ -152,5 +161,7 @@ async def rename_files_stage(context: StageContext, loaded: LoadedJob) -> None:
     context.stats.increment(S.COMMITTER_FILES_COMMITTED, files_done)
     context.stats.increment(S.COMMITTER_BYTES_COMMITTED, bytes_done)
     context.report(
-        Progress(S.JOB_STAGE_RENAME_FILES, files_done, loaded.file_count, bytes_done, loaded.total_size)
+        Progress(
+            S.JOB_STAGE_RENAME_FILES, files_done, loaded.file_count, bytes_done, loaded.total_size
+        )
     )

@@ -43,7 +43,13 @@ async def scan_task_attempt(
 
     async def probe(dest_dir: str, level: int) -> None:
         status = await ops.stat_or_none(dest_dir)
-        state = DirState.NOT_FOUND if status is None else DirState.DIR if status.is_dir else DirState.FILE
+        state = (
+            DirState.NOT_FOUND
+            if status is None
+            else DirState.DIR
+            if status.is_dir
+            else DirState.FILE
+        )
         dirs.append(DirEntry(context.qualify(dest_dir), int(state), level))
 
     async def scan(directory: str, group: anyio.abc.TaskGroup) -> None:
@@ -65,7 +71,9 @@ async def scan_task_attempt(
     return files, dirs
 
 
-def _file_entry(context: StageContext, status: FileStatus, relative: str, keep_etag: bool) -> FileEntry:
+def _file_entry(
+    context: StageContext, status: FileStatus, relative: str, keep_etag: bool
+) -> FileEntry:
     return FileEntry(
         source=context.qualify(status.path),
         dest=context.qualify(join(context.layout.dest, relative)),
@@ -80,17 +88,15 @@ async def commit_task_stage(
     layout = context.layout
     attempt_dir = layout.task_attempt_dir(task_attempt_id)
     async with stage(context, S.TASK_STAGE_COMMIT):
+        await _check_job_active(context)
         async with stage(context, S.TASK_STAGE_SCAN_DIRECTORY):
-            try:
-                files, dirs = await scan_task_attempt(context, attempt_dir)
-            except NotFound as error:
-                if error.path == attempt_dir:
-                    raise CommitError(
-                        "task attempt directory does not exist (was setup_task run?)",
-                        operation="list_dir",
-                        path=attempt_dir,
-                    ) from error
-                raise
+            if await context.ops.stat_or_none(attempt_dir) is None:
+                raise CommitError(
+                    "task attempt directory does not exist (was setup_task run?)",
+                    operation="stat",
+                    path=attempt_dir,
+                )
+            files, dirs = await scan_task_attempt(context, attempt_dir)
         stats = context.stats
         stats.increment(S.COMMITTER_TASK_FILE_COUNT, len(files))
         stats.increment(S.COMMITTER_TASK_FILE_SIZE, sum(entry.size for entry in files))
@@ -112,6 +118,16 @@ async def commit_task_stage(
     return manifest
 
 
+async def _check_job_active(context: StageContext) -> None:
+    manifests_dir = context.layout.manifests_dir
+    if await context.ops.stat_or_none(manifests_dir) is None:
+        raise CommitError(
+            "job is not active: its manifests directory is gone (committed or aborted)",
+            operation="stat",
+            path=manifests_dir,
+        )
+
+
 async def save_manifest(context: StageContext, manifest: TaskManifest) -> None:
     """Write to the attempt's temporary name, check the job is still active, then rename
     over the task's manifest so the last attempt to commit wins."""
@@ -122,12 +138,6 @@ async def save_manifest(context: StageContext, manifest: TaskManifest) -> None:
     manifest.iostatistics = context.stats.snapshot()
     data = encode_manifest(manifest)
     context.stats.increment(S.COMMITTER_TASK_MANIFEST_FILE_SIZE, len(data))
-    if await ops.stat_or_none(layout.manifests_dir) is None:
-        raise CommitError(
-            "job is not active: its manifests directory is gone (committed or aborted)",
-            operation="stat",
-            path=layout.manifests_dir,
-        )
     written = await ops.write_bytes(temporary, data, overwrite=True)
     try:
         await ops.rename(temporary, final, overwrite=True)

@@ -44,7 +44,13 @@ def _load_renameat2() -> Callable[[str, str], None] | None:
         function = libc.renameat2
     except (OSError, AttributeError):
         return None
-    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    function.argtypes = [
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_uint,
+    ]
     function.restype = ctypes.c_int
 
     def rename_noreplace(source: str, dest: str) -> None:
@@ -156,7 +162,9 @@ class LocalStore:
             try:
                 os.makedirs(path, exist_ok=True)
             except (FileExistsError, NotADirectoryError) as error:
-                raise AlreadyExists("a file is in the way", path=path, operation="mkdirs") from error
+                raise AlreadyExists(
+                    "a file is in the way", path=path, operation="mkdirs"
+                ) from error
 
         await self._run(make, path, "mkdirs")
 
@@ -204,7 +212,9 @@ class LocalStore:
                 missing = source if not os.path.lexists(source) else parent_of(dest)
                 raise NotFound("rename: no such file", path=missing, operation="rename") from error
             except (FileExistsError, IsADirectoryError, NotADirectoryError) as error:
-                raise AlreadyExists("rename destination exists", path=dest, operation="rename") from error
+                raise AlreadyExists(
+                    "rename destination exists", path=dest, operation="rename"
+                ) from error
 
         await self._run(move, source, "rename")
 
@@ -235,7 +245,9 @@ class LocalStore:
 
         def write() -> FileStatus:
             if os.path.isdir(path):
-                raise AlreadyExists("a directory is at the path", path=path, operation="write_bytes")
+                raise AlreadyExists(
+                    "a directory is at the path", path=path, operation="write_bytes"
+                )
             directory = parent_of(path)
             os.makedirs(directory, exist_ok=True)
             handle, temporary = tempfile.mkstemp(dir=directory, prefix=".aiocommit-", suffix=".tmp")
@@ -245,7 +257,9 @@ class LocalStore:
 
         return await self._run(write, path, "write_bytes")
 
-    async def upload_file(self, local_path: str, path: str, *, overwrite: bool = True) -> FileStatus:
+    async def upload_file(
+        self, local_path: str, path: str, *, overwrite: bool = True
+    ) -> FileStatus:
         check_clean(path)
 
         def upload() -> FileStatus:

@@ -151,7 +151,9 @@ class MemoryStore:
             raise NotFound("rename source not found", path=source, operation="rename")
         if source_etag is not None and file.etag != source_etag:
             raise PreconditionFailed(
-                f"source etag is {file.etag}, expected {source_etag}", path=source, operation="rename"
+                f"source etag is {file.etag}, expected {source_etag}",
+                path=source,
+                operation="rename",
             )
         parent = parent_of(dest)
         if parent not in self._dirs:
@@ -174,7 +176,9 @@ class MemoryStore:
     async def write_bytes(self, path: str, data: bytes, *, overwrite: bool = True) -> FileStatus:
         return self._put(path, bytes(data), overwrite, "write_bytes")
 
-    async def upload_file(self, local_path: str, path: str, *, overwrite: bool = True) -> FileStatus:
+    async def upload_file(
+        self, local_path: str, path: str, *, overwrite: bool = True
+    ) -> FileStatus:
         with open(local_path, "rb") as handle:  # noqa: ASYNC230 - an in-memory store for tests
             data = handle.read()
         return self._put(path, data, overwrite, "upload_file")

@@ -1,0 +1,242 @@
+"""``FaultyStore``: fault injection by wrapping any store, for tests and the stress harness.
+
+Every decision is drawn from a hash of (seed, operation, path, how many times this
+operation has been called on this path), so a run is reproducible whatever order the
+event loop interleaves calls in.
+
+Faults, each per operation kind (``list_dir``, ``stat``, ``mkdirs``, ``delete``,
+``rename``, ``read_bytes``, ``write_bytes``, ``upload_file``):
+
+* latency: fixed, plus a random part and rare tail spikes;
+* throttling: a probability, bursts (the next calls on any path throttled too), a
+  Retry-After, and a capacity in operations per second beyond which calls are throttled;
+* transient errors raised before the call reaches the store;
+* lost responses: rename or delete applied, then ``Transient(maybe_applied=True)``;
+* permanent failure of chosen paths (a predicate), and failure after N calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import anyio
+
+from aiocommit.errors import StoreError, Throttled, Transient
+from aiocommit.stores.base import FileStatus, Store, StoreCapabilities
+
+T = TypeVar("T")
+
+OPERATIONS = (
+    "list_dir",
+    "stat",
+    "mkdirs",
+    "delete",
+    "rename",
+    "read_bytes",
+    "write_bytes",
+    "upload_file",
+)
+
+
+@dataclass
+class Latency:
+    """``fixed + uniform(0, jitter)`` seconds, and with probability ``spike_probability``
+    an extra ``spike`` seconds (a tail spike)."""
+
+    fixed: float = 0.0
+    jitter: float = 0.0
+    spike_probability: float = 0.0
+    spike: float = 0.0
+
+    def draw(self, chance: Callable[[str], float]) -> float:
+        seconds = self.fixed
+        if self.jitter:
+            seconds += self.jitter * chance("jitter")
+        if self.spike_probability and chance("spike") < self.spike_probability:
+            seconds += self.spike
+        return seconds
+
+
+@dataclass
+class Faults:
+    """What to inject. Probabilities are per call, from 0 to 1."""
+
+    seed: int = 0
+    latency: Latency = field(default_factory=Latency)
+    latency_by_operation: dict[str, Latency] = field(default_factory=dict)
+    throttle_probability: float = 0.0
+    throttle_burst: int = 0
+    retry_after: float | None = None
+    capacity_per_second: float | None = None
+    transient_probability: float = 0.0
+    lost_response_probability: float = 0.0
+    lost_response_operations: tuple[str, ...] = ("rename", "delete")
+    slow_list_seconds: float = 0.0
+    fail_paths: Callable[[str, str], bool] | None = None
+    fail_after_calls: int | None = None
+    operations: tuple[str, ...] = OPERATIONS
+
+
+@dataclass
+class FaultCounts:
+    calls: int = 0
+    throttled: int = 0
+    transient: int = 0
+    lost_responses: int = 0
+    failed: int = 0
+    by_operation: dict[str, int] = field(default_factory=dict)
+
+
+class InjectedFailure(StoreError):
+    """A permanent failure injected by ``FaultyStore``; never retried."""
+
+
+class FaultyStore:
+    """Wraps ``inner`` and injects ``faults``; otherwise behaves exactly like it."""
+
+    def __init__(self, inner: Store, faults: Faults | None = None):
+        self.inner = inner
+        self.faults = faults or Faults()
+        self.counts = FaultCounts()
+        self._seen: dict[tuple[str, str], int] = {}
+        self._burst_left = 0
+        self._window_start = time.monotonic()
+        self._window_calls = 0
+
+    @property
+    def capabilities(self) -> StoreCapabilities:
+        return self.inner.capabilities
+
+    def qualify(self, path: str) -> str:
+        return self.inner.qualify(path)
+
+    def unqualify(self, uri: str) -> str:
+        return self.inner.unqualify(uri)
+
+    def _chance(self, operation: str, path: str, nth: int) -> Callable[[str], float]:
+        seed = self.faults.seed
+
+        def chance(what: str) -> float:
+            digest = hashlib.blake2b(
+                f"{seed}\x00{operation}\x00{path}\x00{nth}\x00{what}".encode(), digest_size=8
+            ).digest()
+            return int.from_bytes(digest, "big") / 2**64
+
+        return chance
+
+    def _over_capacity(self) -> bool:
+        capacity = self.faults.capacity_per_second
+        if capacity is None:
+            return False
+        now = time.monotonic()
+        if now - self._window_start >= 0.1:
+            self._window_start = now
+            self._window_calls = 0
+        self._window_calls += 1
+        return self._window_calls > capacity * 0.1
+
+    async def _inject(self, operation: str, path: str, call: Callable[[], Awaitable[T]]) -> T:
+        faults = self.faults
+        if operation not in faults.operations:
+            return await call()
+        key = (operation, path)
+        nth = self._seen.get(key, 0)
+        self._seen[key] = nth + 1
+        counts = self.counts
+        counts.calls += 1
+        counts.by_operation[operation] = counts.by_operation.get(operation, 0) + 1
+        chance = self._chance(operation, path, nth)
+        latency = faults.latency_by_operation.get(operation, faults.latency).draw(chance)
+        if operation == "list_dir":
+            latency += faults.slow_list_seconds
+        if latency > 0:
+            await anyio.sleep(latency)
+        if faults.fail_after_calls is not None and counts.calls > faults.fail_after_calls:
+            counts.failed += 1
+            raise InjectedFailure("injected failure after N calls", path=path, operation=operation)
+        if faults.fail_paths is not None and faults.fail_paths(operation, path):
+            counts.failed += 1
+            raise InjectedFailure("injected permanent failure", path=path, operation=operation)
+        throttle = self._over_capacity() or (
+            faults.throttle_probability and chance("throttle") < faults.throttle_probability
+        )
+        if not throttle and self._burst_left > 0:
+            self._burst_left -= 1
+            throttle = True
+        elif throttle:
+            self._burst_left = faults.throttle_burst
+        if throttle:
+            counts.throttled += 1
+            raise Throttled(
+                "injected throttling (503 ServerBusy)",
+                path=path,
+                operation=operation,
+                retry_after=faults.retry_after,
+            )
+        if faults.transient_probability and chance("transient") < faults.transient_probability:
+            counts.transient += 1
+            raise Transient(
+                "injected transient error", path=path, operation=operation, maybe_applied=False
+            )
+        result = await call()
+        if (
+            operation in faults.lost_response_operations
+            and faults.lost_response_probability
+            and chance("lost") < faults.lost_response_probability
+        ):
+            counts.lost_responses += 1
+            raise Transient("injected lost response (applied)", path=path, operation=operation)
+        return result
+
+    async def list_dir(self, path: str) -> AsyncIterator[list[FileStatus]]:
+        iterator = self.inner.list_dir(path).__aiter__()
+        while True:
+            try:
+                page = await self._inject("list_dir", path, iterator.__anext__)
+            except StopAsyncIteration:
+                return
+            yield page
+
+    async def stat(self, path: str) -> FileStatus:
+        return await self._inject("stat", path, lambda: self.inner.stat(path))
+
+    async def mkdirs(self, path: str) -> None:
+        await self._inject("mkdirs", path, lambda: self.inner.mkdirs(path))
+
+    async def delete(self, path: str, *, recursive: bool = False) -> bool:
+        return await self._inject(
+            "delete", path, lambda: self.inner.delete(path, recursive=recursive)
+        )
+
+    async def rename(
+        self, source: str, dest: str, *, overwrite: bool = False, source_etag: str | None = None
+    ) -> None:
+        await self._inject(
+            "rename",
+            source,
+            lambda: self.inner.rename(source, dest, overwrite=overwrite, source_etag=source_etag),
+        )
+
+    async def read_bytes(self, path: str) -> bytes:
+        return await self._inject("read_bytes", path, lambda: self.inner.read_bytes(path))
+
+    async def write_bytes(self, path: str, data: bytes, *, overwrite: bool = True) -> FileStatus:
+        return await self._inject(
+            "write_bytes", path, lambda: self.inner.write_bytes(path, data, overwrite=overwrite)
+        )
+
+    async def upload_file(
+        self, local_path: str, path: str, *, overwrite: bool = True
+    ) -> FileStatus:
+        return await self._inject(
+            "upload_file",
+            path,
+            lambda: self.inner.upload_file(local_path, path, overwrite=overwrite),
+        )
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

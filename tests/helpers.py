@@ -1,0 +1,82 @@
+"""Helpers for tests: run a job, read back what landed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from aiocommit import CommitOptions, TaskAttempt, commit_task, setup_job, setup_task
+from aiocommit.stores.base import Store, join
+
+
+async def write_task(
+    store: Store, dest: str, job_id: str, task: int, attempt: int, files: dict[str, bytes]
+) -> TaskAttempt:
+    task_attempt = await setup_task(dest, job_id, task, attempt, store=store)
+    for relative, data in files.items():
+        await store.write_bytes(task_attempt.path(relative), data)
+    return task_attempt
+
+
+def task_files(task: int, count: int, partitions: int = 3, tag: str = "") -> dict[str, bytes]:
+    return {
+        f"part={n % partitions}/part-{task:05d}-{n:04d}{tag}.dat": f"task {task} n{n}{tag}".encode()
+        for n in range(count)
+    }
+
+
+async def run_tasks(
+    store: Store,
+    dest: str,
+    tasks: int,
+    files_per_task: int,
+    *,
+    job_id: str | None = None,
+    options: CommitOptions | None = None,
+) -> tuple[str, dict[str, bytes]]:
+    """Set up a job and commit ``tasks`` tasks; returns (job_id, expected output)."""
+    job_id = await setup_job(dest, job_id, store=store)
+    expected: dict[str, bytes] = {}
+    for task in range(tasks):
+        files = task_files(task, files_per_task)
+        attempt = await write_task(store, dest, job_id, task, 0, files)
+        await commit_task(attempt, store=store, options=options)
+        expected.update(files)
+    return job_id, expected
+
+
+async def walk(store: Store, root: str) -> dict[str, bytes]:
+    """Every file below ``root`` (relative path -> bytes)."""
+    found: dict[str, bytes] = {}
+    pending = [root]
+    while pending:
+        directory = pending.pop()
+        async for page in store.list_dir(directory):
+            for status in page:
+                if status.is_dir:
+                    pending.append(status.path)
+                else:
+                    found[status.path[len(root.rstrip("/")) + 1 :]] = await store.read_bytes(
+                        status.path
+                    )
+    return found
+
+
+async def output(
+    store: Store, dest: str, *, ignore: Iterable[str] = ("_SUCCESS",)
+) -> dict[str, bytes]:
+    """What a reader sees in ``dest``: every file, minus ``_SUCCESS`` and ``_temporary``."""
+    files = await walk(store, dest)
+    skip = set(ignore)
+    return {p: d for p, d in files.items() if p not in skip and not p.startswith("_temporary/")}
+
+
+async def exists(store: Store, path: str) -> bool:
+    try:
+        await store.stat(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def under(dest: str, relative: str) -> str:
+    return join(dest, relative)
