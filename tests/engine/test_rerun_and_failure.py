@@ -71,9 +71,13 @@ async def test_cancel_from_outside_then_rerun(store_root: tuple[Store, str]) -> 
     dest = join(root, "out")
     job_id, expected = await run_tasks(store, dest, tasks=4, files_per_task=10)
     slow = FaultyStore(store, Faults(latency_by_operation={"rename": Latency(fixed=0.01)}))
-    with anyio.move_on_after(0.05) as scope:
-        await commit_job(dest, job_id, store=slow, options=CommitOptions(concurrency=8))
-    assert scope.cancelled_caught
+    async with anyio.create_task_group() as group:
+        group.start_soon(
+            lambda: commit_job(dest, job_id, store=slow, options=CommitOptions(concurrency=8))
+        )
+        while slow.counts.by_operation.get("rename", 0) < 12:  # noqa: ASYNC110 - polling a counter
+            await anyio.sleep(0.001)
+        group.cancel_scope.cancel()
     landed = await output(store, dest)
     assert 0 < len(landed) < len(expected), "cancelled in the middle of renaming"
     await commit_job(dest, job_id, store=store)

@@ -1,7 +1,7 @@
 """Concurrency and rate limits shared by the stages of a job.
 
 ``AdaptiveLimiter`` is the job's one in-flight limit: an anyio ``CapacityLimiter`` whose
-size follows AIMD when enabled — halved when the store throttles, grown by one after a
+size follows AIMD when enabled — cut by 30% when the store throttles, grown by one after a
 window of successes. ``RateLimiter`` caps operations per second and is shared by every job
 that uses the same store client in the process (``rate_limiter_for``).
 """
@@ -18,13 +18,21 @@ import anyio
 class AdaptiveLimiter:
     """An in-flight limit that backs off when the store throttles.
 
-    A throttle halves the limit (not below ``minimum``) only when the throttled call
-    started after the previous decrease, so one burst of throttles that were all in flight
-    together counts once. Every ``limit`` successes grow it by one, up to ``maximum``.
+    A throttle multiplies the limit by ``decrease_factor`` (not below ``minimum``) only
+    when the throttled call started after the previous decrease, so one burst of
+    throttles that were all in flight together counts once. Every ``limit`` successes grow it by one, up to ``maximum``.
     """
 
-    def __init__(self, maximum: int, *, minimum: int = 1, adaptive: bool = True):
+    def __init__(
+        self,
+        maximum: int,
+        *,
+        minimum: int = 1,
+        adaptive: bool = True,
+        decrease_factor: float = 0.7,
+    ):
         self.maximum = maximum
+        self.decrease_factor = decrease_factor
         self.minimum = min(minimum, maximum)
         self.adaptive = adaptive
         self._limiter = anyio.CapacityLimiter(maximum)
@@ -65,7 +73,7 @@ class AdaptiveLimiter:
             return False
         self._epoch += 1
         self._successes = 0
-        new_limit = max(self.minimum, self.limit // 2)
+        new_limit = max(self.minimum, int(self.limit * self.decrease_factor))
         if new_limit == self.limit:
             return False
         self._limiter.total_tokens = new_limit

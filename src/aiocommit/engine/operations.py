@@ -192,6 +192,18 @@ class StoreOperations:
         )
         return attempts
 
+    async def publish_bytes(self, temporary: str, final: str, data: bytes) -> None:
+        """Write ``data`` to ``temporary`` and rename it over ``final``, so readers see the
+        old file or the new one, whole. A rename retried after a lost response that finds
+        its source gone is done when ``final`` has the written size."""
+        written = await self.write_bytes(temporary, data, overwrite=True)
+        try:
+            await self.rename(temporary, final, overwrite=True)
+        except NotFound as error:
+            landed = await self.stat_or_none(final)
+            if error.attempts < 2 or landed is None or landed.size != written.size:
+                raise
+
     async def read_bytes(self, path: str) -> bytes:
         result, _ = await self._call(S.OP_READ, lambda: self.store.read_bytes(path))
         return result

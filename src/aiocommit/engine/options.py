@@ -28,7 +28,7 @@ class CommitOptions:
     adaptive_concurrency: bool = _option(
         True,
         None,
-        "Halve the in-flight limit when the store throttles; grow it back by one per "
+        "Cut the in-flight limit by 30% when the store throttles; grow it back by one per "
         "window of successes (AIMD).",
     )
     min_concurrency: int = _option(4, None, "Floor for adaptive concurrency.")

@@ -36,8 +36,9 @@ async def read_success(context: StageContext) -> SuccessData | None:
 async def save_success_stage(context: StageContext, summary: SuccessData) -> None:
     layout = context.layout
     async with stage(context, S.JOB_STAGE_SAVE_SUCCESS):
-        await context.ops.write_bytes(layout.success_temp_path, encode_success(summary))
-        await context.ops.rename(layout.success_temp_path, layout.success_path, overwrite=True)
+        await context.ops.publish_bytes(
+            layout.success_temp_path, layout.success_path, encode_success(summary)
+        )
 
 
 async def save_report(context: StageContext, summary: SuccessData) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import anyio
 
-from aiocommit.errors import CommitError, NotFound
+from aiocommit.errors import CommitError
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.manifest import DirEntry, DirState, FileEntry, TaskManifest, encode_manifest
 from aiocommit.stages.context import StageContext, stage
@@ -138,14 +138,7 @@ async def save_manifest(context: StageContext, manifest: TaskManifest) -> None:
     manifest.iostatistics = context.stats.snapshot()
     data = encode_manifest(manifest)
     context.stats.increment(S.COMMITTER_TASK_MANIFEST_FILE_SIZE, len(data))
-    written = await ops.write_bytes(temporary, data, overwrite=True)
-    try:
-        await ops.rename(temporary, final, overwrite=True)
-    except NotFound as error:
-        # a retried rename whose first response was lost: done if the manifest is in place
-        landed = await ops.stat_or_none(final)
-        if error.path != temporary or landed is None or landed.size != written.size:
-            raise
+    await ops.publish_bytes(temporary, final, data)
 
 
 async def abort_task_stage(context: StageContext, task_attempt_id: str) -> None:

@@ -129,6 +129,8 @@ class FaultyStore:
         return chance
 
     def _over_capacity(self) -> bool:
+        """True when this 100 ms window already accepted its share of the capacity;
+        throttled calls do not use capacity."""
         capacity = self.faults.capacity_per_second
         if capacity is None:
             return False
@@ -136,8 +138,10 @@ class FaultyStore:
         if now - self._window_start >= 0.1:
             self._window_start = now
             self._window_calls = 0
+        if self._window_calls >= capacity * 0.1:
+            return True
         self._window_calls += 1
-        return self._window_calls > capacity * 0.1
+        return False
 
     async def _inject(self, operation: str, path: str, call: Callable[[], Awaitable[T]]) -> T:
         faults = self.faults

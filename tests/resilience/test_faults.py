@@ -1,0 +1,113 @@
+"""Job commits under throttling, lost responses and transient errors: exactly the
+expected output, every time, over many seeds; recovery and statistics in _SUCCESS."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from aiocommit import CommitOptions, commit_job
+from aiocommit.protocol import statistics as S
+from aiocommit.stores.faulty import Faults, FaultyStore, Latency
+from aiocommit.stores.memory import MemoryStore
+from tests.helpers import output, run_tasks
+
+FAST_RETRIES = CommitOptions(
+    concurrency=64, retry_base_delay=0.001, retry_max_delay=0.02, max_attempts=30
+)
+
+
+@pytest.mark.parametrize("seed", range(8))
+async def test_commit_under_heavy_faults(seed: int) -> None:
+    store = MemoryStore(f"faults-{seed}")
+    dest = "/dest"
+    job_id, expected = await run_tasks(store, dest, tasks=12, files_per_task=40)
+    faulty = FaultyStore(
+        store,
+        Faults(
+            seed=seed,
+            throttle_probability=0.30,
+            lost_response_probability=0.05,
+            transient_probability=0.05,
+        ),
+    )
+    summary = await commit_job(dest, job_id, store=faulty, options=FAST_RETRIES)
+    assert await output(store, dest) == expected
+    counters = summary.iostatistics.counters
+    assert counters[S.COMMITTER_FILES_COMMITTED] == 480
+    assert faulty.counts.lost_responses > 0 and faulty.counts.throttled > 100
+    assert counters[S.COMMIT_FILE_RENAME_RECOVERED] > 0
+    assert counters[S.STORE_IO_THROTTLED] == faulty.counts.throttled
+    assert counters[S.STORE_IO_RETRY] >= faulty.counts.throttled
+    assert summary.iostatistics.meanstatistics[S.STORE_IO_BACKOFF + ".mean"].samples > 0
+
+
+async def test_lost_rename_response_is_recovered_not_duplicated() -> None:
+    store = MemoryStore("lost-rename")
+    job_id, expected = await run_tasks(store, "/dest", tasks=2, files_per_task=10)
+    faulty = FaultyStore(store, Faults(lost_response_probability=1.0, operations=("rename",)))
+    summary = await commit_job("/dest", job_id, store=faulty, options=FAST_RETRIES)
+    assert await output(store, "/dest") == expected
+    # every file rename and the _SUCCESS rename lost its response; files were recovered
+    assert summary.iostatistics.counters[S.COMMIT_FILE_RENAME_RECOVERED] == 20
+
+
+async def test_wrong_file_at_destination_after_lost_response_is_an_error() -> None:
+    """Recovery needs the manifest's etag at the destination; anything else fails loudly."""
+    from aiocommit.engine.session import open_context
+    from aiocommit.errors import CommitError
+    from aiocommit.stages.rename_files import commit_file
+
+    store = MemoryStore("wrong-dest")
+    await store.write_bytes("/dest/x", b"somebody else's file")
+    async with open_context("/dest", "job_1_0001", store=store) as context:
+        with pytest.raises(CommitError) as caught:
+            await commit_file(context, ("/src/gone", "/dest/x", 20, "0xNOT-THE-ETAG"))
+    assert "/src/gone" in str(caught.value) and "/dest/x" in str(caught.value)
+
+
+async def test_rate_limit_caps_operations_per_second() -> None:
+    store = MemoryStore("rate-limited")
+    job_id, expected = await run_tasks(store, "/dest", tasks=2, files_per_task=50)
+    started = time.perf_counter()
+    summary = await commit_job("/dest", job_id, store=store, options=CommitOptions(rate_limit=400))
+    elapsed = time.perf_counter() - started
+    calls = sum(
+        summary.iostatistics.counters[name]
+        for name in (S.OP_RENAME, S.OP_GET_FILE_STATUS, S.OP_MKDIRS, S.OP_READ, S.OP_WRITE)
+    )
+    assert calls > 100
+    assert elapsed >= (calls - 1) / 400 * 0.9
+    assert summary.iostatistics.meanstatistics[S.STORE_IO_RATE_LIMITED + ".mean"].samples > 0
+    assert await output(store, "/dest") == expected
+
+
+async def test_rate_limiter_is_shared_by_jobs_on_one_store() -> None:
+    from aiocommit.engine.limits import rate_limiter_for
+
+    store = MemoryStore("shared")
+    first = rate_limiter_for(store, "io", 100)
+    assert rate_limiter_for(store, "io", 100) is first
+    assert rate_limiter_for(store, "delete_dir", 5) is not first
+    assert rate_limiter_for(MemoryStore("other"), "io", 100) is not first
+
+
+async def test_adaptive_concurrency_finds_the_store_capacity() -> None:
+    """A store that accepts 800 ops/s and throttles beyond: with a 256 in-flight limit
+    and 5 ms latency, adaptive concurrency keeps goodput near the capacity."""
+    capacity = 800
+    store = MemoryStore("capacity")
+    job_id, expected = await run_tasks(store, "/dest", tasks=8, files_per_task=200)
+    faulty = FaultyStore(store, Faults(capacity_per_second=capacity, latency=Latency(fixed=0.005)))
+    options = CommitOptions(
+        concurrency=256, retry_base_delay=0.01, retry_max_delay=0.2, max_attempts=50
+    )
+    summary = await commit_job("/dest", job_id, store=faulty, options=options)
+    assert await output(store, "/dest") == expected
+    rename_seconds = (
+        summary.iostatistics.meanstatistics[S.JOB_STAGE_RENAME_FILES + ".mean"].sum / 1000
+    )
+    goodput = 1600 / rename_seconds
+    assert goodput >= 0.7 * capacity, f"goodput {goodput:.0f}/s vs capacity {capacity}/s"
+    assert summary.iostatistics.counters[S.STORE_IO_CONCURRENCY_DECREASED] > 0

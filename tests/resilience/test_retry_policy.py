@@ -1,0 +1,165 @@
+"""The retry policy's decisions, with an injected clock and random source."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from aiocommit.engine.operations import StoreOperations
+from aiocommit.engine.options import CommitOptions
+from aiocommit.engine.retry import RetryPolicy
+from aiocommit.errors import (
+    AlreadyExists,
+    NotFound,
+    PermissionDenied,
+    PreconditionFailed,
+    StoreError,
+    Throttled,
+    Transient,
+)
+from aiocommit.protocol import statistics as S
+from aiocommit.protocol.iostatistics import IOStatistics
+from aiocommit.stores.memory import MemoryStore
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def policy(clock: FakeClock, **kwargs: float) -> RetryPolicy:
+    return RetryPolicy(clock=clock, rng=random.Random(7), **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        NotFound("x"),
+        AlreadyExists("x"),
+        PreconditionFailed("x"),
+        PermissionDenied("x"),
+        StoreError("x"),
+        ValueError("not a store error"),
+    ],
+)
+def test_not_retried(error: BaseException) -> None:
+    clock = FakeClock()
+    assert policy(clock).next_delay(error, 1, 0.0, clock.now) is None
+
+
+@pytest.mark.parametrize("error", [Throttled("busy"), Transient("lost")])
+def test_retryable_errors_are_retried(error: StoreError) -> None:
+    clock = FakeClock()
+    delay = policy(clock).next_delay(error, 1, 0.0, clock.now)
+    assert delay is not None and delay >= 0.05
+
+
+def test_delays_are_decorrelated_jitter_within_bounds() -> None:
+    clock = FakeClock()
+    retry = policy(clock, base_delay=0.1, max_delay=5.0, max_attempts=100, budget_seconds=1e9)
+    delay = 0.0
+    seen = []
+    for attempt in range(1, 60):
+        next_delay = retry.next_delay(Throttled("busy"), attempt, delay, clock.now)
+        assert next_delay is not None
+        assert 0.1 <= next_delay <= max(0.1, delay * 3) + 1e-9
+        assert next_delay <= 5.0
+        seen.append(next_delay)
+        delay = next_delay
+    assert max(seen) > 2.0, "delays grow towards the cap"
+    assert len(set(seen)) > 50, "jitter spreads retries"
+
+
+def test_retry_after_is_a_floor() -> None:
+    clock = FakeClock()
+    retry = policy(clock, base_delay=0.01, max_delay=0.5)
+    assert retry.next_delay(Throttled("busy", retry_after=3.0), 1, 0.0, clock.now) == 3.0
+
+
+def test_attempts_are_bounded() -> None:
+    clock = FakeClock()
+    retry = policy(clock, max_attempts=3)
+    assert retry.next_delay(Transient("x"), 2, 0.1, clock.now) is not None
+    assert retry.next_delay(Transient("x"), 3, 0.1, clock.now) is None
+
+
+def test_time_budget_is_bounded() -> None:
+    clock = FakeClock()
+    retry = policy(clock, budget_seconds=10.0, base_delay=1.0, max_delay=1.0)
+    started = clock.now
+    assert retry.next_delay(Transient("x"), 1, 0.0, started) == 1.0
+    clock.now += 9.5
+    assert retry.next_delay(Transient("x"), 2, 1.0, started) is None, "9.5 + 1 s would pass 10 s"
+    retry_after = retry.next_delay(Throttled("x", retry_after=30.0), 1, 0.0, clock.now)
+    assert retry_after is None, "a Retry-After past the budget gives up at once"
+
+
+class ScriptedStore(MemoryStore):
+    """Raises the scripted errors from ``stat``, one per call, then answers."""
+
+    def __init__(self, errors: list[StoreError]):
+        super().__init__("scripted")
+        self.errors = errors
+        self.calls = 0
+
+    async def stat(self, path: str):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return await super().stat(path)
+
+
+async def test_operations_retry_and_count_with_instant_sleep() -> None:
+    clock = FakeClock()
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.now += seconds
+
+    store = ScriptedStore(
+        [Throttled("busy", retry_after=2.0), Transient("reset"), Throttled("busy")]
+    )
+    stats = IOStatistics()
+    operations = StoreOperations(
+        store, CommitOptions(), stats, retry=policy(clock, base_delay=0.1), sleep=sleep
+    )
+    status = await operations.stat("/")
+    assert status.is_dir
+    assert store.calls == 4
+    assert len(slept) == 3 and slept[0] == 2.0
+    assert stats.counters[S.STORE_IO_RETRY] == 3
+    assert stats.counters[S.STORE_IO_THROTTLED] == 2
+    assert stats.counters[S.STORE_IO_TRANSIENT] == 1
+    assert stats.counters[S.OP_GET_FILE_STATUS + ".failures"] == 3
+    assert stats.means[S.STORE_IO_BACKOFF + ".mean"].sum == int(slept[0] * 1000) + sum(
+        int(s * 1000) for s in slept[1:]
+    )
+
+
+async def test_operations_give_up_with_the_last_error() -> None:
+    clock = FakeClock()
+
+    async def sleep(seconds: float) -> None:
+        clock.now += seconds
+
+    store = ScriptedStore([Throttled("busy")] * 5)
+    operations = StoreOperations(
+        store, CommitOptions(), IOStatistics(), retry=policy(clock, max_attempts=3), sleep=sleep
+    )
+    with pytest.raises(Throttled) as caught:
+        await operations.stat("/")
+    assert caught.value.attempts == 3
+    assert store.calls == 3
+
+
+async def test_non_retryable_error_is_not_retried() -> None:
+    store = ScriptedStore([PermissionDenied("no")])
+    operations = StoreOperations(store, CommitOptions(), IOStatistics())
+    with pytest.raises(PermissionDenied):
+        await operations.stat("/")
+    assert store.calls == 1
