@@ -20,7 +20,8 @@ class AdaptiveLimiter:
 
     A throttle multiplies the limit by ``decrease_factor`` (not below ``minimum``) only
     when the throttled call started after the previous decrease, so one burst of
-    throttles that were all in flight together counts once. Every ``limit`` successes grow it by one, up to ``maximum``.
+    throttles that were all in flight together counts once. Every ``limit`` successes
+    grow it by one, up to ``maximum``.
     """
 
     def __init__(
