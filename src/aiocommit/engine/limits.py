@@ -1,7 +1,6 @@
 """Concurrency and rate limits shared by the stages of a job.
 
-``AdaptiveLimiter`` is the job's one in-flight limit: an anyio ``CapacityLimiter`` whose
-size follows AIMD when enabled — cut by 30% when the store throttles, grown by one after a
+``AdaptiveLimiter`` is the job's one in-flight limit: a semaphore whose size follows AIMD when enabled — cut by 30% when the store throttles, grown by one after a
 window of successes. ``RateLimiter`` caps operations per second and is shared by every job
 that uses the same store client in the process (``rate_limiter_for``).
 """
@@ -10,6 +9,7 @@ from __future__ import annotations
 
 import time
 import weakref
+from collections import deque
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -22,6 +22,10 @@ class AdaptiveLimiter:
     when the throttled call started after the previous decrease, so one burst of
     throttles that were all in flight together counts once. Every ``limit`` successes
     grow it by one, up to ``maximum``.
+
+    Taking a free slot does not yield to the event loop (the store call that follows
+    will); waiters are served first come, first served, and a cancelled waiter never
+    holds a slot.
     """
 
     def __init__(
@@ -36,7 +40,9 @@ class AdaptiveLimiter:
         self.decrease_factor = decrease_factor
         self.minimum = min(minimum, maximum)
         self.adaptive = adaptive
-        self._limiter = anyio.CapacityLimiter(maximum)
+        self._limit = maximum
+        self._in_flight = 0
+        self._waiters: deque[anyio.Event] = deque()
         self._epoch = 0
         self._successes = 0
         self.decreases = 0
@@ -44,29 +50,51 @@ class AdaptiveLimiter:
 
     @property
     def limit(self) -> int:
-        return int(self._limiter.total_tokens)
+        return self._limit
 
     @property
     def in_flight(self) -> int:
-        return self._limiter.borrowed_tokens
+        return self._in_flight
+
+    def _set_limit(self, limit: int) -> None:
+        self._limit = limit
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self._in_flight < self._limit:
+            self._in_flight += 1  # handed to the waiter
+            self._waiters.popleft().set()
 
     async def acquire(self) -> int:
         """Take a slot; returns the epoch to pass back to ``on_throttle``."""
-        await self._limiter.acquire()
-        if self._limiter.borrowed_tokens > self.peak_in_flight:
-            self.peak_in_flight = self._limiter.borrowed_tokens
+        if self._in_flight < self._limit and not self._waiters:
+            self._in_flight += 1
+        else:
+            granted = anyio.Event()
+            self._waiters.append(granted)
+            try:
+                await granted.wait()
+            except BaseException:
+                if granted.is_set():
+                    self.release()
+                else:
+                    self._waiters.remove(granted)
+                raise
+        if self._in_flight > self.peak_in_flight:
+            self.peak_in_flight = self._in_flight
         return self._epoch
 
     def release(self) -> None:
-        self._limiter.release()
+        self._in_flight -= 1
+        self._wake()
 
     def on_success(self) -> None:
-        if not self.adaptive or self.limit >= self.maximum:
+        if not self.adaptive or self._limit >= self.maximum:
             return
         self._successes += 1
-        if self._successes >= self.limit:
+        if self._successes >= self._limit:
             self._successes = 0
-            self._limiter.total_tokens = min(self.maximum, self.limit + 1)
+            self._set_limit(min(self.maximum, self._limit + 1))
 
     def on_throttle(self, epoch: int) -> bool:
         """Record a throttle of a call that started in ``epoch``; True if the limit dropped."""
@@ -74,10 +102,10 @@ class AdaptiveLimiter:
             return False
         self._epoch += 1
         self._successes = 0
-        new_limit = max(self.minimum, int(self.limit * self.decrease_factor))
-        if new_limit == self.limit:
+        new_limit = max(self.minimum, int(self._limit * self.decrease_factor))
+        if new_limit == self._limit:
             return False
-        self._limiter.total_tokens = new_limit
+        self._set_limit(new_limit)
         self.decreases += 1
         return True
 

@@ -94,7 +94,7 @@ async def stage(context: StageContext, name: str) -> AsyncIterator[None]:
                 error.stage = name
             if error is raw:
                 raise
-            raise error from raw
+            raise error from error.__cause__  # the group only wrapped it
         if isinstance(error, StoreError):
             raise CommitError(
                 f"{name} failed: {error.message}",
@@ -103,7 +103,7 @@ async def stage(context: StageContext, name: str) -> AsyncIterator[None]:
                 path=error.path,
             ) from error
         if error is not raw and not isinstance(error, anyio.get_cancelled_exc_class()):
-            raise error from raw
+            raise error from error.__cause__
         raise
     context.log.debug(
         "stage %s done in %.3f s", name, time.perf_counter() - started, extra={"stage": name}
@@ -123,16 +123,24 @@ async def parallel(
         workers = min(workers, len(items))
         if workers == 0:
             return
+    if not isinstance(items, AsyncIterable):
+        # one shared iterator: next() never interleaves with another coroutine
+        shared = iter(items)
+
+        async def drain() -> None:
+            for item in shared:
+                await worker(item)
+
+        async with anyio.create_task_group() as group:
+            for _ in range(max(1, workers)):
+                group.start_soon(drain)
+        return
     send, receive = anyio.create_memory_object_stream[T](max_buffer_size=workers)
 
     async def produce() -> None:
         async with send:
-            if isinstance(items, AsyncIterable):
-                async for item in items:
-                    await send.send(item)
-            else:
-                for item in items:
-                    await send.send(item)
+            async for item in items:
+                await send.send(item)
 
     async def consume(stream: anyio.abc.ObjectReceiveStream[T]) -> None:
         async with stream:

@@ -19,9 +19,7 @@ its delete) is finished by deleting the source.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
-
-import anyio
+from collections.abc import Iterator
 
 from aiocommit.errors import AlreadyExists, CommitError, NotFound, OutputConflict
 from aiocommit.protocol import statistics as S
@@ -132,11 +130,9 @@ async def rename_files_stage(context: StageContext, loaded: LoadedJob) -> None:
     last_report = 0.0
     dest_root = context.layout.dest
 
-    async def entries() -> AsyncIterator[Entry]:
+    def entries() -> Iterator[Entry]:
         for manifest in loaded.manifests:
-            for entry in loaded.entries(manifest, dest_root):
-                yield entry
-            await anyio.lowlevel.checkpoint()
+            yield from loaded.entries(manifest, dest_root)
 
     async def worker(entry: Entry) -> None:
         nonlocal files_done, bytes_done, last_report

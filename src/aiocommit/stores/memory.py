@@ -10,6 +10,8 @@ from typing import ClassVar
 from aiocommit.errors import AlreadyExists, NotEmpty, NotFound, PreconditionFailed
 from aiocommit.stores.base import FileStatus, StoreCapabilities, check_clean, parent_of
 
+_METADATA_SUFFIXES = (".json", ".json.tmp", "_SUCCESS", "_SUCCESS.tmp")
+
 
 class _File:
     __slots__ = ("data", "etag", "size")
@@ -23,8 +25,9 @@ class _File:
 class MemoryStore:
     """A store held in a dict. Renames keep etags, as on ADLS Gen2 with HNS.
 
-    ``keep_data=False`` keeps only sizes and etags (reads return zero bytes of the right
-    length), so the stress harness can hold millions of files.
+    ``keep_data=False`` keeps only sizes and etags of data files (reads return zero bytes
+    of the right length) and the content of the committer's own JSON files (manifests,
+    plans, ``_SUCCESS``), so the stress harness can hold millions of files.
     URLs: ``memory://NAME/path``; ``MemoryStore.named(NAME)`` is one instance per process.
     """
 
@@ -90,7 +93,8 @@ class MemoryStore:
         if not overwrite and path in self._files:
             raise AlreadyExists("file exists", path=path, operation=op)
         self._make_dirs(parent_of(path), op)
-        file = _File(data if self.keep_data else None, len(data), self._new_etag())
+        keep = self.keep_data or path.endswith(_METADATA_SUFFIXES)
+        file = _File(data if keep else None, len(data), self._new_etag())
         self._files[path] = file
         self._dirs[parent_of(path)][posixpath.basename(path)] = False
         return FileStatus(path, False, file.size, file.etag)
@@ -133,11 +137,18 @@ class MemoryStore:
             raise PreconditionFailed("refusing to delete the root", path=path, operation="delete")
         if children and not recursive:
             raise NotEmpty("directory is not empty", path=path, operation="delete")
-        prefix = path + "/"
-        for file_path in [p for p in self._files if p.startswith(prefix)]:
-            del self._files[file_path]
-        for dir_path in [p for p in self._dirs if p.startswith(prefix)]:
-            del self._dirs[dir_path]
+        pending = [path]
+        while pending:
+            directory = pending.pop()
+            base = directory.rstrip("/")
+            for name, is_dir in self._dirs[directory].items():
+                child = f"{base}/{name}"
+                if is_dir:
+                    pending.append(child)
+                else:
+                    del self._files[child]
+            if directory != path:
+                del self._dirs[directory]
         del self._dirs[path]
         del self._dirs[parent_of(path)][posixpath.basename(path)]
         return True
