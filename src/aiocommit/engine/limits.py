@@ -1,7 +1,8 @@
 """Concurrency and rate limits shared by the stages of a job.
 
-``AdaptiveLimiter`` is the job's one in-flight limit: a semaphore whose size follows AIMD when enabled — cut by 30% when the store throttles, grown by one after a
-window of successes. ``RateLimiter`` caps operations per second and is shared by every job
+``AdaptiveLimiter`` is the job's one in-flight limit: a semaphore whose size follows AIMD
+when enabled — cut by 30% when the store throttles, grown by one after a window of
+successes. ``RateLimiter`` caps operations per second and is shared by every job
 that uses the same store client in the process (``rate_limiter_for``).
 """
 
