@@ -16,9 +16,14 @@ from aiocommit.stores.base import Store, join
 
 @dataclass(frozen=True)
 class TaskAttempt:
-    """One attempt of one task: where it writes, and the IDs its manifest carries."""
+    """One attempt of one task: where it writes, and the IDs its manifest carries.
+
+    ``dest`` is the destination's URL (so the attempt can be committed from another
+    process); ``dest_path`` the same directory as a path of its store.
+    """
 
     dest: str
+    dest_path: str
     job_id: str
     task_id: str
     task_attempt_id: str
@@ -28,7 +33,7 @@ class TaskAttempt:
     def work_dir(self) -> str:
         """The attempt's working directory: a store path; write output below it with the
         layout it must have under the destination."""
-        layout = JobLayout(self.dest, self.job_id, self.job_attempt)
+        layout = JobLayout(self.dest_path, self.job_id, self.job_attempt)
         return layout.task_attempt_dir(self.task_attempt_id)
 
     def path(self, relative: str) -> str:
@@ -37,14 +42,20 @@ class TaskAttempt:
 
 
 def task_attempt(
-    dest_path: str, job_id: str, task: str | int, attempt: int | str = 0, *, job_attempt: int = 0
+    dest: str,
+    dest_path: str,
+    job_id: str,
+    task: str | int,
+    attempt: int | str = 0,
+    *,
+    job_attempt: int = 0,
 ) -> TaskAttempt:
     """Name a task attempt. ``task`` is a task ID or a partition number (giving a Hadoop
     style ID); ``attempt`` an attempt number or a full attempt ID."""
     task_id = task_id_for(job_id, task) if isinstance(task, int) else check_id("task ID", task)
     attempt_id = task_attempt_id_for(task_id, attempt) if isinstance(attempt, int) else attempt
     return TaskAttempt(
-        dest_path, job_id, task_id, check_id("task attempt ID", attempt_id), job_attempt
+        dest, dest_path, job_id, task_id, check_id("task attempt ID", attempt_id), job_attempt
     )
 
 
@@ -62,7 +73,10 @@ async def setup_task(
     async with open_context(
         dest, job_id, attempt=job_attempt, store=store, options=options
     ) as context:
-        named = task_attempt(context.layout.dest, job_id, task, attempt, job_attempt=job_attempt)
+        path = context.layout.dest
+        named = task_attempt(
+            context.qualify(path), path, job_id, task, attempt, job_attempt=job_attempt
+        )
         if await context.ops.stat_or_none(context.layout.manifests_dir) is None:
             raise CommitError(
                 "job is not set up (or was committed or aborted): no manifests directory",

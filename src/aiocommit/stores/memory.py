@@ -25,6 +25,7 @@ class _File:
 class MemoryStore:
     """A store held in a dict. Renames keep etags, as on ADLS Gen2 with HNS.
 
+    Creating a store registers it under its name, for ``open_store``.
     ``keep_data=False`` keeps only sizes and etags of data files (reads return zero bytes
     of the right length) and the content of the committer's own JSON files (manifests,
     plans, ``_SUCCESS``), so the stress harness can hold millions of files.
@@ -40,6 +41,7 @@ class MemoryStore:
         self.keep_data = keep_data
         self._dirs: dict[str, dict[str, bool]] = {"/": {}}
         self._files: dict[str, _File] = {}
+        MemoryStore._named[name] = self  # memory://NAME/ URLs find the newest of that name
 
     @classmethod
     def named(cls, name: str) -> MemoryStore:
