@@ -14,6 +14,9 @@ from aiocommit.stores.base import Store
 OPENERS: dict[str, str] = {
     "file": "aiocommit.stores.registry:_open_local",
     "memory": "aiocommit.stores.registry:_open_memory",
+    "abfs": "aiocommit.stores.adls:open_adls",
+    "abfss": "aiocommit.stores.adls:open_adls",
+    "gs": "aiocommit.stores.gcs:open_gcs",
 }
 
 
@@ -34,7 +37,9 @@ def _open_memory(url: str) -> tuple[Store, str]:
     from aiocommit.stores.memory import MemoryStore
 
     parts = urlsplit(url)
-    return MemoryStore.named(parts.netloc or "default"), url[len(f"memory://{parts.netloc}") :] or "/"
+    return MemoryStore.named(parts.netloc or "default"), url[
+        len(f"memory://{parts.netloc}") :
+    ] or "/"
 
 
 def open_store(url: str) -> tuple[Store, str]:

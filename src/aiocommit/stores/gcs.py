@@ -1,0 +1,653 @@
+"""Google Cloud Storage through ``gcloud-aio-storage``: URLs ``gs://bucket/path``.
+
+Store path ``/a/b`` is object ``a/b`` of the bucket; ``/`` is the bucket itself.
+
+Design (what this adapter promises beyond the contract in ``stores.base``):
+
+* **Directories are prefixes.** ``mkdirs`` writes a zero-byte placeholder object
+  ``dir/`` for the path and for every ancestor that lacks one, so an empty directory
+  exists and survives the deletion of its last child; it first checks that no object
+  named like the path or an ancestor exists (a file in the way raises ``AlreadyExists``).
+  ``stat`` of a directory succeeds when its placeholder or any object under its prefix
+  exists. Parents are never required: ``write_bytes`` and ``rename`` do not create
+  placeholders (their parents exist implicitly as prefixes) and never check for a file at
+  an ancestor. Listings hide a directory's own placeholder. A bucket may hold both an
+  object ``a`` and objects under ``a/``: then ``stat`` reports the file and a listing
+  reports both. ``capabilities.directories`` is therefore ``False``.
+* **Etag = generation**, ``checksum`` = ``crc32c`` (base64, as GCS reports it), the
+  same from a listing, ``stat`` and a write. The generation is unique per write of a name,
+  so it is what preconditions use (``source_etag`` -> ``ifSourceGenerationMatch``), but a
+  rewrite or move gives the destination a new one: ``etags_preserved_in_rename`` is
+  ``False``. crc32c and size *are* kept by a copy, so rename recovery compares
+  ``checksum`` + ``size`` of the destination with the values recorded for the source.
+* **Rename** is copy + delete unless ``atomic_move=True`` (``objects.moveTo``, one atomic
+  call; not in gcloud-aio-storage, refused by fake-gcs-server 1.54, and documented for
+  flat buckets only recently, so it is opt-in and ``atomic_rename`` follows it).
+  Copy + delete: the source generation ``G`` is ``source_etag`` or, without one, read
+  from the source; ``rewriteTo`` with ``ifSourceGenerationMatch=G`` and, without
+  ``overwrite``, ``ifGenerationMatch=0`` (looping on ``rewriteToken``); then delete the
+  source with ``ifGenerationMatch=G``. A 412 from the rewrite is ``AlreadyExists`` when
+  the destination exists, else ``PreconditionFailed`` (the source is not at ``G``); a
+  404 is ``NotFound(source)``. A directory placeholder at the destination is
+  ``AlreadyExists`` (one metadata GET, concurrent with the rest; a bare prefix is not
+  checked, as a listing per rename would double its class A operations).
+* **Interrupted rename** (copied, source not yet deleted): a re-run without ``overwrite``
+  raises ``AlreadyExists(dest)``. The engine then stats both; equal ``checksum``
+  and ``size`` mean the copy completed, so it deletes the source and counts the file as
+  renamed. ``complete_interrupted_rename`` does exactly that, deleting the source only at
+  the generation it compared (an overwritten source is left alone).
+* **Errors** are translated once, here: 404 ``NotFound``; 412 ``PreconditionFailed`` (or
+  ``AlreadyExists`` for a create with ``ifGenerationMatch=0``); 409 ``AlreadyExists``;
+  401/403 ``PermissionDenied``; 429/503 ``Throttled`` (``Retry-After`` honoured);
+  408/500/502/504, timeouts and dropped connections ``Transient`` (``maybe_applied``
+  false only when the connection was never made).
+* **No hidden retries.** gcloud-aio-storage retries only the final PUT of resumable
+  uploads; writes here are single-request (multipart) uploads, so the engine's backoff is
+  the only one. Token refreshes are retried by gcloud-aio-auth, which is harmless.
+* One ``aiohttp`` session per store, ``connections`` sockets; credentials as
+  gcloud-aio-auth finds them (``service_file``, ``GOOGLE_APPLICATION_CREDENTIALS``,
+  gcloud's ADC file, the metadata server); ``api_root`` or ``STORAGE_EMULATOR_HOST`` points
+  at an emulator (no auth header then).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import mimetypes
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+import anyio
+import anyio.to_thread
+import msgspec
+from gcloud.aio.auth import Token
+from gcloud.aio.storage import Storage
+
+from aiocommit.errors import (
+    AlreadyExists,
+    NotEmpty,
+    NotFound,
+    PermissionDenied,
+    PreconditionFailed,
+    StoreError,
+    Throttled,
+    Transient,
+)
+from aiocommit.stores.base import FileStatus, StoreCapabilities, check_clean
+
+_LIST_FIELDS = "items(name,size,generation,crc32c,md5Hash),prefixes,nextPageToken"
+
+
+class ObjectInfo(msgspec.Struct, frozen=True):
+    """What GCS says about one object: enough for preconditions and rename recovery."""
+
+    name: str
+    size: int
+    generation: int
+    crc32c: str
+    md5: str
+
+    @property
+    def etag(self) -> str:
+        return str(self.generation)
+
+    def status(self) -> FileStatus:
+        return FileStatus("/" + self.name, False, self.size, self.etag, self.crc32c or None)
+
+    def same_content(self, other: ObjectInfo) -> bool:
+        """Equal size and crc32c (and md5 where both have one): what a copy keeps."""
+        if (self.size, self.crc32c) != (other.size, other.crc32c) or not self.crc32c:
+            return False
+        return not (self.md5 and other.md5 and self.md5 != other.md5)
+
+    @classmethod
+    def from_resource(cls, resource: dict[str, Any]) -> ObjectInfo:
+        return cls(
+            name=str(resource["name"]),
+            size=int(resource.get("size", 0)),
+            generation=int(resource.get("generation", 0)),
+            crc32c=str(resource.get("crc32c", "")),
+            md5=str(resource.get("md5Hash", "")),
+        )
+
+
+def _retry_after(headers: Any) -> float | None:
+    value = headers.get("Retry-After") if headers is not None else None
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def translate(
+    error: BaseException, path: str | None, operation: str, *, creating: bool = False
+) -> StoreError:
+    """The one place where gcloud-aio / aiohttp errors become store errors.
+
+    ``creating``: the call carried ``ifGenerationMatch=0``, so a 412 means "exists".
+    """
+    if isinstance(error, StoreError):
+        return error
+    if isinstance(error, aiohttp.ClientResponseError):
+        status = error.status
+        message = f"GCS {status}: {(error.message or '')[:300]}"
+        if status == 404:
+            return NotFound(message, path=path, operation=operation)
+        if status == 412:
+            if creating:
+                return AlreadyExists(message, path=path, operation=operation)
+            return PreconditionFailed(message, path=path, operation=operation)
+        if status == 409:
+            return AlreadyExists(message, path=path, operation=operation)
+        if status in (401, 403):
+            return PermissionDenied(message, path=path, operation=operation)
+        if status in (429, 503):
+            return Throttled(
+                message, path=path, operation=operation, retry_after=_retry_after(error.headers)
+            )
+        if status in (408, 500, 502, 504):
+            return Transient(message, path=path, operation=operation, maybe_applied=True)
+        return StoreError(message, path=path, operation=operation)
+    if isinstance(error, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError):
+        return Transient(
+            f"cannot connect to GCS: {error}", path=path, operation=operation, maybe_applied=False
+        )
+    if isinstance(error, aiohttp.ClientError | TimeoutError | ConnectionError):
+        return Transient(
+            f"GCS call failed: {error!r}", path=path, operation=operation, maybe_applied=True
+        )
+    return StoreError(f"GCS call failed: {error!r}", path=path, operation=operation)
+
+
+@contextlib.contextmanager
+def _edge(path: str | None, operation: str, *, creating: bool = False) -> Iterator[None]:
+    try:
+        yield
+    except StoreError:
+        raise
+    except Exception as error:
+        raise translate(error, path, operation, creating=creating) from error
+
+
+class GcsStore:
+    """One GCS bucket as a store. See the module docstring for the semantics.
+
+    Args:
+        bucket: the bucket name.
+        connections: size of the shared aiohttp connection pool; keep the engine's
+            concurrency at or below it.
+        api_root: e.g. ``http://127.0.0.1:4443`` for an emulator; defaults to
+            ``STORAGE_EMULATOR_HOST`` if set, else the real service.
+        api_is_dev: send no credentials; defaults to True when there is an ``api_root``
+            (pass False for an authenticated private endpoint).
+        service_file: a service-account (or authorized-user) JSON file; else
+            gcloud-aio-auth's defaults.
+        token: a ready ``gcloud.aio.auth.Token`` (overrides ``service_file``).
+        page_size: ``maxResults`` per listing page.
+        timeout: seconds per HTTP call.
+        delete_concurrency: parallel deletes in a recursive delete.
+        atomic_move: rename with ``objects.moveTo`` instead of rewrite + delete.
+    """
+
+    def __init__(
+        self,
+        bucket: str,
+        *,
+        connections: int = 256,
+        api_root: str | None = None,
+        api_is_dev: bool | None = None,
+        service_file: str | None = None,
+        token: Token | None = None,
+        page_size: int = 1000,
+        timeout: float = 60.0,
+        delete_concurrency: int = 64,
+        atomic_move: bool = False,
+    ):
+        if not bucket or "/" in bucket:
+            raise ValueError(f"not a bucket name: {bucket!r}")
+        self.bucket = bucket
+        self.connections = connections
+        self.page_size = page_size
+        self.timeout = timeout
+        self.delete_concurrency = delete_concurrency
+        self.atomic_move = atomic_move
+        if api_root is None:
+            emulator = os.environ.get("STORAGE_EMULATOR_HOST")
+            if emulator:
+                api_root = emulator if "://" in emulator else f"http://{emulator}"
+        self.api_root = api_root.rstrip("/") if api_root else None
+        # as gcloud-aio: an explicit or emulator api_root sends no credentials unless False
+        self.api_is_dev = bool(self.api_root) if api_is_dev is None else api_is_dev
+        self._service_file = service_file
+        self._token = token
+        self._session: aiohttp.ClientSession | None = None
+        self._client: Storage | None = None
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    @property
+    def capabilities(self) -> StoreCapabilities:
+        return StoreCapabilities(
+            etags=True,
+            etags_preserved_in_rename=False,
+            atomic_rename=self.atomic_move,
+            directories=False,
+        )
+
+    def qualify(self, path: str) -> str:
+        return f"gs://{self.bucket}{path}"
+
+    def unqualify(self, uri: str) -> str:
+        base = f"gs://{self.bucket}"
+        if uri == base:
+            return "/"
+        if not uri.startswith(base + "/"):
+            raise ValueError(f"{uri!r} is not in bucket {self.bucket!r}")
+        return uri[len(base) :]
+
+    def _storage(self) -> Storage:
+        """The client, created on first use (inside the running event loop)."""
+        if self._client is None:
+            connector = aiohttp.TCPConnector(
+                limit=self.connections, limit_per_host=self.connections
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector, timeout=aiohttp.ClientTimeout(total=None)
+            )
+            self._client = Storage(
+                service_file=self._service_file,
+                token=self._token,
+                # gcloud-aio types ``session`` as its rest/aio alias; this is the aio build
+                session=self._session,  # type: ignore[arg-type]
+                api_root=self.api_root,
+                api_is_dev=self.api_is_dev,
+            )
+        return self._client
+
+    @property
+    def _call_timeout(self) -> int:
+        return max(1, round(self.timeout))
+
+    @staticmethod
+    def _name(path: str) -> str:
+        if not path.startswith("/"):
+            raise ValueError(f"not an absolute store path: {path!r}")
+        return path[1:]
+
+    @staticmethod
+    def _prefix(path: str) -> str:
+        """The listing prefix of the directory at ``path`` ("" for the root)."""
+        name = path.strip("/")
+        return f"{name}/" if name else ""
+
+    def _url(self, name: str) -> str:
+        return f"{self._storage()._api_root_read}/{self.bucket}/o/{quote(name, safe='')}"
+
+    @staticmethod
+    def _file_status(resource: dict[str, Any]) -> FileStatus:
+        return ObjectInfo.from_resource(resource).status()
+
+    async def _info_or_none(self, path: str, operation: str) -> ObjectInfo | None:
+        try:
+            with _edge(path, operation):
+                meta = await self._storage().download_metadata(
+                    self.bucket, self._name(path), timeout=self._call_timeout
+                )
+        except NotFound:
+            return None
+        return ObjectInfo.from_resource(meta)
+
+    async def _list(self, params: dict[str, str], path: str, operation: str) -> dict[str, Any]:
+        with _edge(path, operation):
+            return await self._storage().list_objects(
+                self.bucket, params=dict(params), timeout=self._call_timeout
+            )
+
+    async def _under(self, path: str, limit: int, operation: str) -> list[str]:
+        """Names of up to ``limit`` objects below directory ``path`` (placeholder included)."""
+        data = await self._list(
+            {"prefix": self._prefix(path), "maxResults": str(limit), "fields": _LIST_FIELDS},
+            path,
+            operation,
+        )
+        return [str(item["name"]) for item in data.get("items", [])]
+
+    async def _upload(
+        self, path: str, data: bytes, *, overwrite: bool, operation: str
+    ) -> dict[str, Any]:
+        """One multipart upload (fake-gcs-server enforces preconditions only on these)."""
+        name = self._name(path)
+        content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        params = {} if overwrite else {"ifGenerationMatch": "0"}
+        with _edge(path, operation, creating=not overwrite):
+            return await self._storage().upload(
+                self.bucket,
+                name,
+                data,
+                content_type=content_type,
+                metadata={"contentType": content_type},
+                parameters=params,
+                force_resumable_upload=False,
+                timeout=self._call_timeout,
+            )
+
+    # -- the store contract ----------------------------------------------------------------
+
+    async def list_dir(self, path: str) -> AsyncIterator[list[FileStatus]]:
+        prefix = self._prefix(path)
+        params = {
+            "prefix": prefix,
+            "delimiter": "/",
+            "maxResults": str(self.page_size),
+            "fields": _LIST_FIELDS,
+        }
+        exists = prefix == ""
+        seen: set[str] = set()  # fake-gcs-server repeats prefixes on later pages
+        while True:
+            data = await self._list(params, path, "list_dir")
+            fresh = [p for p in data.get("prefixes", []) if p not in seen]
+            seen.update(fresh)
+            page = [FileStatus("/" + p.rstrip("/"), True) for p in fresh]
+            for item in data.get("items", []):
+                if item["name"] == prefix:
+                    exists = True
+                    continue
+                page.append(self._file_status(item))
+            if page:
+                exists = True
+                yield page
+            token = data.get("nextPageToken")
+            if not token:
+                break
+            params["pageToken"] = str(token)
+        if not exists:
+            raise NotFound("no such directory", path=path, operation="list_dir")
+
+    async def stat(self, path: str) -> FileStatus:
+        if path.strip("/") == "":
+            return FileStatus("/", True)
+        info = await self._info_or_none(path, "stat")
+        if info is not None:
+            return info.status()
+        if await self._under(path, 1, "stat"):
+            return FileStatus(path.rstrip("/"), True)
+        raise NotFound("no such file or directory", path=path, operation="stat")
+
+    async def object_info(self, path: str) -> ObjectInfo:
+        """The object at ``path`` with its generation; ``NotFound`` if there is none."""
+        info = await self._info_or_none(path, "stat")
+        if info is None:
+            raise NotFound("no such object", path=path, operation="stat")
+        return info
+
+    async def mkdirs(self, path: str) -> None:
+        check_clean(path)
+        segments = path.strip("/").split("/") if path != "/" else []
+        dirs = ["/" + "/".join(segments[: i + 1]) for i in range(len(segments))]
+        if not dirs:
+            return
+        found: dict[str, ObjectInfo | None] = {}
+
+        async def probe(name: str) -> None:
+            found[name] = await self._info_or_none(name, "mkdirs")
+
+        await _gather(partial(probe, p) for d in dirs for p in (d, d + "/"))
+        for directory in dirs:
+            if found[directory] is not None:
+                raise AlreadyExists("a file is in the way", path=directory, operation="mkdirs")
+
+        async def place(directory: str) -> None:
+            with contextlib.suppress(AlreadyExists):
+                await self._upload(directory + "/", b"", overwrite=False, operation="mkdirs")
+
+        await _gather(partial(place, d) for d in dirs if found[d + "/"] is None)
+
+    async def delete(self, path: str, *, recursive: bool = False) -> bool:
+        if path.strip("/") == "":
+            raise PreconditionFailed("refusing to delete the root", path=path, operation="delete")
+        name = self._name(path.rstrip("/"))
+        try:
+            with _edge(path, "delete"):
+                await self._storage().delete(self.bucket, name, timeout=self._call_timeout)
+            return True
+        except NotFound:
+            pass
+        marker = self._prefix(path)
+        if not recursive:
+            names = await self._under(path, 2, "delete")
+            if any(n != marker for n in names):
+                raise NotEmpty("directory is not empty", path=path, operation="delete")
+            if not names:
+                return False
+            return await self._delete_names([marker], path)
+        params = {"prefix": marker, "maxResults": str(self.page_size), "fields": _LIST_FIELDS}
+        deleted = False
+        while True:
+            data = await self._list(params, path, "delete")
+            names = [str(item["name"]) for item in data.get("items", [])]
+            if names and await self._delete_names(names, path):
+                deleted = True
+            token = data.get("nextPageToken")
+            if not token:
+                return deleted
+            params["pageToken"] = str(token)
+
+    async def _delete_names(self, names: list[str], path: str) -> bool:
+        """Delete objects, ``delete_concurrency`` at a time; missing ones are skipped."""
+        limiter = anyio.CapacityLimiter(self.delete_concurrency)
+        found = False
+
+        async def one(name: str) -> None:
+            nonlocal found
+            async with limiter:
+                try:
+                    with _edge("/" + name, "delete"):
+                        await self._storage().delete(self.bucket, name, timeout=self._call_timeout)
+                    found = True
+                except NotFound:
+                    pass
+
+        await _gather(partial(one, n) for n in names)
+        return found
+
+    async def rename(
+        self, source: str, dest: str, *, overwrite: bool = False, source_etag: str | None = None
+    ) -> None:
+        check_clean(dest)
+        generation: int | None = None
+        if source_etag is not None:
+            if not source_etag.isdigit():
+                raise PreconditionFailed(
+                    f"{source_etag!r} is not a GCS generation", path=source, operation="rename"
+                )
+            generation = int(source_etag)
+        dest_is_dir = False
+
+        async def read_source() -> None:
+            nonlocal generation
+            info = await self._info_or_none(source, "rename")
+            if info is None:
+                raise NotFound("rename source not found", path=source, operation="rename")
+            generation = info.generation
+
+        async def check_dest() -> None:
+            # the placeholder only: a GET (class B) where a listing would cost as much as
+            # the rewrite; an implicit directory (a bare prefix) at ``dest`` is not seen
+            nonlocal dest_is_dir
+            dest_is_dir = await self._info_or_none(dest.rstrip("/") + "/", "rename") is not None
+
+        need_source = generation is None and not self.atomic_move
+        await _gather([read_source, check_dest] if need_source else [check_dest])
+        if dest_is_dir:
+            raise AlreadyExists("a directory is at the destination", path=dest, operation="rename")
+        if source == dest:
+            if not overwrite:
+                raise AlreadyExists("rename destination exists", path=dest, operation="rename")
+            return
+        params: dict[str, str] = {} if overwrite else {"ifGenerationMatch": "0"}
+        if generation is not None:
+            params["ifSourceGenerationMatch"] = str(generation)
+        try:
+            with _edge(source, "rename"):
+                if self.atomic_move:
+                    await self._move(source, dest, params)
+                else:
+                    await self._storage().copy(
+                        self.bucket,
+                        self._name(source),
+                        self.bucket,
+                        new_name=self._name(dest),
+                        params=params,
+                        timeout=self._call_timeout,
+                    )
+        except NotFound as error:
+            raise NotFound("rename source not found", path=source, operation="rename") from error
+        except PreconditionFailed as error:
+            if not overwrite and await self._info_or_none(dest, "rename") is not None:
+                raise AlreadyExists(
+                    "rename destination exists", path=dest, operation="rename"
+                ) from error
+            if await self._info_or_none(source, "rename") is None:
+                raise NotFound(
+                    "rename source not found", path=source, operation="rename"
+                ) from error
+            raise PreconditionFailed(
+                f"rename source is not at generation {generation}", path=source, operation="rename"
+            ) from error
+        if self.atomic_move:
+            return
+        try:
+            with _edge(source, "rename"):
+                await self._storage().delete(
+                    self.bucket,
+                    self._name(source),
+                    params={"ifGenerationMatch": str(generation)},
+                    timeout=self._call_timeout,
+                )
+        except NotFound:
+            return  # deleted by someone else after our copy: the destination is in place
+        except PreconditionFailed as error:
+            raise PreconditionFailed(
+                "the source was replaced during the rename; the destination holds"
+                f" generation {generation} of it",
+                path=source,
+                operation="rename",
+            ) from error
+
+    async def _move(self, source: str, dest: str, params: dict[str, str]) -> None:
+        client = self._storage()
+        url = f"{self._url(self._name(source))}/moveTo/o/{quote(self._name(dest), safe='')}"
+        response = await client.session.request(
+            "POST",
+            url,
+            headers=await client._headers(),
+            params=params,
+            timeout=aiohttp.ClientTimeout(total=self.timeout),
+        )
+        response.release()
+
+    async def complete_interrupted_rename(self, source: str, dest: str) -> bool:
+        """Finish a rename stopped between copy and delete.
+
+        When ``dest`` holds what a copy of ``source`` would (``same_content``), delete the
+        source at the generation compared and return True; otherwise change nothing and
+        return False. ``NotFound`` if either is missing.
+        """
+        src = await self.object_info(source)
+        dst = await self.object_info(dest)
+        if not src.same_content(dst):
+            return False
+        try:
+            with _edge(source, "rename"):
+                await self._storage().delete(
+                    self.bucket,
+                    self._name(source),
+                    params={"ifGenerationMatch": str(src.generation)},
+                    timeout=self._call_timeout,
+                )
+        except NotFound:
+            pass
+        return True
+
+    async def read_bytes(self, path: str) -> bytes:
+        with _edge(path, "read_bytes"):
+            return await self._storage().download(
+                self.bucket, self._name(path), timeout=self._call_timeout
+            )
+
+    async def _write(self, path: str, data: bytes, overwrite: bool, operation: str) -> FileStatus:
+        check_clean(path)
+        if await self._under(path, 1, operation):
+            raise AlreadyExists("a directory is at the path", path=path, operation=operation)
+        resource = await self._upload(path, data, overwrite=overwrite, operation=operation)
+        return self._file_status(resource)
+
+    async def write_bytes(self, path: str, data: bytes, *, overwrite: bool = True) -> FileStatus:
+        return await self._write(path, bytes(data), overwrite, "write_bytes")
+
+    async def upload_file(
+        self, local_path: str, path: str, *, overwrite: bool = True
+    ) -> FileStatus:
+        try:
+            data = await anyio.to_thread.run_sync(Path(local_path).read_bytes)
+        except FileNotFoundError as error:
+            raise NotFound(
+                "no such local file", path=local_path, operation="upload_file"
+            ) from error
+        except OSError as error:
+            raise StoreError(str(error), path=local_path, operation="upload_file") from error
+        return await self._write(path, data, overwrite, "upload_file")
+
+    async def aclose(self) -> None:
+        client, session = self._client, self._session
+        self._client = self._session = None
+        if client is not None:
+            await client.close()
+        if session is not None:
+            await session.close()
+
+
+async def _gather(calls: Iterable[Callable[[], Coroutine[Any, Any, None]]]) -> None:
+    """Run ``calls`` concurrently; the first failure cancels the rest and is raised as is."""
+    pending = list(calls)
+    if len(pending) == 1:
+        await pending[0]()
+        return
+    try:
+        async with anyio.create_task_group() as group:
+            for call in pending:
+                group.start_soon(call)
+    except BaseExceptionGroup as group_error:
+        raise _first_leaf(group_error) from None
+
+
+def _first_leaf(error: BaseExceptionGroup[BaseException]) -> BaseException:
+    for inner in error.exceptions:
+        if isinstance(inner, BaseExceptionGroup):
+            return _first_leaf(inner)
+        if not isinstance(inner, anyio.get_cancelled_exc_class()):
+            return inner
+    return error.exceptions[0]
+
+
+def open_gcs(url: str) -> tuple[GcsStore, str]:
+    """Opener for ``gs://bucket/path``: a new store (close it with ``aclose``) and the path."""
+    if not url.startswith("gs://"):
+        raise ValueError(f"not a gs:// URL: {url!r}")
+    rest = url[len("gs://") :]
+    bucket, slash, tail = rest.partition("/")
+    return GcsStore(bucket), ("/" + tail if slash else "/")

