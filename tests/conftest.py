@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
@@ -31,17 +31,65 @@ async def local_store(tmp_path: Path) -> AsyncIterator[tuple[Store, str]]:
     await store.aclose()
 
 
-#: every store the engine tests and the contract suite run against
+#: the in-process stores every engine test runs against
 STORE_FACTORIES: dict[str, StoreFactory] = {
     "memory": memory_store,
     "local": local_store,
 }
+#: stores behind real HTTP emulators: the contract suite and the cloud engine tests
+CLOUD_STORES = ("gcs",)
+
+
+@pytest.fixture(scope="session")
+def gcs_endpoint() -> Iterator[str]:
+    """One fake-gcs-server (the real Go binary) on loopback for the whole run."""
+    from aiocommit.testing.gcs_emulator import FakeGcsServer
+
+    server = FakeGcsServer()
+    server.start()
+    try:
+        yield server.endpoint
+    finally:
+        server.stop()
+
+
+@asynccontextmanager
+async def cloud_store(
+    kind: str, request: pytest.FixtureRequest
+) -> AsyncIterator[tuple[Store, str]]:
+    if kind == "gcs":
+        from tests.stores.gcs_fixtures import gcs_store_factory
+
+        async with gcs_store_factory(request.getfixturevalue("gcs_endpoint")) as (store, root):
+            yield store, root
+        return
+    raise ValueError(kind)
 
 
 @pytest.fixture(params=sorted(STORE_FACTORIES))
 async def store_root(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[tuple[Store, str]]:
-    """(store, root directory) for each store kind; the root is empty."""
+    """(store, root directory) for each in-process store; the root is empty."""
     async with STORE_FACTORIES[request.param](tmp_path) as (store, root):
+        yield store, root
+
+
+@pytest.fixture(params=[*sorted(STORE_FACTORIES), *CLOUD_STORES])
+async def any_store_root(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[tuple[Store, str]]:
+    """(store, root directory) for every store, the emulated cloud ones included."""
+    if request.param in STORE_FACTORIES:
+        async with STORE_FACTORIES[request.param](tmp_path) as (store, root):
+            yield store, root
+    else:
+        async with cloud_store(request.param, request) as (store, root):
+            yield store, root
+
+
+@pytest.fixture(params=CLOUD_STORES)
+async def cloud_store_root(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Store, str]]:
+    """(store, root directory) on each emulated cloud store."""
+    async with cloud_store(request.param, request) as (store, root):
         yield store, root

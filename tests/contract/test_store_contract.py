@@ -19,8 +19,8 @@ async def names_in(store: Store, directory: str) -> dict[str, bool]:
     return found
 
 
-async def test_write_stat_read(store_root: tuple[Store, str]) -> None:
-    store, root = store_root
+async def test_write_stat_read(any_store_root: tuple[Store, str]) -> None:
+    store, root = any_store_root
     written = await store.write_bytes(join(root, "a/b/file.txt"), b"hello")
     status = await store.stat(join(root, "a/b/file.txt"))
     assert (status.is_dir, status.size) == (False, 5)
@@ -29,24 +29,24 @@ async def test_write_stat_read(store_root: tuple[Store, str]) -> None:
     assert (await store.stat(join(root, "a/b"))).is_dir
 
 
-async def test_etag_changes_on_rewrite(store_root: tuple[Store, str]) -> None:
-    store, root = store_root
+async def test_etag_changes_on_rewrite(any_store_root: tuple[Store, str]) -> None:
+    store, root = any_store_root
     first = await store.write_bytes(join(root, "f"), b"one")
     second = await store.write_bytes(join(root, "f"), b"three")
     if store.capabilities.etags:
         assert first.etag != second.etag
 
 
-async def test_write_without_overwrite(store_root: tuple[Store, str]) -> None:
-    store, root = store_root
+async def test_write_without_overwrite(any_store_root: tuple[Store, str]) -> None:
+    store, root = any_store_root
     await store.write_bytes(join(root, "f"), b"one")
     with pytest.raises(AlreadyExists):
         await store.write_bytes(join(root, "f"), b"two", overwrite=False)
     assert await store.read_bytes(join(root, "f")) == b"one"
 
 
-async def test_listing_pages_and_kinds(store_root: tuple[Store, str]) -> None:
-    store, root = store_root
+async def test_listing_pages_and_kinds(any_store_root: tuple[Store, str]) -> None:
+    store, root = any_store_root
     for n in range(23):
         await store.write_bytes(join(root, f"d/file-{n:02d}"), bytes(n))
     await store.mkdirs(join(root, "d/sub"))
@@ -56,21 +56,21 @@ async def test_listing_pages_and_kinds(store_root: tuple[Store, str]) -> None:
     assert listed == {**{f"file-{n:02d}": (False, n) for n in range(23)}, "sub": (True, 0)}
 
 
-async def test_list_missing_directory(store_root: tuple[Store, str]) -> None:
-    store, root = store_root
+async def test_list_missing_directory(any_store_root: tuple[Store, str]) -> None:
+    store, root = any_store_root
     with pytest.raises(NotFound):
         await names_in(store, join(root, "missing"))
 
 
-async def test_stat_missing(store_root: tuple[Store, str]) -> None:
-    store, root = store_root
+async def test_stat_missing(any_store_root: tuple[Store, str]) -> None:
+    store, root = any_store_root
     with pytest.raises(NotFound) as caught:
         await store.stat(join(root, "nothing"))
     assert isinstance(caught.value, FileNotFoundError)
 
 
-async def test_rename_moves_and_keeps_etag(store_root: tuple[Store, str]) -> None:
-    store, root = store_root
+async def test_rename_moves_and_keeps_etag(any_store_root: tuple[Store, str]) -> None:
+    store, root = any_store_root
     written = await store.write_bytes(join(root, "src/f"), b"data")
     await store.mkdirs(join(root, "dst"))
     await store.rename(join(root, "src/f"), join(root, "dst/g"))
@@ -82,8 +82,8 @@ async def test_rename_moves_and_keeps_etag(store_root: tuple[Store, str]) -> Non
         await store.stat(join(root, "src/f"))
 
 
-async def test_rename_does_not_overwrite(store_root: tuple[Store, str]) -> None:
-    store, root = store_root
+async def test_rename_does_not_overwrite(any_store_root: tuple[Store, str]) -> None:
+    store, root = any_store_root
     await store.write_bytes(join(root, "a"), b"new")
     await store.write_bytes(join(root, "b"), b"old")
     with pytest.raises(AlreadyExists):
@@ -92,24 +92,24 @@ async def test_rename_does_not_overwrite(store_root: tuple[Store, str]) -> None:
     assert await store.read_bytes(join(root, "a")) == b"new"
 
 
-async def test_rename_overwrite_replaces(store_root: tuple[Store, str]) -> None:
-    store, root = store_root
+async def test_rename_overwrite_replaces(any_store_root: tuple[Store, str]) -> None:
+    store, root = any_store_root
     await store.write_bytes(join(root, "a"), b"new")
     await store.write_bytes(join(root, "b"), b"old")
     await store.rename(join(root, "a"), join(root, "b"), overwrite=True)
     assert await store.read_bytes(join(root, "b")) == b"new"
 
 
-async def test_rename_missing_source_names_source(store_root: tuple[Store, str]) -> None:
-    store, root = store_root
+async def test_rename_missing_source_names_source(any_store_root: tuple[Store, str]) -> None:
+    store, root = any_store_root
     await store.mkdirs(join(root, "d"))
     with pytest.raises(NotFound) as caught:
         await store.rename(join(root, "nope"), join(root, "d/x"))
     assert caught.value.path == join(root, "nope")
 
 
-async def test_rename_missing_parent_names_parent(store_root: tuple[Store, str]) -> None:
-    store, root = store_root
+async def test_rename_missing_parent_names_parent(any_store_root: tuple[Store, str]) -> None:
+    store, root = any_store_root
     if not store.capabilities.directories:
         pytest.skip("stores without directories have no parents to miss")
     await store.write_bytes(join(root, "f"), b"x")
@@ -119,8 +119,8 @@ async def test_rename_missing_parent_names_parent(store_root: tuple[Store, str])
     assert await store.read_bytes(join(root, "f")) == b"x"
 
 
-async def test_rename_with_wrong_etag(store_root: tuple[Store, str]) -> None:
-    store, root = store_root
+async def test_rename_with_wrong_etag(any_store_root: tuple[Store, str]) -> None:
+    store, root = any_store_root
     written = await store.write_bytes(join(root, "a"), b"v1")
     await store.write_bytes(join(root, "a"), b"v2")
     with pytest.raises(PreconditionFailed):
@@ -131,14 +131,14 @@ async def test_rename_with_wrong_etag(store_root: tuple[Store, str]) -> None:
     assert await store.read_bytes(join(root, "b")) == b"v2"
 
 
-async def test_delete_missing_returns_false(store_root: tuple[Store, str]) -> None:
-    store, root = store_root
+async def test_delete_missing_returns_false(any_store_root: tuple[Store, str]) -> None:
+    store, root = any_store_root
     assert await store.delete(join(root, "missing")) is False
     assert await store.delete(join(root, "missing"), recursive=True) is False
 
 
-async def test_delete_file_and_tree(store_root: tuple[Store, str]) -> None:
-    store, root = store_root
+async def test_delete_file_and_tree(any_store_root: tuple[Store, str]) -> None:
+    store, root = any_store_root
     for n in range(12):
         await store.write_bytes(join(root, f"t/{n % 3}/f{n}"), b"x")
     await store.write_bytes(join(root, "single"), b"x")
@@ -149,16 +149,16 @@ async def test_delete_file_and_tree(store_root: tuple[Store, str]) -> None:
     assert await names_in(store, root) == {}
 
 
-async def test_mkdirs_is_idempotent_and_makes_parents(store_root: tuple[Store, str]) -> None:
-    store, root = store_root
+async def test_mkdirs_is_idempotent_and_makes_parents(any_store_root: tuple[Store, str]) -> None:
+    store, root = any_store_root
     await store.mkdirs(join(root, "x/y/z"))
     await store.mkdirs(join(root, "x/y/z"))
     assert (await store.stat(join(root, "x/y"))).is_dir
     assert await names_in(store, join(root, "x/y")) == {"z": True}
 
 
-async def test_mkdirs_over_a_file(store_root: tuple[Store, str]) -> None:
-    store, root = store_root
+async def test_mkdirs_over_a_file(any_store_root: tuple[Store, str]) -> None:
+    store, root = any_store_root
     await store.write_bytes(join(root, "f"), b"x")
     with pytest.raises(AlreadyExists):
         await store.mkdirs(join(root, "f"))
@@ -167,8 +167,8 @@ async def test_mkdirs_over_a_file(store_root: tuple[Store, str]) -> None:
     assert await store.read_bytes(join(root, "f")) == b"x"
 
 
-async def test_qualify_round_trip(store_root: tuple[Store, str]) -> None:
-    store, root = store_root
+async def test_qualify_round_trip(any_store_root: tuple[Store, str]) -> None:
+    store, root = any_store_root
     path = join(root, "dir with space/f#1%?.txt")
     assert store.unqualify(store.qualify(path)) == path
     with pytest.raises(ValueError, match="other"):
@@ -187,9 +187,9 @@ ODD_NAME = st.text(
 )
 @given(directory=ODD_NAME, name=ODD_NAME)
 async def test_odd_path_characters(
-    store_root: tuple[Store, str], directory: str, name: str
+    any_store_root: tuple[Store, str], directory: str, name: str
 ) -> None:
-    store, root = store_root
+    store, root = any_store_root
     source = join(root, "src", directory, name)
     dest = join(root, "dst", directory, name)
     await store.write_bytes(source, name.encode())

@@ -1,0 +1,88 @@
+"""The engine through the real cloud SDKs over HTTP to emulators."""
+
+from __future__ import annotations
+
+import pytest
+
+from aiocommit import CommitError, CommitOptions, ManifestError, abort_job, commit_job
+from aiocommit.protocol import statistics as S
+from aiocommit.protocol.layout import JobLayout
+from aiocommit.stores.base import Store, join
+from aiocommit.stores.faulty import Faults, FaultyStore
+from tests.helpers import exists, output, run_tasks, task_files, write_task
+
+
+async def test_job_commit(cloud_store_root: tuple[Store, str]) -> None:
+    store, root = cloud_store_root
+    dest = join(root, "out")
+    job_id, expected = await run_tasks(store, dest, tasks=6, files_per_task=20)
+    await write_task(store, dest, job_id, 0, 1, task_files(0, 3, tag="-failed"))
+    summary = await commit_job(
+        dest, job_id, store=store, options=CommitOptions(validate_output=True)
+    )
+    assert await output(store, dest) == expected
+    assert summary.iostatistics.counters[S.COMMITTER_FILES_COMMITTED] == 120
+    assert not await exists(store, join(dest, "_temporary"))
+
+
+async def test_lost_rename_responses_and_throttling(cloud_store_root: tuple[Store, str]) -> None:
+    store, root = cloud_store_root
+    dest = join(root, "out")
+    job_id, expected = await run_tasks(store, dest, tasks=4, files_per_task=10)
+    faulty = FaultyStore(
+        store, Faults(seed=3, throttle_probability=0.2, lost_response_probability=0.2)
+    )
+    options = CommitOptions(retry_base_delay=0.001, retry_max_delay=0.01, max_attempts=30)
+    summary = await commit_job(dest, job_id, store=faulty, options=options)
+    assert await output(store, dest) == expected
+    assert summary.iostatistics.counters[S.COMMIT_FILE_RENAME_RECOVERED] > 0
+
+
+async def test_copy_without_delete_is_finished_by_a_rerun(
+    cloud_store_root: tuple[Store, str],
+) -> None:
+    """A copy-then-delete rename interrupted between the two: the destination holds a
+    copy and the source is still there. The job commit recognises the copy by its
+    checksum and finishes the move."""
+    store, root = cloud_store_root
+    dest = join(root, "out")
+    job_id, expected = await run_tasks(store, dest, tasks=2, files_per_task=4)
+    attempt_dir = JobLayout(dest, job_id).task_attempt_dir(f"attempt_{job_id[4:]}_m_000000_0")
+    relative = "part=1/part-00000-0001.dat"
+    await store.write_bytes(join(dest, relative), expected[relative])  # the copy
+    summary = await commit_job(dest, job_id, store=store)
+    assert await output(store, dest) == expected
+    assert not await exists(store, join(attempt_dir, relative))
+    counters = summary.iostatistics.counters
+    if store.capabilities.atomic_rename:
+        pytest.fail("this test is for copy-then-delete stores")
+    assert counters[S.COMMIT_FILE_RENAME_RECOVERED] == 1
+
+
+async def test_crash_then_rerun(cloud_store_root: tuple[Store, str]) -> None:
+    store, root = cloud_store_root
+    probe_job, _ = await run_tasks(store, join(root, "probe"), tasks=2, files_per_task=5)
+    counting = FaultyStore(store)
+    await commit_job(join(root, "probe"), probe_job, store=counting)
+    total = counting.counts.calls
+    for crash_at in (1, total // 3, total // 2, total - 2):
+        dest = join(root, f"run{crash_at}")
+        job_id, expected = await run_tasks(store, dest, tasks=2, files_per_task=5)
+        crashing = FaultyStore(store, Faults(fail_after_calls=crash_at))
+        with pytest.raises(CommitError):
+            await commit_job(dest, job_id, store=crashing, options=CommitOptions(max_attempts=1))
+        await commit_job(dest, job_id, store=store)
+        assert await output(store, dest) == expected, crash_at
+
+
+async def test_bad_manifest_and_abort(cloud_store_root: tuple[Store, str]) -> None:
+    store, root = cloud_store_root
+    dest = join(root, "out")
+    job_id, _ = await run_tasks(store, dest, tasks=2, files_per_task=3)
+    path = JobLayout(dest, job_id).manifest_path(f"task_{job_id[4:]}_m_000001")
+    await store.write_bytes(path, b"{truncated")
+    with pytest.raises(ManifestError):
+        await commit_job(dest, job_id, store=store)
+    assert await output(store, dest) == {}
+    await abort_job(dest, job_id, store=store)
+    assert not await exists(store, join(dest, "_temporary"))
