@@ -70,7 +70,10 @@ class LoadedJob:
     directories: dict[str, bool] = field(default_factory=dict)
     file_count: int = 0
     total_size: int = 0
-    dest_hashes: array[int] = field(default_factory=lambda: array("q"))
+    #: one 8-byte hash per destination, bucketed by its low byte for the duplicate check
+    dest_hash_buckets: list[array[int]] = field(
+        default_factory=lambda: [array("q") for _ in range(256)]
+    )
     filenames: list[str] = field(default_factory=list)
 
     def entries(
@@ -159,18 +162,23 @@ async def _load_all(
         )
         loaded.file_count += len(checked.entries)
         loaded.total_size += checked.total_size
-        loaded.dest_hashes.extend(checked.hashes)
+        buckets = loaded.dest_hash_buckets
+        for value in checked.hashes:
+            buckets[value & 255].append(value)
         for directory, needs_create in checked.directories.items():
             loaded.directories[directory] = loaded.directories.get(directory, False) or needs_create
         room = 100 - len(loaded.filenames)
         if room > 0:
-            loaded.filenames.extend(checked.sample[:room])
+            loaded.filenames.extend(
+                context.qualify(join(layout.dest, e[1] or e[0])) for e in checked.entries[:room]
+            )
         task_stats.aggregate(manifest.iostatistics)
 
     await parallel(list(enumerate(names)), load_one, workers=context.options.concurrency)
     loaded.manifests.sort(key=lambda m: m.name)
     context.stats.increment(S.COMMITTER_TASKS_COMPLETED, len(loaded.manifests))
     _check_no_duplicates(context, loaded)
+    loaded.dest_hash_buckets = []  # checked; free 8 bytes per file before the renames
 
 
 @dataclass
@@ -180,7 +188,6 @@ class _CheckedManifest:
     hashes: array[int]
     directories: dict[str, bool]
     total_size: int
-    sample: list[str]
 
 
 def _check_manifest(context: StageContext, manifest: TaskManifest, path: str) -> _CheckedManifest:
@@ -262,18 +269,14 @@ def _check_manifest(context: StageContext, manifest: TaskManifest, path: str) ->
         directory = local(dir_entry.dest, "directory")
         check_dest(directory, "directory")
         directories[directory] = dir_entry.state != DirState.DIR
-    sample = [context.qualify(join(dest_root, e[1] or e[0])) for e in entries[:100]]
-    return _CheckedManifest(attempt_dir, entries, hashes, directories, total, sample)
+    return _CheckedManifest(attempt_dir, entries, hashes, directories, total)
 
 
 def _check_no_duplicates(context: StageContext, loaded: LoadedJob) -> None:
     """Every destination once. Hashes are bucketed and sorted bucket by bucket, so memory
     stays at 8 bytes per file; colliding hashes are confirmed against the spills."""
-    buckets: list[array[int]] = [array("q") for _ in range(256)]
-    for value in loaded.dest_hashes:
-        buckets[value & 255].append(value)
     suspects: set[int] = set()
-    for bucket in buckets:
+    for bucket in loaded.dest_hash_buckets:
         ordered = sorted(bucket)
         suspects.update(a for a, b in itertools.pairwise(ordered) if a == b)
     if not suspects:
