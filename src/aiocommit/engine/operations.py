@@ -54,6 +54,8 @@ class StoreOperations:
             adaptive=options.adaptive_concurrency,
         )
         self._sleep = sleep
+        #: asked once: stages consult it per file
+        self.capabilities: StoreCapabilities = store.capabilities
         self._rate: RateLimiter | None = (
             rate_limiter_for(store, "io", options.rate_limit) if options.rate_limit else None
         )
@@ -62,10 +64,6 @@ class StoreOperations:
             if options.delete_rate_limit
             else None
         )
-
-    @property
-    def capabilities(self) -> StoreCapabilities:
-        return self.store.capabilities
 
     async def _attempt(self, statistic: str, function: Callable[[], Awaitable[T]]) -> T:
         """One try: rate limit, a slot of the in-flight limit, statistics, throttle feedback."""

@@ -66,21 +66,34 @@ async def commit_file(context: StageContext, entry: Entry) -> None:
                 await ops.delete(dest)
                 context.stats.increment(S.COMMITTER_TARGET_FILES_DELETED)
     source_etag = etag if context.options.use_source_etag and capabilities.etags else None
-    with context.stats.track(S.COMMIT_FILE_RENAME):
-        for _ in range(3):
-            try:
-                await ops.rename(source, dest, source_etag=source_etag)
-            except NotFound as error:
-                if error.path not in (None, source) and capabilities.directories:
-                    await ops.mkdirs(parent_of(dest))  # the parent vanished after create_dirs
-                    continue
-                await _recover_missing_source(context, error.attempts, entry, etags_kept)
-                return
-            except AlreadyExists as error:
-                await _resolve_existing_dest(context, error.attempts, entry, etags_kept)
-                return
-            return
-        raise CommitError("destination parent keeps vanishing", operation="rename", path=dest)
+    started = time.perf_counter()
+    try:
+        await _rename_with_recovery(context, entry, source_etag, etags_kept)
+    except BaseException:
+        context.stats.record_duration(
+            S.COMMIT_FILE_RENAME, (time.perf_counter() - started) * 1000, failed=True
+        )
+        raise
+    context.stats.record_duration(S.COMMIT_FILE_RENAME, (time.perf_counter() - started) * 1000)
+
+
+async def _rename_with_recovery(
+    context: StageContext, entry: Entry, source_etag: str | None, etags_kept: bool
+) -> None:
+    source, dest, _, _ = entry
+    ops = context.ops
+    for _ in range(3):
+        try:
+            await ops.rename(source, dest, source_etag=source_etag)
+        except NotFound as error:
+            if error.path not in (None, source) and ops.capabilities.directories:
+                await ops.mkdirs(parent_of(dest))  # the parent vanished after create_dirs
+                continue
+            await _recover_missing_source(context, error.attempts, entry, etags_kept)
+        except AlreadyExists as error:
+            await _resolve_existing_dest(context, error.attempts, entry, etags_kept)
+        return
+    raise CommitError("destination parent keeps vanishing", operation="rename", path=dest)
 
 
 async def _recover_missing_source(

@@ -139,6 +139,8 @@ def check_clean(path: str) -> None:
     """Raise ``ValueError`` for a path with ``.``/``..``/empty segments or a NUL byte."""
     if not path.startswith("/"):
         raise ValueError(f"not an absolute store path: {path!r}")
+    if "//" not in path and "/." not in path and "\x00" not in path and not path.endswith("/"):
+        return  # the common case: no segment can be empty, "." or ".."
     if "\x00" in path:
         raise ValueError(f"NUL byte in path: {path!r}")
     segments = path.split("/")[1:]
