@@ -37,7 +37,7 @@ STORE_FACTORIES: dict[str, StoreFactory] = {
     "local": local_store,
 }
 #: stores behind real HTTP emulators: the contract suite and the cloud engine tests
-CLOUD_STORES = ("gcs",)
+CLOUD_STORES = ("adls", "gcs")
 
 
 @pytest.fixture(scope="session")
@@ -61,6 +61,12 @@ async def cloud_store(
         from tests.stores.gcs_fixtures import gcs_store_factory
 
         async with gcs_store_factory(request.getfixturevalue("gcs_endpoint")) as (store, root):
+            yield store, root
+        return
+    if kind == "adls":
+        from tests.stores.adls_fixtures import adls_store_factory
+
+        async with adls_store_factory() as (store, root):
             yield store, root
         return
     raise ValueError(kind)

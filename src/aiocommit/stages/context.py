@@ -15,6 +15,7 @@ import anyio
 from aiocommit.engine.operations import StoreOperations
 from aiocommit.engine.options import CommitOptions
 from aiocommit.errors import CommitError, StoreError
+from aiocommit.observability import ContextAdapter, stage_span
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.layout import JobLayout
 
@@ -49,11 +50,11 @@ class StageContext:
     job_id_source: str = "JobID"
     task_attempt_id: str | None = None
     progress: ProgressCallback | None = None
-    log: logging.LoggerAdapter[logging.Logger] = field(init=False)
+    log: ContextAdapter = field(init=False)
 
     def __post_init__(self) -> None:
         extra = {"job_id": self.layout.job_id, "task_attempt_id": self.task_attempt_id or "-"}
-        self.log = logging.LoggerAdapter(logger, extra)
+        self.log = ContextAdapter(logger, extra)
 
     @property
     def store(self) -> object:
@@ -85,7 +86,16 @@ async def stage(context: StageContext, name: str) -> AsyncIterator[None]:
     context.log.debug("stage %s starting", name, extra={"stage": name})
     started = time.perf_counter()
     try:
-        with context.stats.track(name):
+        with (
+            stage_span(
+                name,
+                {
+                    "job_id": context.layout.job_id,
+                    "task_attempt_id": context.task_attempt_id or "-",
+                },
+            ),
+            context.stats.track(name),
+        ):
             yield
     except BaseException as raw:
         error = first_error(raw)

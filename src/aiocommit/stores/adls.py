@@ -1,0 +1,500 @@
+"""Azure Data Lake Storage Gen2 (hierarchical namespace) on ``azure-storage-file-datalake``'s
+``aio`` clients.
+
+URLs: ``abfs://FILESYSTEM@ACCOUNT.dfs.core.windows.net/path`` or ``abfss://…`` (both use
+HTTPS unless an endpoint override says otherwise). Store paths are ``"/<path inside the
+filesystem>"``; ``qualify`` keeps the scheme the store was opened with.
+
+Environment (read when no credential is passed to ``AdlsStore``; first match wins):
+
+* ``AZURE_STORAGE_CONNECTION_STRING``: ``AccountName=…;AccountKey=…`` or
+  ``…;SharedAccessSignature=…`` (its ``DfsEndpoint``/``BlobEndpoint`` is used as the endpoint).
+* ``AZURE_STORAGE_ACCOUNT_KEY``: the shared key of the URL's account.
+* ``AZURE_STORAGE_SAS_TOKEN``: a SAS token (with or without the leading ``?``).
+* otherwise ``azure.identity.aio.DefaultAzureCredential`` when ``azure-identity`` is
+  installed (the ``aiocommit[azure-identity]`` extra); else anonymous.
+* ``AIOCOMMIT_ADLS_ENDPOINT``: endpoint override, e.g. ``http://127.0.0.1:PORT/ACCOUNT`` for
+  ``aiocommit.testing.adls_emulator``.
+
+All clients share one aiohttp session (``TCPConnector(limit=connections,
+limit_per_host=connections)``); SDK retries are off (``retry_total=0``): the engine's retry
+policy is the only one. SDK errors are translated here, once, into ``aiocommit.errors``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import os
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any, NoReturn
+from urllib.parse import quote
+
+import aiohttp
+import anyio
+from azure.core import MatchConditions
+from azure.core.credentials import AzureNamedKeyCredential, AzureSasCredential
+from azure.core.exceptions import (
+    AzureError,
+    ClientAuthenticationError,
+    DecodeError,
+    HttpResponseError,
+    ServiceRequestError,
+    ServiceRequestTimeoutError,
+    ServiceResponseError,
+)
+from azure.core.pipeline.transport import AioHttpTransport
+from azure.storage.filedatalake import PathProperties
+from azure.storage.filedatalake.aio import DataLakeServiceClient, FileSystemClient
+
+from aiocommit.errors import (
+    AlreadyExists,
+    NotEmpty,
+    NotFound,
+    PermissionDenied,
+    PreconditionFailed,
+    StoreError,
+    Throttled,
+    Transient,
+)
+from aiocommit.stores.base import FileStatus, Store, StoreCapabilities, check_clean, parent_of
+
+if TYPE_CHECKING:
+    from azure.core.credentials_async import AsyncTokenCredential
+
+ENV_ENDPOINT = "AIOCOMMIT_ADLS_ENDPOINT"
+ENV_CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"
+ENV_ACCOUNT_KEY = "AZURE_STORAGE_ACCOUNT_KEY"
+ENV_SAS_TOKEN = "AZURE_STORAGE_SAS_TOKEN"
+
+_SCHEMES = ("abfs", "abfss")
+_THROTTLE_CODES = ("ServerBusy", "OperationTimedOut")
+
+
+def _unquote_etag(etag: str | None) -> str | None:
+    """Listing etags come bare (``0x8D…``), HEAD/PUT etags quoted: compare bare forms."""
+    if etag is None:
+        return None
+    return etag.strip().removeprefix("W/").strip('"')
+
+
+def _retry_after(error: HttpResponseError) -> float | None:
+    response: Any = error.response
+    value = response.headers.get("Retry-After") if response is not None else None
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        return max(0.0, parsed.timestamp() - time.time())
+
+
+def _error_code(error: AzureError) -> str:
+    """``error_code`` is a ``StorageErrorCode`` str-enum for known codes, else a plain str."""
+    code = getattr(error, "error_code", None)
+    return str(getattr(code, "value", code or ""))
+
+
+def _parse_connection_string(text: str) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    for part in text.split(";"):
+        key, sep, value = part.strip().partition("=")
+        if sep:
+            fields[key.strip().lower()] = value.strip()
+    return fields
+
+
+class AdlsStore:
+    """One filesystem (container) of an ADLS Gen2 account with hierarchical namespace.
+
+    Capabilities: etags, etags kept by rename, atomic rename, real directories.
+    """
+
+    def __init__(
+        self,
+        account: str,
+        filesystem: str,
+        *,
+        scheme: str = "abfss",
+        host: str | None = None,
+        endpoint: str | None = None,
+        account_key: str | None = None,
+        sas_token: str | None = None,
+        connection_string: str | None = None,
+        token_credential: AsyncTokenCredential | None = None,
+        connections: int = 256,
+        page_size: int = 5000,
+        connection_timeout: float = 20.0,
+        read_timeout: float = 60.0,
+    ) -> None:
+        if scheme not in _SCHEMES:
+            raise ValueError(f"scheme must be one of {_SCHEMES}, not {scheme!r}")
+        self.account = account
+        self.filesystem = filesystem
+        self.scheme = scheme
+        self.host = host or f"{account}.dfs.core.windows.net"
+        self.connections = connections
+        self.page_size = page_size
+        self._connection_timeout = connection_timeout
+        self._read_timeout = read_timeout
+        self._credential: AzureNamedKeyCredential | AzureSasCredential | AsyncTokenCredential | None
+        self._credential = None
+        self.credential_kind = "anonymous (no credential configured)"
+        self._owns_credential = False
+        self._endpoint = endpoint or os.environ.get(ENV_ENDPOINT) or None
+        self._resolve_credential(account_key, sas_token, connection_string, token_credential)
+        if self._endpoint is None:
+            self._endpoint = f"https://{self.host}"
+        token = self._owns_credential or token_credential is not None
+        if token and not self._endpoint.lower().startswith("https://"):
+            raise ValueError(
+                f"{self.credential_kind} needs an https endpoint, not {self._endpoint!r}; "
+                f"set {ENV_ACCOUNT_KEY} or {ENV_SAS_TOKEN} for a plain-http emulator"
+            )
+        self._session: aiohttp.ClientSession | None = None
+        self._service: DataLakeServiceClient | None = None
+        self._fs: FileSystemClient | None = None
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> tuple[AdlsStore, str]:
+        """``(store, path)`` for ``abfs[s]://FILESYSTEM@ACCOUNT.dfs.core.windows.net/path``."""
+        scheme, sep, rest = url.partition("://")
+        if not sep or scheme not in _SCHEMES:
+            raise ValueError(f"not an abfs:// or abfss:// URL: {url!r}")
+        netloc, slash, path = rest.partition("/")
+        filesystem, at, host = netloc.partition("@")
+        if not at or not filesystem or not host:
+            raise ValueError(
+                f"expected {scheme}://FILESYSTEM@ACCOUNT.dfs.core.windows.net/: {url!r}"
+            )
+        account = host.split(".", 1)[0]
+        store = cls(account, filesystem, scheme=scheme, host=host, **kwargs)
+        return store, "/" + path.strip("/") if slash else "/"
+
+    # -- credentials and clients ---------------------------------------------------------
+
+    def _resolve_credential(
+        self,
+        account_key: str | None,
+        sas_token: str | None,
+        connection_string: str | None,
+        token_credential: AsyncTokenCredential | None,
+    ) -> None:
+        explicit = (account_key, sas_token, connection_string, token_credential)
+        if all(value is None for value in explicit):
+            connection_string = os.environ.get(ENV_CONNECTION_STRING) or None
+            account_key = None if connection_string else os.environ.get(ENV_ACCOUNT_KEY) or None
+            if connection_string is None and account_key is None:
+                sas_token = os.environ.get(ENV_SAS_TOKEN) or None
+        if connection_string is not None:
+            fields = _parse_connection_string(connection_string)
+            name = fields.get("accountname", self.account)
+            if name != self.account:
+                raise ValueError(f"connection string is for account {name!r}, not {self.account!r}")
+            endpoint = fields.get("dfsendpoint") or fields.get("blobendpoint")
+            if self._endpoint is None and endpoint:
+                self._endpoint = endpoint.replace(".blob.", ".dfs.")
+            if "accountkey" in fields:
+                self._credential = AzureNamedKeyCredential(self.account, fields["accountkey"])
+                self.credential_kind = "account key (from connection string)"
+            elif "sharedaccesssignature" in fields:
+                self._credential = AzureSasCredential(fields["sharedaccesssignature"].lstrip("?"))
+                self.credential_kind = "SAS token (from connection string)"
+            else:
+                raise ValueError("connection string lacks AccountKey and SharedAccessSignature")
+        elif account_key is not None:
+            self._credential = AzureNamedKeyCredential(self.account, account_key)
+            self.credential_kind = "account key"
+        elif sas_token is not None:
+            self._credential = AzureSasCredential(sas_token.lstrip("?"))
+            self.credential_kind = "SAS token"
+        elif token_credential is not None:
+            self._credential = token_credential
+            self.credential_kind = f"token credential ({type(token_credential).__name__})"
+        else:
+            try:
+                import azure.identity.aio  # noqa: F401 - optional extra, imported lazily
+            except ImportError:
+                self.credential_kind = "anonymous (no credential configured)"
+            else:
+                self._owns_credential = True
+                self.credential_kind = "DefaultAzureCredential"
+
+    def _filesystem_client(self) -> FileSystemClient:
+        if self._fs is not None:
+            return self._fs
+        if self._closed:
+            raise StoreError("the store is closed", operation="open")
+        if self._owns_credential and self._credential is None:
+            from azure.identity.aio import DefaultAzureCredential
+
+            self._credential = DefaultAzureCredential()
+        connector = aiohttp.TCPConnector(limit=self.connections, limit_per_host=self.connections)
+        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        # aiohttp silently resends an idempotent-method request (PUT: create, rename) once
+        # when the connection drops; a rename applied before the drop then comes back as
+        # 404 SourcePathNotFound with no sign that it was a retry. Surface the drop instead.
+        if hasattr(self._session, "_retry_connection"):
+            self._session._retry_connection = False
+        transport = AioHttpTransport(
+            session=self._session,
+            session_owner=False,
+            connection_timeout=self._connection_timeout,
+            read_timeout=self._read_timeout,
+        )
+        assert self._endpoint is not None
+        self._service = DataLakeServiceClient(
+            self._endpoint,
+            credential=self._credential,
+            transport=transport,
+            retry_total=0,
+        )
+        self._fs = self._service.get_file_system_client(self.filesystem)
+        return self._fs
+
+    async def aclose(self) -> None:
+        self._closed = True
+        service, session, self._service, self._session, self._fs = (
+            self._service,
+            self._session,
+            None,
+            None,
+            None,
+        )
+        if service is not None:
+            await service.close()
+        if session is not None:
+            await session.close()
+        credential = self._credential
+        if self._owns_credential and credential is not None and hasattr(credential, "close"):
+            self._credential = None
+            await credential.close()
+
+    async def __aenter__(self) -> AdlsStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # -- paths ---------------------------------------------------------------------------------
+
+    @property
+    def capabilities(self) -> StoreCapabilities:
+        return StoreCapabilities(
+            etags=True, etags_preserved_in_rename=True, atomic_rename=True, directories=True
+        )
+
+    def qualify(self, path: str) -> str:
+        return f"{self.scheme}://{self.filesystem}@{self.host}{path}"
+
+    def unqualify(self, uri: str) -> str:
+        scheme, sep, rest = uri.partition("://")
+        if not sep or scheme not in _SCHEMES:
+            raise ValueError(f"{uri!r} is not an abfs:// or abfss:// URI")
+        netloc, _, path = rest.partition("/")
+        filesystem, _, host = netloc.partition("@")
+        if filesystem != self.filesystem or host.split(".", 1)[0] != self.account:
+            raise ValueError(f"{uri!r} is not in {self.filesystem}@{self.account}")
+        return "/" + path
+
+    @staticmethod
+    def _rel(path: str) -> str:
+        if not path.startswith("/"):
+            raise ValueError(f"not an absolute store path: {path!r}")
+        return path.strip("/")
+
+    # -- error translation: the one place SDK errors become store errors ------------------
+
+    def _translate(
+        self, error: AzureError, operation: str, path: str, *, dest: str | None = None
+    ) -> StoreError:
+        message = f"{type(error).__name__}: {error.message}".splitlines()[0]
+        if isinstance(error, ClientAuthenticationError) or (
+            isinstance(error, HttpResponseError) and error.status_code in (401, 403)
+        ):
+            code = _error_code(error)
+            status = getattr(error, "status_code", None) or ""
+            return PermissionDenied(
+                f"{status} {code}: denied using {self.credential_kind}; {message}".strip(),
+                path=path,
+                operation=operation,
+            )
+        if isinstance(error, HttpResponseError) and error.status_code is not None:
+            return self._translate_status(error, message, operation, path, dest)
+        if isinstance(error, ServiceRequestError):
+            # A failed connect or connect timeout never reached the server. A connection
+            # that dropped after the request was written (stale keep-alive, reset) did.
+            cause = error.inner_exception
+            not_sent = isinstance(error, ServiceRequestTimeoutError) or isinstance(
+                cause, aiohttp.ClientConnectorError
+            )
+            return Transient(message, path=path, operation=operation, maybe_applied=not not_sent)
+        if isinstance(error, ServiceResponseError | DecodeError):
+            return Transient(message, path=path, operation=operation, maybe_applied=True)
+        return StoreError(message, path=path, operation=operation)
+
+    @staticmethod
+    def _translate_status(
+        error: HttpResponseError, message: str, operation: str, path: str, dest: str | None
+    ) -> StoreError:
+        status: int = error.status_code or 0
+        code = _error_code(error)
+        message = f"{status} {code}: {message}"
+        where: dict[str, Any] = {"path": path, "operation": operation}
+        if status == 429 or status == 503 or (status == 500 and code == "OperationTimedOut"):
+            return Throttled(message, retry_after=_retry_after(error), **where)
+        if status == 404:
+            if code == "RenameDestinationParentPathNotFound" and dest is not None:
+                where["path"] = parent_of(dest)
+            return NotFound(message, **where)
+        if status == 409:
+            if code == "DirectoryNotEmpty":
+                return NotEmpty(message, **where)
+            if dest is not None:
+                where["path"] = dest
+            return AlreadyExists(message, **where)
+        if status == 412:
+            if code == "ConditionNotMet" and dest is not None:
+                where["path"] = dest
+            return PreconditionFailed(message, **where)
+        if status == 408 or status >= 500:
+            return Transient(message, maybe_applied=True, **where)
+        return StoreError(message, **where)
+
+    @contextlib.contextmanager
+    def _errors(self, operation: str, path: str, *, dest: str | None = None) -> Iterator[None]:
+        try:
+            yield
+        except AzureError as error:
+            raise self._translate(error, operation, path, dest=dest) from error
+
+    def _raise(self, error: AzureError, operation: str, path: str) -> NoReturn:
+        raise self._translate(error, operation, path) from error
+
+    # -- the store contract ----------------------------------------------------------------------
+
+    def _status(self, item: PathProperties) -> FileStatus:
+        is_dir = bool(item.is_directory)
+        return FileStatus(
+            "/" + item.name,
+            is_dir,
+            0 if is_dir else int(item.content_length or 0),
+            None if is_dir else _unquote_etag(item.etag),
+        )
+
+    async def list_dir(self, path: str) -> AsyncIterator[list[FileStatus]]:
+        rel = self._rel(path)
+        fs = self._filesystem_client()
+        pages = fs.get_paths(
+            path=rel or None, recursive=False, max_results=self.page_size
+        ).by_page()
+        while True:
+            try:
+                page = await anext(pages)
+                items = [item async for item in page]
+            except StopAsyncIteration:
+                return
+            except AzureError as error:
+                self._raise(error, "list_dir", path)
+            if rel and any(item.name == rel and not item.is_directory for item in items):
+                raise NotFound("not a directory", path=path, operation="list_dir")
+            statuses = [self._status(item) for item in items]
+            if statuses:
+                yield statuses
+
+    async def stat(self, path: str) -> FileStatus:
+        rel = self._rel(path)
+        if not rel:
+            return FileStatus("/", True, 0, None)
+        client = self._filesystem_client().get_file_client(rel)
+        with self._errors("stat", path):
+            properties = await client.get_file_properties()
+        if (properties.metadata or {}).get("hdi_isfolder") == "true":
+            return FileStatus(path, True, 0, None)
+        return FileStatus(path, False, int(properties.size), _unquote_etag(properties.etag))
+
+    async def mkdirs(self, path: str) -> None:
+        check_clean(path)
+        rel = self._rel(path)
+        if not rel:
+            return
+        with self._errors("mkdirs", path):
+            await self._filesystem_client().create_directory(rel)
+
+    async def delete(self, path: str, *, recursive: bool = False) -> bool:
+        rel = self._rel(path)
+        if not rel:
+            raise PreconditionFailed("refusing to delete the root", path=path, operation="delete")
+        client = self._filesystem_client().get_file_client(rel)
+        try:
+            with self._errors("delete", path):
+                await client.delete_file(recursive=recursive)
+        except NotFound:
+            return False
+        return True
+
+    async def rename(
+        self, source: str, dest: str, *, overwrite: bool = False, source_etag: str | None = None
+    ) -> None:
+        check_clean(dest)
+        source_rel, dest_rel = self._rel(source), self._rel(dest)
+        fs = self._filesystem_client()
+        # rename_file sends x-ms-rename-source as quote(unquote(path_name)): pre-quoting the
+        # source name makes that round trip exact for names containing '%'.
+        client = fs.get_file_client(quote(source_rel, safe="/"))
+        conditions: dict[str, Any] = {}
+        if not overwrite:
+            conditions["match_condition"] = MatchConditions.IfMissing
+        if source_etag is not None:  # quoted, as the SDK itself sends etags it got from PUT
+            conditions["source_etag"] = f'"{_unquote_etag(source_etag)}"'
+            conditions["source_match_condition"] = MatchConditions.IfNotModified
+        with self._errors("rename", source, dest=dest):
+            await client.rename_file(f"{self.filesystem}/{dest_rel}", **conditions)
+
+    async def read_bytes(self, path: str) -> bytes:
+        client = self._filesystem_client().get_file_client(self._rel(path))
+        with self._errors("read_bytes", path):
+            downloader = await client.download_file()
+            if (downloader.properties.metadata or {}).get("hdi_isfolder") == "true":
+                raise NotFound("is a directory, not a file", path=path, operation="read_bytes")
+            return await downloader.readall()
+
+    async def _write(self, path: str, data: bytes, overwrite: bool, operation: str) -> FileStatus:
+        check_clean(path)
+        rel = self._rel(path)
+        if not rel:
+            raise AlreadyExists("the root is a directory", path=path, operation=operation)
+        client = self._filesystem_client().get_file_client(rel)
+        with self._errors(operation, path):
+            if overwrite and not data:  # upload_data(b"") sends nothing and returns {}
+                response = await client.create_file()
+            elif overwrite:
+                response = await client.upload_data(data, length=len(data), overwrite=True)
+            else:
+                created = await client.create_file(match_condition=MatchConditions.IfMissing)
+                if data:
+                    await client.append_data(data, offset=0, length=len(data))
+                response = await client.flush_data(
+                    len(data),
+                    etag=str(created["etag"]),
+                    match_condition=MatchConditions.IfNotModified,
+                    close=True,
+                )
+        return FileStatus(path, False, len(data), _unquote_etag(str(response["etag"])))
+
+    async def write_bytes(self, path: str, data: bytes, *, overwrite: bool = True) -> FileStatus:
+        return await self._write(path, bytes(data), overwrite, "write_bytes")
+
+    async def upload_file(
+        self, local_path: str, path: str, *, overwrite: bool = True
+    ) -> FileStatus:
+        data = await anyio.Path(local_path).read_bytes()
+        return await self._write(path, data, overwrite, "upload_file")
+
+
+def open_adls(url: str) -> tuple[Store, str]:
+    """Opener for ``abfs://`` and ``abfss://`` URLs (see ``aiocommit.stores.registry``)."""
+    return AdlsStore.from_url(url)

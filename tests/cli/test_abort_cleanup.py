@@ -1,0 +1,145 @@
+"""``aiocommit abort`` and ``aiocommit cleanup``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from aiocommit.cli import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE, parse_duration
+from tests.cli.conftest import Cli, Dest, one_error_line
+
+
+def _half_commit(cli: Cli, dest: Dest) -> str:
+    """A job whose commit renamed some files and then failed on a file in the way."""
+    job_id, _ = dest.job(tasks=2, files=3)
+    dest.write("part=2/part-00001-0002.dat", b"in the way")
+    result = cli("commit", dest.url, "--job-id", job_id, "--no-progress", "--concurrency", "1")
+    assert result.exit_code == EXIT_FAILED
+    return job_id
+
+
+def test_abort_undoes_renames(cli: Cli, dest: Dest) -> None:
+    job_id = _half_commit(cli, dest)
+    assert len(dest.output()) > 1  # some of the job's files are visible
+    result = cli("abort", dest.url, "--job-id", job_id)
+    assert result.exit_code == 0, result.output
+    assert f"job {job_id} aborted" in result.stdout
+    assert dest.output() == {"part=2/part-00001-0002.dat": b"in the way"}
+    assert not dest.exists(f"_temporary/{job_id}")
+    # nothing left: a second abort is told so
+    again = cli("abort", dest.url, "--job-id", job_id)
+    assert again.exit_code == EXIT_NOT_FOUND
+    assert "no such job (nothing to abort)" in one_error_line(again)
+
+
+def test_abort_keep_renames(cli: Cli, dest: Dest) -> None:
+    job_id = _half_commit(cli, dest)
+    visible = dest.output()
+    result = cli("abort", dest.url, "--job-id", job_id, "--keep-renames")
+    assert result.exit_code == 0, result.output
+    assert dest.output() == visible
+    assert not dest.exists(f"_temporary/{job_id}")
+
+
+def test_abort_of_a_committed_job_only_cleans_up(cli: Cli, dest: Dest) -> None:
+    job_id, _ = dest.job(tasks=1, files=2)
+    dest.commit(job_id, cleanup_skip=True)
+    result = cli("abort", dest.url, "--job-id", job_id)
+    assert result.exit_code == 0, result.output
+    assert "was committed; cleaned up" in result.stdout
+    assert len(dest.output()) == 2
+    assert dest.exists("_SUCCESS")
+
+
+def test_abort_bad_arguments(cli: Cli, dest: Dest) -> None:
+    assert cli("abort", dest.url).exit_code == EXIT_USAGE
+    assert cli("abort", dest.url, "--job-id", "j", "--validate-output").exit_code == EXIT_USAGE
+    missing = cli("abort", dest.url_at("missing"), "--job-id", "job_1_1")
+    assert missing.exit_code == EXIT_NOT_FOUND
+
+
+def test_cleanup_one_job(cli: Cli, dest: Dest) -> None:
+    first, _ = dest.job(tasks=1, files=1)
+    second, _ = dest.job(tasks=1, files=1)
+    result = cli("cleanup", dest.url, "--job-id", first)
+    assert result.exit_code == 0, result.output
+    assert f"removed {dest.store.qualify(dest.at('_temporary/' + first))}" in result.stdout
+    assert not dest.exists(f"_temporary/{first}")
+    assert dest.exists(f"_temporary/{second}")
+    assert dest.output() == {}
+    missing = cli("cleanup", dest.url, "--job-id", first)
+    assert missing.exit_code == EXIT_NOT_FOUND
+    assert "no such job" in one_error_line(missing)
+
+
+def test_cleanup_older_than(cli: Cli, dest: Dest) -> None:
+    old, _ = dest.job(tasks=1, files=1, job_id="job_202001010000_0001")
+    new, _ = dest.job(tasks=1, files=1)
+    dry = cli("cleanup", dest.url, "--older-than", "1d", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert "would remove" in dry.stdout and old in dry.stdout
+    assert dest.exists(f"_temporary/{old}")
+    result = cli("cleanup", dest.url, "--older-than", "1d")
+    assert result.exit_code == 0, result.output
+    assert f"kept {dest.store.qualify(dest.at('_temporary/' + new))}" in result.stdout
+    assert not dest.exists(f"_temporary/{old}")
+    assert dest.exists(f"_temporary/{new}")
+    jobs = json.loads(cli("jobs", dest.url, "--json").stdout)
+    assert [job["job_id"] for job in jobs] == [new]
+
+
+def test_cleanup_all(cli: Cli, dest: Dest) -> None:
+    dest.job(tasks=1, files=1)
+    dest.job(tasks=1, files=1)
+    result = cli("cleanup", dest.url, "--all")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("removed ") == 2
+    assert not dest.exists("_temporary")
+    assert "no jobs under" in cli("cleanup", dest.url, "--all").stdout
+
+
+def test_cleanup_refuses_an_unfinished_commit(cli: Cli, dest: Dest) -> None:
+    job_id = _half_commit(cli, dest)
+    result = cli("cleanup", dest.url, "--all")
+    assert result.exit_code == EXIT_FAILED
+    assert "its commit started and did not finish" in one_error_line(result)
+    assert dest.exists(f"_temporary/{job_id}")
+    forced = cli("cleanup", dest.url, "--all", "--force")
+    assert forced.exit_code == 0, forced.output
+    assert not dest.exists(f"_temporary/{job_id}")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "give --job-id, --older-than DURATION or --all"),
+        (["--all", "--job-id", "job_1_1"], "exclude each other"),
+        (["--older-than", "3 fortnights"], "not a duration"),
+        (["--job-id", "../x"], "invalid job ID"),
+        (["--all", "--option", "nope=1"], "unknown option"),
+    ],
+)
+def test_cleanup_bad_arguments(cli: Cli, dest: Dest, args: list[str], message: str) -> None:
+    result = cli("cleanup", dest.url, *args)
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert message in result.stderr
+
+
+def test_cleanup_missing_destination(cli: Cli, dest: Dest) -> None:
+    result = cli("cleanup", dest.url_at("missing"), "--all")
+    assert result.exit_code == EXIT_NOT_FOUND
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90s", 90), ("30m", 1800), ("2h", 7200), ("3d", 259200), ("1w", 604800), ("1h30m", 5400)],
+)
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "3", "h", "2x", "1h 30", "-1h"])
+def test_parse_duration_refuses(text: str) -> None:
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_duration(text)

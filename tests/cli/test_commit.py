@@ -1,0 +1,175 @@
+"""``aiocommit commit``: finish a job from the manifests in place, from a shell."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aiocommit.cli import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE, ProgressBar
+from aiocommit.engine.options import CommitOptions
+from aiocommit.protocol.success import decode_success
+from aiocommit.stages.context import Progress
+from tests.cli.conftest import Cli, Dest, one_error_line
+
+
+def test_commit(cli: Cli, dest: Dest) -> None:
+    job_id, size = dest.job(tasks=3, files=4)
+    result = cli("commit", dest.url, "--job-id", job_id)
+    assert result.exit_code == 0, result.output
+    assert f"job {job_id} committed in" in result.stdout
+    assert f"_SUCCESS of job {job_id}" in result.stdout
+    assert "job_stage_rename_files" in result.stdout
+    assert "job_stage_rename_files" in result.stderr  # the progress bar
+    assert "12/12" in result.stderr
+    assert len(dest.output()) == 12
+    assert not dest.exists("_temporary")
+    success = decode_success(dest.read("_SUCCESS"))
+    assert success.job_id == job_id and success.success
+    assert success.iostatistics.counters["committer_bytes_committed"] == size
+
+
+def test_rerun_is_recognised(cli: Cli, dest: Dest) -> None:
+    job_id, _ = dest.job(tasks=1, files=2)
+    assert cli("commit", dest.url, "--job-id", job_id, "--no-progress").exit_code == 0
+    result = cli("commit", dest.url, "--job-id", job_id, "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert f"job {job_id} was already committed" in result.stdout
+    data = json.loads(cli("commit", dest.url, "--job-id", job_id, "--json").stdout)
+    assert data["already_committed"] is True
+    assert data["files"] == 2
+
+
+def test_json_summary(cli: Cli, dest: Dest) -> None:
+    job_id, size = dest.job(tasks=2, files=2)
+    result = cli("commit", dest.url, "--job-id", job_id, "--json", "--no-progress")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert (data["kind"], data["job_id"], data["files"], data["bytes"]) == (
+        "success",
+        job_id,
+        4,
+        size,
+    )
+    assert data["already_committed"] is False
+    assert data["seconds"] >= 0
+    assert result.stderr == ""
+
+
+def test_options_flags_and_hadoop_names(cli: Cli, dest: Dest, tmp_path: Path) -> None:
+    job_id, _ = dest.job(tasks=2, files=2)
+    reports = tmp_path / "reports"
+    result = cli(
+        "commit",
+        dest.url,
+        "--job-id",
+        job_id,
+        "--no-progress",
+        "--validate-output",
+        "--cleanup-skip",
+        "--concurrency",
+        "5",
+        "-o",
+        "concurrency=7",  # the flag wins
+        "--option",
+        f"mapreduce.manifest.committer.summary.report.directory={reports}",
+        "--option",
+        "spark.hadoop.mapreduce.manifest.committer.delete.target.files=true",
+        "--option",
+        "aiocommit.max-attempts=3",
+    )
+    assert result.exit_code == 0, result.output
+    success = decode_success(dest.read("_SUCCESS"))
+    assert success.diagnostics["mapreduce.manifest.committer.io.threads"] == "5"
+    assert success.diagnostics["mapreduce.manifest.committer.validate.output"] == "true"
+    assert success.diagnostics["mapreduce.manifest.committer.delete.target.files"] == "true"
+    assert success.iostatistics.counters["job_stage_optional_validate_output"] == 1
+    assert (reports / f"summary-{job_id}.json").is_file()
+    assert dest.exists(f"_temporary/{job_id}")  # cleanup skipped
+
+
+def test_failure_then_fix(cli: Cli, dest: Dest) -> None:
+    job_id, _ = dest.job(tasks=1, files=2)
+    dest.write("part=0/part-00000-0000.dat", b"an older job's file")
+    result = cli("commit", dest.url, "--job-id", job_id, "--no-progress")
+    assert result.exit_code == EXIT_FAILED
+    line = one_error_line(result)
+    assert "stage=job_stage_rename_files" in line
+    assert "part=0/part-00000-0000.dat" in line
+    assert "aiocommit: hint:" in result.stderr
+    assert not dest.exists("_SUCCESS")
+    fixed = cli("commit", dest.url, "--job-id", job_id, "--no-progress", "--delete-target-files")
+    assert fixed.exit_code == 0, fixed.output
+    assert dest.read("part=0/part-00000-0000.dat") == b"task 0 n0"
+
+
+def test_chosen_manifests(cli: Cli, dest: Dest) -> None:
+    job_id, _ = dest.job(tasks=3, files=1)
+    manifest = f"task_{job_id[4:]}_m_000001-manifest.json"
+    result = cli("commit", dest.url, "--job-id", job_id, "--manifest", manifest, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["files"] == 1
+    assert list(dest.output()) == ["part=0/part-00001-0000.dat"]
+
+
+def test_unknown_job(cli: Cli, dest: Dest) -> None:
+    result = cli("commit", dest.url, "--job-id", "job_202001010000_0001")
+    assert result.exit_code == EXIT_NOT_FOUND
+    assert "_temporary/job_202001010000_0001/00: no such job attempt" in one_error_line(result)
+    job_id, _ = dest.job(tasks=1, files=1)
+    result = cli("commit", dest.url, "--job-id", job_id, "--attempt", "1")
+    assert result.exit_code == EXIT_NOT_FOUND
+
+
+def test_missing_destination(cli: Cli, dest: Dest) -> None:
+    result = cli("commit", dest.url_at("missing"), "--job-id", "job_202001010000_0001")
+    assert result.exit_code == EXIT_NOT_FOUND
+    assert "missing: no such directory" in one_error_line(result)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "Missing option '--job-id'"),
+        (["--job-id", "a/b"], "invalid job ID"),
+        (["--job-id", "j", "--concurrency", "0"], "concurrency must be >= 1"),
+        (["--job-id", "j", "--concurrency", "many"], "'many' is not a valid integer"),
+        (["--job-id", "j", "--option", "nope=1"], "unknown option"),
+        (["--job-id", "j", "--option", "concurrency"], "expected KEY=VALUE"),
+        (["--job-id", "j", "-o", "validate_output=maybe"], "not a boolean"),
+        (["--job-id", "j", "--attempt", "-1"], "--attempt"),
+        (["--job-id", "j", "--rate-limit", "-5"], "rate_limit must be positive"),
+    ],
+)
+def test_bad_arguments(cli: Cli, dest: Dest, args: list[str], message: str) -> None:
+    result = cli("commit", dest.url, *args)
+    assert result.exit_code == EXIT_USAGE
+    assert message in result.stderr
+
+
+def test_progress_bar_draws_events() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    stream = StringIO()
+    console = Console(file=stream, width=120, force_terminal=False)
+    with ProgressBar(console) as bar:
+        bar(Progress("job_stage_rename_files", 5, 10, 500, 1000))
+        bar(Progress("job_stage_rename_files", 10, 10, 1000, 1000))
+    assert bar.events == 2
+    assert "10/10" in stream.getvalue()
+    assert "1000 B/1000 B" in stream.getvalue()
+    quiet = StringIO()
+    with ProgressBar(Console(file=quiet), enabled=False) as bar:
+        bar(Progress("job_stage_rename_files", 1, 1))
+    assert quiet.getvalue() == ""
+
+
+def test_every_option_is_a_flag(cli: Cli) -> None:
+    text = cli("commit", "--help").stdout
+    for name, hadoop in CommitOptions.names().items():
+        assert "--" + name.replace("_", "-") in text
+        if hadoop:
+            assert hadoop in text.replace("\n", "").replace(" ", "")
