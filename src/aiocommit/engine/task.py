@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 from aiocommit.engine.options import CommitOptions
@@ -10,6 +11,7 @@ from aiocommit.errors import CommitError
 from aiocommit.protocol.ids import check_id, task_attempt_id_for, task_id_for
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.protocol.manifest import TaskManifest
+from aiocommit.stages.context import StageContext
 from aiocommit.stages.task import abort_task_stage, commit_task_stage, setup_task_stage
 from aiocommit.stores.base import Store, join
 
@@ -95,14 +97,7 @@ async def commit_task(
 ) -> TaskManifest:
     """Scan the attempt's output in parallel and save its manifest as the task's
     committed manifest, replacing an earlier attempt's: the last to commit wins."""
-    async with open_context(
-        attempt.dest,
-        attempt.job_id,
-        attempt=attempt.job_attempt,
-        store=store,
-        options=options,
-        task_attempt_id=attempt.task_attempt_id,
-    ) as context:
+    async with _attempt_context(attempt, store, options) as context:
         return await commit_task_stage(context, attempt.task_id, attempt.task_attempt_id)
 
 
@@ -113,12 +108,18 @@ async def abort_task(
     options: CommitOptions | None = None,
 ) -> None:
     """Delete the attempt's working directory and temporary manifest. Idempotent."""
-    async with open_context(
+    async with _attempt_context(attempt, store, options) as context:
+        await abort_task_stage(context, attempt.task_attempt_id)
+
+
+def _attempt_context(
+    attempt: TaskAttempt, store: Store | None, options: CommitOptions | None
+) -> AbstractAsyncContextManager[StageContext]:
+    return open_context(
         attempt.dest,
         attempt.job_id,
         attempt=attempt.job_attempt,
         store=store,
         options=options,
         task_attempt_id=attempt.task_attempt_id,
-    ) as context:
-        await abort_task_stage(context, attempt.task_attempt_id)
+    )

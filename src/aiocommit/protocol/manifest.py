@@ -12,6 +12,7 @@ from enum import IntEnum
 import msgspec
 
 from aiocommit.errors import ManifestError
+from aiocommit.protocol.codec import decode_or_raise, encode_pretty
 from aiocommit.protocol.iostatistics import IOStatisticsSnapshot
 
 MANIFEST_TYPE = "org.apache.hadoop.mapreduce.lib.output.committer.manifest.files.TaskManifest/1"
@@ -64,20 +65,16 @@ class TaskManifest(msgspec.Struct):
 
 
 _decoder = msgspec.json.Decoder(TaskManifest)
-_encoder = msgspec.json.Encoder()
 
 
 def encode_manifest(manifest: TaskManifest) -> bytes:
     """Pretty JSON with a two-space indent, as Hadoop writes it."""
-    return msgspec.json.format(_encoder.encode(manifest), indent=2)
+    return encode_pretty(manifest)
 
 
 def decode_manifest(data: bytes, *, path: str = "") -> TaskManifest:
     """Parse and check type and version; ``ManifestError`` for anything malformed."""
-    try:
-        manifest = _decoder.decode(data)
-    except msgspec.DecodeError as error:
-        raise ManifestError(f"malformed task manifest: {error}", path=path) from error
+    manifest = decode_or_raise(_decoder, data, "task manifest", path)
     if manifest.type != MANIFEST_TYPE:
         raise ManifestError(f"wrong manifest type {manifest.type!r}", path=path)
     if manifest.version != MANIFEST_VERSION:

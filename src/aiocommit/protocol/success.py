@@ -10,6 +10,7 @@ import time
 import msgspec
 
 from aiocommit.errors import ManifestError
+from aiocommit.protocol.codec import decode_or_raise, encode_pretty
 from aiocommit.protocol.iostatistics import IOStatisticsSnapshot
 
 SUCCESS_NAME = "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1"
@@ -58,14 +59,11 @@ _decoder = msgspec.json.Decoder(SuccessData)
 
 
 def encode_success(data: SuccessData) -> bytes:
-    return msgspec.json.format(msgspec.json.encode(data), indent=2)
+    return encode_pretty(data)
 
 
 def decode_success(data: bytes, *, path: str = "") -> SuccessData:
-    try:
-        success = _decoder.decode(data)
-    except msgspec.DecodeError as error:
-        raise ManifestError(f"malformed _SUCCESS file: {error}", path=path) from error
+    success = decode_or_raise(_decoder, data, "_SUCCESS file", path)
     if success.name != SUCCESS_NAME:
         raise ManifestError(f"not a success file: name is {success.name!r}", path=path)
     return success

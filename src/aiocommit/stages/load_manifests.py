@@ -26,6 +26,7 @@ import msgspec
 
 from aiocommit.errors import ManifestError, NotFound, OutputConflict
 from aiocommit.protocol import statistics as S
+from aiocommit.protocol.codec import decode_or_raise, encode_pretty
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.layout import MANIFEST_SUFFIX
 from aiocommit.protocol.manifest import DirState, TaskManifest, decode_manifest
@@ -295,12 +296,12 @@ def _check_no_duplicates(context: StageContext, loaded: LoadedJob) -> None:
             owners[dest] = manifest.task_id
 
 
+_plan_decoder = msgspec.json.Decoder(CommitPlan)
+
+
 def read_plan(data: bytes, path: str) -> CommitPlan:
-    try:
-        return msgspec.json.decode(data, type=CommitPlan)
-    except msgspec.DecodeError as error:
-        raise ManifestError(f"malformed commit plan: {error}", path=path) from error
+    return decode_or_raise(_plan_decoder, data, "commit plan", path)
 
 
 def encode_plan(plan: CommitPlan) -> bytes:
-    return msgspec.json.format(msgspec.json.encode(plan), indent=2)
+    return encode_pretty(plan)
