@@ -102,9 +102,8 @@ async def test_bad_manifest_and_abort(cloud_store_root: tuple[Store, str]) -> No
 async def test_adls_thousand_files_under_http_faults() -> None:
     """ADLS through the real SDK: 503 ServerBusy with Retry-After and renames applied
     whose responses are dropped (500 OperationTimedOut), injected by the emulator."""
-    from tests.stores.adls_fixtures import adls_store_factory
-
     from aiocommit.testing.adls_emulator import run_adls_emulator
+    from tests.stores.adls_fixtures import adls_store_factory
 
     async with run_adls_emulator() as emulator, adls_store_factory(emulator) as (store, root):
         dest = join(root, "out")

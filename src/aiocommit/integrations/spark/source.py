@@ -1,0 +1,229 @@
+"""The ``aiocommit`` Python data source: ``df.write.format("aiocommit").save(url)``.
+
+Where each method runs (pyspark 4, see ``docs/spark.md``):
+
+* ``AiocommitDataSource.writer(schema, overwrite)``: once, in a Python worker of the
+  driver. It parses the options, creates the job ID and runs ``setup_job``. The writer
+  it returns is pickled once; every task and ``commit()``/``abort()`` get a copy, so they
+  all see the same job ID.
+* ``AiocommitWriter.write(batches)``: once per task attempt, on an executor. It writes
+  the attempt's files locally, uploads them into its own task attempt directory, runs
+  ``commit_task`` and returns an ``AiocommitCommitMessage`` naming its manifest.
+* ``commit(messages)`` / ``abort(messages)``: on the driver host after every partition
+  has one successful attempt / after the job (or ``commit()``) failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyspark import TaskContext
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    BooleanType,
+    ByteType,
+    CharType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+    VarcharType,
+)
+
+from aiocommit.integrations.spark.committer import (
+    abort_write,
+    commit_task_files,
+    commit_write,
+    prepare_job,
+)
+from aiocommit.integrations.spark.files import TaskOutput
+from aiocommit.integrations.spark.settings import WriteSettings
+from aiocommit.protocol.ids import new_job_id
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+PARTITION_TYPES = (
+    StringType,
+    CharType,
+    VarcharType,
+    BooleanType,
+    ByteType,
+    ShortType,
+    IntegerType,
+    LongType,
+    FloatType,
+    DoubleType,
+    DecimalType,
+    DateType,
+    TimestampType,
+    TimestampNTZType,
+)
+
+
+@dataclass
+class AiocommitCommitMessage(WriterCommitMessage):
+    """What one successful task attempt tells the driver: small, whatever it wrote."""
+
+    partition: int
+    attempt_number: int
+    spark_task_attempt_id: int
+    task_id: str
+    task_attempt_id: str
+    manifest: str  # file name in the job's manifests directory
+    files: int
+    bytes: int
+    rows: int
+    partitions: tuple[str, ...]  # partition directories written, relative to the destination
+
+
+class AiocommitDataSource(DataSource):
+    """Register with ``spark.dataSource.register(AiocommitDataSource)`` (or
+    ``aiocommit.integrations.spark.register(spark)``), then write with
+    ``df.write.format("aiocommit").mode("append"|"overwrite").save(url)``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "aiocommit"
+
+    def writer(self, schema: StructType, overwrite: bool) -> AiocommitWriter:
+        settings = WriteSettings.from_options(dict(self.options.items()))
+        settings = dataclasses.replace(
+            settings, partition_by=resolve_partition_columns(schema, settings.partition_by)
+        )
+        job_id = new_job_id()
+        asyncio.run(prepare_job(settings, job_id))
+        return AiocommitWriter(settings, job_id, schema, overwrite)
+
+
+def resolve_partition_columns(schema: StructType, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The schema's spelling of each ``partitionBy`` column (matched case-insensitively,
+    as Spark does); ``ValueError`` for a missing or unsupported column."""
+    by_lower = {f.name.lower(): f for f in schema.fields}
+    resolved: list[str] = []
+    for name in names:
+        field = by_lower.get(name.lower())
+        if field is None:
+            raise ValueError(
+                f"partitionBy column {name!r} is not in the schema ({', '.join(schema.names)})"
+            )
+        if not _partitionable(field.dataType):
+            raise ValueError(
+                f"cannot partition by {field.name!r} of type {field.dataType.simpleString()}"
+            )
+        resolved.append(field.name)
+    if resolved and len(resolved) == len(schema.fields):
+        raise ValueError("cannot use all columns for partitioning: no data columns would remain")
+    return tuple(resolved)
+
+
+def _partitionable(data_type: DataType) -> bool:
+    return isinstance(data_type, PARTITION_TYPES)
+
+
+def _local_root(settings: WriteSettings) -> str | None:
+    if settings.local_dir:
+        return settings.local_dir
+    spark_dirs = os.environ.get("SPARK_LOCAL_DIRS", "")
+    first = spark_dirs.split(",")[0].strip()
+    return first or None
+
+
+class AiocommitWriter(DataSourceArrowWriter):
+    def __init__(
+        self, settings: WriteSettings, job_id: str, schema: StructType, overwrite: bool
+    ) -> None:
+        self.settings = settings
+        self.job_id = job_id
+        self.schema = schema
+        self.overwrite = overwrite
+
+    def _arrow_schema(self) -> pa.Schema:
+        data = StructType(
+            [f for f in self.schema.fields if f.name not in self.settings.partition_by]
+        )
+        return to_arrow_schema(data, timezone="UTC")
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> AiocommitCommitMessage:
+        context = TaskContext.get()
+        partition = context.partitionId() if context is not None else 0
+        attempt_number = context.attemptNumber() if context is not None else 0
+        spark_attempt = context.taskAttemptId() if context is not None else 0
+        settings = self.settings
+        core = self.job_id[len("job_") :] if self.job_id.startswith("job_") else self.job_id
+        local_dir = tempfile.mkdtemp(
+            prefix=f"aiocommit-{partition}-{spark_attempt}-", dir=_local_root(settings)
+        )
+        try:
+            output = TaskOutput(
+                fmt=settings.format,
+                compression=settings.compression,
+                row_group_size=settings.row_group_size,
+                header=settings.header,
+                local_dir=local_dir,
+                base_name=f"part-{partition:05d}-{core}-{spark_attempt}",
+                partition_by=settings.partition_by,
+            )
+            try:
+                for batch in iterator:
+                    output.add(batch)
+                if output.rows == 0 and partition == 0 and not settings.partition_by:
+                    output.write_empty(self._arrow_schema())
+                files = output.close()
+            except BaseException:
+                output.abandon()
+                raise
+            outcome = asyncio.run(
+                commit_task_files(
+                    settings,
+                    self.job_id,
+                    partition=partition,
+                    attempt_number=attempt_number,
+                    files=files,
+                )
+            )
+        finally:
+            shutil.rmtree(local_dir, ignore_errors=True)
+        return AiocommitCommitMessage(
+            partition=partition,
+            attempt_number=attempt_number,
+            spark_task_attempt_id=spark_attempt,
+            task_id=outcome.task_id,
+            task_attempt_id=outcome.task_attempt_id,
+            manifest=outcome.manifest,
+            files=outcome.files,
+            bytes=outcome.bytes,
+            rows=outcome.rows,
+            partitions=outcome.partitions,
+        )
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        results: list[AiocommitCommitMessage] = []
+        for index, message in enumerate(messages):
+            if not isinstance(message, AiocommitCommitMessage):
+                raise RuntimeError(
+                    f"commit() got {type(message).__name__} for partition {index}, "
+                    "not an AiocommitCommitMessage"
+                )
+            results.append(message)
+        asyncio.run(commit_write(self.settings, self.job_id, self.overwrite, results))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        # the messages are incomplete after a failure: clean up by the job's prefix
+        asyncio.run(abort_write(self.settings, self.job_id, self.overwrite))

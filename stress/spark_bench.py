@@ -1,0 +1,205 @@
+"""Throughput of ``df.write.format("aiocommit")`` against Spark's native Parquet writer.
+
+    .venv/bin/python -m stress.spark_bench [--rows 10000000] [--rounds 2] [--master local[2]]
+
+Writes the same DataFrame (``id bigint, k int, x double, s string, ts timestamp`` from
+``spark.range``, two input partitions) to the local filesystem, alternating the two
+writers round by round after one small warm-up write each (the first Python data-source
+write starts the planner and commit workers). Prints rows/s of both (median and best of
+the rounds), the ratio aiocommit/native (target >= 0.5), rows per CPU-second of the
+JVM and all Python workers (steadier than wall time on a shared machine) and the job
+commit's share of the aiocommit write's wall time, taken from the job's summary report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+LOG4J = (
+    "rootLogger.level = error\nrootLogger.appenderRef.stdout.ref = console\n"
+    "appender.console.type = Console\nappender.console.name = console\n"
+    "appender.console.target = SYSTEM_ERR\nappender.console.layout.type = PatternLayout\n"
+    "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n\n"
+)
+
+
+@dataclass
+class Series:
+    name: str
+    seconds: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+
+    def rates(self, rows: int) -> tuple[float, float]:
+        """(median, best) rows per second."""
+        return rows / statistics.median(self.seconds), rows / min(self.seconds)
+
+
+def start(master: str, work: Path) -> SparkSession:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    log4j = work / "log4j2.properties"
+    log4j.write_text(LOG4J)
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("aiocommit-spark-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.warehouse.dir", str(work / "warehouse"))
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def dataset(spark: SparkSession, rows: int) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return spark.range(rows, numPartitions=2).select(
+        F.col("id"),
+        (F.col("id") % 1000).cast("int").alias("k"),
+        F.rand(7).alias("x"),
+        F.concat(F.lit("row-"), F.col("id").cast("string")).alias("s"),
+        (F.lit(1_700_000_000) + F.col("id")).cast("timestamp").alias("ts"),
+    )
+
+
+def cpu_seconds() -> float:
+    """User + system CPU of this process's descendants: the JVM and every Python worker
+    (with their reaped children). Steadier than wall time on a shared machine."""
+    import psutil
+
+    total = 0.0
+    for process in psutil.Process().children(recursive=True):
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system + times.children_user + times.children_system
+    return total
+
+
+def tree_size(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def commit_seconds(reports: Path) -> float:
+    """The job commit's duration from the newest summary report (written after cleanup,
+    so it covers the whole commit)."""
+    from aiocommit.protocol.success import decode_success
+
+    newest = max(reports.glob("summary-*.json"), key=lambda p: p.stat().st_mtime)
+    mean = decode_success(newest.read_bytes()).iostatistics.meanstatistics
+    stat = mean.get("committer_commit_job.mean")
+    return stat.sum / 1000 if stat is not None and stat.samples else float("nan")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--keep", action="store_true", help="keep the output directories")
+    args = parser.parse_args(argv)
+
+    from aiocommit.integrations.spark import register
+
+    work = Path(tempfile.mkdtemp(prefix="aiocommit-spark-bench-"))
+    reports = work / "reports"
+    spark = start(args.master, work)
+    try:
+        register(spark)
+        df = dataset(spark, args.rows)
+
+        def aiocommit_write(frame: DataFrame, dest: Path) -> None:
+            (
+                frame.write.format("aiocommit")
+                .mode("append")
+                .option("aiocommit.report_dir", str(reports))
+                .save(str(dest))
+            )
+
+        def native_write(frame: DataFrame, dest: Path) -> None:
+            frame.write.mode("append").parquet(str(dest))
+
+        writers = {"aiocommit": aiocommit_write, "native": native_write}
+        for name, write in writers.items():  # warm-up: worker daemons, imports, JIT
+            write(dataset(spark, 10_000), work / f"warmup-{name}")
+        results = {name: Series(name) for name in writers}
+        commit_share: list[float] = []
+        for round_number in range(args.rounds):
+            order = list(writers) if round_number % 2 == 0 else list(reversed(writers))
+            for name in order:
+                dest = work / f"{name}-{round_number}"
+                cpu_before = cpu_seconds()
+                started = time.perf_counter()
+                writers[name](df, dest)
+                elapsed = time.perf_counter() - started
+                results[name].seconds.append(elapsed)
+                results[name].cpu.append(cpu_seconds() - cpu_before)
+                results[name].sizes.append(tree_size(dest))
+                line = f"round {round_number} {name:<9} {elapsed:6.2f} s"
+                line += f" {args.rows / elapsed / 1e6:5.2f} M rows/s"
+                line += f" {results[name].cpu[-1]:6.1f} CPU-s"
+                if name == "aiocommit":
+                    seconds = commit_seconds(reports)
+                    commit_share.append(seconds / elapsed)
+                    line += f"  (job commit {seconds:.3f} s)"
+                print(line, flush=True)
+                if not args.keep:
+                    shutil.rmtree(dest, ignore_errors=True)
+
+        ours, theirs = results["aiocommit"], results["native"]
+        ours_median, ours_best = ours.rates(args.rows)
+        native_median, native_best = theirs.rates(args.rows)
+        print()
+        print(f"rows per write          {args.rows:,} ({args.master}, {args.rounds} rounds)")
+        print(
+            f"aiocommit               {ours_median / 1e6:.2f} M rows/s median, "
+            f"{ours_best / 1e6:.2f} best, {statistics.median(ours.sizes) / 1e6:.0f} MB"
+        )
+        print(
+            f"native df.write.parquet {native_median / 1e6:.2f} M rows/s median, "
+            f"{native_best / 1e6:.2f} best, {statistics.median(theirs.sizes) / 1e6:.0f} MB"
+        )
+        ratio = ours_median / native_median
+        verdict = "meets" if ratio >= 0.5 else "MISSES"
+        print(
+            f"ratio aiocommit/native  {ratio:.2f} median, {ours_best / native_best:.2f} best "
+            f"({verdict} the 0.5 target)"
+        )
+        ours_cpu, native_cpu = statistics.median(ours.cpu), statistics.median(theirs.cpu)
+        print(
+            f"rows per CPU-second     aiocommit {args.rows / ours_cpu / 1e6:.2f} M,"
+            f" native {args.rows / native_cpu / 1e6:.2f} M (ratio {native_cpu / ours_cpu:.2f})"
+        )
+        print(
+            f"job commit share        {statistics.median(commit_share) * 100:.1f} % "
+            "of the aiocommit write's wall time"
+        )
+    finally:
+        spark.stop()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""One local Spark session for the whole test run (about 10 s to start, a few more for
+the first Python data-source write; each later write takes a fraction of a second).
+
+``local[2,3]``: two threads and up to three attempts per task, so retries happen.
+Skipped only when pyspark cannot be imported (the ``dev`` extra installs it).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+try:
+    import pyspark  # noqa: F401
+except ImportError:  # the only reason to skip: the dev extra installs pyspark
+    collect_ignore_glob = ["test_*.py"]
+
+LOG4J = """\
+rootLogger.level = error
+rootLogger.appenderRef.stdout.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+#: a zone other than UTC, so that timestamp handling is exercised
+SESSION_TIME_ZONE = "America/Los_Angeles"
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    from pyspark.sql import SparkSession
+
+    from aiocommit.integrations.spark import register
+
+    base = tmp_path_factory.mktemp("spark-session")
+    # workers must run this interpreter (it has pyarrow and aiocommit); env is read when
+    # the JVM starts, never later
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    log4j = base / "log4j2.properties"
+    log4j.write_text(LOG4J)
+    session = (
+        SparkSession.builder.master("local[2,3]")
+        .appName("aiocommit-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.warehouse.dir", str(base / "warehouse"))
+        .config("spark.sql.session.timeZone", SESSION_TIME_ZONE)
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    try:
+        yield session
+    finally:
+        session.stop()

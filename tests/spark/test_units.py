@@ -1,0 +1,351 @@
+"""The integration's parts without a Spark session: escaping, option parsing, Arrow
+splitting and the commit/overwrite protocol against the memory and local stores."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from aiocommit import CommitOptions, commit_job, new_job_id
+from aiocommit.integrations.spark import files as files_module
+from aiocommit.integrations.spark import overwrite
+from aiocommit.integrations.spark.committer import (
+    TaskOutcome,
+    abort_write,
+    commit_task_files,
+    commit_write,
+    prepare_job,
+)
+from aiocommit.integrations.spark.files import (
+    LocalFile,
+    TaskOutput,
+    java_float_string,
+    split_by_partition,
+)
+from aiocommit.integrations.spark.paths import (
+    DEFAULT_PARTITION_NAME,
+    escape_path_name,
+    partition_path,
+    unescape_path_name,
+)
+from aiocommit.integrations.spark.settings import TestHooks, WriteSettings
+from aiocommit.stores.base import join
+from aiocommit.stores.memory import MemoryStore
+from aiocommit.stores.registry import open_store
+from tests.helpers import walk
+
+#: Spark's ExternalCatalogUtils.charToEscape (not on Windows), plus NUL
+SPARK_ESCAPED = {chr(c) for c in range(0x20)} | set("\"#%'*/:=?\\\x7f{[]^")
+
+
+def test_escaping_is_sparks_character_set() -> None:
+    for code in range(0x80):
+        char = chr(code)
+        expected = f"%{code:02X}" if char in SPARK_ESCAPED else char
+        assert escape_path_name(char) == expected
+    assert escape_path_name("a/b c") == "a%2Fb c"
+    assert escape_path_name("ünï 日本") == "ünï 日本"
+    assert escape_path_name("100%") == "100%25"
+    for text in ["a/b", "x%2Fy", "%", "%4", "%zz", "tab\t", "ü=?#"]:
+        assert unescape_path_name(escape_path_name(text)) == text
+    assert partition_path(["k", "a/b"], [None, ""]) == (
+        f"k={DEFAULT_PARTITION_NAME}/a%2Fb={DEFAULT_PARTITION_NAME}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (1.0, "1.0"),
+        (2.5, "2.5"),
+        (100.0, "100.0"),
+        (0.001, "0.001"),
+        (0.0001, "1.0E-4"),
+        (1e7, "1.0E7"),
+        (9999999.0, "9999999.0"),
+        (1.5e20, "1.5E20"),
+        (-0.0, "-0.0"),
+        (float("nan"), "NaN"),
+        (float("-inf"), "-Infinity"),
+    ],
+)
+def test_java_float_strings(value: float, text: str) -> None:
+    assert java_float_string(value) == text
+
+
+def test_float32_partition_values_are_short() -> None:
+    (value,) = pa.array([0.1], pa.float32()).to_pylist()
+    assert java_float_string(value, single=True) == "0.1"
+
+
+def test_commit_option_names_survive_sparks_lower_casing() -> None:
+    for name, hadoop in CommitOptions.names().items():
+        assert name == name.lower()
+        assert hadoop is None or hadoop == hadoop.lower()
+
+
+def test_settings_from_lower_cased_spark_options() -> None:
+    settings = WriteSettings.from_options(
+        {
+            "path": "memory://x/dest",
+            "format": "CSV",
+            "partitionby": " a, b ",
+            "partitionoverwritemode": "DYNAMIC",
+            "header": "true",
+            "spark.hadoop.mapreduce.manifest.committer.io.threads": "9",
+            "aiocommit.validate_output": "true",
+            "Cleanup_Skip": "true",
+            "aiocommit.test.failpartitionalways": "3",
+        }
+    )
+    assert settings.format == "csv" and settings.header
+    assert settings.partition_by == ("a", "b")
+    assert settings.partition_overwrite_mode == "dynamic"
+    assert settings.compression is None
+    assert settings.commit.concurrency == 9
+    assert settings.commit.validate_output and settings.commit.cleanup_skip
+    assert settings.hooks == TestHooks(fail_partition_always=3)
+    parquet = WriteSettings.from_options({"path": "/d", "compression": "uncompressed"})
+    assert parquet.format == "parquet" and parquet.compression is None
+    assert WriteSettings.from_options({"path": "/d"}).compression == "snappy"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({}, "needs a destination"),
+        ({"format": "orc"}, "format must be"),
+        ({"compression": "lzo"}, "compression for parquet"),
+        ({"format": "json", "compression": "snappy"}, "compression for json"),
+        ({"partitionby": "a,a"}, "twice"),
+        ({"rowgroupsize": "0"}, "rowGroupSize"),
+        ({"aiocommit.test.nosuchhook": "1"}, "unknown test hook"),
+        ({"aiocommit.test.commitfault": "rename"}, "OPERATION:TEXT"),
+        ({"mapreduce.manifest.committer.io.threads": "0"}, "concurrency"),
+    ],
+)
+def test_bad_settings(options: dict[str, str], message: str) -> None:
+    full = {"path": "/d", **options} if options else options
+    with pytest.raises(ValueError, match=message):
+        WriteSettings.from_options(full)
+
+
+def test_split_by_partition_groups_rows_and_drops_columns() -> None:
+    batch = pa.record_batch(
+        {
+            "id": list(range(8)),
+            "a": ["x", "y/z", None, "x", "y/z", "", "x", None],
+            "b": [1, 1, 2, 1, 2, 2, 1, 2],
+        }
+    )
+    groups = {path: part.to_pydict() for path, part in split_by_partition(batch, ("a", "b"))}
+    default = DEFAULT_PARTITION_NAME
+    assert groups == {
+        "a=x/b=1": {"id": [0, 3, 6]},
+        "a=y%2Fz/b=1": {"id": [1]},
+        "a=y%2Fz/b=2": {"id": [4]},
+        f"a={default}/b=2": {"id": [2, 5, 7]},
+    }
+
+
+def test_task_output_row_groups_and_file_rollover(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(files_module, "MAX_OPEN_FILES", 2)
+    output = TaskOutput(
+        fmt="parquet",
+        compression="snappy",
+        row_group_size=10,
+        header=False,
+        local_dir=str(tmp_path),
+        base_name="part-00000-job-1",
+        partition_by=("k",),
+    )
+    for start in range(0, 90, 9):  # k cycles a, b, c: more partitions than open files
+        ids = list(range(start, start + 9))
+        output.add(pa.record_batch({"id": ids, "k": [["a", "b", "c"][start // 9 % 3]] * 9}))
+    done = output.close()
+    assert sum(f.rows for f in done) == 90
+    assert len({f.relative for f in done}) == len(done) > 3  # rolled over to c001 names
+    assert all(os.path.getsize(f.local_path) == f.size for f in done)
+    ids = sorted(
+        itertools.chain.from_iterable(pq.read_table(f.local_path)["id"].to_pylist() for f in done)
+    )
+    assert ids == list(range(90))
+    for local in done:
+        meta = pq.ParquetFile(local.local_path).metadata
+        assert all(meta.row_group(i).num_rows <= 10 for i in range(meta.num_row_groups))
+
+
+# -- the commit protocol, without Spark ---------------------------------------------
+
+_names = itertools.count()
+
+
+@pytest.fixture(params=["memory", "local"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "memory":
+        yield f"memory://spark-unit-{next(_names)}/dest"
+    else:
+        yield str(tmp_path / "dest")
+
+
+async def files_at(url: str) -> dict[str, bytes]:
+    store, path = open_store(url)
+    try:
+        return await walk(store, path)
+    except Exception:
+        return {}
+    finally:
+        await store.aclose()
+
+
+def visible(found: dict[str, bytes]) -> dict[str, bytes]:
+    return {k: v for k, v in found.items() if not k.startswith(("_temporary", "_SUCCESS"))}
+
+
+def local_files(tmp_path: Path, tag: str, names: dict[str, str]) -> list[LocalFile]:
+    out = []
+    for index, (relative, content) in enumerate(names.items()):
+        local = tmp_path / f"{tag}-{index}.tmp"
+        local.write_text(content)
+        partition = relative.rpartition("/")[0]
+        out.append(LocalFile(relative, partition, str(local), rows=1, size=len(content)))
+    return out
+
+
+async def run_job(
+    settings: WriteSettings,
+    tmp_path: Path,
+    tasks: dict[int, dict[str, str]],
+) -> tuple[str, list[TaskOutcome]]:
+    job_id = new_job_id()
+    await prepare_job(settings, job_id)
+    results = [
+        await commit_task_files(
+            settings,
+            job_id,
+            partition=p,
+            attempt_number=0,
+            files=local_files(tmp_path, f"{job_id}-{p}", names),
+        )
+        for p, names in tasks.items()
+    ]
+    return job_id, results
+
+
+async def seed(settings: WriteSettings, tmp_path: Path, tasks: dict[int, dict[str, str]]) -> None:
+    """Commit a first job's files (an append)."""
+    job_id, results = await run_job(settings, tmp_path, tasks)
+    await commit_write(settings, job_id, False, results)
+
+
+async def test_spark_authorized_attempt_wins_over_a_later_loser(url: str, tmp_path: Path) -> None:
+    settings = WriteSettings(url=url)
+    job_id = new_job_id()
+    await prepare_job(settings, job_id)
+    winner = await commit_task_files(
+        settings, job_id, partition=0, attempt_number=1,
+        files=local_files(tmp_path, "w", {"p=1/part-00000-tid5.txt": "winner"}),
+    )  # fmt: skip
+    # the losing speculative attempt finishes later and saves its task manifest over the
+    # winner's; the job commit loads the winner's own copy, named in its message
+    await commit_task_files(
+        settings, job_id, partition=0, attempt_number=0,
+        files=local_files(tmp_path, "l", {"p=1/part-00000-tid4.txt": "loser"}),
+    )  # fmt: skip
+    assert winner.manifest.endswith(".attempt-manifest.json")
+    await commit_write(settings, job_id, False, [winner])
+    found = await files_at(url)
+    assert visible(found) == {"p=1/part-00000-tid5.txt": b"winner"}
+    assert not any(k.startswith("_temporary") for k in found)
+
+
+async def test_abort_after_failed_overwrite_commit_keeps_old_data(url: str, tmp_path: Path) -> None:
+    settings = WriteSettings(url=url)
+    await seed(settings, tmp_path, {0: {"k=a/old-0.txt": "old"}, 1: {"k=b/old-1.txt": "old"}})
+    job_id, results = await run_job(
+        settings, tmp_path, {0: {"k=b/new-0.txt": "new"}, 1: {"k=c/new-1.txt": "new"}}
+    )
+    before = {"k=a/old-0.txt": b"old", "k=b/old-1.txt": b"old"}
+    failing = WriteSettings(url=url, hooks=TestHooks(commit_fault=("rename", "new-1")))
+    with pytest.raises(Exception, match="injected permanent failure"):
+        await commit_write(failing, job_id, True, results)
+    assert await abort_write(settings, job_id, True) == "aborted"
+    assert await abort_write(settings, job_id, True) == "aborted"  # idempotent
+    found = await files_at(url)
+    assert visible(found) == before
+    assert not any(k.startswith("_temporary") for k in found)
+
+
+async def test_crash_between_commit_and_deletes(url: str, tmp_path: Path) -> None:
+    settings = WriteSettings(url=url, partition_by=("k",), partition_overwrite_mode="dynamic")
+    await seed(settings, tmp_path, {0: {"k=a/old-0.txt": "old"}, 1: {"k=b/old-1.txt": "old"}})
+    job_id, results = await run_job(settings, tmp_path, {0: {"k=b/new-0.txt": "new"}})
+    crashing = WriteSettings(
+        url=url,
+        partition_by=("k",),
+        partition_overwrite_mode="dynamic",
+        hooks=TestHooks(commit_fault=("delete", "old-1")),
+    )
+    with pytest.raises(Exception, match="injected permanent failure"):
+        await commit_write(crashing, job_id, True, results)
+    # the driver died here: nobody called abort. New and old files are both visible ...
+    assert visible(await files_at(url)) == {
+        "k=a/old-0.txt": b"old",
+        "k=b/old-1.txt": b"old",
+        "k=b/new-0.txt": b"new",
+    }
+    # ... and a re-run of the same commit() finishes the overwrite
+    await commit_write(settings, job_id, True, results)
+    found = await files_at(url)
+    assert visible(found) == {"k=a/old-0.txt": b"old", "k=b/new-0.txt": b"new"}
+    assert not any(k.startswith("_temporary") for k in found)
+
+
+async def test_next_job_finishes_a_committed_overwrite(url: str, tmp_path: Path) -> None:
+    """The plan says "planned" but the job's _SUCCESS is in place: it did commit."""
+    settings = WriteSettings(url=url)
+    await seed(settings, tmp_path, {0: {"old.txt": "old"}})
+    job_id, results = await run_job(settings, tmp_path, {0: {"new.txt": "new"}})
+    store, dest = open_store(url)
+    try:
+        await overwrite.prepare(store, dest, job_id, partitions=None, options=settings.commit)
+        await commit_job(dest, job_id, manifests=[r.manifest for r in results], store=store)
+        plan = await overwrite.read_plan(store, dest, job_id)
+        assert plan is not None and plan.state == overwrite.PLANNED
+        assert plan.files == ["old.txt"]
+    finally:
+        await store.aclose()
+    next_job = new_job_id()
+    await prepare_job(settings, next_job)  # finishes the earlier plan first
+    found = await files_at(url)
+    assert visible(found) == {"new.txt": b"new"}
+    assert not any(k.endswith(overwrite.PLAN_SUFFIX) for k in found)
+
+
+async def test_plans_of_jobs_that_may_still_run_are_left_alone(url: str, tmp_path: Path) -> None:
+    settings = WriteSettings(url=url)
+    await seed(settings, tmp_path, {0: {"old.txt": "old"}})
+    job_id, _ = await run_job(settings, tmp_path, {0: {"new.txt": "new"}})
+    store, dest = open_store(url)
+    try:
+        await overwrite.prepare(store, dest, job_id, partitions=None, options=settings.commit)
+        assert await overwrite.finish_pending(store, dest, settings.commit) == []
+        assert await overwrite.read_plan(store, dest, job_id) is not None
+    finally:
+        await store.aclose()
+    assert visible(await files_at(url)) == {"old.txt": b"old"}
+
+
+def test_memory_store_urls_share_one_store() -> None:
+    store, path = open_store("memory://spark-unit-shared/dest")
+    again, _ = open_store("memory://spark-unit-shared/other")
+    assert isinstance(store, MemoryStore) and store is again and path == "/dest"
+    assert join(path, "x") == "/dest/x"
