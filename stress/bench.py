@@ -1,0 +1,399 @@
+"""The benchmark suite. Each benchmark prints its figure last.
+
+* W1/W2 (``latency``): job commit of T tasks x F files over D dirs with L ms injected
+  per store call during the job commit only; ops/s against the ideal
+  min(concurrency / latency, the 0 ms ceiling measured in the same run).
+* ``cpu``: the same job at 0 ms: CPU seconds per rename.
+* ``task-scan``: one task commit of a D-directory x F-file tree at L ms against the
+  estimate for a sequential scan making the same calls.
+* ``scale``: the synthetic 10M-file job at several sizes, each in a fresh process: peak RSS.
+* ``crash``: the crash scenario's N kills.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from aiocommit import CommitOptions, commit_job, commit_task, setup_job, setup_task
+from aiocommit.protocol import statistics as S
+from stress.jobgen import JobSpec, Writer
+from stress.metering import CpuClock, MeteredStore
+from stress.report import Reporter, grid_table, subprocess_env
+from stress.runner import measured_commit, prepare
+from stress.scenarios import Common, verdict
+from stress.targets import FaultOptions, open_target
+from stress.verify import Expected, ExpectedFile, verify_output
+
+#: Apache Hadoop 3.5.0 ManifestCommitter on the same workloads (seconds), for scale
+HADOOP_SECONDS = {("W1", 32): 41.6, ("W1", 256): 11.2, ("W2", 256): 28.1}
+
+
+async def latency_bench(
+    name: str,
+    common: Common,
+    spec: JobSpec,
+    latency_ms: float,
+    options: CommitOptions,
+    reporter: Reporter,
+) -> dict[str, Any]:
+    """W1/W2: ops/s at ``latency_ms`` against min(concurrency / latency, 0 ms ceiling)."""
+    async with open_target(common.store, workdir=common.workdir, keep=common.keep) as target:
+        with reporter.live():
+            ceiling_job = await prepare(
+                target,
+                spec,
+                reporter,
+                name="ceiling",
+                concurrency=common.prep_concurrency,
+                label="preparing the 0 ms job",
+            )
+            latency_job = await prepare(
+                target,
+                spec,
+                reporter,
+                name="latency",
+                concurrency=common.prep_concurrency,
+                label=f"preparing the {latency_ms:g} ms job",
+            )
+            ceiling = await measured_commit(
+                target,
+                ceiling_job,
+                faults=FaultOptions(always_wrap=True),
+                options=options,
+                reporter=reporter,
+                label="0 ms (ceiling)",
+            )
+            slow = await measured_commit(
+                target,
+                latency_job,
+                faults=FaultOptions(latency_ms=latency_ms, always_wrap=True),
+                options=options,
+                reporter=reporter,
+                label=f"{latency_ms:g} ms",
+                profile=common.profile,
+            )
+    ceiling_ops = ceiling.metered.calls / ceiling.seconds
+    bound = options.concurrency / (latency_ms / 1000) if latency_ms else float("inf")
+    ideal = min(bound, ceiling_ops)
+    ops = slow.metered.calls / slow.seconds
+    ratio = ops / ideal
+    ok = ceiling.ok and slow.ok
+    hadoop = HADOOP_SECONDS.get((name, options.concurrency))
+    figures = {
+        "ops_per_second": round(ops, 1),
+        "ideal_ops_per_second": round(ideal, 1),
+        "latency_bound_ops_per_second": round(bound, 1),
+        "ceiling_ops_per_second": round(ceiling_ops, 1),
+        "ratio_to_ideal": round(ratio, 3),
+        "commit_seconds": round(slow.seconds, 3),
+        "ceiling_commit_seconds": round(ceiling.seconds, 3),
+        "store_ops": slow.metered.calls,
+        "hadoop_seconds_same_workload": hadoop,
+    }
+    reporter.table(slow.table(f"{name}: {latency_ms:g} ms per store call, {target.kind}"))
+    reporter.table(ceiling.table(f"{name}: 0 ms ceiling, {target.kind}"))
+    reporter.table(
+        grid_table(
+            f"{name} against the ideal", ["figure", "value"], [[k, v] for k, v in figures.items()]
+        )
+    )
+    for run in (ceiling, slow):
+        if run.verification is not None and not run.verification.ok:
+            for problem in run.verification.problems:
+                reporter.out.print(f"[red]  {problem}")
+    reference = f"; Hadoop ManifestCommitter {hadoop} s" if hadoop else ""
+    reporter.figure(
+        f"{name}: {ratio:.2f} of ideal ({ops:,.0f} ops/s vs ideal {ideal:,.0f} = min("
+        f"{options.concurrency}/{latency_ms:g} ms = {bound:,.0f}, 0 ms ceiling "
+        f"{ceiling_ops:,.0f})); job commit {slow.seconds:.1f} s{reference}; target >= 0.80: "
+        f"{verdict(ratio >= 0.8)}; verification {verdict(ok)}"
+    )
+    return {
+        "benchmark": name,
+        "store": target.kind,
+        "job": spec.describe(),
+        "latency_ms": latency_ms,
+        "concurrency": options.concurrency,
+        "ok": ok,
+        "figures": figures,
+        "latency_run": slow.figures(),
+        "ceiling_run": ceiling.figures(),
+    }
+
+
+async def cpu_bench(
+    common: Common,
+    stores: list[str],
+    spec: JobSpec,
+    options: CommitOptions,
+    reporter: Reporter,
+) -> dict[str, Any]:
+    """CPU seconds per rename of a 0 ms job commit, per store."""
+    results: dict[str, Any] = {}
+    ok = True
+    for store in stores:
+        async with open_target(store, workdir=common.workdir, keep=common.keep) as target:
+            with reporter.live():
+                job = await prepare(target, spec, reporter, concurrency=common.prep_concurrency)
+                run = await measured_commit(
+                    target,
+                    job,
+                    faults=FaultOptions(),
+                    options=options,
+                    reporter=reporter,
+                    label=f"0 ms on {store}",
+                    profile=common.profile,
+                )
+        ok = ok and run.ok
+        renames = run.counter(S.COMMITTER_FILES_COMMITTED) or run.files
+        results[store] = {
+            "cpu_seconds_per_rename": run.cpu.total / renames,
+            "cpu_us_per_rename": round(run.cpu.total / renames * 1e6, 1),
+            "cpu_us_per_store_op": round(run.cpu.total / run.metered.calls * 1e6, 1),
+            "user_us_per_rename": round(run.cpu.user / renames * 1e6, 1),
+            "system_us_per_rename": round(run.cpu.system / renames * 1e6, 1),
+            "renames": renames,
+            "store_ops": run.metered.calls,
+            "commit_seconds": round(run.seconds, 3),
+            "ops_per_second": round(run.metered.calls / run.seconds, 1),
+            "run": run.figures(),
+        }
+    reporter.table(
+        grid_table(
+            "engine CPU per operation (0 ms latency)",
+            ["store", "µs CPU/rename", "user", "system", "µs CPU/store op", "ops/s", "time s"],
+            [
+                [
+                    s,
+                    r["cpu_us_per_rename"],
+                    r["user_us_per_rename"],
+                    r["system_us_per_rename"],
+                    r["cpu_us_per_store_op"],
+                    f"{r['ops_per_second']:,.0f}",
+                    r["commit_seconds"],
+                ]
+                for s, r in results.items()
+            ],
+        )
+    )
+    reporter.figure(
+        "cpu: "
+        + ", ".join(
+            f"{r['cpu_seconds_per_rename'] * 1e6:,.0f} µs CPU per rename on {s} "
+            f"({r['cpu_seconds_per_rename']:.2e} s)"
+            for s, r in results.items()
+        )
+        + f"; verification {verdict(ok)}"
+    )
+    return {"benchmark": "cpu", "job": spec.describe(), "ok": ok, "results": results}
+
+
+async def task_scan_bench(
+    common: Common,
+    dirs: int,
+    files_per_dir: int,
+    depth: int,
+    latency_ms: float,
+    options: CommitOptions,
+    reporter: Reporter,
+) -> dict[str, Any]:
+    """One task commit of a dirs x files tree at ``latency_ms``, against a sequential scan."""
+    spec = JobSpec(tasks=2, files_per_task=dirs * files_per_dir, dirs=dirs, depth=depth)
+    leaves = spec.partition_dirs()
+    async with open_target(common.store, workdir=common.workdir, keep=common.keep) as target:
+        store = target.store
+        dest = target.new_dest("task-scan")
+        job_id = await setup_job(dest, store=store)
+        writer = Writer(target)
+        expected: dict[str, ExpectedFile] = {}
+        timings: dict[str, Any] = {}
+        for task, latency in ((0, 0.0), (1, latency_ms)):
+            files = spec.task_files(task, leaves)
+            attempt = await setup_task(dest, job_id, task, 0, store=store)
+            await writer.write(attempt, files)
+            metered = MeteredStore(FaultOptions(latency_ms=latency, always_wrap=True).wrap(store))
+            with CpuClock() as cpu:
+                begin = time.perf_counter()
+                manifest = await commit_task(attempt, store=metered, options=options)
+                seconds = time.perf_counter() - begin
+            sizes = {store.unqualify(e.dest)[len(dest) + 1 :]: e.size for e in manifest.files}
+            etags = {store.unqualify(e.dest)[len(dest) + 1 :]: e.etag for e in manifest.files}
+            if sizes != dict(files):
+                raise AssertionError(f"task {task}'s manifest does not list exactly its files")
+            for relative, size in files:
+                expected[relative] = ExpectedFile(size, etags.get(relative))
+            timings[f"{latency:g} ms"] = {
+                "seconds": seconds,
+                "cpu_seconds": cpu.total,
+                "store_ops": metered.calls,
+                "ops": {k: v.calls for k, v in metered.ops.items()},
+                "list_ends": metered.ops["list_end"].calls if "list_end" in metered.ops else 0,
+                "directories": len(manifest.directories),
+                "files": len(manifest.files),
+            }
+        summary = await commit_job(dest, job_id, store=store, options=options)
+        verification = await verify_output(
+            store, dest, [Expected(job_id, dest, expected)], summary=summary
+        )
+    zero = timings["0 ms"]
+    slow = timings[f"{latency_ms:g} ms"]
+    estimate = zero["seconds"] + slow["store_ops"] * latency_ms / 1000
+    # Hadoop's commitTask (LAYOUT.md), one call at a time: 1+d listings and d getFileStatus
+    # for d directories, then delete, create, 2 getFileStatus and rename to save the manifest
+    hadoop_calls = 2 * slow["directories"] + 6
+    hadoop_estimate = hadoop_calls * latency_ms / 1000
+    speedup = estimate / slow["seconds"]
+    figures = {
+        "dirs": dirs,
+        "files_per_dir": files_per_dir,
+        "latency_ms": latency_ms,
+        "task_commit_seconds": round(slow["seconds"], 3),
+        "task_commit_seconds_0ms": round(zero["seconds"], 3),
+        "store_ops": slow["store_ops"],
+        "ops": slow["ops"],
+        "sequential_estimate_seconds": round(estimate, 3),
+        "hadoop_calls": hadoop_calls,
+        "hadoop_speedup": round(hadoop_estimate / slow["seconds"], 1),
+        "hadoop_sequential_estimate_seconds": round(hadoop_estimate, 3),
+        "speedup": round(speedup, 1),
+        "cpu_seconds": round(slow["cpu_seconds"], 3),
+        "verification": verification.describe(),
+    }
+    reporter.table(
+        grid_table(
+            f"task commit scan: {dirs:,} dirs x {files_per_dir} files",
+            ["figure", "value"],
+            [[k, v] for k, v in figures.items() if k != "verification"],
+        )
+    )
+    ok = verification.ok
+    for problem in verification.problems:
+        reporter.out.print(f"[red]  {problem}")
+    reporter.figure(
+        f"task-scan: {dirs:,} dirs x {files_per_dir} files at {latency_ms:g} ms: commit_task "
+        f"{slow['seconds']:.2f} s vs sequential-scan estimate {estimate:.1f} s "
+        f"({speedup:,.0f}x faster; {slow['store_ops']:,} calls), Hadoop's sequential "
+        f"{hadoop_calls:,} calls {hadoop_estimate:.1f} s ({figures['hadoop_speedup']:,.0f}x); "
+        f"verification {verdict(ok)}"
+    )
+    return {"benchmark": "task-scan", "store": target.kind, "ok": ok, "figures": figures}
+
+
+async def scale_bench(
+    sizes: list[int],
+    files_per_task: int,
+    dirs: int,
+    concurrency: int,
+    limit_mb: float,
+    reporter: Reporter,
+) -> dict[str, Any]:
+    """The synthetic scale job at each size, each in a fresh process (ru_maxrss is per
+    process), comparing peak RSS."""
+    points = []
+    with tempfile.TemporaryDirectory(prefix="aiocommit-scale-") as scratch:
+        for size in sizes:
+            out = Path(scratch) / f"scale-{size}.json"
+            command = [
+                sys.executable,
+                "-m",
+                "stress",
+                "scale",
+                "--files",
+                str(size),
+                "--files-per-task",
+                str(files_per_task),
+                "--dirs",
+                str(dirs),
+                "--concurrency",
+                str(concurrency),
+                "--json",
+                str(out),
+                "--quiet",
+            ]
+            if not reporter.show_progress:
+                command.append("--no-progress")
+            reporter.log(f"scale: {size:,} files ...")
+            code = await anyio.to_thread.run_sync(
+                functools.partial(subprocess.call, command, env=subprocess_env())
+            )
+            if not out.exists():
+                raise RuntimeError(f"scale run for {size:,} files failed (exit {code})")
+            data = json.loads(out.read_text())
+            figures = data["figures"]
+            points.append(
+                {
+                    "files": size,
+                    "ok": data["ok"],
+                    "problems": data["problems"],
+                    **{
+                        k: figures[k]
+                        for k in (
+                            "rss_before_commit_mb",
+                            "rss_peak_mb",
+                            "ru_maxrss_mb",
+                            "commit_seconds",
+                            "files_per_second",
+                            "cpu_us_per_file",
+                        )
+                    },
+                }
+            )
+    smallest, largest = points[0], points[-1]
+    slope = (
+        (largest["rss_peak_mb"] - smallest["rss_peak_mb"])
+        * 2**20
+        / max(1, largest["files"] - smallest["files"])
+    )
+    peak = max(p["rss_peak_mb"] for p in points)
+    ok = all(p["ok"] for p in points)
+    under = peak < limit_mb
+    reporter.table(
+        grid_table(
+            "scale: peak RSS by file count (synthetic store)",
+            [
+                "files",
+                "RSS before MB",
+                "peak RSS MB",
+                "ru_maxrss MB",
+                "time s",
+                "files/s",
+                "µs CPU/file",
+                "ok",
+            ],
+            [
+                [
+                    f"{p['files']:,}",
+                    p["rss_before_commit_mb"],
+                    p["rss_peak_mb"],
+                    p["ru_maxrss_mb"],
+                    p["commit_seconds"],
+                    f"{p['files_per_second']:,.0f}",
+                    p["cpu_us_per_file"],
+                    verdict(p["ok"]),
+                ]
+                for p in points
+            ],
+        )
+    )
+    reporter.figure(
+        "scale: peak RSS "
+        + ", ".join(f"{p['files']:,} files {p['rss_peak_mb']:,.0f} MB" for p in points)
+        + f"; growth {slope:.1f} bytes/file; under {limit_mb:g} MB: {verdict(under)}; "
+        f"verification {verdict(ok)}"
+    )
+    return {
+        "benchmark": "scale",
+        "ok": ok and under,
+        "limit_mb": limit_mb,
+        "growth_bytes_per_file": round(slope, 2),
+        "points": points,
+    }

@@ -1,0 +1,581 @@
+"""``python -m stress``: build realistic jobs, commit them, verify every run, report figures.
+
+Scenarios: ``job``, ``sweep-concurrency``, ``sweep-throttle``, ``multi-job``, ``scale``,
+``crash``, ``capacity``; benchmarks under ``bench``. Every command verifies its output,
+exits 1 when a verification fails, writes every figure to ``--json PATH`` and prints its
+headline figure last.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import click
+
+from aiocommit import CommitOptions
+from stress.jobgen import JobSpec, SizeDist
+from stress.report import DEFAULT_OUT, Reporter, write_json
+from stress.scenarios import Common
+from stress.targets import KINDS, FaultOptions
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _compose(*decorators: Callable[[F], F]) -> Callable[[F], F]:
+    def apply(function: F) -> F:
+        for decorator in reversed(decorators):
+            function = decorator(function)
+        return function
+
+    return apply
+
+
+def _floats(text: str) -> list[float]:
+    return [float(part) for part in text.split(",") if part.strip()]
+
+
+def _ints(text: str) -> list[int]:
+    return [int(float(part)) for part in text.split(",") if part.strip()]
+
+
+def job_options(
+    tasks: int = 20,
+    files: int = 20,
+    dirs: int = 4,
+    failed: float = 0.0,
+    aborted: float = 0.0,
+    duplicates: float = 0.0,
+) -> Callable[[F], F]:
+    return _compose(
+        click.option("--tasks", type=int, default=tasks, show_default=True, help="Tasks (T)."),
+        click.option(
+            "--files-per-task",
+            type=int,
+            default=files,
+            show_default=True,
+            help="Files per task (F).",
+        ),
+        click.option(
+            "--dirs",
+            type=int,
+            default=dirs,
+            show_default=True,
+            help="Leaf partition directories (D).",
+        ),
+        click.option(
+            "--depth",
+            type=int,
+            default=1,
+            show_default=True,
+            help="key=value nesting depth of the partition directories.",
+        ),
+        click.option(
+            "--sizes",
+            default="lognormal:1024:1.0:65536",
+            show_default=True,
+            help="fixed:N | uniform:LOW:HIGH | lognormal:MEDIAN:SIGMA[:CAP] bytes.",
+        ),
+        click.option(
+            "--odd-names/--plain-names",
+            default=False,
+            show_default=True,
+            help="Spaces, %, #, ?, unicode... in directory and file names.",
+        ),
+        click.option(
+            "--failed",
+            type=float,
+            default=failed,
+            show_default=True,
+            help="Fraction of tasks whose first attempt fails (before or in commit).",
+        ),
+        click.option(
+            "--aborted",
+            type=float,
+            default=aborted,
+            show_default=True,
+            help="Fraction of tasks whose first attempt is aborted.",
+        ),
+        click.option(
+            "--duplicates",
+            type=float,
+            default=duplicates,
+            show_default=True,
+            help="Fraction of tasks with two committing attempts (last wins).",
+        ),
+        click.option("--seed", type=int, default=0, show_default=True),
+    )
+
+
+def target_options(store: str = "memory") -> Callable[[F], F]:
+    return _compose(
+        click.option(
+            "--store",
+            default=store,
+            show_default=True,
+            help=f"{' | '.join(KINDS)} | a store URL (file:///..., memory://..., "
+            "abfss://..., gs://...).",
+        ),
+        click.option(
+            "--workdir",
+            type=click.Path(file_okay=False),
+            default=None,
+            help="Parent directory for the local store's scratch directory.",
+        ),
+        click.option("--keep", is_flag=True, help="Keep the committed output."),
+        click.option(
+            "--prep-concurrency",
+            type=int,
+            default=16,
+            show_default=True,
+            help="Tasks prepared at once.",
+        ),
+    )
+
+
+def fault_options(latency_ms: float = 0.0, capacity: bool = True) -> Callable[[F], F]:
+    options = [
+        click.option(
+            "--latency-ms",
+            type=float,
+            default=latency_ms,
+            show_default=True,
+            help="Latency injected per store call during the job commit.",
+        ),
+        click.option("--jitter-ms", type=float, default=0.0, show_default=True),
+        click.option(
+            "--spike-prob",
+            type=float,
+            default=0.0,
+            show_default=True,
+            help="Probability of a tail-latency spike per call.",
+        ),
+        click.option("--spike-ms", type=float, default=0.0, show_default=True),
+        click.option(
+            "--throttle",
+            type=float,
+            default=0.0,
+            show_default=True,
+            help="Probability a call is throttled (503).",
+        ),
+        click.option("--throttle-burst", type=int, default=0, show_default=True),
+        click.option("--retry-after", type=float, default=None, help="Retry-After seconds."),
+        click.option(
+            "--transient",
+            type=float,
+            default=0.0,
+            show_default=True,
+            help="Probability of a transient error.",
+        ),
+        click.option(
+            "--lost-responses",
+            type=float,
+            default=0.0,
+            show_default=True,
+            help="Probability a rename/delete is applied but its answer lost.",
+        ),
+        click.option("--fault-seed", type=int, default=0, show_default=True),
+    ]
+    if capacity:
+        options.append(
+            click.option(
+                "--capacity",
+                type=float,
+                default=None,
+                help="Store capacity in calls/s; beyond it, throttled.",
+            )
+        )
+    return _compose(*options)
+
+
+def commit_options(concurrency: int = 256) -> Callable[[F], F]:
+    return _compose(
+        click.option("--concurrency", type=int, default=concurrency, show_default=True),
+        click.option(
+            "--adaptive/--no-adaptive",
+            default=True,
+            show_default=True,
+            help="Adaptive concurrency (AIMD on throttling).",
+        ),
+        click.option("--min-concurrency", type=int, default=4, show_default=True),
+        click.option("--rate-limit", type=float, default=None, help="Store calls per second."),
+        click.option("--max-attempts", type=int, default=10, show_default=True),
+        click.option("--validate-output", is_flag=True, help="Engine's own output validation."),
+    )
+
+
+def output_options(function: F) -> F:
+    return _compose(
+        click.option(
+            "--json",
+            "json_path",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="Write every figure to this JSON file.",
+        ),
+        click.option(
+            "--out",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=DEFAULT_OUT,
+            show_default=True,
+            help="Directory for plots.",
+        ),
+        click.option(
+            "--progress/--no-progress",
+            default=None,
+            help="Live progress bar (default: when stderr is a terminal).",
+        ),
+        click.option("--quiet", is_flag=True, help="Only the headline figure."),
+        click.option(
+            "--profile",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="cProfile the (measured) job commit into this file.",
+        ),
+    )(function)
+
+
+def _spec(kw: dict[str, Any]) -> JobSpec:
+    return JobSpec(
+        tasks=kw.pop("tasks"),
+        files_per_task=kw.pop("files_per_task"),
+        dirs=kw.pop("dirs"),
+        depth=kw.pop("depth"),
+        sizes=SizeDist.parse(kw.pop("sizes")),
+        odd_names=kw.pop("odd_names"),
+        failed=kw.pop("failed"),
+        aborted=kw.pop("aborted"),
+        duplicates=kw.pop("duplicates"),
+        seed=kw.pop("seed"),
+    )
+
+
+def _faults(kw: dict[str, Any]) -> FaultOptions:
+    return FaultOptions(
+        latency_ms=kw.pop("latency_ms"),
+        jitter_ms=kw.pop("jitter_ms"),
+        spike_probability=kw.pop("spike_prob"),
+        spike_ms=kw.pop("spike_ms"),
+        throttle=kw.pop("throttle"),
+        throttle_burst=kw.pop("throttle_burst"),
+        retry_after=kw.pop("retry_after"),
+        capacity=kw.pop("capacity", None),
+        transient=kw.pop("transient"),
+        lost_responses=kw.pop("lost_responses"),
+        seed=kw.pop("fault_seed"),
+    )
+
+
+def _options(kw: dict[str, Any]) -> CommitOptions:
+    return CommitOptions(
+        concurrency=kw.pop("concurrency"),
+        adaptive_concurrency=kw.pop("adaptive"),
+        min_concurrency=kw.pop("min_concurrency"),
+        rate_limit=kw.pop("rate_limit"),
+        max_attempts=kw.pop("max_attempts"),
+        validate_output=kw.pop("validate_output"),
+    )
+
+
+def _common(kw: dict[str, Any]) -> Common:
+    return Common(
+        store=kw.pop("store", "memory"),
+        workdir=kw.pop("workdir", None),
+        keep=kw.pop("keep", False),
+        prep_concurrency=kw.pop("prep_concurrency", 16),
+        out=kw["out"],
+        profile=kw.get("profile"),
+    )
+
+
+def _run(kw: dict[str, Any], make: Callable[[Reporter], Awaitable[dict[str, Any]]]) -> None:
+    """Run a scenario; write its JSON; exit 1 unless it verified."""
+    reporter = Reporter(progress=kw.get("progress"), quiet=kw.get("quiet", False))
+    result = anyio.run(make, reporter)
+    json_path: Path | None = kw.get("json_path")
+    if json_path is not None:
+        write_json(json_path, result)
+        reporter.log(f"figures written to {json_path}")
+    if not result.get("ok", False):
+        sys.exit(1)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def main() -> None:
+    """Stress scenarios and benchmarks for aiocommit's job commit; every run is verified."""
+
+
+@main.command()
+@job_options(tasks=20, files=20, failed=0.05, aborted=0.05, duplicates=0.05)
+@target_options()
+@fault_options()
+@commit_options()
+@output_options
+def job(**kw: Any) -> None:
+    """One job commit at a given size."""
+    from stress.scenarios import job_scenario
+
+    spec, faults, options, common = _spec(kw), _faults(kw), _options(kw), _common(kw)
+    _run(kw, lambda r: job_scenario(common, spec, faults, options, r))
+
+
+@main.command("sweep-concurrency")
+@job_options(tasks=100, files=100, dirs=10)
+@target_options()
+@fault_options(latency_ms=10.0)
+@commit_options()
+@click.option("--concurrency-list", default="4,8,16,32,64,128,256,512", show_default=True)
+@output_options
+def sweep_concurrency_command(**kw: Any) -> None:
+    """Store ops/s vs concurrency at a fixed latency (plot: sweep_concurrency.png)."""
+    from stress.scenarios import sweep_concurrency
+
+    values = _ints(kw.pop("concurrency_list"))
+    spec, faults, options, common = _spec(kw), _faults(kw), _options(kw), _common(kw)
+    _run(kw, lambda r: sweep_concurrency(common, spec, faults, options, values, r))
+
+
+@main.command("sweep-throttle")
+@job_options(tasks=50, files=100, dirs=10)
+@target_options()
+@fault_options(latency_ms=5.0)
+@commit_options(concurrency=64)
+@click.option("--throttle-list", default="0,0.01,0.02,0.05,0.1,0.2", show_default=True)
+@output_options
+def sweep_throttle_command(**kw: Any) -> None:
+    """Goodput and retries as throttling rises, adaptive concurrency on and off
+    (plot: sweep_throttle.png)."""
+    from stress.scenarios import sweep_throttle
+
+    values = _floats(kw.pop("throttle_list"))
+    spec, faults, options, common = _spec(kw), _faults(kw), _options(kw), _common(kw)
+    _run(kw, lambda r: sweep_throttle(common, spec, faults, options, values, r))
+
+
+@main.command("multi-job")
+@job_options(tasks=10, files=20, failed=0.05, aborted=0.05, duplicates=0.05)
+@target_options()
+@fault_options(latency_ms=2.0)
+@commit_options(concurrency=64)
+@click.option("--jobs", type=int, default=8, show_default=True)
+@click.option(
+    "--shared-dest/--separate-dests",
+    default=False,
+    show_default=True,
+    help="All jobs commit into one destination (disjoint partitions).",
+)
+@output_options
+def multi_job_command(**kw: Any) -> None:
+    """Many concurrent jobs in one event loop sharing one store client."""
+    from stress.scenarios import multi_job
+
+    jobs, shared = kw.pop("jobs"), kw.pop("shared_dest")
+    spec, faults, options, common = _spec(kw), _faults(kw), _options(kw), _common(kw)
+    _run(kw, lambda r: multi_job(common, spec, faults, options, jobs, shared, r))
+
+
+@main.command()
+@job_options(tasks=100, files=100, dirs=10)
+@target_options()
+@fault_options(latency_ms=20.0, capacity=False)
+@commit_options()
+@click.option(
+    "--capacity",
+    "capacity_per_second",
+    type=float,
+    default=1000.0,
+    show_default=True,
+    help="Calls per second the store serves (R).",
+)
+@output_options
+def capacity(**kw: Any) -> None:
+    """A store that serves at most R calls/s: adaptive concurrency on (no rate limit) and off
+    (plot: capacity.png)."""
+    from stress.scenarios import capacity as run_capacity
+
+    rate = kw.pop("capacity_per_second")
+    spec, faults, options, common = _spec(kw), _faults(kw), _options(kw), _common(kw)
+    _run(kw, lambda r: run_capacity(common, spec, faults, options, rate, r))
+
+
+@main.command()
+@click.option("--files", type=int, default=10_000_000, show_default=True)
+@click.option("--files-per-task", type=int, default=1000, show_default=True)
+@click.option("--dirs", type=int, default=100, show_default=True)
+@commit_options()
+@output_options
+def scale(**kw: Any) -> None:
+    """A synthetic job of millions of files in this process: peak RSS is the engine's."""
+    from stress.synthetic import scale as run_scale
+
+    files, per_task, dirs = kw.pop("files"), kw.pop("files_per_task"), kw.pop("dirs")
+    options = _options(kw)
+    _run(kw, lambda r: run_scale(files, per_task, dirs, options, r))
+
+
+@main.command()
+@click.option("--runs", type=int, default=20, show_default=True, help="Kills to make.")
+@job_options(tasks=8, files=8, dirs=4, failed=0.1, aborted=0.1, duplicates=0.1)
+@click.option("--latency-ms", type=float, default=2.0, show_default=True)
+@click.option("--jitter-ms", type=float, default=2.0, show_default=True)
+@click.option("--concurrency", type=int, default=8, show_default=True)
+@click.option("--workdir", type=click.Path(file_okay=False), default=None)
+@click.option("--max-seconds", type=float, default=None, help="Stop making kills after this.")
+@output_options
+def crash(**kw: Any) -> None:
+    """Job commits in a subprocess killed with SIGKILL at random points, re-run, verified
+    (local store)."""
+    from stress.crash import crash as run_crash
+
+    runs, seed = kw.pop("runs"), kw["seed"]
+    spec = _spec(kw)
+    faults = FaultOptions(latency_ms=kw.pop("latency_ms"), jitter_ms=kw.pop("jitter_ms"))
+    concurrency, workdir, limit = kw.pop("concurrency"), kw.pop("workdir"), kw.pop("max_seconds")
+    _run(
+        kw,
+        lambda r: run_crash(
+            runs=runs,
+            spec=spec,
+            faults=faults,
+            concurrency=concurrency,
+            seed=seed,
+            workdir=workdir,
+            reporter=r,
+            max_seconds=limit,
+        ),
+    )
+
+
+# -- benchmarks ----------------------------------------------------------------------------
+
+
+@main.group()
+def bench() -> None:
+    """The benchmark suite; each prints its figure last."""
+
+
+def _latency_command(name: str, latency_ms: float) -> Callable[..., None]:
+    @click.option("--tasks", type=int, default=1000, show_default=True)
+    @click.option("--files-per-task", type=int, default=100, show_default=True)
+    @click.option("--dirs", type=int, default=10, show_default=True)
+    @click.option("--latency-ms", type=float, default=latency_ms, show_default=True)
+    @click.option("--concurrency", type=int, default=256, show_default=True)
+    @target_options(store="local")
+    @click.option("--seed", type=int, default=0, show_default=True)
+    @output_options
+    def command(**kw: Any) -> None:
+        from stress.bench import latency_bench
+
+        spec = JobSpec(
+            tasks=kw.pop("tasks"),
+            files_per_task=kw.pop("files_per_task"),
+            dirs=kw.pop("dirs"),
+            seed=kw.pop("seed"),
+        )
+        latency = kw.pop("latency_ms")
+        options = CommitOptions(concurrency=kw.pop("concurrency"))
+        common = _common(kw)
+        _run(kw, lambda r: latency_bench(name, common, spec, latency, options, r))
+
+    command.__doc__ = (
+        f"{name}: job commit of T tasks x F files over D dirs at "
+        f"{latency_ms:g} ms per store call; ratio to the ideal."
+    )
+    return command
+
+
+bench.command("w1")(_latency_command("W1", 10.0))
+bench.command("w2")(_latency_command("W2", 50.0))
+
+
+@bench.command("cpu")
+@click.option("--tasks", type=int, default=1000, show_default=True)
+@click.option("--files-per-task", type=int, default=100, show_default=True)
+@click.option("--dirs", type=int, default=10, show_default=True)
+@click.option("--concurrency", type=int, default=256, show_default=True)
+@click.option("--stores", default="local,memory", show_default=True)
+@click.option("--workdir", type=click.Path(file_okay=False), default=None)
+@output_options
+def bench_cpu(**kw: Any) -> None:
+    """CPU seconds per rename of the W1 job at 0 ms (engine cost per operation)."""
+    from stress.bench import cpu_bench
+
+    spec = JobSpec(
+        tasks=kw.pop("tasks"), files_per_task=kw.pop("files_per_task"), dirs=kw.pop("dirs")
+    )
+    stores = [s for s in kw.pop("stores").split(",") if s]
+    options = CommitOptions(concurrency=kw.pop("concurrency"))
+    common = _common(kw)
+    _run(kw, lambda r: cpu_bench(common, stores, spec, options, r))
+
+
+@bench.command("task-scan")
+@click.option("--dirs", type=int, default=1000, show_default=True)
+@click.option("--files-per-dir", type=int, default=10, show_default=True)
+@click.option("--depth", type=int, default=1, show_default=True)
+@click.option("--latency-ms", type=float, default=10.0, show_default=True)
+@click.option("--concurrency", type=int, default=256, show_default=True)
+@target_options(store="local")
+@output_options
+def bench_task_scan(**kw: Any) -> None:
+    """Task commit of a D-dir x F-file tree at L ms (parallel scan) vs a sequential scan."""
+    from stress.bench import task_scan_bench
+
+    dirs, per_dir, depth = kw.pop("dirs"), kw.pop("files_per_dir"), kw.pop("depth")
+    latency = kw.pop("latency_ms")
+    options = CommitOptions(concurrency=kw.pop("concurrency"))
+    common = _common(kw)
+    _run(kw, lambda r: task_scan_bench(common, dirs, per_dir, depth, latency, options, r))
+
+
+@bench.command("scale")
+@click.option(
+    "--sizes",
+    default="1000000,10000000",
+    show_default=True,
+    help="File counts, each run in a fresh process.",
+)
+@click.option("--files-per-task", type=int, default=1000, show_default=True)
+@click.option("--dirs", type=int, default=100, show_default=True)
+@click.option("--concurrency", type=int, default=256, show_default=True)
+@click.option("--limit-mb", type=float, default=512, show_default=True)
+@output_options
+def bench_scale(**kw: Any) -> None:
+    """Peak RSS of the synthetic job commit at several file counts."""
+    from stress.bench import scale_bench
+
+    sizes = _ints(kw.pop("sizes"))
+    per_task, dirs, concurrency = kw.pop("files_per_task"), kw.pop("dirs"), kw.pop("concurrency")
+    limit = kw.pop("limit_mb")
+    _run(kw, lambda r: scale_bench(sizes, per_task, dirs, concurrency, limit, r))
+
+
+@bench.command("crash")
+@click.option("--runs", type=int, default=200, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--workdir", type=click.Path(file_okay=False), default=None)
+@output_options
+def bench_crash(**kw: Any) -> None:
+    """200 SIGKILLs at random points of a job commit, each re-run and verified."""
+    from stress.crash import crash as run_crash
+
+    runs, seed, workdir = kw.pop("runs"), kw.pop("seed"), kw.pop("workdir")
+    spec = JobSpec(
+        tasks=8, files_per_task=8, dirs=4, failed=0.1, aborted=0.1, duplicates=0.1, seed=seed
+    )
+    faults = FaultOptions(latency_ms=2.0, jitter_ms=2.0)
+    _run(
+        kw,
+        lambda r: run_crash(
+            runs=runs,
+            spec=spec,
+            faults=faults,
+            concurrency=8,
+            seed=seed,
+            workdir=workdir,
+            reporter=r,
+        ),
+    )

@@ -1,0 +1,230 @@
+"""Short versions of every stress scenario and benchmark (tiny sizes): each must verify
+its output, exit 0, and write its JSON (and plots, for the sweeps)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from stress.cli import main
+from stress.jobgen import JobSpec, SizeDist, prepare_job
+from stress.metering import LatencyHistogram
+from stress.synthetic import DEST, SyntheticJob, SyntheticStore
+from stress.targets import open_target
+from stress.verify import verify_output
+
+from aiocommit import commit_job
+from aiocommit.errors import StoreError
+from aiocommit.protocol import statistics as S
+from aiocommit.protocol.success import decode_success, encode_success
+from aiocommit.stores.base import join
+
+
+def run(tmp_path: Path, *args: str) -> dict[str, Any]:
+    """Run ``python -m stress ARGS --json FILE``; it must verify and exit 0."""
+    out = tmp_path / "figures.json"
+    result = CliRunner().invoke(
+        main, [*args, "--json", str(out), "--out", str(tmp_path / "out"), "--no-progress"]
+    )
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    data: dict[str, Any] = json.loads(out.read_text())
+    assert data["ok"] is True
+    assert data["machine"]["cpus"]
+    # the headline figure is printed last, and says the run verified
+    assert result.stdout.strip().splitlines()[-1].endswith("PASS"), result.stdout
+    return data
+
+
+MESSY = ("--failed", "0.2", "--aborted", "0.2", "--duplicates", "0.2", "--odd-names")
+
+
+@pytest.mark.parametrize("store", ["memory", "local"])
+def test_job_with_failed_aborted_and_duplicate_attempts(tmp_path: Path, store: str) -> None:
+    data = run(
+        tmp_path, "job", "--store", store, "--workdir", str(tmp_path), "--tasks", "12",
+        "--files-per-task", "6", "--dirs", "6", "--depth", "2", *MESSY,
+    )  # fmt: skip
+    kinds = data["prepared"]["attempt_kinds"]
+    assert set(kinds) > {"ok"}, kinds
+    verification = data["run"]["verification"]
+    assert verification["ok"] and verification["files_found"] == 72
+    assert verification["etags_checked"] == 72
+    assert data["run"]["engine_counters"][S.COMMITTER_FILES_COMMITTED] == 72
+    assert data["run"]["stages_ms"].keys() >= {S.JOB_STAGE_RENAME_FILES, S.JOB_STAGE_CLEANUP}
+
+
+@pytest.mark.parametrize(
+    ("store", "module"), [("adls", "azure.storage.filedatalake"), ("gcs", "gcloud.aio.storage")]
+)
+def test_job_on_cloud_emulators(tmp_path: Path, store: str, module: str) -> None:
+    pytest.importorskip(module)
+    data = run(
+        tmp_path, "job", "--store", store, "--tasks", "4", "--files-per-task", "4", "--dirs", "3",
+        *MESSY,
+    )  # fmt: skip
+    assert data["store"] == store
+    assert data["run"]["verification"]["files_found"] == 16
+
+
+def test_job_under_faults(tmp_path: Path) -> None:
+    data = run(
+        tmp_path, "job", "--tasks", "8", "--files-per-task", "8", "--latency-ms", "1",
+        "--jitter-ms", "1", "--throttle", "0.05", "--transient", "0.05", "--lost-responses",
+        "0.1", *MESSY,
+    )  # fmt: skip
+    store = data["run"]["store"]
+    assert store["throttled"] + store["transient"] > 0
+    assert data["run"]["engine_counters"][S.STORE_IO_RETRY] > 0
+    assert store["latency"]["p50_ms"] >= 1
+
+
+def test_sweep_concurrency_writes_plot(tmp_path: Path) -> None:
+    data = run(
+        tmp_path, "sweep-concurrency", "--tasks", "2", "--files-per-task", "16",
+        "--latency-ms", "2", "--concurrency-list", "1,8",
+    )  # fmt: skip
+    assert [p["concurrency"] for p in data["points"]] == [1, 8]
+    assert Path(data["plots"][0]).stat().st_size > 1000
+
+
+def test_sweep_throttle_writes_plot(tmp_path: Path) -> None:
+    data = run(
+        tmp_path, "sweep-throttle", "--tasks", "2", "--files-per-task", "16",
+        "--latency-ms", "1", "--throttle-list", "0,0.1",
+    )  # fmt: skip
+    assert len(data["points"]) == 4
+    assert Path(data["plots"][0]).stat().st_size > 1000
+
+
+@pytest.mark.parametrize("dests", ["--separate-dests", "--shared-dest"])
+def test_multi_job(tmp_path: Path, dests: str) -> None:
+    data = run(
+        tmp_path, "multi-job", "--jobs", "3", "--tasks", "3", "--files-per-task", "5",
+        "--latency-ms", "1", dests, *MESSY,
+    )  # fmt: skip
+    assert len(data["per_job"]) == 3
+    assert data["verification"]["files_found"] == 45
+    assert 0 < data["figures"]["jain_fairness"] <= 1
+
+
+def test_capacity(tmp_path: Path) -> None:
+    data = run(
+        tmp_path, "capacity", "--tasks", "4", "--files-per-task", "50", "--latency-ms", "5",
+        "--capacity", "2000",
+    )  # fmt: skip
+    on = data["results"]["adaptive on"]
+    assert on["rename_goodput"] > 0
+    assert Path(data["plots"][0]).exists()
+
+
+def test_scale_synthetic(tmp_path: Path) -> None:
+    data = run(tmp_path, "scale", "--files", "3000", "--files-per-task", "100", "--dirs", "7")
+    assert data["figures"]["files"] == 3000
+    assert data["figures"]["rss_peak_mb"] > 0
+
+
+def test_crash(tmp_path: Path) -> None:
+    data = run(tmp_path, "crash", "--runs", "2", "--tasks", "3", "--files-per-task", "3")
+    assert data["figures"]["kills"] == 2
+    assert data["figures"]["correct_completions"] >= 2
+
+
+def test_bench_w1_small(tmp_path: Path) -> None:
+    data = run(
+        tmp_path, "bench", "w1", "--tasks", "4", "--files-per-task", "25", "--dirs", "3",
+        "--latency-ms", "2", "--concurrency", "16", "--store", "local", "--workdir",
+        str(tmp_path),
+    )  # fmt: skip
+    figures = data["figures"]
+    assert figures["ratio_to_ideal"] > 0
+    assert figures["ideal_ops_per_second"] <= 16 / 0.002
+
+
+def test_bench_cpu_task_scan_and_scale(tmp_path: Path) -> None:
+    cpu = run(tmp_path, "bench", "cpu", "--tasks", "3", "--files-per-task", "20", "--stores",
+              "memory")  # fmt: skip
+    assert cpu["results"]["memory"]["cpu_seconds_per_rename"] > 0
+    scan = run(tmp_path, "bench", "task-scan", "--dirs", "20", "--files-per-dir", "3",
+               "--latency-ms", "2", "--workdir", str(tmp_path))  # fmt: skip
+    assert scan["figures"]["speedup"] > 1
+    scale = run(tmp_path, "bench", "scale", "--sizes", "500,1500", "--files-per-task", "100")
+    assert [p["files"] for p in scale["points"]] == [500, 1500]
+
+
+# -- the checks themselves catch what they must ----------------------------------------------
+
+
+async def test_verification_catches_wrong_output(tmp_path: Path) -> None:
+    spec = JobSpec(tasks=4, files_per_task=3, dirs=2, duplicates=0.5, aborted=0.25, seed=3,
+                   sizes=SizeDist.parse("uniform:10:20"))  # fmt: skip
+    async with open_target("memory") as target:
+        store = target.store
+        dest = target.new_dest()
+        job = await prepare_job(target, dest, spec)
+        summary = await commit_job(dest, job.job_id, store=store)
+        assert (await verify_output(store, dest, [job.expected], summary=summary)).ok
+        relative, want = sorted(job.expected.files.items())[0]
+        loser = sorted(job.expected.losers)[0]
+        await store.write_bytes(join(dest, loser), b"x")
+        await store.delete(join(dest, relative))
+        await store.write_bytes(join(dest, relative), b"y" * (want.size + 1))
+        await store.mkdirs(join(dest, "_temporary/leftover"))
+        success = decode_success(await store.read_bytes(join(dest, "_SUCCESS")))
+        success.iostatistics.counters[S.COMMITTER_FILES_COMMITTED] += 1
+        await store.write_bytes(join(dest, "_SUCCESS"), encode_success(success))
+        other = sorted(job.expected.files)[1]
+        await store.delete(join(dest, other))
+        result = await verify_output(store, dest, [job.expected])
+    assert not result.ok
+    assert set(result.counts) >= {
+        "from_losing_attempt",
+        "wrong_size",
+        "missing_file",
+        "temporary_leftovers",
+        "success_files_counter",
+    }, result.problems
+
+
+async def test_synthetic_store_rejects_what_the_protocol_forbids() -> None:
+    job = SyntheticJob(files=10, files_per_task=5, dirs=2)
+    store = SyntheticStore(job)
+    await store.mkdirs(f"{DEST}/{job.leaf(0, 0)}")
+    await store.rename(job.source(0, 0), job.dest(0, 0), source_etag=job.etag(0, 0))
+    with pytest.raises(StoreError):
+        await store.rename(job.source(0, 1), job.dest(0, 2))
+    with pytest.raises(StoreError):
+        await store.rename(job.source(1, 0), job.dest(1, 0), source_etag="0xwrong")
+    assert store.violation_count == 2
+    assert store.renamed == 1
+
+
+def test_latency_histogram_quantiles() -> None:
+    histogram = LatencyHistogram()
+    for index in range(1, 1001):
+        histogram.add(index / 1000)
+    assert histogram.quantile(0.5) == pytest.approx(0.5, rel=0.02)
+    assert histogram.quantile(0.99) == pytest.approx(0.99, rel=0.02)
+    assert histogram.count == 1000
+
+
+def test_size_distributions() -> None:
+    import random
+
+    rng = random.Random(1)
+    assert SizeDist.parse("fixed:7").draw(rng) == 7
+    assert 3 <= SizeDist.parse("uniform:3:9").draw(rng) <= 9
+    assert SizeDist.parse("lognormal:100:2:150").draw(rng) <= 150
+    with pytest.raises(ValueError, match="bad size"):
+        SizeDist.parse("normal:1")
+
+
+def test_odd_partition_names_stay_distinct() -> None:
+    spec = JobSpec(tasks=2, files_per_task=50, dirs=30, depth=3, odd_names=True)
+    leaves = spec.partition_dirs()
+    assert len(set(leaves)) == 30
+    assert all(leaf.count("/") == 2 for leaf in leaves)
+    names = {path for path, _ in spec.task_files(0, leaves) + spec.task_files(1, leaves)}
+    assert len(names) == 100
