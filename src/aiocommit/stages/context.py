@@ -138,8 +138,12 @@ async def parallel(
         shared = iter(items)
 
         async def drain() -> None:
-            for item in shared:
+            for done, item in enumerate(shared, 1):
                 await worker(item)
+                if done % 32 == 0:
+                    # stores that answer without suspending (memory, local metadata)
+                    # would otherwise never let a cancellation or another worker in
+                    await anyio.lowlevel.checkpoint()
 
         async with anyio.create_task_group() as group:
             for _ in range(max(1, workers)):

@@ -5,9 +5,9 @@ pre:  the job's manifests are in ``manifests/`` (or named by the caller, or by t
       plan of an earlier, interrupted run of this job commit).
 post: every manifest parsed, of this job, with every source under this job's task attempt
       directories and every destination under the destination directory (never inside
-      ``_temporary``); no two entries share a destination; the entries are spilled, one
-      local file per manifest, and only directories, totals and one 8-byte hash per file
-      stay in memory.
+      ``_temporary``); no two entries share a destination; the entries are spilled to one
+      unlinked local file (with the destination hashes for the duplicate check), so only
+      directories and totals stay in memory.
 fail: ``ManifestError`` or ``OutputConflict`` naming the manifest and path; nothing has
       been renamed or created.
 """
@@ -15,9 +15,6 @@ fail: ``ManifestError`` or ``OutputConflict`` naming the manifest and path; noth
 from __future__ import annotations
 
 import hashlib
-import itertools
-import os
-import tempfile
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +28,7 @@ from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.layout import MANIFEST_SUFFIX
 from aiocommit.protocol.manifest import DirState, TaskManifest, decode_manifest
 from aiocommit.stages.context import StageContext, parallel, stage
+from aiocommit.stages.spill import DestinationHashes, SpillFile
 from aiocommit.stores.base import check_clean, is_under, join, parent_of, relative_to
 
 #: a spilled entry: (source relative to the attempt dir, destination relative to the
@@ -58,31 +56,29 @@ class LoadedManifest:
     attempt_dir: str
     file_count: int
     total_size: int
-    spill_path: str
+    spill_offset: int
+    spill_length: int
 
 
 @dataclass
 class LoadedJob:
     """What job commit keeps in memory after loading: no per-file objects."""
 
-    spill_dir: tempfile.TemporaryDirectory[str]
+    spill: SpillFile
     manifests: list[LoadedManifest] = field(default_factory=list)
     #: destination dir -> True when some manifest did not see it as an existing directory
     directories: dict[str, bool] = field(default_factory=dict)
     file_count: int = 0
     total_size: int = 0
-    #: one 8-byte hash per destination, bucketed by its low byte for the duplicate check
-    dest_hash_buckets: list[array[int]] = field(
-        default_factory=lambda: [array("q") for _ in range(256)]
-    )
     filenames: list[str] = field(default_factory=list)
 
     def entries(
         self, manifest: LoadedManifest, dest_root: str
     ) -> Iterator[tuple[str, str, int, str | None]]:
         """(source, destination, size, etag) store paths of one manifest, from its spill."""
-        with open(manifest.spill_path, "rb") as handle:
-            spilled = _spill_decoder.decode(handle.read())
+        spilled = _spill_decoder.decode(
+            self.spill.read(manifest.spill_offset, manifest.spill_length)
+        )
         for source, dest, size, etag in spilled:
             yield (
                 join(manifest.attempt_dir, source),
@@ -92,7 +88,7 @@ class LoadedJob:
             )
 
     def close(self) -> None:
-        self.spill_dir.cleanup()
+        self.spill.close()
 
 
 async def list_manifest_names(context: StageContext) -> list[str]:
@@ -114,7 +110,7 @@ async def load_manifests_stage(
 ) -> LoadedJob:
     """Load the named manifest files (names inside ``manifests/``) concurrently."""
     async with stage(context, S.JOB_STAGE_LOAD_MANIFESTS):
-        loaded = LoadedJob(tempfile.TemporaryDirectory(prefix="aiocommit-spill-"))
+        loaded = LoadedJob(SpillFile())
         try:
             await _load_all(context, names, loaded, task_stats)
         except BaseException:
@@ -128,9 +124,9 @@ async def _load_all(
 ) -> None:
     layout = context.layout
     seen_tasks: dict[str, str] = {}
+    hashes = DestinationHashes(loaded.spill)
 
-    async def load_one(indexed: tuple[int, str]) -> None:
-        index, name = indexed
+    async def load_one(name: str) -> None:
         path = join(layout.manifests_dir, name)
         try:
             data = await context.ops.read_bytes(path)
@@ -145,9 +141,7 @@ async def _load_all(
                 path=path,
             )
         seen_tasks[manifest.task_id] = name
-        spill_path = os.path.join(loaded.spill_dir.name, f"{index}.msgpack")
-        with open(spill_path, "wb") as handle:  # noqa: ASYNC230 - small local spill
-            handle.write(_spill_encoder.encode(checked.entries))
+        spill_offset, spill_length = loaded.spill.append(_spill_encoder.encode(checked.entries))
         loaded.manifests.append(
             LoadedManifest(
                 path=path,
@@ -158,14 +152,13 @@ async def _load_all(
                 attempt_dir=checked.attempt_dir,
                 file_count=len(checked.entries),
                 total_size=checked.total_size,
-                spill_path=spill_path,
+                spill_offset=spill_offset,
+                spill_length=spill_length,
             )
         )
         loaded.file_count += len(checked.entries)
         loaded.total_size += checked.total_size
-        buckets = loaded.dest_hash_buckets
-        for value in checked.hashes:
-            buckets[value & 255].append(value)
+        hashes.add(checked.hashes)
         for directory, needs_create in checked.directories.items():
             loaded.directories[directory] = loaded.directories.get(directory, False) or needs_create
         room = 100 - len(loaded.filenames)
@@ -175,11 +168,10 @@ async def _load_all(
             )
         task_stats.aggregate(manifest.iostatistics)
 
-    await parallel(list(enumerate(names)), load_one, workers=context.options.concurrency)
+    await parallel(list(names), load_one, workers=context.options.concurrency)
     loaded.manifests.sort(key=lambda m: m.name)
     context.stats.increment(S.COMMITTER_TASKS_COMPLETED, len(loaded.manifests))
-    _check_no_duplicates(context, loaded)
-    loaded.dest_hash_buckets = []  # checked; free 8 bytes per file before the renames
+    _check_no_duplicates(context, loaded, hashes.repeated())
 
 
 @dataclass
@@ -273,13 +265,8 @@ def _check_manifest(context: StageContext, manifest: TaskManifest, path: str) ->
     return _CheckedManifest(attempt_dir, entries, hashes, directories, total)
 
 
-def _check_no_duplicates(context: StageContext, loaded: LoadedJob) -> None:
-    """Every destination once. Hashes are bucketed and sorted bucket by bucket, so memory
-    stays at 8 bytes per file; colliding hashes are confirmed against the spills."""
-    suspects: set[int] = set()
-    for bucket in loaded.dest_hash_buckets:
-        ordered = sorted(bucket)
-        suspects.update(a for a, b in itertools.pairwise(ordered) if a == b)
+def _check_no_duplicates(context: StageContext, loaded: LoadedJob, suspects: set[int]) -> None:
+    """Every destination once: repeated hashes are confirmed against the spilled entries."""
     if not suspects:
         return
     owners: dict[str, str] = {}
