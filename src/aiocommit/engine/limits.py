@@ -19,10 +19,12 @@ import anyio
 class AdaptiveLimiter:
     """An in-flight limit that backs off when the store throttles.
 
-    A throttle multiplies the limit by ``decrease_factor`` (not below ``minimum``) only
-    when the throttled call started after the previous decrease, so one burst of
-    throttles that were all in flight together counts once. Every ``limit`` successes
-    grow it by one, up to ``maximum``.
+    The limit is multiplied by ``decrease_factor`` (not below ``minimum``) when throttles
+    make up at least ``throttle_threshold`` of the calls finished in the current window
+    (at least two of them) — a store that sheds load — but not for a stray throttle, and
+    only for calls that started after the previous decrease, so one burst of throttles
+    that were in flight together counts once. Every ``limit`` successes grow it by one,
+    up to ``maximum``.
 
     Taking a free slot does not yield to the event loop (the store call that follows
     will); waiters are served first come, first served, and a cancelled waiter never
@@ -36,9 +38,13 @@ class AdaptiveLimiter:
         minimum: int = 1,
         adaptive: bool = True,
         decrease_factor: float = 0.7,
+        throttle_threshold: float = 0.1,
     ):
         self.maximum = maximum
         self.decrease_factor = decrease_factor
+        self.throttle_threshold = throttle_threshold
+        self._window_ok = 0
+        self._window_throttled = 0
         self.minimum = min(minimum, maximum)
         self.adaptive = adaptive
         self._limit = maximum
@@ -90,7 +96,12 @@ class AdaptiveLimiter:
         self._wake()
 
     def on_success(self) -> None:
-        if not self.adaptive or self._limit >= self.maximum:
+        if not self.adaptive:
+            return
+        self._window_ok += 1
+        if self._window_ok + self._window_throttled > max(64, 4 * self._limit):
+            self._window_ok = self._window_throttled = 0  # a fresh window
+        if self._limit >= self.maximum:
             return
         self._successes += 1
         if self._successes >= self._limit:
@@ -101,8 +112,16 @@ class AdaptiveLimiter:
         """Record a throttle of a call that started in ``epoch``; True if the limit dropped."""
         if not self.adaptive or epoch != self._epoch:
             return False
+        self._window_throttled += 1
+        finished = self._window_ok + self._window_throttled
+        if (
+            self._window_throttled < 2
+            or self._window_throttled < self.throttle_threshold * finished
+        ):
+            return False
         self._epoch += 1
         self._successes = 0
+        self._window_ok = self._window_throttled = 0
         new_limit = max(self.minimum, int(self._limit * self.decrease_factor))
         if new_limit == self._limit:
             return False
