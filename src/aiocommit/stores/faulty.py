@@ -197,13 +197,26 @@ class FaultyStore:
         return result
 
     async def list_dir(self, path: str) -> AsyncIterator[list[FileStatus]]:
+        """Each page is one faulty call; the end of the listing costs none (a real store
+        says so with the last page)."""
         iterator = self.inner.list_dir(path).__aiter__()
+        page: list[FileStatus] | None = None
+        first = True
         while True:
             try:
-                page = await self._inject("list_dir", path, iterator.__anext__)
+                page = await iterator.__anext__()
             except StopAsyncIteration:
+                if not first:
+                    return
+                page = []  # an empty directory still takes one call
+            first = False
+
+            async def served(page: list[FileStatus] = page) -> list[FileStatus]:
+                return page
+
+            yield await self._inject("list_dir", path, served)
+            if not page:
                 return
-            yield page
 
     async def stat(self, path: str) -> FileStatus:
         return await self._inject("stat", path, lambda: self.inner.stat(path))
