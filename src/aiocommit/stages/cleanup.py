@@ -1,8 +1,9 @@
 """Cleanup and abort: remove the job's temporary tree.
 
 pre:  none (idempotent; safe after a partial commit, a crash or an earlier cleanup).
-post: ``_temporary/JOB`` is gone, task attempt directories first and in parallel (stores
-      whose directory delete is O(files) get the work spread); ``_temporary`` itself is
+post: ``_temporary/JOB`` is gone: on stores whose directory delete is O(files), task
+      attempt directories first and in parallel, to spread the work; on stores with a
+      cheap tree delete (local, ADLS with HNS), in one call; ``_temporary`` itself is
       removed when no other job uses it. Attempt directories that no loaded manifest
       named (failed, aborted or losing attempts) are counted.
 fail: raised unless ``cleanup_ignore_failures``; then logged and counted.
@@ -27,18 +28,19 @@ async def cleanup_stage(
     ops = context.ops
     try:
         async with stage(context, name):
-            if context.options.cleanup_parallel_delete:
-                attempt_dirs: list[str] = []
-                try:
-                    async for page in ops.list_dir(layout.tasks_dir):
-                        attempt_dirs.extend(s.path for s in page if s.is_dir)
-                except NotFound:
-                    pass
-                uncommitted = sum(1 for d in attempt_dirs if d not in committed_attempt_dirs)
-                context.stats.increment(S.COMMITTER_UNCOMMITTED_TASK_ATTEMPTS_DELETED, uncommitted)
-                context.stats.increment(
-                    S.COMMITTER_TASK_ATTEMPT_DIRECTORIES_DELETED, len(attempt_dirs)
-                )
+            attempt_dirs: list[str] = []
+            try:
+                async for page in ops.list_dir(layout.tasks_dir):
+                    attempt_dirs.extend(s.path for s in page if s.is_dir)
+            except NotFound:
+                pass
+            uncommitted = sum(1 for d in attempt_dirs if d not in committed_attempt_dirs)
+            context.stats.increment(S.COMMITTER_UNCOMMITTED_TASK_ATTEMPTS_DELETED, uncommitted)
+            context.stats.increment(S.COMMITTER_TASK_ATTEMPT_DIRECTORIES_DELETED, len(attempt_dirs))
+            if (
+                context.options.cleanup_parallel_delete
+                and not ops.capabilities.fast_directory_delete
+            ):
 
                 async def remove(path: str) -> None:
                     await ops.delete(path, recursive=True)

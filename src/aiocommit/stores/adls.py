@@ -106,6 +106,16 @@ def _parse_connection_string(text: str) -> dict[str, str]:
     return fields
 
 
+#: HNS accounts: renames keep etags and are atomic; a directory delete is one call
+_CAPABILITIES = StoreCapabilities(
+    etags=True,
+    etags_preserved_in_rename=True,
+    atomic_rename=True,
+    directories=True,
+    fast_directory_delete=True,
+)
+
+
 class AdlsStore:
     """One filesystem (container) of an ADLS Gen2 account with hierarchical namespace.
 
@@ -283,9 +293,7 @@ class AdlsStore:
 
     @property
     def capabilities(self) -> StoreCapabilities:
-        return StoreCapabilities(
-            etags=True, etags_preserved_in_rename=True, atomic_rename=True, directories=True
-        )
+        return _CAPABILITIES
 
     def qualify(self, path: str) -> str:
         return f"{self.scheme}://{self.filesystem}@{self.host}{path}"

@@ -58,12 +58,15 @@ class StoreCapabilities(msgspec.Struct, frozen=True):
             recognised at its destination by the etag recorded in the manifest.
         atomic_rename: a file rename is one atomic store operation.
         directories: the store has real directories (mkdirs and parents matter).
+        fast_directory_delete: deleting a directory tree is one cheap call (local disk,
+            ADLS Gen2 with HNS), so cleanup need not spread it over parallel deletes.
     """
 
     etags: bool = True
     etags_preserved_in_rename: bool = True
     atomic_rename: bool = True
     directories: bool = True
+    fast_directory_delete: bool = False
 
 
 @runtime_checkable

@@ -111,7 +111,9 @@ class LocalStore:
         self.page_size = page_size
         self.inline_metadata = inline_metadata
         self._limiter = anyio.CapacityLimiter(threads)
-        self._capabilities = StoreCapabilities(atomic_rename=_renameat2 is not None)
+        self._capabilities = StoreCapabilities(
+            atomic_rename=_renameat2 is not None, fast_directory_delete=True
+        )
 
     @property
     def capabilities(self) -> StoreCapabilities:

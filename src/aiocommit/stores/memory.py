@@ -10,6 +10,7 @@ from typing import ClassVar
 from aiocommit.errors import AlreadyExists, NotEmpty, NotFound, PreconditionFailed
 from aiocommit.stores.base import FileStatus, StoreCapabilities, check_clean, parent_of
 
+_CAPABILITIES = StoreCapabilities(fast_directory_delete=True)
 _METADATA_SUFFIXES = (".json", ".json.tmp", "_SUCCESS", "_SUCCESS.tmp")
 
 
@@ -52,7 +53,7 @@ class MemoryStore:
 
     @property
     def capabilities(self) -> StoreCapabilities:
-        return StoreCapabilities()
+        return _CAPABILITIES
 
     def qualify(self, path: str) -> str:
         return f"memory://{self.name}{path}"
