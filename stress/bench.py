@@ -236,7 +236,6 @@ async def task_scan_bench(
                 "cpu_seconds": cpu.total,
                 "store_ops": metered.calls,
                 "ops": {k: v.calls for k, v in metered.ops.items()},
-                "list_ends": metered.ops["list_end"].calls if "list_end" in metered.ops else 0,
                 "directories": len(manifest.directories),
                 "files": len(manifest.files),
             }

@@ -57,13 +57,13 @@ class KillAtCall(MeteredStore):
         sys.stdout.flush()
         os.kill(os.getpid(), signal.SIGKILL)
 
-    async def _call(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
+    async def intercept(self, operation: str, path: str, call: Callable[[], Awaitable[T]]) -> T:
         self.count += 1
         number = self.count
         if number == self.at and not self.after:
             self._die(number, operation, "before")
         try:
-            return await super()._call(operation, call)
+            return await super().intercept(operation, path, call)
         finally:
             if number == self.at and self.after:
                 self._die(number, operation, "after")

@@ -13,14 +13,15 @@ import math
 import resource
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import psutil
 
 from aiocommit.errors import StoreError, Throttled, Transient
-from aiocommit.stores.base import FileStatus, Store, StoreCapabilities
+from aiocommit.stores.base import Store
+from aiocommit.stores.wrapper import StoreWrapper
 
 T = TypeVar("T")
 
@@ -98,7 +99,7 @@ class OpMeter:
         return self.calls - self.throttled - self.transient
 
 
-class MeteredStore:
+class MeteredStore(StoreWrapper):
     """A transparent store wrapper that meters every call (see the module docstring).
 
     ``timeline`` counts served calls per ``step`` seconds since ``reset``, and
@@ -106,7 +107,7 @@ class MeteredStore:
     """
 
     def __init__(self, inner: Store, *, step: float = 0.1) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.step = step
         self.reset()
 
@@ -117,16 +118,6 @@ class MeteredStore:
         self.started = time.perf_counter()
         self.timeline: list[int] = []
         self.throttle_timeline: list[int] = []
-
-    @property
-    def capabilities(self) -> StoreCapabilities:
-        return self.inner.capabilities
-
-    def qualify(self, path: str) -> str:
-        return self.inner.qualify(path)
-
-    def unqualify(self, uri: str) -> str:
-        return self.inner.unqualify(uri)
 
     def _tick(self, timeline: list[int], now: float) -> None:
         slot = int((now - self.started) / self.step)
@@ -140,7 +131,7 @@ class MeteredStore:
             meter = self.ops[operation] = OpMeter()
         return meter
 
-    async def _call(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
+    async def intercept(self, operation: str, path: str, call: Callable[[], Awaitable[T]]) -> T:
         meter = self._meter(operation)
         self.in_flight += 1
         if self.in_flight > self.peak_in_flight:
@@ -159,9 +150,6 @@ class MeteredStore:
         except StoreError:
             meter.refused += 1
             raise
-        except StopAsyncIteration:
-            meter = self._meter("list_end")  # the end of a listing: not a store call
-            raise
         finally:
             now = time.perf_counter()
             self.in_flight -= 1
@@ -169,62 +157,10 @@ class MeteredStore:
             meter.latency.add(now - begin)
             self._tick(self.throttle_timeline if throttled else self.timeline, now)
 
-    async def list_dir(self, path: str) -> AsyncIterator[list[FileStatus]]:
-        """Each page fetch is a ``list_dir`` call; the fetch that finds no further page is
-        metered apart as ``list_end`` (a real store learns that from the last page, so it
-        is not a call; ``FaultyStore`` does inject latency into it)."""
-        iterator = self.inner.list_dir(path).__aiter__()
-        try:
-            while True:
-                try:
-                    page = await self._call("list_dir", iterator.__anext__)
-                except StopAsyncIteration:
-                    return
-                yield page
-        finally:
-            aclose = getattr(iterator, "aclose", None)
-            if aclose is not None:
-                await aclose()
-
-    async def stat(self, path: str) -> FileStatus:
-        return await self._call("stat", lambda: self.inner.stat(path))
-
-    async def mkdirs(self, path: str) -> None:
-        await self._call("mkdirs", lambda: self.inner.mkdirs(path))
-
-    async def delete(self, path: str, *, recursive: bool = False) -> bool:
-        return await self._call("delete", lambda: self.inner.delete(path, recursive=recursive))
-
-    async def rename(
-        self, source: str, dest: str, *, overwrite: bool = False, source_etag: str | None = None
-    ) -> None:
-        await self._call(
-            "rename",
-            lambda: self.inner.rename(source, dest, overwrite=overwrite, source_etag=source_etag),
-        )
-
-    async def read_bytes(self, path: str) -> bytes:
-        return await self._call("read_bytes", lambda: self.inner.read_bytes(path))
-
-    async def write_bytes(self, path: str, data: bytes, *, overwrite: bool = True) -> FileStatus:
-        return await self._call(
-            "write_bytes", lambda: self.inner.write_bytes(path, data, overwrite=overwrite)
-        )
-
-    async def upload_file(
-        self, local_path: str, path: str, *, overwrite: bool = True
-    ) -> FileStatus:
-        return await self._call(
-            "upload_file", lambda: self.inner.upload_file(local_path, path, overwrite=overwrite)
-        )
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
     # -- figures ---------------------------------------------------------------------------
 
     def _calls(self) -> list[OpMeter]:
-        return [meter for name, meter in self.ops.items() if name != "list_end"]
+        return list(self.ops.values())
 
     @property
     def calls(self) -> int:

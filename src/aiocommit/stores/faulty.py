@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 import anyio
 
 from aiocommit.errors import StoreError, Throttled, Transient
-from aiocommit.stores.base import FileStatus, Store, StoreCapabilities
+from aiocommit.stores.base import Store
+from aiocommit.stores.wrapper import StoreWrapper
 
 T = TypeVar("T")
 
@@ -95,27 +96,17 @@ class InjectedFailure(StoreError):
     """A permanent failure injected by ``FaultyStore``; never retried."""
 
 
-class FaultyStore:
+class FaultyStore(StoreWrapper):
     """Wraps ``inner`` and injects ``faults``; otherwise behaves exactly like it."""
 
     def __init__(self, inner: Store, faults: Faults | None = None):
-        self.inner = inner
+        super().__init__(inner)
         self.faults = faults or Faults()
         self.counts = FaultCounts()
         self._seen: dict[tuple[str, str], int] = {}
         self._burst_left = 0
         self._window_start = time.monotonic()
         self._window_calls = 0
-
-    @property
-    def capabilities(self) -> StoreCapabilities:
-        return self.inner.capabilities
-
-    def qualify(self, path: str) -> str:
-        return self.inner.qualify(path)
-
-    def unqualify(self, uri: str) -> str:
-        return self.inner.unqualify(uri)
 
     def _chance(self, operation: str, path: str, nth: int) -> Callable[[str], float]:
         seed = self.faults.seed
@@ -143,7 +134,7 @@ class FaultyStore:
         self._window_calls += 1
         return False
 
-    async def _inject(self, operation: str, path: str, call: Callable[[], Awaitable[T]]) -> T:
+    async def intercept(self, operation: str, path: str, call: Callable[[], Awaitable[T]]) -> T:
         faults = self.faults
         if operation not in faults.operations:
             return await call()
@@ -195,65 +186,3 @@ class FaultyStore:
             counts.lost_responses += 1
             raise Transient("injected lost response (applied)", path=path, operation=operation)
         return result
-
-    async def list_dir(self, path: str) -> AsyncIterator[list[FileStatus]]:
-        """Each page is one faulty call; the end of the listing costs none (a real store
-        says so with the last page)."""
-        iterator = self.inner.list_dir(path).__aiter__()
-        page: list[FileStatus] | None = None
-        first = True
-        while True:
-            try:
-                page = await iterator.__anext__()
-            except StopAsyncIteration:
-                if not first:
-                    return
-                page = []  # an empty directory still takes one call
-            first = False
-
-            async def served(page: list[FileStatus] = page) -> list[FileStatus]:
-                return page
-
-            yield await self._inject("list_dir", path, served)
-            if not page:
-                return
-
-    async def stat(self, path: str) -> FileStatus:
-        return await self._inject("stat", path, lambda: self.inner.stat(path))
-
-    async def mkdirs(self, path: str) -> None:
-        await self._inject("mkdirs", path, lambda: self.inner.mkdirs(path))
-
-    async def delete(self, path: str, *, recursive: bool = False) -> bool:
-        return await self._inject(
-            "delete", path, lambda: self.inner.delete(path, recursive=recursive)
-        )
-
-    async def rename(
-        self, source: str, dest: str, *, overwrite: bool = False, source_etag: str | None = None
-    ) -> None:
-        await self._inject(
-            "rename",
-            source,
-            lambda: self.inner.rename(source, dest, overwrite=overwrite, source_etag=source_etag),
-        )
-
-    async def read_bytes(self, path: str) -> bytes:
-        return await self._inject("read_bytes", path, lambda: self.inner.read_bytes(path))
-
-    async def write_bytes(self, path: str, data: bytes, *, overwrite: bool = True) -> FileStatus:
-        return await self._inject(
-            "write_bytes", path, lambda: self.inner.write_bytes(path, data, overwrite=overwrite)
-        )
-
-    async def upload_file(
-        self, local_path: str, path: str, *, overwrite: bool = True
-    ) -> FileStatus:
-        return await self._inject(
-            "upload_file",
-            path,
-            lambda: self.inner.upload_file(local_path, path, overwrite=overwrite),
-        )
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()

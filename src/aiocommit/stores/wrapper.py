@@ -1,0 +1,101 @@
+"""``StoreWrapper``: a store that passes every call to another through one hook.
+
+Fault injection (``FaultyStore``) and the stress harness's metering wrap a store this
+way: they override ``intercept`` and inherit the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
+
+from aiocommit.stores.base import FileStatus, Store, StoreCapabilities
+
+T = TypeVar("T")
+
+
+class StoreWrapper:
+    """Delegates to ``inner``; every store call goes through ``intercept``. A listing is
+    one call per page, and its end costs no call (a real store says so with the last
+    page); an empty directory's listing is one call that yields an empty page."""
+
+    def __init__(self, inner: Store):
+        self.inner = inner
+
+    async def intercept(self, operation: str, path: str, call: Callable[[], Awaitable[T]]) -> T:
+        """Run ``call`` (the wrapped store's ``operation`` on ``path``)."""
+        return await call()
+
+    @property
+    def capabilities(self) -> StoreCapabilities:
+        return self.inner.capabilities
+
+    def qualify(self, path: str) -> str:
+        return self.inner.qualify(path)
+
+    def unqualify(self, uri: str) -> str:
+        return self.inner.unqualify(uri)
+
+    async def list_dir(self, path: str) -> AsyncIterator[list[FileStatus]]:
+        iterator = self.inner.list_dir(path).__aiter__()
+        first = True
+        try:
+            while True:
+                try:
+                    page = await iterator.__anext__()
+                except StopAsyncIteration:
+                    if not first:
+                        return
+                    page = []
+                first = False
+
+                async def served(page: list[FileStatus] = page) -> list[FileStatus]:
+                    return page
+
+                yield await self.intercept("list_dir", path, served)
+                if not page:
+                    return
+        finally:
+            aclose = getattr(iterator, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    async def stat(self, path: str) -> FileStatus:
+        return await self.intercept("stat", path, lambda: self.inner.stat(path))
+
+    async def mkdirs(self, path: str) -> None:
+        await self.intercept("mkdirs", path, lambda: self.inner.mkdirs(path))
+
+    async def delete(self, path: str, *, recursive: bool = False) -> bool:
+        return await self.intercept(
+            "delete", path, lambda: self.inner.delete(path, recursive=recursive)
+        )
+
+    async def rename(
+        self, source: str, dest: str, *, overwrite: bool = False, source_etag: str | None = None
+    ) -> None:
+        await self.intercept(
+            "rename",
+            source,
+            lambda: self.inner.rename(source, dest, overwrite=overwrite, source_etag=source_etag),
+        )
+
+    async def read_bytes(self, path: str) -> bytes:
+        return await self.intercept("read_bytes", path, lambda: self.inner.read_bytes(path))
+
+    async def write_bytes(self, path: str, data: bytes, *, overwrite: bool = True) -> FileStatus:
+        return await self.intercept(
+            "write_bytes", path, lambda: self.inner.write_bytes(path, data, overwrite=overwrite)
+        )
+
+    async def upload_file(
+        self, local_path: str, path: str, *, overwrite: bool = True
+    ) -> FileStatus:
+        return await self.intercept(
+            "upload_file",
+            path,
+            lambda: self.inner.upload_file(local_path, path, overwrite=overwrite),
+        )
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
