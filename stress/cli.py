@@ -202,7 +202,9 @@ def commit_options(concurrency: int = 256) -> Callable[[F], F]:
         ),
         click.option("--min-concurrency", type=int, default=4, show_default=True),
         click.option("--rate-limit", type=float, default=None, help="Store calls per second."),
-        click.option("--max-attempts", type=int, default=10, show_default=True),
+        click.option(
+            "--max-attempts", type=int, default=CommitOptions.max_attempts, show_default=True
+        ),
         click.option("--validate-output", is_flag=True, help="Engine's own output validation."),
     )
 

@@ -39,7 +39,7 @@ class CommitOptions:
         None, None, "Directory deletes per second, shared per store client."
     )
     max_attempts: int = _option(
-        10, None, "Attempts per store operation, the first included, before its error surfaces."
+        20, None, "Attempts per store operation, the first included, before its error surfaces."
     )
     retry_budget_seconds: float = _option(
         300.0, None, "Longest time one store operation may spend retrying."

@@ -22,7 +22,7 @@ class RetryPolicy:
     from the first attempt is not made.
     """
 
-    max_attempts: int = 10
+    max_attempts: int = 20
     budget_seconds: float = 300.0
     base_delay: float = 0.05
     max_delay: float = 20.0
