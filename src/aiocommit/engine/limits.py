@@ -52,7 +52,6 @@ class AdaptiveLimiter:
         self._waiters: deque[anyio.Event] = deque()
         self._epoch = 0
         self._successes = 0
-        self.decreases = 0
         self.peak_in_flight = 0
 
     @property
@@ -126,7 +125,6 @@ class AdaptiveLimiter:
         if new_limit == self._limit:
             return False
         self._set_limit(new_limit)
-        self.decreases += 1
         return True
 
 

@@ -111,8 +111,9 @@ class StoreOperations:
         function: Callable[[], Awaitable[T]],
         *,
         rate: RateLimiter | None = None,
-    ) -> tuple[T, int]:
-        """Run ``function`` with limits, statistics and retries; return (result, attempts)."""
+    ) -> T:
+        """Run ``function`` with limits, statistics and retries. The error that ends the
+        retries carries ``attempts``, so callers can tell a possibly-applied call."""
         started = self.retry.clock()
         attempt = 0
         delay = 0.0
@@ -123,7 +124,7 @@ class StoreOperations:
                 if waited:
                     self.stats.record_duration(S.STORE_IO_RATE_LIMITED, waited * 1000)
             try:
-                return await self._attempt(statistic, function), attempt
+                return await self._attempt(statistic, function)
             except StoreError as error:
                 delay = await self._backoff(error, attempt, delay, started)
 
@@ -159,8 +160,7 @@ class StoreOperations:
                     await aclose()
 
     async def stat(self, path: str) -> FileStatus:
-        result, _ = await self._call(S.OP_GET_FILE_STATUS, lambda: self.store.stat(path))
-        return result
+        return await self._call(S.OP_GET_FILE_STATUS, lambda: self.store.stat(path))
 
     async def stat_or_none(self, path: str) -> FileStatus | None:
         try:
@@ -174,21 +174,19 @@ class StoreOperations:
     async def delete(self, path: str, *, recursive: bool = False) -> bool:
         statistic = S.OP_DELETE_DIR if recursive else S.OP_DELETE
         rate = self._delete_rate if recursive else None
-        result, _ = await self._call(
+        return await self._call(
             statistic, lambda: self.store.delete(path, recursive=recursive), rate=rate
         )
-        return result
 
     async def rename(
         self, source: str, dest: str, *, overwrite: bool = False, source_etag: str | None = None
-    ) -> int:
-        """Rename; returns the number of attempts made (>1 means an earlier one may have
-        been applied although it reported failure)."""
-        _, attempts = await self._call(
+    ) -> None:
+        """Rename; an error after more than one attempt (``error.attempts``) may follow an
+        earlier attempt that was applied although it reported failure."""
+        await self._call(
             S.OP_RENAME,
             lambda: self.store.rename(source, dest, overwrite=overwrite, source_etag=source_etag),
         )
-        return attempts
 
     async def publish_bytes(self, temporary: str, final: str, data: bytes) -> None:
         """Write ``data`` to ``temporary`` and rename it over ``final``, so readers see the
@@ -203,11 +201,9 @@ class StoreOperations:
                 raise
 
     async def read_bytes(self, path: str) -> bytes:
-        result, _ = await self._call(S.OP_READ, lambda: self.store.read_bytes(path))
-        return result
+        return await self._call(S.OP_READ, lambda: self.store.read_bytes(path))
 
     async def write_bytes(self, path: str, data: bytes, *, overwrite: bool = True) -> FileStatus:
-        result, _ = await self._call(
+        return await self._call(
             S.OP_WRITE, lambda: self.store.write_bytes(path, data, overwrite=overwrite)
         )
-        return result

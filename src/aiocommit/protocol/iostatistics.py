@@ -84,10 +84,6 @@ class IOStatistics:
             raise
         self.record_duration(name, (time.perf_counter() - start) * 1000)
 
-    def mean_ms(self, name: str) -> float:
-        mean = self.means.get(name + ".mean")
-        return mean.sum / mean.samples if mean and mean.samples else 0.0
-
     def aggregate(self, other: IOStatisticsSnapshot | IOStatistics) -> None:
         """Add another set of statistics into this one, as Hadoop's ``aggregate`` does."""
         means = other.meanstatistics if isinstance(other, IOStatisticsSnapshot) else other.means

@@ -56,10 +56,6 @@ class StageContext:
         extra = {"job_id": self.layout.job_id, "task_attempt_id": self.task_attempt_id or "-"}
         self.log = ContextAdapter(logger, extra)
 
-    @property
-    def store(self) -> object:
-        return self.ops.store
-
     def qualify(self, path: str) -> str:
         return self.ops.store.qualify(path)
 
