@@ -11,7 +11,6 @@ Tasks write under their own attempt directory and ``commit_task`` saves a manife
 """
 
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job, setup_job
-from aiocommit.engine.options import CommitOptions
 from aiocommit.engine.task import TaskAttempt, abort_task, commit_task, setup_task, task_attempt
 from aiocommit.errors import (
     AiocommitError,
@@ -27,6 +26,7 @@ from aiocommit.errors import (
     Throttled,
     Transient,
 )
+from aiocommit.options import CommitOptions
 from aiocommit.protocol.ids import new_job_id
 from aiocommit.protocol.manifest import TaskManifest
 from aiocommit.protocol.success import SuccessData

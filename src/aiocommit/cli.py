@@ -39,9 +39,9 @@ from rich.table import Table
 from rich.text import Text
 
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job
-from aiocommit.engine.options import CommitOptions
 from aiocommit.errors import AiocommitError, CommitError, ManifestError, NotFound
 from aiocommit.observability import configure_logging
+from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatisticsSnapshot
 from aiocommit.protocol.layout import (
@@ -1113,19 +1113,11 @@ def cleanup(
 
 
 def _load_stress() -> click.Command:
-    """``stress.cli.main``; the harness lives in the source checkout, so when it is not
-    importable the current directory is tried as one."""
-    try:
-        module = importlib.import_module("stress.cli")
-    except ImportError:
-        checkout = os.getcwd()
-        if not os.path.isfile(os.path.join(checkout, "stress", "cli.py")) or checkout in sys.path:
-            raise
-        sys.path.insert(0, checkout)
-        module = importlib.import_module("stress.cli")
+    """``aiocommit.stress.cli.main``, imported only when ``stress`` runs (needs ``[stress]``)."""
+    module = importlib.import_module("aiocommit.stress.cli")
     command = getattr(module, "main", None)
     if not isinstance(command, click.Command):
-        raise ImportError("stress.cli.main is not a click command")
+        raise ImportError("aiocommit.stress.cli.main is not a click command")
     return command
 
 
@@ -1141,8 +1133,7 @@ def stress(args: tuple[str, ...]) -> None:
     except ImportError as error:
         _fail(
             EXIT_UNAVAILABLE,
-            f"the stress harness is not installed ({error}); it lives in the source "
-            "checkout: run `aiocommit stress` or `python -m stress` from the repository root",
+            f"the stress harness needs its extra ({error}): pip install 'aiocommit[stress]'",
         )
     stress_main.main(args=list(args), prog_name="aiocommit stress", standalone_mode=True)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from aiocommit.cli import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE, ProgressBar
-from aiocommit.engine.options import CommitOptions
+from aiocommit.options import CommitOptions
 from aiocommit.protocol.success import decode_success
 from aiocommit.stages.context import Progress
 from tests.cli.conftest import Cli, Dest, one_error_line

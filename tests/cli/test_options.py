@@ -13,7 +13,7 @@ from aiocommit.cli import (
     option_flag,
     option_name,
 )
-from aiocommit.engine.options import CommitOptions
+from aiocommit.options import CommitOptions
 from tests.cli.conftest import Cli
 
 

@@ -9,7 +9,7 @@ import types
 import pytest
 
 from aiocommit.cli import format_default, option_flag
-from aiocommit.engine.options import CommitOptions
+from aiocommit.options import CommitOptions
 from tests.docs.conftest import DOCS, options_hook
 
 PAGE = DOCS / "configuration.md"

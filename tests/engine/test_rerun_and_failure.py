@@ -7,7 +7,7 @@ import anyio
 import pytest
 
 from aiocommit import CommitError, CommitOptions, abort_job, commit_job
-from aiocommit.engine.operations import StoreOperations
+from aiocommit.io.operations import StoreOperations
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.stores.base import Store, join

@@ -84,7 +84,7 @@ async def test_rate_limit_caps_operations_per_second() -> None:
 
 
 async def test_rate_limiter_is_shared_by_jobs_on_one_store() -> None:
-    from aiocommit.engine.limits import rate_limiter_for
+    from aiocommit.io.limits import rate_limiter_for
 
     store = MemoryStore("shared")
     first = rate_limiter_for(store, "io", 100)

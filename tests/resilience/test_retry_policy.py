@@ -6,9 +6,6 @@ import random
 
 import pytest
 
-from aiocommit.engine.operations import StoreOperations
-from aiocommit.engine.options import CommitOptions
-from aiocommit.engine.retry import RetryPolicy
 from aiocommit.errors import (
     AlreadyExists,
     NotFound,
@@ -18,6 +15,9 @@ from aiocommit.errors import (
     Throttled,
     Transient,
 )
+from aiocommit.io.operations import StoreOperations
+from aiocommit.io.retry import RetryPolicy
+from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.stores.memory import MemoryStore

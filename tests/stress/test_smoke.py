@@ -9,18 +9,18 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from stress.cli import main
-from stress.jobgen import JobSpec, SizeDist, prepare_job
-from stress.metering import LatencyHistogram
-from stress.synthetic import DEST, SyntheticJob, SyntheticStore
-from stress.targets import open_target
-from stress.verify import verify_output
 
 from aiocommit import commit_job
 from aiocommit.errors import StoreError
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.success import decode_success, encode_success
 from aiocommit.stores.base import join
+from aiocommit.stress.cli import main
+from aiocommit.stress.jobgen import JobSpec, SizeDist, prepare_job
+from aiocommit.stress.metering import LatencyHistogram
+from aiocommit.stress.synthetic import DEST, SyntheticJob, SyntheticStore
+from aiocommit.stress.targets import open_target
+from aiocommit.stress.verify import verify_output
 
 
 def run(tmp_path: Path, *args: str) -> dict[str, Any]:

@@ -1,1 +1,1 @@
-"""The engine: options, store operations with limits and retries, and the public API."""
+"""The engine: job and task sessions and the public API (setup, commit, abort)."""

@@ -21,9 +21,9 @@ from importlib.metadata import PackageNotFoundError, version
 import anyio
 import msgspec
 
-from aiocommit.engine.options import CommitOptions
 from aiocommit.engine.session import new_statistics, open_context
 from aiocommit.errors import CommitError, ManifestError, NotFound
+from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.ids import new_job_id
 from aiocommit.protocol.iostatistics import IOStatistics, IOStatisticsSnapshot

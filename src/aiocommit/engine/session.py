@@ -7,8 +7,8 @@ from contextlib import asynccontextmanager
 
 import anyio
 
-from aiocommit.engine.operations import StoreOperations
-from aiocommit.engine.options import CommitOptions
+from aiocommit.io.operations import StoreOperations
+from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.layout import JobLayout

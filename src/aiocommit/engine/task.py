@@ -5,9 +5,9 @@ from __future__ import annotations
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
-from aiocommit.engine.options import CommitOptions
 from aiocommit.engine.session import open_context
 from aiocommit.errors import CommitError
+from aiocommit.options import CommitOptions
 from aiocommit.protocol.ids import check_id, task_attempt_id_for, task_id_for
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.protocol.manifest import TaskManifest

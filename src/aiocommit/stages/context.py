@@ -12,10 +12,10 @@ from typing import TypeVar
 
 import anyio
 
-from aiocommit.engine.operations import StoreOperations
-from aiocommit.engine.options import CommitOptions
 from aiocommit.errors import CommitError, StoreError
+from aiocommit.io.operations import StoreOperations
 from aiocommit.observability import ContextAdapter, stage_span
+from aiocommit.options import CommitOptions
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.layout import JobLayout
 

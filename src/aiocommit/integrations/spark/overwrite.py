@@ -39,8 +39,8 @@ import anyio
 import msgspec
 
 from aiocommit.engine.job import abort_job
-from aiocommit.engine.options import CommitOptions
 from aiocommit.errors import ManifestError, NotEmpty, NotFound, Throttled, Transient
+from aiocommit.options import CommitOptions
 from aiocommit.protocol.layout import SUCCESS, TEMPORARY
 from aiocommit.protocol.success import decode_success
 from aiocommit.stages.context import first_error

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from aiocommit.engine.options import CommitOptions
+from aiocommit.options import CommitOptions
 
 FORMATS = ("parquet", "csv", "json")
 PARQUET_CODECS = ("snappy", "gzip", "zstd", "lz4", "brotli", "none", "uncompressed")

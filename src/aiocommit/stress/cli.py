@@ -17,10 +17,10 @@ import anyio
 import click
 
 from aiocommit import CommitOptions
-from stress.jobgen import JobSpec, SizeDist
-from stress.report import DEFAULT_OUT, Reporter, write_json
-from stress.scenarios import Common
-from stress.targets import KINDS, FaultOptions
+from aiocommit.stress.jobgen import JobSpec, SizeDist
+from aiocommit.stress.report import DEFAULT_OUT, Reporter, write_json
+from aiocommit.stress.scenarios import Common
+from aiocommit.stress.targets import KINDS, FaultOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -318,7 +318,7 @@ def main() -> None:
 @output_options
 def job(**kw: Any) -> None:
     """One job commit at a given size."""
-    from stress.scenarios import job_scenario
+    from aiocommit.stress.scenarios import job_scenario
 
     spec, faults, options, common = _spec(kw), _faults(kw), _options(kw), _common(kw)
     _run(kw, lambda r: job_scenario(common, spec, faults, options, r))
@@ -333,7 +333,7 @@ def job(**kw: Any) -> None:
 @output_options
 def sweep_concurrency_command(**kw: Any) -> None:
     """Store ops/s vs concurrency at a fixed latency (plot: sweep_concurrency.png)."""
-    from stress.scenarios import sweep_concurrency
+    from aiocommit.stress.scenarios import sweep_concurrency
 
     values = _ints(kw.pop("concurrency_list"))
     spec, faults, options, common = _spec(kw), _faults(kw), _options(kw), _common(kw)
@@ -350,7 +350,7 @@ def sweep_concurrency_command(**kw: Any) -> None:
 def sweep_throttle_command(**kw: Any) -> None:
     """Goodput and retries as throttling rises, adaptive concurrency on and off
     (plot: sweep_throttle.png)."""
-    from stress.scenarios import sweep_throttle
+    from aiocommit.stress.scenarios import sweep_throttle
 
     values = _floats(kw.pop("throttle_list"))
     spec, faults, options, common = _spec(kw), _faults(kw), _options(kw), _common(kw)
@@ -372,7 +372,7 @@ def sweep_throttle_command(**kw: Any) -> None:
 @output_options
 def multi_job_command(**kw: Any) -> None:
     """Many concurrent jobs in one event loop sharing one store client."""
-    from stress.scenarios import multi_job
+    from aiocommit.stress.scenarios import multi_job
 
     jobs, shared = kw.pop("jobs"), kw.pop("shared_dest")
     spec, faults, options, common = _spec(kw), _faults(kw), _options(kw), _common(kw)
@@ -396,7 +396,7 @@ def multi_job_command(**kw: Any) -> None:
 def capacity(**kw: Any) -> None:
     """A store that serves at most R calls/s: adaptive concurrency on (no rate limit) and off
     (plot: capacity.png)."""
-    from stress.scenarios import capacity as run_capacity
+    from aiocommit.stress.scenarios import capacity as run_capacity
 
     rate = kw.pop("capacity_per_second")
     spec, faults, options, common = _spec(kw), _faults(kw), _options(kw), _common(kw)
@@ -411,7 +411,7 @@ def capacity(**kw: Any) -> None:
 @output_options
 def scale(**kw: Any) -> None:
     """A synthetic job of millions of files in this process: peak RSS is the engine's."""
-    from stress.synthetic import scale as run_scale
+    from aiocommit.stress.synthetic import scale as run_scale
 
     files, per_task, dirs = kw.pop("files"), kw.pop("files_per_task"), kw.pop("dirs")
     options = _options(kw)
@@ -430,7 +430,7 @@ def scale(**kw: Any) -> None:
 def crash(**kw: Any) -> None:
     """Job commits in a subprocess killed with SIGKILL at random points, re-run, verified
     (local store)."""
-    from stress.crash import crash as run_crash
+    from aiocommit.stress.crash import crash as run_crash
 
     runs, seed = kw.pop("runs"), kw["seed"]
     spec = _spec(kw)
@@ -469,7 +469,7 @@ def _latency_command(name: str, latency_ms: float) -> Callable[..., None]:
     @click.option("--seed", type=int, default=0, show_default=True)
     @output_options
     def command(**kw: Any) -> None:
-        from stress.bench import latency_bench
+        from aiocommit.stress.bench import latency_bench
 
         spec = JobSpec(
             tasks=kw.pop("tasks"),
@@ -503,7 +503,7 @@ bench.command("w2")(_latency_command("W2", 50.0))
 @output_options
 def bench_cpu(**kw: Any) -> None:
     """CPU seconds per rename of the W1 job at 0 ms (engine cost per operation)."""
-    from stress.bench import cpu_bench
+    from aiocommit.stress.bench import cpu_bench
 
     spec = JobSpec(
         tasks=kw.pop("tasks"), files_per_task=kw.pop("files_per_task"), dirs=kw.pop("dirs")
@@ -524,7 +524,7 @@ def bench_cpu(**kw: Any) -> None:
 @output_options
 def bench_task_scan(**kw: Any) -> None:
     """Task commit of a D-dir x F-file tree at L ms (parallel scan) vs a sequential scan."""
-    from stress.bench import task_scan_bench
+    from aiocommit.stress.bench import task_scan_bench
 
     dirs, per_dir, depth = kw.pop("dirs"), kw.pop("files_per_dir"), kw.pop("depth")
     latency = kw.pop("latency_ms")
@@ -547,7 +547,7 @@ def bench_task_scan(**kw: Any) -> None:
 @output_options
 def bench_scale(**kw: Any) -> None:
     """Peak RSS of the synthetic job commit at several file counts."""
-    from stress.bench import scale_bench
+    from aiocommit.stress.bench import scale_bench
 
     sizes = _ints(kw.pop("sizes"))
     per_task, dirs, concurrency = kw.pop("files_per_task"), kw.pop("dirs"), kw.pop("concurrency")
@@ -562,7 +562,7 @@ def bench_scale(**kw: Any) -> None:
 @output_options
 def bench_crash(**kw: Any) -> None:
     """200 SIGKILLs at random points of a job commit, each re-run and verified."""
-    from stress.crash import crash as run_crash
+    from aiocommit.stress.crash import crash as run_crash
 
     runs, seed, workdir = kw.pop("runs"), kw.pop("seed"), kw.pop("workdir")
     spec = JobSpec(

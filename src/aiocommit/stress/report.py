@@ -27,19 +27,13 @@ from rich.table import Table
 
 from aiocommit import Progress as CommitProgress
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "out"
-#: the directory holding the ``stress`` package, for ``python -m stress`` subprocesses
-REPO_ROOT = Path(__file__).resolve().parent.parent
+#: reports and plots go here unless ``--out`` says otherwise (relative to the working directory)
+DEFAULT_OUT = Path(os.environ.get("AIOCOMMIT_STRESS_OUT", "stress-out"))
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
-    """This environment, with the ``stress`` package importable from anywhere."""
-    path = os.environ.get("PYTHONPATH")
-    return {
-        **os.environ,
-        "PYTHONPATH": str(REPO_ROOT) + (os.pathsep + path if path else ""),
-        **extra,
-    }
+    """This environment plus ``extra``, for ``python -m aiocommit.stress`` subprocesses."""
+    return {**os.environ, **extra}
 
 
 class Reporter:

@@ -28,9 +28,9 @@ from aiocommit.protocol.layout import MANIFEST_SUFFIX, JobLayout
 from aiocommit.protocol.manifest import DirEntry, DirState, FileEntry, TaskManifest
 from aiocommit.protocol.success import SuccessData, decode_success
 from aiocommit.stores.base import FileStatus, StoreCapabilities
-from stress.metering import CpuClock, MeteredStore, RssSampler, max_rss_bytes
-from stress.report import Reporter, mb, run_table
-from stress.runner import options_dict
+from aiocommit.stress.metering import CpuClock, MeteredStore, RssSampler, max_rss_bytes
+from aiocommit.stress.report import Reporter, mb, run_table
+from aiocommit.stress.runner import options_dict
 
 SCHEME = "synthetic://"
 DEST = "/synthetic/dest"

@@ -16,12 +16,12 @@ import anyio
 from aiocommit import CommitOptions, commit_job
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.success import SuccessData
-from stress.jobgen import JobSpec, PreparedJob
-from stress.metering import CpuClock, MeteredStore, RssSampler
-from stress.report import Reporter, grid_table, plot
-from stress.runner import CommitRun, measured_commit, options_dict, prepare
-from stress.targets import FaultOptions, open_target
-from stress.verify import Verification, verify_output
+from aiocommit.stress.jobgen import JobSpec, PreparedJob
+from aiocommit.stress.metering import CpuClock, MeteredStore, RssSampler
+from aiocommit.stress.report import Reporter, grid_table, plot
+from aiocommit.stress.runner import CommitRun, measured_commit, options_dict, prepare
+from aiocommit.stress.targets import FaultOptions, open_target
+from aiocommit.stress.verify import Verification, verify_output
 
 
 @dataclasses.dataclass
@@ -348,7 +348,7 @@ async def multi_job(
                     prefix=f"job={index:03d}" if shared_dest else spec.prefix,
                 )
                 if dest is not None:
-                    from stress.jobgen import prepare_job
+                    from aiocommit.stress.jobgen import prepare_job
 
                     with reporter.bar(f"preparing job {index}", job_spec.tasks) as advance:
                         prepared.append(

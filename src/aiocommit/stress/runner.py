@@ -18,11 +18,11 @@ from typing import Any
 from aiocommit import CommitOptions, commit_job
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.success import SuccessData
-from stress.jobgen import JobSpec, PreparedJob, prepare_job
-from stress.metering import CpuClock, MeteredStore, RssSampler
-from stress.report import Reporter, mb, run_table
-from stress.targets import FaultOptions, Target
-from stress.verify import Verification, verify_output
+from aiocommit.stress.jobgen import JobSpec, PreparedJob, prepare_job
+from aiocommit.stress.metering import CpuClock, MeteredStore, RssSampler
+from aiocommit.stress.report import Reporter, mb, run_table
+from aiocommit.stress.targets import FaultOptions, Target
+from aiocommit.stress.verify import Verification, verify_output
 
 #: iostatistics counters copied into every report
 ENGINE_COUNTERS = (

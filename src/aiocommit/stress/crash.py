@@ -31,12 +31,12 @@ from aiocommit import CommitOptions, commit_job
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.stores.base import Store
 from aiocommit.stores.local import LocalStore
-from stress.jobgen import JobSpec
-from stress.metering import MeteredStore
-from stress.report import Reporter, grid_table, subprocess_env
-from stress.runner import prepare
-from stress.targets import FaultOptions, open_target
-from stress.verify import verify_output, walk
+from aiocommit.stress.jobgen import JobSpec
+from aiocommit.stress.metering import MeteredStore
+from aiocommit.stress.report import Reporter, grid_table, subprocess_env
+from aiocommit.stress.runner import prepare
+from aiocommit.stress.targets import FaultOptions, open_target
+from aiocommit.stress.verify import verify_output, walk
 
 T = TypeVar("T")
 
@@ -93,7 +93,7 @@ async def _run_child(
 ) -> ChildResult:
     env = subprocess_env(TMPDIR=tmpdir)
     process: Process = await anyio.open_process(
-        [sys.executable, "-m", "stress", "crash-child", *args],
+        [sys.executable, "-m", "aiocommit.stress", "crash-child", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,

@@ -4,10 +4,10 @@ import sys
 
 if len(sys.argv) > 1 and sys.argv[1] == "crash-child":
     # the crash scenario's child: started hundreds of times, so no click or rich
-    from stress.crash import child_main
+    from aiocommit.stress.crash import child_main
 
     child_main(sys.argv[2:])
 else:
-    from stress.cli import main
+    from aiocommit.stress.cli import main
 
     main(prog_name="python -m stress")

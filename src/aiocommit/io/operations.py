@@ -9,10 +9,10 @@ from typing import TypeVar
 
 import anyio
 
-from aiocommit.engine.limits import AdaptiveLimiter, RateLimiter, rate_limiter_for
-from aiocommit.engine.options import CommitOptions
-from aiocommit.engine.retry import RetryPolicy
 from aiocommit.errors import NotFound, StoreError, Throttled, Transient
+from aiocommit.io.limits import AdaptiveLimiter, RateLimiter, rate_limiter_for
+from aiocommit.io.retry import RetryPolicy
+from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.stores.base import FileStatus, Store, StoreCapabilities

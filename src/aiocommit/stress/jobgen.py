@@ -21,14 +21,14 @@ import anyio
 import anyio.to_thread
 
 from aiocommit import CommitError, abort_task, commit_task, setup_job, setup_task
-from aiocommit.engine.options import CommitOptions
 from aiocommit.engine.task import TaskAttempt
+from aiocommit.options import CommitOptions
 from aiocommit.protocol.layout import TEMP_MANIFEST_SUFFIX
 from aiocommit.protocol.manifest import TaskManifest
 from aiocommit.stores.base import Store, relative_to
 from aiocommit.stores.faulty import Faults, FaultyStore
-from stress.targets import Target
-from stress.verify import Expected, ExpectedFile
+from aiocommit.stress.targets import Target
+from aiocommit.stress.verify import Expected, ExpectedFile
 
 PARTITION_KEYS = ("date", "hour", "region", "bucket", "shard", "tenant", "kind", "level")
 #: characters that trip URL-escaping and quoting bugs; never "/", NUL, or a trailing dot

@@ -25,13 +25,13 @@ import anyio
 
 from aiocommit import CommitOptions, commit_job, commit_task, setup_job, setup_task
 from aiocommit.protocol import statistics as S
-from stress.jobgen import JobSpec, Writer
-from stress.metering import CpuClock, MeteredStore
-from stress.report import Reporter, grid_table, subprocess_env
-from stress.runner import measured_commit, prepare
-from stress.scenarios import Common, verdict
-from stress.targets import FaultOptions, open_target
-from stress.verify import Expected, ExpectedFile, verify_output
+from aiocommit.stress.jobgen import JobSpec, Writer
+from aiocommit.stress.metering import CpuClock, MeteredStore
+from aiocommit.stress.report import Reporter, grid_table, subprocess_env
+from aiocommit.stress.runner import measured_commit, prepare
+from aiocommit.stress.scenarios import Common, verdict
+from aiocommit.stress.targets import FaultOptions, open_target
+from aiocommit.stress.verify import Expected, ExpectedFile, verify_output
 
 #: Apache Hadoop 3.5.0 ManifestCommitter on the same workloads (seconds), for scale
 HADOOP_SECONDS = {("W1", 32): 41.6, ("W1", 256): 11.2, ("W2", 256): 28.1}
@@ -304,7 +304,7 @@ async def scale_bench(
             command = [
                 sys.executable,
                 "-m",
-                "stress",
+                "aiocommit.stress",
                 "scale",
                 "--files",
                 str(size),
