@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 import pyarrow as pa
@@ -25,7 +26,6 @@ from aiocommit.integrations.spark.committer import (
 from aiocommit.integrations.spark.files import (
     LocalFile,
     TaskOutput,
-    java_float_string,
     split_by_partition,
 )
 from aiocommit.integrations.spark.paths import (
@@ -35,6 +35,7 @@ from aiocommit.integrations.spark.paths import (
     unescape_path_name,
 )
 from aiocommit.integrations.spark.settings import TestHooks, WriteSettings
+from aiocommit.integrations.spark.values import java_float_string
 from aiocommit.stores.base import join
 from aiocommit.stores.memory import MemoryStore
 from aiocommit.stores.registry import open_store
@@ -154,11 +155,8 @@ def test_split_by_partition_groups_rows_and_drops_columns() -> None:
     }
 
 
-def test_task_output_row_groups_and_file_rollover(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(files_module, "MAX_OPEN_FILES", 2)
-    output = TaskOutput(
+def _task_output(tmp_path: Path, **extra: Any) -> TaskOutput:
+    return TaskOutput(
         fmt="parquet",
         compression="snappy",
         row_group_size=10,
@@ -166,21 +164,66 @@ def test_task_output_row_groups_and_file_rollover(
         local_dir=str(tmp_path),
         base_name="part-00000-job-1",
         partition_by=("k",),
+        **extra,
     )
-    for start in range(0, 90, 9):  # k cycles a, b, c: more partitions than open files
+
+
+def _cycling_batches(output: TaskOutput, keys: list[str], rows: int = 90) -> None:
+    for start in range(0, rows, 9):  # 9-row batches, k cycling through the keys
         ids = list(range(start, start + 9))
-        output.add(pa.record_batch({"id": ids, "k": [["a", "b", "c"][start // 9 % 3]] * 9}))
+        output.add(pa.record_batch({"id": ids, "k": [keys[start // 9 % len(keys)]] * 9}))
+
+
+def _ids(done: list[LocalFile]) -> list[int]:
+    tables = (pq.read_table(f.local_path)["id"].to_pylist() for f in done)
+    return sorted(itertools.chain.from_iterable(tables))
+
+
+def test_more_partitions_than_open_files_still_one_file_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As Spark (which sorts a task's rows by partition): one file per partition, even
+    past MAX_OPEN_FILES partitions (the rest are spilled and written sorted)."""
+    monkeypatch.setattr(files_module, "MAX_OPEN_FILES", 2)
+    output = _task_output(tmp_path)
+    _cycling_batches(output, ["a", "b", "c", "d", "e"])
     done = output.close()
-    assert sum(f.rows for f in done) == 90
-    assert len({f.relative for f in done}) == len(done) > 3  # rolled over to c001 names
+    assert sorted(f.relative for f in done) == [
+        f"k={k}/part-00000-job-1-c000.snappy.parquet" for k in "abcde"
+    ]
+    assert [f.rows for f in sorted(done, key=lambda f: f.relative)] == [18] * 5
     assert all(os.path.getsize(f.local_path) == f.size for f in done)
-    ids = sorted(
-        itertools.chain.from_iterable(pq.read_table(f.local_path)["id"].to_pylist() for f in done)
-    )
-    assert ids == list(range(90))
+    assert _ids(done) == list(range(90))
+    assert not os.path.exists(output.spill_path)
     for local in done:
         meta = pq.ParquetFile(local.local_path).metadata
         assert all(meta.row_group(i).num_rows <= 10 for i in range(meta.num_row_groups))
+
+
+def test_max_records_per_file_rolls_over_per_partition(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(files_module, "MAX_OPEN_FILES", 2)
+    output = _task_output(tmp_path, max_records_per_file=20)
+    _cycling_batches(output, ["a", "b", "c"], rows=81)  # 27 rows per partition: 20 + 7
+    done = output.close()
+    by_name = {f.relative: f.rows for f in done}
+    assert by_name == {
+        f"k={k}/part-00000-job-1-c00{n}.snappy.parquet": rows
+        for k in "abc"
+        for n, rows in ((0, 20), (1, 7))
+    }
+    assert _ids(done) == list(range(81))
+
+
+def test_parquet_footer_carries_sparks_schema(tmp_path: Path) -> None:
+    metadata = {"org.apache.spark.sql.parquet.row.metadata": '{"type":"struct","fields":[]}'}
+    output = _task_output(tmp_path, parquet_metadata=metadata)
+    _cycling_batches(output, ["a"], rows=9)
+    (done,) = output.close()
+    footer = pq.read_metadata(done.local_path).metadata
+    assert footer[b"org.apache.spark.sql.parquet.row.metadata"] == b'{"type":"struct","fields":[]}'
+    assert b"ARROW:schema" not in footer  # as Spark's files: only Spark's keys
 
 
 # -- the commit protocol, without Spark ---------------------------------------------

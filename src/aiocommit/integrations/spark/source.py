@@ -53,6 +53,7 @@ from aiocommit.integrations.spark.committer import (
     prepare_job,
 )
 from aiocommit.integrations.spark.files import TaskOutput
+from aiocommit.integrations.spark.schema import parquet_metadata
 from aiocommit.integrations.spark.settings import WriteSettings
 from aiocommit.protocol.ids import new_job_id
 
@@ -179,6 +180,8 @@ class AiocommitWriter(DataSourceArrowWriter):
                 local_dir=local_dir,
                 base_name=f"part-{partition:05d}-{core}-{spark_attempt}",
                 partition_by=settings.partition_by,
+                max_records_per_file=settings.max_records_per_file,
+                parquet_metadata=parquet_metadata(self.schema, settings.partition_by),
             )
             try:
                 for batch in iterator:
