@@ -6,8 +6,8 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -189,7 +189,7 @@ def test_more_partitions_than_open_files_still_one_file_each(
     _cycling_batches(output, ["a", "b", "c", "d", "e"])
     done = output.close()
     assert sorted(f.relative for f in done) == [
-        f"k={k}/part-00000-job-1-c000.snappy.parquet" for k in "abcde"
+        f"k={k}/part-00000-job-1.c000.snappy.parquet" for k in "abcde"
     ]
     assert [f.rows for f in sorted(done, key=lambda f: f.relative)] == [18] * 5
     assert all(os.path.getsize(f.local_path) == f.size for f in done)
@@ -209,7 +209,7 @@ def test_max_records_per_file_rolls_over_per_partition(
     done = output.close()
     by_name = {f.relative: f.rows for f in done}
     assert by_name == {
-        f"k={k}/part-00000-job-1-c00{n}.snappy.parquet": rows
+        f"k={k}/part-00000-job-1.c00{n}.snappy.parquet": rows
         for k in "abc"
         for n, rows in ((0, 20), (1, 7))
     }

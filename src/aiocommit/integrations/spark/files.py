@@ -98,13 +98,13 @@ class ParquetSink:
         row_group_size: int,
         metadata: dict[str, str] | None = None,
     ) -> None:
-        if metadata:
-            schema = schema.with_metadata(metadata)
         self.schema = schema
         self.row_group_size = row_group_size
         self.writer = pq.ParquetWriter(
             path, schema, compression=compression or "none", store_schema=not metadata
         )
+        if metadata:
+            self.writer.add_key_value_metadata(metadata)
         self.buffer: list[pa.RecordBatch] = []
         self.buffered_rows = 0
         self.buffered_bytes = 0
@@ -239,7 +239,9 @@ class TaskOutput:
             return found[0]
         number = self.file_numbers.get(partition, 0)
         self.file_numbers[partition] = number + 1
-        name = f"{self.base_name}-c{number:03d}{extension(self.fmt, self.compression)}"
+        # Spark's names: "-c000" unpartitioned, ".c000" in partition directories
+        counter = f"{'.' if partition else '-'}c{number:03d}"
+        name = f"{self.base_name}{counter}{extension(self.fmt, self.compression)}"
         relative = f"{partition}/{name}" if partition else name
         if self.in_place:
             local_path = os.path.join(self.local_dir, *relative.split("/"))

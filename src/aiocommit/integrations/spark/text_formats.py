@@ -59,7 +59,8 @@ def python_values(array: pa.Array) -> list[Any]:
     if pa.types.is_timestamp(array.type) and array.type.unit != "us":
         array = array.cast(pa.timestamp("us", array.type.tz))
     plain = integer_type(array.type)
-    return (array.cast(plain) if plain != array.type else array).to_pylist()
+    values: list[Any] = (array.cast(plain) if plain != array.type else array).to_pylist()
+    return values
 
 
 def _float(single: bool, quote_special: bool) -> Encoder:
