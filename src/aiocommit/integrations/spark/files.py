@@ -177,6 +177,7 @@ class TaskOutput:
         max_records_per_file: int = 0,
         parquet_metadata: dict[str, str] | None = None,
         in_place: bool = False,
+        scratch_dir: str | None = None,
     ) -> None:
         self.fmt = fmt
         self.compression = compression
@@ -192,7 +193,7 @@ class TaskOutput:
         self.finished: list[LocalFile] = []
         self.file_numbers: dict[str, int] = {}
         self.spill: pa.ipc.RecordBatchFileWriter | None = None
-        self.spill_path = os.path.join(local_dir, "_aiocommit_spill.arrow")
+        self.spill_path = os.path.join(scratch_dir or local_dir, "_aiocommit_spill.arrow")
         self.local_count = 0
         self.rows = 0
 

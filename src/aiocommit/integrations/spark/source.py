@@ -50,6 +50,7 @@ from aiocommit.integrations.spark.committer import (
     abort_write,
     commit_task_files,
     commit_write,
+    open_task_attempt,
     prepare_job,
 )
 from aiocommit.integrations.spark.files import TaskOutput
@@ -172,12 +173,19 @@ class AiocommitWriter(DataSourceArrowWriter):
             prefix=f"aiocommit-{partition}-{spark_attempt}-", dir=_local_root(settings)
         )
         try:
+            attempt_dir = asyncio.run(
+                open_task_attempt(
+                    settings, self.job_id, partition=partition, attempt_number=attempt_number
+                )
+            )
             output = TaskOutput(
                 fmt=settings.format,
                 compression=settings.compression,
                 row_group_size=settings.row_group_size,
                 header=settings.header,
-                local_dir=local_dir,
+                local_dir=attempt_dir or local_dir,
+                scratch_dir=local_dir,
+                in_place=attempt_dir is not None,
                 base_name=f"part-{partition:05d}-{core}-{spark_attempt}",
                 partition_by=settings.partition_by,
                 max_records_per_file=settings.max_records_per_file,
