@@ -82,7 +82,9 @@ class _Sink(Protocol):
     rows: int
     buffered_bytes: int
 
-    def add(self, batch: pa.RecordBatch) -> None: ...
+    def add(self, batch: pa.RecordBatch, nbytes: int | None = None) -> None:
+        """``nbytes``: the batch's Arrow size if the caller knows it (slices are slow
+        to measure)."""
 
     def flush(self) -> None: ...
 
@@ -110,12 +112,12 @@ class ParquetSink:
         self.buffered_bytes = 0
         self.rows = 0
 
-    def add(self, batch: pa.RecordBatch) -> None:
+    def add(self, batch: pa.RecordBatch, nbytes: int | None = None) -> None:
         if batch.num_rows == 0:
             return
         self.buffer.append(batch)
         self.buffered_rows += batch.num_rows
-        self.buffered_bytes += batch.nbytes
+        self.buffered_bytes += batch.nbytes if nbytes is None else nbytes
         self.rows += batch.num_rows
         if self.buffered_rows >= self.row_group_size:
             self._write(whole_groups_only=True)
@@ -126,6 +128,8 @@ class ParquetSink:
         if not self.buffer:
             return
         table = pa.Table.from_batches(self.buffer, schema=self.schema)
+        if len(self.buffer) > 1:  # many small slices (partitions): one chunk encodes faster
+            table = table.combine_chunks()
         size = self.row_group_size
         count = (table.num_rows // size) * size if whole_groups_only else table.num_rows
         self.writer.write_table(table.slice(0, count), row_group_size=size)
@@ -204,9 +208,10 @@ class TaskOutput:
         if not self.partition_by:
             self._write("", batch)
         else:
+            row_bytes = batch.nbytes / batch.num_rows
             for partition, part in split_by_partition(batch, self.partition_by):
                 if partition in self.file_numbers or len(self.open) < MAX_OPEN_FILES:
-                    self._write(partition, part)
+                    self._write(partition, part, row_bytes)
                 else:
                     self._spill(partition, part)
         self._bound_memory()
@@ -216,12 +221,13 @@ class TaskOutput:
         if not self.open and not self.finished:
             self._sink("", schema)
 
-    def _write(self, partition: str, part: pa.RecordBatch) -> None:
+    def _write(self, partition: str, part: pa.RecordBatch, row_bytes: float | None = None) -> None:
         limit = self.max_records_per_file
         while part.num_rows:
             sink = self._sink(partition, part.schema)
             take = min(part.num_rows, limit - sink.rows) if limit else part.num_rows
-            sink.add(part.slice(0, take) if take < part.num_rows else part)
+            nbytes = None if row_bytes is None else int(row_bytes * take)
+            sink.add(part.slice(0, take) if take < part.num_rows else part, nbytes)
             part = part.slice(take)
             if limit and sink.rows >= limit:
                 self._finish(partition)

@@ -178,7 +178,7 @@ class JsonSink:
         self.rows = 0
         self.buffered_bytes = 0
 
-    def add(self, batch: pa.RecordBatch) -> None:
+    def add(self, batch: pa.RecordBatch, nbytes: int | None = None) -> None:
         if not batch.num_rows:
             return
         columns = [python_values(c) for c in batch.columns]
@@ -210,7 +210,7 @@ class CsvSink:
         self.rows = 0
         self.buffered_bytes = 0
 
-    def add(self, batch: pa.RecordBatch) -> None:
+    def add(self, batch: pa.RecordBatch, nbytes: int | None = None) -> None:
         if not batch.num_rows:
             return
         columns = list(zip(self.encoders, (python_values(c) for c in batch.columns), strict=True))
