@@ -3,9 +3,11 @@ splitting and the commit/overwrite protocol against the memory and local stores.
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import os
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,14 @@ from aiocommit.integrations.spark.paths import (
     unescape_path_name,
 )
 from aiocommit.integrations.spark.settings import TestHooks, WriteSettings
-from aiocommit.integrations.spark.values import java_float_string
+from aiocommit.integrations.spark.values import (
+    date_string,
+    java_float_string,
+    partition_timestamp,
+    plain_decimal,
+    text_timestamp,
+    zone,
+)
 from aiocommit.stores.base import join
 from aiocommit.stores.memory import MemoryStore
 from aiocommit.stores.registry import open_store
@@ -392,3 +401,42 @@ def test_memory_store_urls_share_one_store() -> None:
     again, _ = open_store("memory://spark-unit-shared/other")
     assert isinstance(store, MemoryStore) and store is again and path == "/dest"
     assert join(path, "x") == "/dest/x"
+
+
+LA = zone("America/Los_Angeles")
+
+
+def _micros(moment: datetime.datetime) -> int:
+    return (moment - datetime.datetime(1970, 1, 1)) // datetime.timedelta(microseconds=1)
+
+
+@pytest.mark.parametrize(
+    ("moment", "tz", "partition", "text"),
+    [
+        (  # Los Angeles before 1883: local mean time, an offset with seconds
+            datetime.datetime(1850, 1, 1, 0, 0, 0, 123456),
+            LA,
+            "1849-12-31 16:07:02.123456",
+            "1849-12-31T16:07:02.123-07:52:58",
+        ),
+        (datetime.datetime(1, 1, 1), LA, "0000-12-31 16:07:02", "0000-12-31T16:07:02.000-07:52:58"),
+        (datetime.datetime(2024, 3, 10, 10, 30, 0, 500), LA, "2024-03-10 03:30:00.0005", None),
+        (datetime.datetime(2024, 7, 1, 12, 0), zone("UTC"), "2024-07-01 12:00:00", None),
+        (datetime.datetime(2024, 7, 1, 12, 0), None, "2024-07-01 12:00:00", None),
+    ],
+)
+def test_timestamps_as_spark_writes_them(
+    moment: datetime.datetime, tz: datetime.tzinfo | None, partition: str, text: str | None
+) -> None:
+    assert partition_timestamp(_micros(moment), tz) == partition
+    if text is not None:
+        assert text_timestamp(_micros(moment), tz) == text
+    assert text_timestamp(_micros(datetime.datetime(2024, 7, 1, 12)), zone("UTC")).endswith(".000Z")
+
+
+def test_dates_and_decimals_as_spark_writes_them() -> None:
+    assert date_string(0) == "1970-01-01"
+    assert date_string(-719_163) == "0000-12-31"  # a day before 0001-01-01
+    assert date_string(2_932_897) == "+10000-01-01"
+    assert plain_decimal(Decimal("1.00000000000E-7")) == "0.000000100000000000"
+    assert plain_decimal(Decimal("0E-18")) == "0.000000000000000000"
