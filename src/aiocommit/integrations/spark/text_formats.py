@@ -168,62 +168,62 @@ def _trim(text: str) -> str:
     return text[start:end]
 
 
-class JsonSink:
-    """JSON lines, one object per row."""
+class _TextSink:
+    """Lines of text appended to an open (possibly gzip) file."""
 
-    def __init__(self, handle: BinaryIO, schema: pa.Schema) -> None:
+    def __init__(self, handle: BinaryIO) -> None:
         self.handle = handle
-        self.names = [json.dumps(n, ensure_ascii=False) + ":" for n in schema.names]
-        self.encoders = [json_encoder(t) for t in schema.types]
         self.rows = 0
         self.buffered_bytes = 0
+
+    def _lines(self, batch: pa.RecordBatch) -> list[str]:
+        raise NotImplementedError
 
     def add(self, batch: pa.RecordBatch, nbytes: int | None = None) -> None:
         if not batch.num_rows:
             return
+        self.handle.write("".join(self._lines(batch)).encode("utf-8"))
+        self.rows += batch.num_rows
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+class JsonSink(_TextSink):
+    """JSON lines, one object per row."""
+
+    def __init__(self, handle: BinaryIO, schema: pa.Schema) -> None:
+        super().__init__(handle)
+        self.names = [json.dumps(n, ensure_ascii=False) + ":" for n in schema.names]
+        self.encoders = [json_encoder(t) for t in schema.types]
+
+    def _lines(self, batch: pa.RecordBatch) -> list[str]:
         columns = [python_values(c) for c in batch.columns]
         named = list(zip(self.names, self.encoders, columns, strict=True))
-        lines = [
+        return [
             "{"
             + ",".join(name + enc(col[i]) for name, enc, col in named if col[i] is not None)
             + "}\n"
             for i in range(batch.num_rows)
         ]
-        self.handle.write("".join(lines).encode("utf-8"))
-        self.rows += batch.num_rows
-
-    def flush(self) -> None:
-        return None
-
-    def close(self) -> None:
-        self.handle.close()
 
 
-class CsvSink:
+class CsvSink(_TextSink):
     """CSV lines as Spark's CSV writer writes them, with an optional header line."""
 
     def __init__(self, handle: BinaryIO, schema: pa.Schema, header: bool) -> None:
-        self.handle = handle
+        super().__init__(handle)
         self.encoders = [csv_field_encoder(t) for t in schema.types]
         if header:
             handle.write((",".join(csv_quote(n) for n in schema.names) + "\n").encode("utf-8"))
-        self.rows = 0
-        self.buffered_bytes = 0
 
-    def add(self, batch: pa.RecordBatch, nbytes: int | None = None) -> None:
-        if not batch.num_rows:
-            return
+    def _lines(self, batch: pa.RecordBatch) -> list[str]:
         columns = list(zip(self.encoders, (python_values(c) for c in batch.columns), strict=True))
-        lines = [
+        return [
             ",".join("" if col[i] is None else csv_quote(enc(col[i])) for enc, col in columns)
             + "\n"
             for i in range(batch.num_rows)
         ]
-        self.handle.write("".join(lines).encode("utf-8"))
-        self.rows += batch.num_rows
-
-    def flush(self) -> None:
-        return None
-
-    def close(self) -> None:
-        self.handle.close()
