@@ -279,11 +279,12 @@ def test_save_modes(spark: SparkSession, tmp_path: Path) -> None:
 
 def test_many_partitions_match_sparks_file_count(spark: SparkSession, tmp_path: Path) -> None:
     """More partition values per task than the writer keeps open (100): Spark writes one
-    file per value per task, and so must we (not one per value per Arrow batch)."""
-    df = spark.range(0, 12_000, numPartitions=2).selectExpr(
-        "id", "cast(id * 7919 % 150 as int) as k", "cast(id as string) as s"
+    file per value per task, and so must we (not one per value per Arrow batch: three
+    10,000-row batches here)."""
+    df = spark.range(0, 30_000, numPartitions=1).selectExpr(
+        "id", "cast(id * 7919 % 120 as int) as k", "cast(id as string) as s"
     )
     ours, native = write_both(df, tmp_path, "parquet", partition_by=["k"])
-    assert len(data_files(ours)) == len(data_files(native)) == 300
+    assert len(data_files(ours)) == len(data_files(native)) == 120
     assert leaf_dirs(ours) == leaf_dirs(native)
     assert read_back(spark, ours, "parquet") == read_back(spark, native, "parquet")
