@@ -50,6 +50,9 @@ from aiocommit.integrations.spark.values import (
 #: partitions a task writes as their rows arrive; rows of more are spilled and sorted
 MAX_OPEN_FILES = 100
 
+#: buffered batches averaging fewer rows are combined into one chunk before encoding
+SMALL_CHUNK_ROWS = 2_000
+
 #: the footer key Spark's Parquet reader takes the schema from
 SPARK_ROW_METADATA = "org.apache.spark.sql.parquet.row.metadata"
 SPARK_VERSION_METADATA = "org.apache.spark.version"
@@ -127,7 +130,9 @@ class ParquetSink:
         if not self.buffer:
             return
         table = pa.Table.from_batches(self.buffer, schema=self.schema)
-        if len(self.buffer) > 1:  # many small slices (partitions): one chunk encodes faster
+        if self.buffered_rows < SMALL_CHUNK_ROWS * len(self.buffer):
+            # many small slices (partitions): one chunk encodes faster; Spark's 10,000-row
+            # batches are written as they are (combining them costs a copy of the buffer)
             table = table.combine_chunks()
         size = self.row_group_size
         count = (table.num_rows // size) * size if whole_groups_only else table.num_rows
