@@ -7,8 +7,9 @@ Where each method runs (pyspark 4, see ``docs/spark.md``):
   it returns is pickled once; every task and ``commit()``/``abort()`` get a copy, so they
   all see the same job ID.
 * ``AiocommitWriter.write(batches)``: once per task attempt, on an executor. It writes
-  the attempt's files locally, uploads them into its own task attempt directory, runs
-  ``commit_task`` and returns an ``AiocommitCommitMessage`` naming its manifest.
+  the attempt's files locally and uploads them into its own task attempt directory (for
+  a local destination it writes them there directly), runs ``commit_task`` and returns
+  an ``AiocommitCommitMessage`` naming its manifest.
 * ``commit(messages)`` / ``abort(messages)``: on the driver host after every partition
   has one successful attempt / after the job (or ``commit()``) failed.
 """
