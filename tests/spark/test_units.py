@@ -37,6 +37,7 @@ from aiocommit.integrations.spark.paths import (
     unescape_path_name,
 )
 from aiocommit.integrations.spark.settings import TestHooks, WriteSettings
+from aiocommit.integrations.spark.text_formats import csv_field_encoder, json_encoder
 from aiocommit.integrations.spark.values import (
     date_string,
     java_float_string,
@@ -440,3 +441,9 @@ def test_dates_and_decimals_as_spark_writes_them() -> None:
     assert date_string(2_932_897) == "+10000-01-01"
     assert plain_decimal(Decimal("1.00000000000E-7")) == "0.000000100000000000"
     assert plain_decimal(Decimal("0E-18")) == "0.000000000000000000"
+
+
+def test_text_formats_refuse_intervals_with_the_way_out() -> None:
+    for encoder in (json_encoder, csv_field_encoder):
+        with pytest.raises(TypeError, match="cast them to string first"):
+            encoder(pa.duration("us"))

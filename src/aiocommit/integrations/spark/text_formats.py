@@ -100,6 +100,11 @@ def _scalar(arrow_type: pa.DataType, *, for_json: bool) -> Encoder | None:
         return lambda v: quoted(text_timestamp(v, tz))
     if types.is_null(arrow_type):
         return lambda v: "null"
+    if types.is_duration(arrow_type):  # the Arrow form of day-time intervals
+        raise TypeError(
+            "aiocommit does not write interval columns as JSON or CSV (Spark writes "
+            "INTERVAL '...' DAY TO SECOND strings): cast them to string first, or use Parquet"
+        )
     if types.is_nested(arrow_type):
         return None
     raise TypeError(f"Spark's JSON and CSV writers cannot write a column of type {arrow_type}")
