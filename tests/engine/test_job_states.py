@@ -12,6 +12,8 @@ from aiocommit import (
     abort_job,
     commit_job,
     commit_task,
+    job_info,
+    list_jobs,
     setup_job,
 )
 from aiocommit.engine.session import open_context
@@ -250,3 +252,39 @@ async def test_an_aborted_job_cannot_be_committed(store_root: tuple[Store, str])
     with pytest.raises(CommitError, match="aborted"):
         await commit_job(dest, job_id, store=store)
     assert await output(store, dest) == {}
+
+
+async def test_list_jobs_reports_each_state_through_retries(
+    store_root: tuple[Store, str],
+) -> None:
+    """``list_jobs`` reads every job's durable record, through the retrying door: a store
+    that throttles a third of its calls changes nothing in the answer."""
+    store, root = store_root
+    dest = join(root, "out")
+    set_up, _ = await new_job(store, dest, "-a")
+    committing, _ = await new_job(store, dest, "-b")
+    await part_way_commit(store, dest, committing)
+    committed, _ = await new_job(store, dest, "-c")
+    await commit_job(dest, committed, store=store, options=CommitOptions(cleanup_skip=True))
+    aborted, _ = await new_job(store, dest, "-d")
+    await part_way_commit(store, dest, aborted)
+    layout = JobLayout(dest, aborted)
+    stopping = FaultyStore(
+        store,
+        Faults(fail_paths=lambda op, path: op.startswith("delete") and path == layout.job_dir),
+    )
+    with pytest.raises(CommitError):
+        await abort_job(dest, aborted, store=stopping, options=CommitOptions(max_attempts=1))
+    flaky = FaultyStore(store, Faults(seed=5, throttle_probability=0.3))
+    options = CommitOptions(retry_base_delay=0.0001, retry_max_delay=0.001, max_attempts=40)
+    jobs = {job.job_id: job for job in await list_jobs(dest, store=flaky, options=options)}
+    assert {job_id: job.state for job_id, job in jobs.items()} == {
+        set_up: "set up",
+        committing: "committing",
+        committed: "committed",
+        aborted: "aborted",
+    }
+    assert jobs[set_up].manifests == 2 and jobs[set_up].files == 8
+    assert flaky.counts.throttled > 0
+    assert (await job_info(dest, committing, store=store)).state == "committing"  # type: ignore[union-attr]
+    assert await job_info(dest, "job_209901010000_0001", store=store) is None

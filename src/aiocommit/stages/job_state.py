@@ -59,8 +59,8 @@ async def job_attempts(context: StageContext) -> list[int] | None:
 
 
 async def read_job_record(context: StageContext, *, check_success: bool = True) -> JobRecord | None:
-    """The job's state from every attempt's plan (and this job's ``_SUCCESS``), or None
-    when the job has no directory."""
+    """The job's state from every attempt's plan (and, with ``check_success``, this
+    job's ``_SUCCESS``), or None when the job has no directory."""
     attempts = await job_attempts(context)
     if attempts is None:
         return None
