@@ -3,7 +3,8 @@
 pre:  the attempt's commit plan is ``committing`` (a commit started renaming and did not
       finish); the plan's manifest copies are in ``plan-manifests/`` (plans of older
       versions have none: the manifests themselves are used when their hashes match).
-post: every file of the plan is at its source again; the destination directories the
+post: every file of the plan is at its source again (a copy that an interrupted
+      copy-then-delete rename left at the destination is deleted); the destination directories the
       commit created and left empty are removed (deepest first; a directory someone
       else filled stays); the plan says ``aborted``, so deleting the job's directory
       afterwards, in any order, never leaves a plan whose sources are gone.
@@ -20,7 +21,7 @@ from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.stages.commit_plan import ABORTED, CommitPlan, save_plan
 from aiocommit.stages.context import StageContext, parallel, stage
 from aiocommit.stages.load_manifests import LoadedJob, load_manifests_stage
-from aiocommit.stages.rename_files import Entry, holds
+from aiocommit.stages.rename_files import Entry, holds, same_file
 from aiocommit.stores.base import is_under, parent_of
 
 
@@ -68,7 +69,15 @@ async def _move_back(context: StageContext, loaded: LoadedJob) -> int:
     async def move_back(entry: Entry) -> None:
         nonlocal moved
         source, dest, size, etag = entry
-        if await ops.stat_or_none(source) is not None:
+        source_status = await ops.stat_or_none(source)
+        if source_status is not None:
+            # not renamed; or a copy-then-delete rename stopped before its delete, which
+            # left a copy at the destination: that copy goes, the source stays
+            dest_status = await ops.stat_or_none(dest)
+            if dest_status is not None and same_file(
+                source_status, dest_status, etags_kept=etags_kept
+            ):
+                await ops.delete(dest)
             return
         if not holds(await ops.stat_or_none(dest), size, etag, etags_kept=etags_kept):
             raise CommitError(
