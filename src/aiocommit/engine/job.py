@@ -39,8 +39,10 @@ from aiocommit.stages.commit_plan import (
     COMMITTING,
     CommitPlan,
     check_unchanged,
+    copies_reader,
     encode_plan,
     read_plan,
+    save_copies,
     save_plan,
 )
 from aiocommit.stages.context import ProgressCallback, StageContext, first_error, stage
@@ -218,13 +220,13 @@ async def _load_for_plan(
     plan = await read_plan(context)
     if plan is None:
         names = requested if requested is not None else await list_manifest_names(context)
-        loaded = await load_manifests_stage(
-            context, names, task_stats, copy_dir=layout.plan_manifests_dir
-        )
-        plan = CommitPlan(
-            job_id=layout.job_id, manifests={m.name: m.digest for m in loaded.manifests}
-        )
+        loaded = await load_manifests_stage(context, names, task_stats, keep_bytes=True)
         try:
+            plan = CommitPlan(
+                job_id=layout.job_id,
+                manifests={m.name: m.digest for m in loaded.manifests},
+                copies=await save_copies(context, loaded),
+            )
             await context.ops.write_bytes(layout.commit_plan_path, encode_plan(plan))
         except BaseException:
             loaded.close()
@@ -246,7 +248,7 @@ async def _load_for_plan(
             context,
             planned,
             task_stats,
-            source_dir=layout.plan_manifests_dir,
+            read=copies_reader(context, plan),
             digests=plan.manifests,
         )
         return loaded, plan

@@ -3,6 +3,7 @@
 pre:  the attempt's commit plan is ``committing`` (a commit started renaming and did not
       finish); the plan's manifest copies are in ``plan-manifests/`` (plans of older
       versions have none: the manifests themselves are used when their hashes match).
+      The copies are held in memory while undoing (the job's manifests' total size).
 post: every file of the plan is at its source again (a copy that an interrupted
       copy-then-delete rename left at the destination is deleted); the destination directories the
       commit created and left empty are removed (deepest first; a directory someone
@@ -18,7 +19,7 @@ from __future__ import annotations
 from aiocommit.errors import CommitError, ManifestError, NotEmpty, NotFound
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
-from aiocommit.stages.commit_plan import ABORTED, CommitPlan, save_plan
+from aiocommit.stages.commit_plan import ABORTED, CommitPlan, copies_reader, save_plan
 from aiocommit.stages.context import StageContext, parallel, stage
 from aiocommit.stages.load_manifests import LoadedJob, load_manifests_stage
 from aiocommit.stages.rename_files import Entry, holds, same_file
@@ -41,16 +42,13 @@ async def undo_commit_stage(context: StageContext, plan: CommitPlan, stats: IOSt
 
 
 async def _load_planned(context: StageContext, plan: CommitPlan, stats: IOStatistics) -> LoadedJob:
-    layout = context.layout
     names = sorted(plan.manifests)
-    copies = layout.plan_manifests_dir
-    have_copies = await context.ops.stat_or_none(copies) is not None
     try:
         return await load_manifests_stage(
             context,
             names,
             stats,
-            source_dir=copies if have_copies else layout.manifests_dir,
+            read=copies_reader(context, plan) if plan.copies else None,
             digests=plan.manifests,
         )
     except ManifestError as error:

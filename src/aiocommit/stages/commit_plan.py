@@ -2,9 +2,10 @@
 of the job's state.
 
 ``NN/commit-plan.json`` is written once, before the first rename, listing every loaded
-manifest with a hash of its bytes; each manifest's bytes are kept beside it in
-``NN/plan-manifests/`` (written while loading), so a late task attempt that replaces a
-manifest cannot change what a re-run or an abort works from. The plan's ``state`` moves
+manifest with a hash of its bytes; the manifests' bytes are kept beside it, packed into
+parts of up to 8 MB in ``NN/plan-manifests/`` (a few writes per job, not one per task),
+so a late task attempt that replaces a manifest cannot change what a re-run or an abort
+works from. The plan's ``state`` moves
 ``committing`` -> ``committed`` (every file in place, before ``_SUCCESS`` is written) or
 ``committing`` -> ``aborted`` (every renamed file moved back, before anything is
 deleted). Each change is published whole (write, then rename over), so a reader sees the
@@ -18,14 +19,17 @@ fail: a store error names the plan; nothing in the destination changed because o
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
+import anyio
 import msgspec
 
 from aiocommit.errors import ManifestError, NotFound
 from aiocommit.protocol.codec import decode_or_raise, encode_pretty
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.stages.context import StageContext
+from aiocommit.stages.load_manifests import LoadedJob
 
 PlanState = Literal["committing", "committed", "aborted"]
 COMMITTING: PlanState = "committing"
@@ -40,6 +44,8 @@ class CommitPlan(msgspec.Struct):
     job_id: str
     manifests: dict[str, str]  # manifest file name -> sha256 of its bytes
     state: PlanState = COMMITTING
+    #: manifest file name -> [part, offset, length] of its copy in ``plan-manifests/``
+    copies: dict[str, tuple[int, int, int]] = msgspec.field(default_factory=dict)
 
 
 _plan_decoder = msgspec.json.Decoder(CommitPlan)
@@ -68,6 +74,46 @@ async def save_plan(context: StageContext, plan: CommitPlan) -> None:
     await context.ops.publish_bytes(
         layout.commit_plan_path + ".tmp", layout.commit_plan_path, encode_plan(plan)
     )
+
+
+#: the most bytes of manifest copies written in one call
+PART_BYTES = 8 << 20
+
+
+async def save_copies(context: StageContext, loaded: LoadedJob) -> dict[str, tuple[int, int, int]]:
+    """Write the loaded manifests' bytes (kept in the spill file) into parts of up to
+    ``PART_BYTES``; returns where each manifest's copy is."""
+    copies: dict[str, tuple[int, int, int]] = {}
+    part = 0
+    buffer = bytearray()
+    for manifest in loaded.manifests:
+        if buffer and len(buffer) + manifest.kept_length > PART_BYTES:
+            await context.ops.write_bytes(context.layout.plan_manifests_part(part), bytes(buffer))
+            part += 1
+            buffer = bytearray()
+        copies[manifest.name] = (part, len(buffer), manifest.kept_length)
+        buffer += loaded.spill.read(manifest.kept_offset, manifest.kept_length)
+    if buffer:
+        await context.ops.write_bytes(context.layout.plan_manifests_part(part), bytes(buffer))
+    return copies
+
+
+def copies_reader(context: StageContext, plan: CommitPlan) -> Callable[[str], Awaitable[bytes]]:
+    """Reads a manifest's copy from the plan's parts (each part read once, then held)."""
+    parts: dict[int, bytes] = {}
+    lock = anyio.Lock()
+
+    async def read(name: str) -> bytes:
+        where = plan.copies.get(name)
+        if where is None:
+            raise NotFound("the commit plan has no copy of this manifest", path=name)
+        part, offset, length = where
+        async with lock:
+            if part not in parts:
+                parts[part] = await context.ops.read_bytes(context.layout.plan_manifests_part(part))
+        return parts[part][offset : offset + length]
+
+    return read
 
 
 def check_unchanged(context: StageContext, plan: CommitPlan, digests: dict[str, str]) -> None:

@@ -18,7 +18,7 @@ import hashlib
 import posixpath
 import unicodedata
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
@@ -52,6 +52,9 @@ class LoadedManifest:
     total_size: int
     spill_offset: int
     spill_length: int
+    #: where the manifest's own bytes are in the spill file (``keep_bytes``)
+    kept_offset: int = 0
+    kept_length: int = 0
 
 
 @dataclass
@@ -104,14 +107,14 @@ async def load_manifests_stage(
     names: Sequence[str],
     task_stats: IOStatistics,
     *,
-    source_dir: str | None = None,
-    copy_dir: str | None = None,
+    read: Callable[[str], Awaitable[bytes]] | None = None,
+    keep_bytes: bool = False,
     digests: dict[str, str] | None = None,
 ) -> LoadedJob:
-    """Load the named manifest files concurrently from ``source_dir`` (the job's
-    ``manifests/`` by default). With ``copy_dir``, each manifest's bytes are also written
-    there (the commit plan's copies); with ``digests``, a manifest whose bytes hash
-    otherwise is refused."""
+    """Load the named manifests concurrently, read by ``read(name)`` (by default from the
+    job's ``manifests/``). With ``keep_bytes``, each manifest's bytes are kept in the
+    spill file too (for the commit plan's copies); with ``digests``, a manifest whose
+    bytes hash otherwise is refused."""
     async with stage(context, S.JOB_STAGE_LOAD_MANIFESTS):
         loaded = LoadedJob(SpillFile())
         try:
@@ -120,8 +123,8 @@ async def load_manifests_stage(
                 names,
                 loaded,
                 task_stats,
-                source_dir or context.layout.manifests_dir,
-                copy_dir,
+                read,
+                keep_bytes,
                 digests,
             )
         except BaseException:
@@ -135,8 +138,8 @@ async def _load_all(
     names: Sequence[str],
     loaded: LoadedJob,
     task_stats: IOStatistics,
-    source_dir: str,
-    copy_dir: str | None,
+    read: Callable[[str], Awaitable[bytes]] | None,
+    keep_bytes: bool,
     digests: dict[str, str] | None,
 ) -> None:
     layout = context.layout
@@ -145,9 +148,9 @@ async def _load_all(
     hashes = DestinationHashes(loaded.spill)
 
     async def load_one(name: str) -> None:
-        path = join(source_dir, name)
+        path = join(layout.manifests_dir, name)
         try:
-            data = await context.ops.read_bytes(path)
+            data = await (read(name) if read is not None else context.ops.read_bytes(path))
         except NotFound as error:
             raise ManifestError("manifest not found", path=path) from error
         digest = hashlib.sha256(data).hexdigest()
@@ -171,14 +174,15 @@ async def _load_all(
                 path=path,
             )
         seen_attempt_dirs[checked.attempt_dir] = name
-        if copy_dir is not None:
-            await context.ops.write_bytes(join(copy_dir, name), data)
+        kept = loaded.spill.append(data) if keep_bytes else (0, 0)
         spill_offset, spill_length = loaded.spill.append(_spill_encoder.encode(checked.entries))
         loaded.manifests.append(
             LoadedManifest(
                 path=path,
                 name=name,
                 digest=digest,
+                kept_offset=kept[0],
+                kept_length=kept[1],
                 task_id=manifest.task_id,
                 task_attempt_id=manifest.task_attempt_id,
                 attempt_dir=checked.attempt_dir,
