@@ -1,0 +1,58 @@
+"""What jobs are under ``DEST/_temporary``: their attempts, manifests, size, age, state
+(read by the library's ``list_jobs``), and small store helpers for the commands."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiocommit.cli.exits import EXIT_NOT_FOUND, Problem
+from aiocommit.engine.jobs import JobInfo, list_jobs
+from aiocommit.errors import ManifestError, NotFound
+from aiocommit.protocol.layout import (
+    SUCCESS,
+)
+from aiocommit.protocol.success import SuccessData, decode_success
+from aiocommit.stores.base import Store, join
+
+
+async def children(store: Store, path: str) -> list[Any]:
+    found: list[Any] = []
+    try:
+        async for page in store.list_dir(path):
+            found.extend(page)
+    except NotFound:
+        return []
+    return found
+
+
+async def exists(store: Store, path: str) -> bool:
+    try:
+        await store.stat(path)
+    except NotFound:
+        return False
+    return True
+
+
+async def read_dest_success(store: Store, dest: str) -> SuccessData | None:
+    """``DEST/_SUCCESS`` if it is there and readable."""
+    try:
+        data = await store.read_bytes(join(dest, SUCCESS))
+        return decode_success(data, path=join(dest, SUCCESS))
+    except (NotFound, ManifestError):
+        return None
+
+
+async def require_dir(store: Store, path: str) -> None:
+    try:
+        status = await store.stat(path)
+    except NotFound:
+        raise Problem(EXIT_NOT_FOUND, f"{store.qualify(path)}: no such directory") from None
+    if not status.is_dir:
+        raise Problem(EXIT_NOT_FOUND, f"{store.qualify(path)}: not a directory")
+
+
+async def scan_jobs(store: Store, dest: str) -> list[JobInfo]:
+    """Every job under ``DEST/_temporary`` with its state from its durable record
+    (``aiocommit.list_jobs``), oldest first (unknown ages last)."""
+    await require_dir(store, dest)
+    return await list_jobs(dest, store=store)
