@@ -18,8 +18,8 @@ so the SDK cannot tell it from the service for these calls:
   are preserved by rename.
 
 Errors carry ``x-ms-error-code`` and Azure's bodies (JSON on DFS calls, XML on the blob-style
-GET/HEAD). Auth: ``SharedKey ACCOUNT:…`` is accepted for the emulator's account name (the
-signature itself is not checked), a SAS (``sig=`` in the query) is accepted, an anonymous
+GET/HEAD). Auth: ``SharedKey ACCOUNT:SIGNATURE`` is verified against the emulator's key
+(``403 AuthenticationFailed`` on a wrong signature, see ``string_to_sign``), a SAS (``sig=`` in the query) is accepted, an anonymous
 request gets ``401 NoAuthenticationInformation``.
 
 Faults are injected at the HTTP level from ``Faults`` (mutable at run time, seeded):
@@ -40,6 +40,8 @@ import base64
 import bisect
 import contextlib
 import dataclasses
+import hashlib
+import hmac
 import ipaddress
 import itertools
 import json
@@ -57,7 +59,7 @@ from xml.sax.saxutils import escape
 from aiohttp import web
 
 DEFAULT_ACCOUNT = "devstoreaccount1"
-#: Not a secret: the emulator accepts any signature made for its account name.
+#: Not a secret: the emulator's account key (signatures are checked against it).
 DEFAULT_KEY = base64.b64encode(b"aiocommit-adls-emulator-account-key-not-a-secret!").decode()
 MAX_RESULTS = 5000
 
@@ -307,6 +309,62 @@ class FileSystem:
         self.nodes[_parent(rel)].add_child(_name(rel))
 
 
+#: the standard headers signed by position (Authorize with Shared Key, version 2009-09-19+)
+_SIGNED_HEADERS = (
+    "Content-Encoding",
+    "Content-Language",
+    "Content-Length",
+    "Content-MD5",
+    "Content-Type",
+    "Date",
+    "If-Modified-Since",
+    "If-Match",
+    "If-None-Match",
+    "If-Unmodified-Since",
+    "Range",
+)
+
+
+def string_to_sign(account: str, request: web.BaseRequest) -> str:
+    """The SharedKey string-to-sign of ``request`` as the service builds it.
+
+    Written from the "Authorize with Shared Key" reference, independently of the SDK's and
+    the adapter's signers, so either one's mistakes show up as ``403 AuthenticationFailed``:
+    the path is the *encoded* path as sent, query values decoded, names lower-cased and
+    sorted, repeated values comma-joined, ``Content-Length: 0`` signed as empty.
+    """
+    headers = request.headers
+    lines = [request.method]
+    for name in _SIGNED_HEADERS:
+        value = headers.get(name, "")
+        if name == "Content-Length" and value == "0":
+            value = ""
+        lines.append(value)
+    canonical_headers = sorted(
+        (name.lower(), value.strip())
+        for name, value in headers.items()
+        if name.lower().startswith("x-ms-")
+    )
+    raw_path = request.raw_path.partition("?")[0]
+    resource = f"/{account}{raw_path}"
+    query: dict[str, list[str]] = {}
+    for name, value in request.query.items():
+        query.setdefault(name.lower(), []).append(value)
+    for name in sorted(query):
+        resource += f"\n{name}:{','.join(sorted(query[name]))}"
+    text = "\n".join(lines) + "\n"
+    text += "".join(f"{name}:{value}\n" for name, value in canonical_headers)
+    return text + resource
+
+
+def shared_key_signature(key: str, account: str, request: web.BaseRequest) -> str:
+    """Base64 HMAC-SHA256 of ``string_to_sign`` under the base64 account ``key``."""
+    digest = hmac.new(
+        base64.b64decode(key), string_to_sign(account, request).encode(), hashlib.sha256
+    ).digest()
+    return base64.b64encode(digest).decode()
+
+
 class AdlsEmulator:
     """The emulator's state and request handling; serve ``app`` with aiohttp."""
 
@@ -385,7 +443,12 @@ class AdlsEmulator:
         authorization = request.headers.get("Authorization", "")
         scheme, _, value = authorization.partition(" ")
         if scheme == "SharedKey":
-            if value.partition(":")[0] != self.account:
+            account, _, signature = value.partition(":")
+            if account != self.account:
+                raise _AzureError(403, "AuthenticationFailed")
+            expected = shared_key_signature(self.key, self.account, request)
+            if not hmac.compare_digest(signature.encode(), expected.encode()):
+                self.stats["auth:bad_signature"] += 1
                 raise _AzureError(403, "AuthenticationFailed")
             return
         if scheme == "Bearer" and value:
