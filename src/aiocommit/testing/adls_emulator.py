@@ -19,8 +19,9 @@ so the SDK cannot tell it from the service for these calls:
 
 Errors carry ``x-ms-error-code`` and Azure's bodies (JSON on DFS calls, XML on the blob-style
 GET/HEAD). Auth: ``SharedKey ACCOUNT:SIGNATURE`` is verified against the emulator's key
-(``403 AuthenticationFailed`` on a wrong signature, see ``string_to_sign``), a SAS (``sig=`` in the query) is accepted, an anonymous
-request gets ``401 NoAuthenticationInformation``.
+(``403 AuthenticationFailed`` on a wrong signature, see ``string_to_sign``), a SAS (``sig=``
+in the query) and a bearer token are accepted unchecked, an anonymous request gets
+``401 NoAuthenticationInformation``.
 
 Faults are injected at the HTTP level from ``Faults`` (mutable at run time, seeded):
 latency, random ``503 ServerBusy`` with ``Retry-After``, rename applied and then answered
