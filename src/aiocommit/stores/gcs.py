@@ -327,18 +327,16 @@ class GcsStore:
     async def _info_or_none(self, path: str, operation: str) -> ObjectInfo | None:
         try:
             with _edge(path, operation):
-                meta = await self._storage().download_metadata(
-                    self.bucket, self._name(path), timeout=self._call_timeout
-                )
+                body = await self._send("GET", self._url(self._name(path)), {})
         except NotFound:
             return None
-        return ObjectInfo.from_resource(meta)
+        return ObjectInfo.from_resource(msgspec.json.decode(body))
 
     async def _list(self, params: dict[str, str], path: str, operation: str) -> dict[str, Any]:
+        url = f"{self._storage()._api_root_read}/{self.bucket}/o"
         with _edge(path, operation):
-            return await self._storage().list_objects(
-                self.bucket, params=dict(params), timeout=self._call_timeout
-            )
+            data: dict[str, Any] = msgspec.json.decode(await self._send("GET", url, params))
+        return data
 
     async def _under(self, path: str, limit: int, operation: str) -> list[str]:
         """Names of up to ``limit`` objects below directory ``path`` (placeholder included)."""
@@ -445,7 +443,7 @@ class GcsStore:
         name = self._name(path.rstrip("/"))
         try:
             with _edge(path, "delete"):
-                await self._storage().delete(self.bucket, name, timeout=self._call_timeout)
+                await self._send("DELETE", self._url(name), {})
             return True
         except NotFound:
             pass
@@ -479,7 +477,7 @@ class GcsStore:
             async with limiter:
                 try:
                     with _edge("/" + name, "delete"):
-                        await self._storage().delete(self.bucket, name, timeout=self._call_timeout)
+                        await self._send("DELETE", self._url(name), {})
                     found = True
                 except NotFound:
                     pass
