@@ -160,7 +160,7 @@ async def test_destination_dates_leases_and_mode(store: AdlsStore) -> None:
     fs = store.filesystem
     past = formatdate(time.time() - 3600, usegmt=True)
     cases: list[tuple[dict[str, str], dict[str, str], int, str]] = [
-        ({}, {"If-Unmodified-Since": past}, 412, "ConditionNotMet"),
+        ({}, {"if-unmodified-since": past}, 412, "ConditionNotMet"),
         ({}, {"x-ms-lease-id": LEASE}, 412, "LeaseNotPresent"),
         ({}, {"x-ms-source-lease-id": LEASE}, 412, "LeaseNotPresent"),
         ({"mode": "atomic"}, {}, 400, "InvalidQueryParameterValue"),

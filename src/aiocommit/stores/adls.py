@@ -515,7 +515,7 @@ class AdlsStore:
         source_rel, dest_rel = self._rel(source), self._rel(dest)
         headers: dict[str, str] = {}
         if not overwrite:
-            headers["If-None-Match"] = "*"
+            headers["if-none-match"] = "*"
         if source_etag is not None:
             headers["x-ms-source-if-match"] = f'"{_unquote_etag(source_etag)}"'
         dfs = self._dfs()

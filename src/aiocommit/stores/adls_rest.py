@@ -170,33 +170,23 @@ class LeanDfsClient:
     def sign(
         self, method: str, raw_path: str, query: dict[str, str], headers: dict[str, str]
     ) -> str:
-        """The SharedKey signature of a request (``headers`` hold every header sent)."""
+        """The SharedKey signature of a request; ``headers`` hold every header sent, their
+        names in lower case (as ``request`` builds them)."""
         assert self._key is not None
-        lower = {name.lower(): value for name, value in headers.items()}
-        length = lower.get("content-length", "")
-        parts = [
-            method,
-            lower.get("content-encoding", ""),
-            lower.get("content-language", ""),
-            "" if length == "0" else length,
-            lower.get("content-md5", ""),
-            lower.get("content-type", ""),
-            lower.get("date", ""),
-            lower.get("if-modified-since", ""),
-            lower.get("if-match", ""),
-            lower.get("if-none-match", ""),
-            lower.get("if-unmodified-since", ""),
-            lower.get("range", ""),
-        ]
-        canonical = "".join(
-            f"{name}:{value.strip()}\n"
-            for name, value in sorted(lower.items())
-            if name.startswith("x-ms-")
+        get = headers.get
+        length = get("content-length", "")
+        text = (
+            f"{method}\n{get('content-encoding', '')}\n{get('content-language', '')}\n"
+            f"{'' if length == '0' else length}\n{get('content-md5', '')}\n"
+            f"{get('content-type', '')}\n{get('date', '')}\n{get('if-modified-since', '')}\n"
+            f"{get('if-match', '')}\n{get('if-none-match', '')}\n"
+            f"{get('if-unmodified-since', '')}\n{get('range', '')}\n"
         )
-        resource = f"/{self._account}{raw_path}"
+        for name in sorted(name for name in headers if name.startswith("x-ms-")):
+            text += f"{name}:{headers[name].strip()}\n"
+        text += f"/{self._account}{raw_path}"
         for name in sorted(query):
-            resource += f"\n{name.lower()}:{query[name]}"
-        text = "\n".join(parts) + "\n" + canonical + resource
+            text += f"\n{name.lower()}:{query[name]}"
         digest = hmac.new(self._key, text.encode(), hashlib.sha256).digest()
         return base64.b64encode(digest).decode()
 
@@ -214,21 +204,22 @@ class LeanDfsClient:
         """One call on ``rel`` (a filesystem-relative path, None for the filesystem itself).
 
         ``query`` values are plain (encoded here); ``headers`` are sent as given plus
-        version, date and auth. Raises ``DfsResponseError`` for a non-2xx answer.
+        version, date and auth; their names must be lower case. Raises
+        ``DfsResponseError`` for a non-2xx answer.
         """
         raw_path = self._base_path if rel is None else f"{self._base_path}/{quote_path(rel)}"
         headers["x-ms-version"] = API_VERSION
         headers["x-ms-date"] = self._now_header()
         if method in ("PUT", "POST", "PATCH"):
-            headers["Content-Length"] = "0"
+            headers["content-length"] = "0"
         query_text = "&".join(f"{name}={quote(value, safe='')}" for name, value in query.items())
         if self._key is not None:
             signature = self.sign(method, raw_path, query, headers)
-            headers["Authorization"] = f"SharedKey {self._account}:{signature}"
+            headers["authorization"] = f"SharedKey {self._account}:{signature}"
         elif self._sas is not None:
             query_text = f"{query_text}&{self._sas}" if query_text else self._sas
         elif self._token_credential is not None:
-            headers["Authorization"] = f"Bearer {await self._bearer()}"
+            headers["authorization"] = f"Bearer {await self._bearer()}"
         url = self._origin + raw_path
         if query_text:
             url = f"{url}?{query_text}"
