@@ -59,6 +59,8 @@ def server_process(*args: str) -> Iterator[dict[str, str]]:
     finally:
         process.terminate()
         process.wait(timeout=10)
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 async def drive(
