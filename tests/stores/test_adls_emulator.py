@@ -4,6 +4,7 @@ issue #11 has a test here. Requests are signed by the adapter's lean client or s
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import AsyncIterator
 from email.utils import formatdate
@@ -12,9 +13,10 @@ from urllib.parse import quote
 
 import aiohttp
 import pytest
+from aioresponses import aioresponses
 from yarl import URL
 
-from aiocommit.errors import NotFound
+from aiocommit.errors import NotFound, StoreError
 from aiocommit.stores.adls import AdlsStore
 from aiocommit.stores.adls_rest import DfsResponseError, LeanDfsClient
 from aiocommit.testing.adls_emulator import EmulatorHandle, run_adls_emulator
@@ -316,3 +318,32 @@ async def test_bearer_token_refreshed_before_expiry(emulator: EmulatorHandle) ->
                     await lean.properties("missing")
                 assert caught.value.status == 404  # the bearer token was accepted
         assert credential.calls == expected_calls
+
+
+# -- scripted over aioresponses: what the emulator does not produce ---------------------------
+
+
+async def test_garbled_listing_is_a_store_error(mock_http: aioresponses) -> None:
+    store = AdlsStore("acct", "fs", endpoint="http://adls.test/acct", account_key="a2V5")
+    try:
+        mock_http.get(re.compile(r"http://adls\.test/acct/fs\?.*"), body=b"<html>proxy</html>")
+        with pytest.raises(StoreError) as caught:
+            [page async for page in store.list_dir("/d")]
+        assert type(caught.value) is StoreError and caught.value.path == "/d"
+    finally:
+        await store.aclose()
+
+
+async def test_sas_rides_on_the_rename_source(mock_http: aioresponses) -> None:
+    sas = "sv=2024-08-04&sp=rwdl&sig=c2ln"
+    store = AdlsStore("acct", "fs", endpoint="http://adls.test/acct", sas_token="?" + sas)
+    try:
+        mock_http.put(re.compile(r"http://adls\.test/acct/fs/dst/g\?.*"), status=201)
+        await store.rename("/src dir/f", "/dst/g")
+        ((_, url), calls), *_ = mock_http.requests.items()
+        assert url.query["mode"] == "legacy" and url.query["sig"] == "c2ln"
+        headers = calls[0].kwargs["headers"]
+        assert headers["x-ms-rename-source"] == f"/fs/src%20dir/f?{sas}"
+        assert headers["if-none-match"] == "*" and "authorization" not in headers
+    finally:
+        await store.aclose()

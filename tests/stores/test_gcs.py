@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import inspect
 import re
 import socket
 import time
@@ -21,14 +20,12 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, cast
 
 import aiohttp
 import anyio
 import pytest
 from aioresponses import aioresponses
-from aioresponses import core as aioresponses_core
 from gcloud.aio.auth import Token
 from yarl import URL
 
@@ -73,22 +70,6 @@ async def raw_store(endpoint: str) -> AsyncIterator[tuple[GcsStore, str]]:
     """Straight to fake-gcs-server: shows what the emulator itself enforces."""
     async with gcs_store_factory(endpoint, enforce_preconditions=False) as pair:
         yield pair
-
-
-class _Response(aiohttp.ClientResponse):
-    """aioresponses 0.7.9 predates the ``stream_writer`` argument aiohttp 3.14 requires."""
-
-    def __init__(self, method: str, url: URL, **kwargs: Any) -> None:
-        kwargs.setdefault("stream_writer", SimpleNamespace(output_size=0))
-        super().__init__(method, url, **kwargs)
-
-
-@pytest.fixture
-def mock_http(monkeypatch: pytest.MonkeyPatch) -> Iterator[aioresponses]:
-    if "stream_writer" in inspect.signature(aiohttp.ClientResponse.__init__).parameters:
-        monkeypatch.setattr(aioresponses_core, "ClientResponse", _Response)
-    with aioresponses() as mock:
-        yield mock
 
 
 @pytest.fixture

@@ -244,7 +244,9 @@ class LeanDfsClient:
     async def rename(self, source_rel: str, dest_rel: str, headers: dict[str, Any]) -> None:
         """Path-Create with ``x-ms-rename-source``, following ``x-ms-continuation``."""
         query = {"mode": "legacy"}
-        headers["x-ms-rename-source"] = self._source_prefix + quote_path(source_rel)
+        source = self._source_prefix + quote_path(source_rel)
+        # as the SDK: with a SAS, the source carries it too (it authorizes the source)
+        headers["x-ms-rename-source"] = f"{source}?{self._sas}" if self._sas else source
         while True:
             response = await self.request("PUT", dest_rel, query, dict(headers))
             continuation = response.headers.get("x-ms-continuation")
@@ -255,6 +257,10 @@ class LeanDfsClient:
     async def delete(self, rel: str, recursive: bool) -> None:
         """Path-Delete, following ``x-ms-continuation`` (paged deletes) to the end."""
         query = {"recursive": "true" if recursive else "false"}
+        if recursive and self._token_credential is not None:
+            # as the SDK (API >= 2023-08-03): the ACL checks of a large tree are paged
+            # instead of timing out; the delete itself stays atomic, in the last call
+            query["paginated"] = "true"
         while True:
             response = await self.request("DELETE", rel, query, {})
             continuation = response.headers.get("x-ms-continuation")
