@@ -347,3 +347,15 @@ async def test_sas_rides_on_the_rename_source(mock_http: aioresponses) -> None:
         assert headers["if-none-match"] == "*" and "authorization" not in headers
     finally:
         await store.aclose()
+
+
+async def test_cli_sets_the_rename_faults() -> None:
+    from aiocommit.stress.ops_bench import server_process
+
+    args = ("--rename-continuations", "2", "--rename-parent-not-found", "0.25")
+    with server_process("aiocommit.testing.adls_emulator", *args) as env:
+        control = env["AIOCOMMIT_ADLS_ENDPOINT"].rsplit("/", 1)[0] + "/_emulator/faults"
+        async with aiohttp.ClientSession() as session, session.get(control) as response:
+            faults = await response.json()
+    assert faults["rename_continuations"] == 2
+    assert faults["rename_parent_not_found_probability"] == 0.25

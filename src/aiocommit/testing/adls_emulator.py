@@ -1017,6 +1017,8 @@ async def _serve(args: argparse.Namespace) -> None:
         latency_seconds=args.latency,
         throttle_probability=args.throttle,
         drop_rename_response_probability=args.drop_rename,
+        rename_parent_not_found_probability=args.rename_parent_not_found,
+        rename_continuations=args.rename_continuations,
         seed=args.seed,
     )
     async with run_adls_emulator(
@@ -1044,6 +1046,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added per request")
     parser.add_argument("--throttle", type=float, default=0.0, help="503 ServerBusy probability")
     parser.add_argument("--drop-rename", type=float, default=0.0, help="lost rename probability")
+    parser.add_argument(
+        "--rename-parent-not-found",
+        type=float,
+        default=0.0,
+        help="transient 404 RenameDestinationParentPathNotFound probability (HADOOP-18242)",
+    )
+    parser.add_argument(
+        "--rename-continuations",
+        type=int,
+        default=0,
+        help="x-ms-continuation tokens the first rename answers with before it completes",
+    )
     parser.add_argument("--seed", type=int, default=0)
     asyncio.run(_serve(parser.parse_args(argv)))
 
