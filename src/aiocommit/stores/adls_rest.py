@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import hmac
 import time
 from email.utils import formatdate
@@ -187,8 +186,7 @@ class LeanDfsClient:
         text += f"/{self._account}{raw_path}"
         for name in sorted(query):
             text += f"\n{name.lower()}:{query[name]}"
-        digest = hmac.new(self._key, text.encode(), hashlib.sha256).digest()
-        return base64.b64encode(digest).decode()
+        return base64.b64encode(hmac.digest(self._key, text.encode(), "sha256")).decode()
 
     # -- requests ----------------------------------------------------------------------------
 
