@@ -359,3 +359,37 @@ async def test_cli_sets_the_rename_faults() -> None:
             faults = await response.json()
     assert faults["rename_continuations"] == 2
     assert faults["rename_parent_not_found_probability"] == 0.25
+
+
+async def test_token_delete_is_paginated_and_continued(mock_http: aioresponses) -> None:
+    """With a token credential the SDK pages a recursive delete (API >= 2023-08-03): so do we,
+    following ``x-ms-continuation`` (URL-encoded) until the service stops sending one."""
+    from azure.core.credentials import AccessToken
+
+    class Credential:
+        async def get_token(self, *scopes: str, **kwargs: object) -> AccessToken:
+            return AccessToken("tok", int(time.time() + 3600))
+
+        async def close(self) -> None:
+            return None
+
+    store = AdlsStore(
+        "acct",
+        "fs",
+        endpoint="https://adls.test/acct",
+        token_credential=Credential(),  # type: ignore[arg-type]
+    )
+    try:
+        url = re.compile(r"https://adls\.test/acct/fs/big%20dir\?.*")
+        mock_http.delete(url, status=200, headers={"x-ms-continuation": "a+b/c="})
+        mock_http.delete(url, status=200)
+        assert await store.delete("/big dir", recursive=True) is True
+        calls = [call for (_, _), sent in mock_http.requests.items() for call in sent]
+        urls = [url for (_, url), sent in mock_http.requests.items() for _ in sent]
+        assert len(calls) == 2
+        # an unencoded "+" would come back as a space
+        assert [u.query.get("continuation") for u in urls] == [None, "a+b/c="]
+        assert all(u.query["paginated"] == "true" and u.query["recursive"] == "true" for u in urls)
+        assert all(c.kwargs["headers"]["authorization"] == "Bearer tok" for c in calls)
+    finally:
+        await store.aclose()
