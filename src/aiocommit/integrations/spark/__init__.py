@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from aiocommit.integrations.spark.dataframe_writer import install
 from aiocommit.integrations.spark.source import (
     AiocommitCommitMessage,
     AiocommitDataSource,
@@ -33,5 +34,9 @@ __all__ = [
 
 
 def register(spark: SparkSession) -> None:
-    """Register the ``aiocommit`` data source with a session (once per session)."""
+    """Register the ``aiocommit`` data source with a session (once per session), and
+    make ``df.write.format("aiocommit")`` honour what Spark's Python data source API
+    drops: every save mode, ``partitionBy``, the session's write confs, writes from any
+    thread, errors with their cause first (see ``dataframe_writer``)."""
+    install()
     spark.dataSource.register(AiocommitDataSource)
