@@ -1,0 +1,169 @@
+"""``df.write.format("aiocommit")`` as a drop-in for Spark's writer (issue #13, commit
+side): committed writes never fail in cleanup, session confs, save modes, partitionBy,
+other threads, errors, tables. Combined into few tests: each Spark write costs time."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from aiocommit.engine.job import cleanup_job
+from aiocommit.protocol.success import decode_success
+from tests.spark.helpers import data_files, quiet, temporary_is_clean
+from tests.spark.test_write import SCHEMA, frame, keyed, leaf_dirs, ordered, read_rows, write
+
+
+@contextmanager
+def session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    before = spark.conf.get(key)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+
+
+def test_cleanup_failing_after_success_does_not_fail_the_write(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Item 1: once ``_SUCCESS`` is saved, a cleanup that keeps failing (here: every
+    delete under ``_temporary``, as when a losing speculative attempt is still writing
+    there) is retried and then left to ``aiocommit cleanup``; the write succeeds."""
+    dest = tmp_path / "out"
+    rows = keyed(0, 60, ["a", "b"])
+    options = {"partitionBy": "k", "aiocommit.test.commitFault": "delete:_temporary"}
+    write(frame(spark, rows, SCHEMA), dest, options=options)
+    assert read_rows(spark, dest, SCHEMA) == ordered(rows)
+    success = decode_success((dest / "_SUCCESS").read_bytes())
+    assert success.success and len(success.filenames) == len(data_files(dest))
+    assert not temporary_is_clean(dest)  # left behind, not a failure
+    asyncio.run(cleanup_job(str(dest), success.job_id))
+    assert temporary_is_clean(dest)
+    # the same for an overwrite: committed, old files replaced, cleanup left over
+    new = keyed(100, 20, ["c"])
+    write(frame(spark, new, SCHEMA), dest, "overwrite", options)
+    assert read_rows(spark, dest, SCHEMA) == ordered(new)
+
+
+def test_session_confs_and_unknown_options(spark: SparkSession, tmp_path: Path) -> None:
+    """Item 3: the session's partitionOverwriteMode and Parquet codec are honoured (an
+    explicit option wins), and a misspelt option is refused with the closest name."""
+    dest = tmp_path / "out"
+    old = keyed(0, 40, ["a", "b"])
+    df_old = frame(spark, old, SCHEMA)
+    df_old.write.format("aiocommit").mode("append").partitionBy("k").save(str(dest))
+    new = keyed(100, 20, ["b", "c"])
+    with session_conf(spark, "spark.sql.sources.partitionOverwriteMode", "dynamic"):
+        with session_conf(spark, "spark.sql.parquet.compression.codec", "zstd"):
+            frame(spark, new, SCHEMA).write.format("aiocommit").mode("overwrite").partitionBy(
+                "k"
+            ).save(str(dest))
+        kept = [r for r in old if r[1] == "a"]
+        assert read_rows(spark, dest, SCHEMA) == ordered(kept + new)
+        assert {Path(n).name.split(".", 1)[1] for n in data_files(dest) if "k=c" in n} == {
+            "zstd.parquet"
+        }
+        # the option overrides the session conf, as in Spark
+        write(frame(spark, new, SCHEMA), dest, "overwrite", {"partitionOverwriteMode": "static"})
+        assert read_rows(spark, dest, SCHEMA) == ordered(new)
+        assert leaf_dirs(dest) == {"."}
+    with pytest.raises(Exception, match=r"'compresion' \(did you mean 'compression'\?\)"):
+        write(frame(spark, new, SCHEMA), tmp_path / "typo", options={"compresion": "zstd"})
+    assert not (tmp_path / "typo").exists()
+
+
+def test_all_save_modes_like_spark(spark: SparkSession, tmp_path: Path) -> None:
+    """Item 6: errorifexists (the default) and ignore work, on a new and an existing path,
+    as Spark's own writer behaves."""
+    df = frame(spark, keyed(0, 10, ["a"]), SCHEMA)
+    other = frame(spark, keyed(50, 5, ["z"]), SCHEMA)
+    for mode in (None, "error", "errorifexists", "ignore"):
+        ours, native = tmp_path / f"ours-{mode}", tmp_path / f"native-{mode}"
+        for target, fmt in ((ours, "aiocommit"), (native, "parquet")):
+            writer = df.write.format(fmt)
+            (writer.mode(mode) if mode else writer).save(str(target))
+        assert read_rows(spark, ours, SCHEMA) == read_rows(spark, native, SCHEMA)
+        before = data_files(ours)
+        if mode == "ignore":
+            other.write.format("aiocommit").mode("ignore").save(str(ours))
+        else:
+            with pytest.raises(Exception, match="already exists"):
+                other.write.format("aiocommit").save(str(ours), mode=mode)
+            with pytest.raises(Exception, match="already exists"):
+                other.write.mode(mode or "error").parquet(str(native))
+        assert data_files(ours) == before
+        assert temporary_is_clean(ours)
+    # append and overwrite unchanged
+    dest = tmp_path / "modes"
+    df.write.format("aiocommit").save(str(dest), mode="append", partitionBy="k")
+    other.write.format("aiocommit").save(str(dest), mode="append", partitionBy="k")
+    assert leaf_dirs(dest) == {"k=a", "k=z"}
+
+
+def test_write_from_another_thread(spark: SparkSession, tmp_path: Path) -> None:
+    """Item 8: a write from a thread that did not create the session."""
+    dest = tmp_path / "threaded"
+    rows = keyed(0, 30, ["a", "b"])
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            write(frame(spark, rows, SCHEMA), dest, options={"partitionBy": "k"})
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert not errors, errors
+    assert read_rows(spark, dest, SCHEMA) == ordered(rows)
+
+
+def test_errors_name_their_cause_first(spark: SparkSession, tmp_path: Path) -> None:
+    """Item 12: the first line of the exception is the cause, and a column type the
+    format cannot hold is refused before any task runs."""
+    df = frame(spark, keyed(0, 4, ["a"]), SCHEMA)
+    with pytest.raises(Exception, match="not in the schema") as failed:
+        write(df, tmp_path / "a", options={"partitionBy": "nope"})
+    first = str(failed.value).splitlines()[0]
+    assert first.startswith("aiocommit: ValueError: partitionBy column 'nope' is not in"), first
+
+    nested = df.selectExpr("id", "map(k, v) AS m")
+    with quiet(spark), pytest.raises(Exception, match="CSV cannot hold") as refused:
+        write(nested, tmp_path / "csv", options={"format": "csv"})
+    first = str(refused.value).splitlines()[0]
+    assert first.startswith("aiocommit: TypeError: CSV cannot hold column 'm'"), first
+    assert not (tmp_path / "csv").exists()  # refused in writer(): no job was set up
+
+
+def test_tables_over_a_path(spark: SparkSession, tmp_path: Path) -> None:
+    """Item 7: saveAsTable/insertInto/CTAS pass no path to a Python data source, so they
+    are refused with the pattern to use; a table created over the written path reads
+    back through Spark's own Parquet reader and takes appends."""
+    dest = tmp_path / "events"
+    rows = keyed(0, 40, ["a", "b"])
+    write(frame(spark, rows, SCHEMA), dest, options={"partitionBy": "k"})
+    spark.sql(f"CREATE TABLE events USING parquet LOCATION '{dest}'")
+    try:
+        spark.sql("ALTER TABLE events RECOVER PARTITIONS")
+        table = spark.table("events").select(*SCHEMA.names)
+        assert ordered(tuple(r) for r in table.collect()) == ordered(rows)
+        more = keyed(100, 10, ["c"])
+        write(frame(spark, more, SCHEMA), dest, options={"partitionBy": "k"})
+        spark.sql("REFRESH TABLE events")
+        spark.sql("ALTER TABLE events RECOVER PARTITIONS")
+        table = spark.table("events").select(*SCHEMA.names)
+        assert ordered(tuple(r) for r in table.collect()) == ordered(rows + more)
+    finally:
+        spark.sql("DROP TABLE IF EXISTS events")
+    with pytest.raises(Exception, match="create the table over it"):
+        frame(spark, rows, SCHEMA).write.format("aiocommit").mode("append").saveAsTable("t2")
