@@ -81,10 +81,10 @@ class WriteSettings:
     partition_overwrite_mode: str = "static"
     compression: str | None = "snappy"
     row_group_size: int = 1024 * 1024
+    #: Spark's ``maxRecordsPerFile``: rows per file before the next ``-c001`` file; 0: no limit
+    max_records_per_file: int = 0
     header: bool = False
     local_dir: str | None = None
-    #: the most rows in one file (0: no limit), as Spark's option and session conf
-    max_records_per_file: int = 0
     #: the session time zone (``spark.sql.session.timeZone``) or the ``timeZone`` option
     time_zone: str | None = None
     #: ``errorifexists`` or ``ignore`` when register()'s DataFrameWriter asked for them;
@@ -124,8 +124,8 @@ class WriteSettings:
         row_group_size = int(lowered.get("rowgroupsize", str(1024 * 1024)))
         if row_group_size < 1:
             raise ValueError(f"rowGroupSize must be >= 1, not {row_group_size}")
+        max_records = int(lowered.get("maxrecordsperfile", "0"))
         header = _bool("header", lowered.get("header", "false"))
-        max_records = int(lowered.get("maxrecordsperfile", "0") or "0")
         save_mode = lowered.get(SAVE_MODE_OPTION, "").strip().lower()
         if save_mode not in ("", *SAVE_MODES):
             raise ValueError(f"save mode must be one of {', '.join(SAVE_MODES)}, not {save_mode!r}")
@@ -136,9 +136,9 @@ class WriteSettings:
             partition_overwrite_mode=mode,
             compression=None if codec in ("none", "uncompressed") else codec,
             row_group_size=row_group_size,
+            max_records_per_file=max(0, max_records),
             header=header,
             local_dir=lowered.get("localdir") or None,
-            max_records_per_file=max(0, max_records),
             time_zone=lowered.get("timezone") or None,
             save_mode=save_mode if save_mode in ("errorifexists", "ignore") else "",
             commit=CommitOptions.from_mapping(lowered),
