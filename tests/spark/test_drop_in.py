@@ -145,25 +145,42 @@ def test_errors_name_their_cause_first(spark: SparkSession, tmp_path: Path) -> N
     assert not (tmp_path / "csv").exists()  # refused in writer(): no job was set up
 
 
-def test_tables_over_a_path(spark: SparkSession, tmp_path: Path) -> None:
-    """Item 7: saveAsTable/insertInto/CTAS pass no path to a Python data source, so they
-    are refused with the pattern to use; a table created over the written path reads
-    back through Spark's own Parquet reader and takes appends."""
-    dest = tmp_path / "events"
+def test_tables_save_as_table_and_insert_into(spark: SparkSession, tmp_path: Path) -> None:
+    """Item 7: saveAsTable (new table, append, overwrite, errorifexists, ignore) and
+    insertInto (by position, append and dynamic overwrite) through aiocommit; the
+    catalog reads the table with Spark's own Parquet reader."""
+    location = tmp_path / "events"
     rows = keyed(0, 40, ["a", "b"])
-    write(frame(spark, rows, SCHEMA), dest, options={"partitionBy": "k"})
-    spark.sql(f"CREATE TABLE events USING parquet LOCATION '{dest}'")
+    df = frame(spark, rows, SCHEMA)
     try:
-        spark.sql("ALTER TABLE events RECOVER PARTITIONS")
-        table = spark.table("events").select(*SCHEMA.names)
-        assert ordered(tuple(r) for r in table.collect()) == ordered(rows)
+        df.write.format("aiocommit").partitionBy("k").option("path", str(location)).saveAsTable(
+            "events"
+        )
+        assert (location / "_SUCCESS").exists()  # written by aiocommit's commit
+        table = spark.table("events")
+        assert table.schema == spark.createDataFrame([], "id bigint, v double, k string").schema
+        assert ordered(tuple(r) for r in table.select(*SCHEMA.names).collect()) == ordered(rows)
+        with pytest.raises(Exception, match="TABLE_OR_VIEW_ALREADY_EXISTS"):
+            df.write.format("aiocommit").saveAsTable("events")
+        df.write.format("aiocommit").mode("ignore").saveAsTable("events")
         more = keyed(100, 10, ["c"])
-        write(frame(spark, more, SCHEMA), dest, options={"partitionBy": "k"})
-        spark.sql("REFRESH TABLE events")
-        spark.sql("ALTER TABLE events RECOVER PARTITIONS")
+        frame(spark, more, SCHEMA).write.format("aiocommit").mode("append").saveAsTable("events")
         table = spark.table("events").select(*SCHEMA.names)
         assert ordered(tuple(r) for r in table.collect()) == ordered(rows + more)
+        # insertInto: by position (id, v, k), dynamic overwrite from the session
+        replaced = [(7, 0.25, "c")]
+        positional = spark.createDataFrame(replaced, "x bigint, y double, z string")
+        with session_conf(spark, "spark.sql.sources.partitionOverwriteMode", "dynamic"):
+            positional.write.format("aiocommit").insertInto("events", overwrite=True)
+        table = spark.table("events").select(*SCHEMA.names)
+        expected = [*rows, (7, "c", 0.25)]
+        assert ordered(tuple(r) for r in table.collect()) == ordered(expected)
+        # a static overwrite drops the partitions that are gone from the catalog too
+        frame(spark, more, SCHEMA).write.format("aiocommit").mode("overwrite").saveAsTable("events")
+        assert ordered(tuple(r) for r in spark.table("events").select(*SCHEMA.names).collect()) == (
+            ordered(more)
+        )
+        assert [r[0] for r in spark.sql("SHOW PARTITIONS events").collect()] == ["k=c"]
     finally:
         spark.sql("DROP TABLE IF EXISTS events")
-    with pytest.raises(Exception, match="create the table over it"):
-        frame(spark, rows, SCHEMA).write.format("aiocommit").mode("append").saveAsTable("t2")
+    assert (location / "_SUCCESS").exists()  # an external table: dropping keeps the files

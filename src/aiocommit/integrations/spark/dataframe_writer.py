@@ -16,7 +16,11 @@ Spark's Python data source API cannot do these things by itself (pyspark 4.3):
   ``DATA_SOURCE_NOT_FOUND`` (the JVM looks the source up in the thread's active
   session): the DataFrame's session is made active for the calling thread;
 * a failure's useful line is the last of a long Python traceback inside Spark's
-  message: it is repeated as the first line.
+  message: it is repeated as the first line;
+* ``saveAsTable`` and ``insertInto`` give a Python data source no path: they are
+  written to the table's location (a new table's: the ``path`` option, else the
+  warehouse), then the table is created over it (``CREATE TABLE ... USING parquet|csv|json
+  LOCATION``) or refreshed, so catalog readers use Spark's own file readers.
 
 Every other format goes through the original methods unchanged. Spark Connect's
 ``DataFrameWriter`` is a different class and is not changed.
@@ -28,6 +32,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from aiocommit.integrations.spark import tables
 from aiocommit.integrations.spark.settings import SAVE_MODE_OPTION
 
 if TYPE_CHECKING:
@@ -50,7 +55,7 @@ _STATE = "_aiocommit_recorded"
 _INSTALLED = "_aiocommit_installed"
 
 
-class _Recorded:
+class Recorded:
     """What the user asked this DataFrameWriter for, as far as aiocommit cares."""
 
     def __init__(self) -> None:
@@ -60,10 +65,10 @@ class _Recorded:
         self.options: dict[str, str] = {}
 
 
-def _recorded(writer: DataFrameWriter) -> _Recorded:
+def _recorded(writer: DataFrameWriter) -> Recorded:
     state = writer.__dict__.get(_STATE)
     if state is None:
-        state = _Recorded()
+        state = Recorded()
         writer.__dict__[_STATE] = state
     return state
 
@@ -80,6 +85,8 @@ def install() -> None:
     original_option = DataFrameWriter.option
     original_options = DataFrameWriter.options
     original_save = DataFrameWriter.save
+    original_save_as_table = DataFrameWriter.saveAsTable
+    original_insert_into = DataFrameWriter.insertInto
 
     def format(self: DataFrameWriter, source: str) -> DataFrameWriter:
         _recorded(self).format = source.strip().lower()
@@ -127,6 +134,35 @@ def install() -> None:
             _put_cause_first(error)
             raise
 
+    def saveAsTable(
+        self: DataFrameWriter,
+        name: str,
+        format: str | None = None,
+        mode: str | None = None,
+        partitionBy: str | list[str] | None = None,
+        **values: Any,
+    ) -> None:
+        self.mode(mode).options(**values)
+        if partitionBy is not None:
+            self.partitionBy(partitionBy)
+        if format is not None:
+            self.format(format)
+        if _recorded(self).format != SOURCE_NAME:
+            original_save_as_table(self, name)
+            return
+        tables.save_as_table(self, _recorded(self), name)
+
+    def insertInto(self: DataFrameWriter, tableName: str, overwrite: bool | None = None) -> None:
+        if _recorded(self).format != SOURCE_NAME:
+            original_insert_into(self, tableName, overwrite)
+            return
+        state = _recorded(self)
+        if overwrite is not None:
+            state.mode = "overwrite" if overwrite else "append"
+        tables.insert_into(self, state, tableName)
+
+    DataFrameWriter.saveAsTable = saveAsTable  # type: ignore[method-assign]
+    DataFrameWriter.insertInto = insertInto  # type: ignore[method-assign]
     DataFrameWriter.format = format  # type: ignore[method-assign]
     DataFrameWriter.mode = mode  # type: ignore[method-assign]
     DataFrameWriter.partitionBy = partitionBy  # type: ignore[method-assign]
