@@ -13,7 +13,7 @@ from aiocommit import CommitOptions
 from aiocommit.integrations.spark.committer import clean_up_committed
 from aiocommit.integrations.spark.dataframe_writer import one_line_cause
 from aiocommit.integrations.spark.settings import WriteSettings
-from aiocommit.integrations.spark.source import qualify_on_driver
+from aiocommit.integrations.spark.source import check_types, qualify_on_driver
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.stores.faulty import Faults, FaultyStore
 from aiocommit.stores.local import LocalStore
@@ -86,3 +86,27 @@ def test_cleanup_after_commit_never_raises(tmp_path: Path) -> None:
     kept, gone = anyio.run(_tolerant, dest)
     assert kept is False and gone is True
     assert not Path(JobLayout(str(tmp_path / "out"), "job_x").job_dir).exists()
+
+
+def test_types_a_format_cannot_hold_are_refused() -> None:
+    from pyspark.sql.types import (
+        BinaryType,
+        CalendarIntervalType,
+        LongType,
+        MapType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    def schema(data_type: object) -> StructType:
+        return StructType([StructField("id", LongType()), StructField("c", data_type)])  # type: ignore[arg-type]
+
+    csv = WriteSettings(url="/x", format="csv")
+    parquet = WriteSettings(url="/x")
+    for data_type in (MapType(StringType(), LongType()), BinaryType()):
+        with pytest.raises(TypeError, match="CSV cannot hold column 'c'"):
+            check_types(schema(data_type), csv)
+        check_types(schema(data_type), parquet)  # Parquet holds them
+    with pytest.raises(TypeError, match="cannot write this schema as parquet"):
+        check_types(schema(CalendarIntervalType()), parquet)

@@ -29,6 +29,7 @@ from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterComm
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
+    BinaryType,
     BooleanType,
     ByteType,
     CharType,
@@ -46,6 +47,7 @@ from pyspark.sql.types import (
     TimestampNTZType,
     TimestampType,
     VarcharType,
+    VariantType,
 )
 
 from aiocommit.integrations.spark.committer import (
@@ -134,7 +136,8 @@ def qualify_on_driver(url: str) -> str:
     return os.path.abspath(url)
 
 
-#: formats whose files hold only flat columns (Spark's CSV writer refuses the rest)
+#: formats whose files hold only flat, textual columns (Spark's CSV writer refuses
+#: struct, array, map, binary and variant columns)
 FLAT_FORMATS = ("csv",)
 
 
@@ -142,11 +145,13 @@ def check_types(schema: StructType, settings: WriteSettings) -> None:
     """``TypeError`` before any task runs for a column the format cannot hold."""
     if settings.format in FLAT_FORMATS:
         for field in schema.fields:
-            if isinstance(field.dataType, StructType | ArrayType | MapType):
+            if isinstance(
+                field.dataType, StructType | ArrayType | MapType | BinaryType | VariantType
+            ):
                 raise TypeError(
                     f"{settings.format.upper()} cannot hold column {field.name!r} of type "
-                    f"{field.dataType.simpleString()}: use parquet or json, or convert it "
-                    "(to_json) first"
+                    f"{field.dataType.simpleString()}, as Spark's CSV writer cannot: use parquet "
+                    "or json, or convert the column to a string first"
                 )
     try:
         to_arrow_schema(schema, timezone="UTC")
