@@ -60,13 +60,11 @@ def test_session_confs_and_unknown_options(spark: SparkSession, tmp_path: Path) 
     dest = tmp_path / "out"
     old = keyed(0, 40, ["a", "b"])
     df_old = frame(spark, old, SCHEMA)
-    df_old.write.format("aiocommit").mode("append").partitionBy("k").save(str(dest))
+    write(df_old, dest, options={"partitionBy": "k"})
     new = keyed(100, 20, ["b", "c"])
     with session_conf(spark, "spark.sql.sources.partitionOverwriteMode", "dynamic"):
         with session_conf(spark, "spark.sql.parquet.compression.codec", "zstd"):
-            frame(spark, new, SCHEMA).write.format("aiocommit").mode("overwrite").partitionBy(
-                "k"
-            ).save(str(dest))
+            write(frame(spark, new, SCHEMA), dest, "overwrite", {"partitionBy": "k"})
         kept = [r for r in old if r[1] == "a"]
         assert read_rows(spark, dest, SCHEMA) == ordered(kept + new)
         assert {Path(n).name.split(".", 1)[1] for n in data_files(dest) if "k=c" in n} == {
@@ -112,12 +110,17 @@ def test_all_save_modes_like_spark(spark: SparkSession, tmp_path: Path) -> None:
 def test_write_from_another_thread(spark: SparkSession, tmp_path: Path) -> None:
     """Item 8: a write from a thread that did not create the session."""
     dest = tmp_path / "threaded"
-    rows = keyed(0, 30, ["a", "b"])
+    rows = keyed(0, 30, ["0", "1"])
     errors: list[BaseException] = []
 
     def run() -> None:
         try:
-            write(frame(spark, rows, SCHEMA), dest, options={"partitionBy": "k"})
+            # spark.range (unlike createDataFrame) leaves the thread without an active
+            # session in the JVM, where the data source is looked up
+            df = spark.range(30).selectExpr(
+                "id", "CAST(id % 2 AS STRING) AS k", "CAST(id * 0.5 AS DOUBLE) AS v"
+            )
+            write(df, dest, options={"partitionBy": "k"})
         except BaseException as error:  # reported below
             errors.append(error)
 
