@@ -5,7 +5,7 @@ Needs the ``spark`` extra (``pip install 'aiocommit[spark]'``: pyspark 4 and pya
     from aiocommit.integrations.spark import register
     register(spark)
     (df.write.format("aiocommit").mode("overwrite")
-        .option("partitionBy", "country,day")
+        .partitionBy("country", "day")
         .save("abfss://container@account.dfs.core.windows.net/table"))
 
 See ``docs/spark.md`` for the options, the guarantees and how it runs.
