@@ -105,6 +105,12 @@ def test_all_save_modes_like_spark(spark: SparkSession, tmp_path: Path) -> None:
     df.write.format("aiocommit").save(str(dest), mode="append", partitionBy="k")
     other.write.format("aiocommit").save(str(dest), mode="append", partitionBy="k")
     assert leaf_dirs(dest) == {"k=a", "k=z"}
+    # a reused DataFrameWriter keeps no earlier save's mode
+    reused = other.write.format("aiocommit")
+    with pytest.raises(Exception, match="already exists"):
+        reused.save(str(dest))
+    reused.mode("overwrite").save(str(dest))
+    assert read_rows(spark, dest, SCHEMA) == ordered(keyed(50, 5, ["z"]))
 
 
 def test_write_from_another_thread(spark: SparkSession, tmp_path: Path) -> None:

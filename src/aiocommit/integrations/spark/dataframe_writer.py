@@ -208,6 +208,8 @@ def _prepare(
     if mode in ERROR_MODES or mode == "ignore":
         original_mode(writer, "append")
         original_option(writer, SAVE_MODE_OPTION, "ignore" if mode == "ignore" else "errorifexists")
+    else:  # set on every save: a reused writer must not keep an earlier save's mode
+        original_option(writer, SAVE_MODE_OPTION, "")
     # the JVM looks the data source up in the calling thread's active session
     jvm = spark.sparkContext._jvm
     if jvm is not None:
