@@ -99,9 +99,11 @@ class AiocommitCommitMessage(WriterCommitMessage):
 
 
 class AiocommitDataSource(DataSource):
-    """Register with ``spark.dataSource.register(AiocommitDataSource)`` (or
-    ``aiocommit.integrations.spark.register(spark)``), then write with
-    ``df.write.format("aiocommit").mode("append"|"overwrite").save(url)``."""
+    """Register with ``aiocommit.integrations.spark.register(spark)``, then write with
+    ``df.write.format("aiocommit").save(url)`` in any save mode. A bare
+    ``spark.dataSource.register(AiocommitDataSource)`` registers the source only: then
+    Spark's Python data source limits apply (append/overwrite, the ``partitionBy``
+    option, no session confs; see ``dataframe_writer``)."""
 
     @classmethod
     def name(cls) -> str:
