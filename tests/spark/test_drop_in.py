@@ -32,6 +32,9 @@ def session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
             spark.conf.set(key, before)
 
 
+# the first Spark test of a run also pays the session's start and its first Python
+# data-source write (about 100 s together on a loaded 2-core machine)
+@pytest.mark.timeout(300)
 def test_cleanup_failing_after_success_does_not_fail_the_write(
     spark: SparkSession, tmp_path: Path
 ) -> None:
