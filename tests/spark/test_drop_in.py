@@ -196,3 +196,16 @@ def test_tables_save_as_table_and_insert_into(spark: SparkSession, tmp_path: Pat
     finally:
         spark.sql("DROP TABLE IF EXISTS events")
     assert (location / "_SUCCESS").exists()  # an external table: dropping keeps the files
+
+
+def test_failed_append_keeps_the_old_success(spark: SparkSession, tmp_path: Path) -> None:
+    """Item 5: a failed append changes nothing, so the old ``_SUCCESS`` stays (the new
+    job's setup no longer removes it; only its commit's renaming replaces it)."""
+    dest = tmp_path / "out"
+    write(frame(spark, keyed(0, 20, ["a", "b"]), SCHEMA), dest, options={"partitionBy": "k"})
+    old = (dest / "_SUCCESS").read_bytes()
+    failing = {"partitionBy": "k", "aiocommit.test.failPartitionAlways": "1"}
+    with quiet(spark), pytest.raises(Exception, match=r"aiocommit\.test hook: partition 1"):
+        write(frame(spark, keyed(100, 20, ["c"]), SCHEMA), dest, options=failing)
+    assert (dest / "_SUCCESS").read_bytes() == old
+    assert temporary_is_clean(dest)
