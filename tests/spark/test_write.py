@@ -384,9 +384,9 @@ def test_bad_options_fail_before_any_task(spark: SparkSession, tmp_path: Path) -
         write(df, tmp_path / "a", options={"partitionBy": "nope"})
     with pytest.raises(Exception, match="partitionOverwriteMode"):
         write(df, tmp_path / "b", "overwrite", {"partitionOverwriteMode": "sometimes"})
-    with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
-        df.write.format("aiocommit").save(str(tmp_path / "c"))
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    with pytest.raises(Exception, match="did you mean 'rowgroupsize'"):
+        write(df, tmp_path / "c", options={"rowGroupSzie": "10"})
+    assert not any((tmp_path / name).exists() for name in "abc")
 
 
 @pytest.mark.parametrize("fmt", ["csv", "json"])

@@ -18,8 +18,12 @@ Scenarios (partition 0's first attempt is the slow one; every task logs its time
 * ``kill``: attempt 0 of partition 0 sleeps 40 s; the speculative copy wins and the
   slow attempt is killed before it writes anything.
 
-It then reads the destination back and checks every id appears exactly once and that
-partition 0's committed files are the accepted attempt's.
+The destination is a **relative** path (``out``, the driver's working directory is the
+run's work directory): the driver must qualify it, or each executor would write under
+its own working directory. The write must succeed (cleanup after ``_SUCCESS`` never
+fails it, even while a loser is still writing). It then reads the destination back and
+checks every id appears exactly once and that partition 0's committed files are the
+accepted attempt's. ``tests/spark/test_speculation.py`` runs it in the default suite.
 """
 
 from __future__ import annotations
@@ -258,6 +262,12 @@ def main(argv: list[str] | None = None) -> None:
 
     work = Path(tempfile.mkdtemp(prefix="aiocommit-speculation-"))
     dest = work / "out"
+    # the driver JVM starts in this process and keeps its working directory: "out"
+    # below is relative to it, as a user's relative destination would be
+    # SIGTERM (a test's timeout) unwinds through the finally below: the cluster stops
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    previous_cwd = os.getcwd()
+    os.chdir(work)
     timeline = work / "timeline.jsonl"
     cluster = Cluster(work)
     t0 = time.monotonic()
@@ -275,7 +285,7 @@ def main(argv: list[str] | None = None) -> None:
         delay = F.udf(slow_udf(args.scenario, deadline, str(timeline)), LongType())
         slow = df.select(delay("id").alias("id"), "k")
         started = time.monotonic()
-        slow.write.format("aiocommit").mode("append").option("partitionBy", "k").save(str(dest))
+        slow.write.format("aiocommit").mode("append").option("partitionBy", "k").save("out")
         print(f"write took {time.monotonic() - started:.1f} s", flush=True)
 
         ids = [row["id"] for row in spark.read.parquet(str(dest)).select("id").collect()]
@@ -290,7 +300,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"left under _temporary: {len(leftovers)} entries")
         decisions = coordinator_decisions(work)
         committed = committed_tids(dest)
-        ok = len(ids) == args.rows and not duplicates
+        success = (dest / "_SUCCESS").exists()
+        print(f"_SUCCESS saved: {success}")
+        ok = len(ids) == args.rows and not duplicates and success
         for partition in range(PARTITIONS):
             accepted = {t for t, v in decisions.get(partition, {}).items() if v == "authorized"}
             right = committed.get(partition) == accepted
@@ -306,6 +318,7 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(1)
     finally:
         cluster.stop()
+        os.chdir(previous_cwd)
         print(f"logs in {work}" if args.keep else "", end="")
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

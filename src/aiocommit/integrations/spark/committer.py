@@ -8,7 +8,9 @@
   local files into the attempt directory (unless written there), ``commit_task``;
 * ``commit_write`` (driver, in ``commit()``): plan an overwrite, ``commit_job`` with
   exactly the manifests the messages name (one per accepted attempt), then delete the
-  replaced files;
+  replaced files. Once the job has committed (``_SUCCESS`` saved), cleaning up
+  ``_temporary/JOB`` never fails the write: a losing speculative attempt may still be
+  writing there. Cleanup is retried, then left to ``aiocommit cleanup``;
 * ``abort_write`` (driver, in ``abort()``): finish a committed overwrite, else
   ``abort_job`` (which also moves back files a partly-run commit renamed).
 
@@ -19,6 +21,7 @@ client bound to one event loop must not outlive its ``asyncio.run``.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -31,6 +34,7 @@ from aiocommit.errors import NotFound
 from aiocommit.integrations.spark import overwrite
 from aiocommit.integrations.spark.files import LocalFile
 from aiocommit.integrations.spark.settings import TestHooks, WriteSettings
+from aiocommit.options import CommitOptions
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.protocol.manifest import encode_manifest
 from aiocommit.protocol.success import SuccessData
@@ -38,6 +42,11 @@ from aiocommit.stores.base import Store, join
 from aiocommit.stores.faulty import Faults, FaultyStore
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.registry import open_store
+
+log = logging.getLogger(__name__)
+
+#: pauses between the tolerant cleanup's attempts, seconds
+CLEANUP_PAUSES = (0.5, 1.0, 2.0)
 
 
 class TaskResult(Protocol):
@@ -125,6 +134,25 @@ async def open_task_attempt(
             await store.aclose()
 
 
+async def destination_exists(settings: WriteSettings) -> bool:
+    """Whether the destination exists (a file, a directory, or any object under it), as
+    Spark's ``errorifexists`` and ``ignore`` modes ask."""
+    store, dest = _open(settings)
+    try:
+        if await _exists(store, dest):
+            return True
+        try:
+            async for page in store.list_dir(dest):
+                if page:
+                    return True
+        except NotFound:
+            return False
+        return False
+    finally:
+        with anyio.CancelScope(shield=True):
+            await store.aclose()
+
+
 async def commit_task_files(
     settings: WriteSettings,
     job_id: str,
@@ -190,8 +218,14 @@ async def commit_write(
     try:
         layout = JobLayout(dest, job_id)
         manifests = [r.manifest for r in results]
+        # cleanup runs after _SUCCESS is saved: its failure is logged, not raised
+        committing = dataclasses.replace(options, cleanup_ignore_failures=True)
         if not overwriting:
-            return await commit_job(dest, job_id, manifests=manifests, store=store, options=options)
+            summary = await commit_job(
+                dest, job_id, manifests=manifests, store=store, options=committing
+            )
+            await clean_up_committed(store, dest, job_id, options)
+            return summary
         # a re-run of a commit that started (its commit plan saved) or finished must not
         # list the destination again: the new files would count as old ones
         started = await overwrite.owns_success(store, dest, job_id) or await _exists(
@@ -206,17 +240,16 @@ async def commit_write(
             )
         # without a _SUCCESS marker, keep the job directory until the plan is marked, so
         # an interrupted commit is recognisably not committed (see overwrite.py)
-        run_options = options
+        run_options = committing
         if not options.write_success and not options.cleanup_skip:
-            run_options = dataclasses.replace(options, cleanup_skip=True)
+            run_options = dataclasses.replace(committing, cleanup_skip=True)
         summary = await commit_job(
             dest, job_id, manifests=manifests, store=store, options=run_options
         )
         if plan is not None:
             await overwrite.mark(store, dest, plan, overwrite.COMMITTED, options)
             await overwrite.finish(store, dest, plan, options)
-        if run_options is not options:
-            await cleanup_job(dest, job_id, store=store, options=options)
+        await clean_up_committed(store, dest, job_id, options)
         return summary
     finally:
         with anyio.CancelScope(shield=True):
@@ -249,6 +282,37 @@ async def abort_write(settings: WriteSettings, job_id: str, overwriting: bool) -
     finally:
         with anyio.CancelScope(shield=True):
             await store.aclose()
+
+
+async def clean_up_committed(
+    store: Store, dest: str, job_id: str, options: CommitOptions, pauses: Sequence[float] = ()
+) -> bool:
+    """After the job committed: remove ``_temporary/JOB`` if it is still there, retrying;
+    never raises (the write has succeeded). A losing speculative attempt that Spark has
+    not killed yet can still be creating files there (``Directory not empty``); what
+    is left is logged and left to ``aiocommit cleanup``. Returns whether it is gone."""
+    layout = JobLayout(dest, job_id)
+    if options.cleanup_skip:
+        return False
+    for pause in (0.0, *(pauses or CLEANUP_PAUSES)):
+        await anyio.sleep(pause)
+        try:
+            if not await _exists(store, layout.job_dir):
+                return True
+            await cleanup_job(dest, job_id, store=store, options=options)
+            return True
+        except Exception as error:  # committed: report, never fail
+            last = error
+    log.warning(
+        "job %s committed, but %s could not be removed (%s); "
+        "run `aiocommit cleanup %s --job-id %s`",
+        job_id,
+        layout.job_dir,
+        last,
+        dest,
+        job_id,
+    )
+    return False
 
 
 async def _exists(store: Store, path: str) -> bool:

@@ -30,6 +30,7 @@ no old file is deleted unless the job committed.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -52,6 +53,8 @@ PLAN_SUFFIX = "-overwrite-plan.json"
 PLANNED = "planned"
 COMMITTED = "committed"
 ABORTED = "aborted"
+
+log = logging.getLogger(__name__)
 
 
 class OverwritePlan(msgspec.Struct):
@@ -223,8 +226,11 @@ async def finish(store: Store, dest: str, plan: OverwritePlan, options: CommitOp
         # deepest first; a directory that holds new (or foreign) files stays
         for relative in sorted(plan.directories, key=lambda d: (-d.count("/"), d)):
             await _delete_if_empty(store, join(dest, relative), options)
-    await retrying(lambda: store.delete(plan_path(dest, plan.job_id)), options)
-    await remove_empty_temporary(store, dest)
+    try:
+        await retrying(lambda: store.delete(plan_path(dest, plan.job_id)), options)
+        await remove_empty_temporary(store, dest)
+    except Exception as error:  # the overwrite is complete; the next job removes the plan
+        log.warning("overwrite of job %s finished, plan not removed: %s", plan.job_id, error)
     return deleted
 
 

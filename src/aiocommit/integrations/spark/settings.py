@@ -10,10 +10,12 @@ which are lower-case already; ``tests/spark/test_units.py`` checks that stays tr
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from aiocommit.options import CommitOptions
+from aiocommit.options import OWN_PREFIX, SPARK_HADOOP_PREFIX, CommitOptions
 
 FORMATS = ("parquet", "csv", "json")
 PARQUET_CODECS = ("snappy", "gzip", "zstd", "lz4", "brotli", "none", "uncompressed")
@@ -28,6 +30,26 @@ TASK_BUFFER_BYTES = 512 * 1024 * 1024
 DEFAULT_ROW_GROUP_ROWS = 64 * 1024 * 1024
 
 TEST_PREFIX = "aiocommit.test."
+#: how ``register(spark)``'s DataFrameWriter passes ``mode("errorifexists"|"ignore")``,
+#: which Spark refuses for Python data sources, to ``writer()``
+SAVE_MODE_OPTION = "aiocommit.savemode"
+SAVE_MODES = ("errorifexists", "ignore", "append", "overwrite")
+
+#: the write options this data source knows (lower-cased, as Spark hands them over),
+#: besides the commit options (``CommitOptions``) and the test hooks
+WRITE_OPTIONS = (
+    "path",
+    "format",
+    "partitionby",
+    "partitionoverwritemode",
+    "compression",
+    "rowgroupsize",
+    "header",
+    "localdir",
+    "maxrecordsperfile",
+    "timezone",
+    SAVE_MODE_OPTION,
+)
 
 
 @dataclass(frozen=True)
@@ -66,6 +88,11 @@ class WriteSettings:
     max_records_per_file: int = 0
     header: bool = False
     local_dir: str | None = None
+    #: the session time zone (``spark.sql.session.timeZone``) or the ``timeZone`` option
+    time_zone: str | None = None
+    #: ``errorifexists`` or ``ignore`` when register()'s DataFrameWriter asked for them;
+    #: empty for Spark's own append/overwrite
+    save_mode: str = ""
     commit: CommitOptions = field(default_factory=CommitOptions)
     hooks: TestHooks = field(default_factory=TestHooks)
 
@@ -73,10 +100,13 @@ class WriteSettings:
     def from_options(cls, options: Mapping[str, str]) -> WriteSettings:
         """Parse Spark's options; ``ValueError`` names a bad one."""
         lowered = {str(k).lower(): v for k, v in options.items()}
+        check_known(lowered)
         url = lowered.get("path")
         if not url:
             raise ValueError(
-                'aiocommit needs a destination: df.write.format("aiocommit").save(url)'
+                'aiocommit needs a destination: df.write.format("aiocommit").save(url). '
+                "saveAsTable, insertInto, SQL INSERT/CTAS and writeTo pass none: write to a "
+                "path and create the table over it (docs/spark.md, Tables)"
             )
         fmt = lowered.get("format", "parquet").strip().lower()
         if fmt not in FORMATS:
@@ -99,6 +129,9 @@ class WriteSettings:
             raise ValueError(f"rowGroupSize must be >= 1, not {row_group_size}")
         max_records = int(lowered.get("maxrecordsperfile", "0"))
         header = _bool("header", lowered.get("header", "false"))
+        save_mode = lowered.get(SAVE_MODE_OPTION, "").strip().lower()
+        if save_mode not in ("", *SAVE_MODES):
+            raise ValueError(f"save mode must be one of {', '.join(SAVE_MODES)}, not {save_mode!r}")
         return cls(
             url=url,
             format=fmt,
@@ -109,9 +142,47 @@ class WriteSettings:
             max_records_per_file=max(0, max_records),
             header=header,
             local_dir=lowered.get("localdir") or None,
+            time_zone=lowered.get("timezone") or None,
+            save_mode=save_mode if save_mode in ("errorifexists", "ignore") else "",
             commit=CommitOptions.from_mapping(lowered),
             hooks=_hooks(lowered),
         )
+
+
+def _commit_option_names() -> set[str]:
+    """Every spelling ``CommitOptions.from_mapping`` accepts, prefixes stripped."""
+    names: set[str] = set()
+    for option in dataclasses.fields(CommitOptions):
+        names.update({option.name, option.name.replace("_", ".")})
+        if option.metadata.get("hadoop"):
+            names.add(option.metadata["hadoop"])
+    return names
+
+
+def _is_commit_option(key: str, names: set[str]) -> bool:
+    key = key.removeprefix(SPARK_HADOOP_PREFIX).removeprefix(OWN_PREFIX)
+    return key in names
+
+
+def check_known(lowered: Mapping[str, str]) -> None:
+    """``ValueError`` naming each unknown option and the closest valid name: a typo such
+    as ``compresion`` must not silently write with the default."""
+    commit_names = _commit_option_names()
+    unknown = sorted(
+        k
+        for k in lowered
+        if k not in WRITE_OPTIONS
+        and not k.startswith(TEST_PREFIX)
+        and not _is_commit_option(k, commit_names)
+    )
+    if not unknown:
+        return
+    hints = []
+    for key in unknown:
+        candidates = [*WRITE_OPTIONS, *sorted(commit_names)]
+        close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.6)
+        hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    raise ValueError(f"unknown option(s) for aiocommit: {', '.join(hints)}")
 
 
 def _bool(name: str, text: str) -> bool:

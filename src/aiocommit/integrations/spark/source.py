@@ -29,6 +29,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
+    ArrayType,
     BooleanType,
     ByteType,
     CharType,
@@ -39,18 +40,21 @@ from pyspark.sql.types import (
     FloatType,
     IntegerType,
     LongType,
+    MapType,
     ShortType,
     StringType,
     StructType,
     TimestampNTZType,
     TimestampType,
     VarcharType,
+    VariantType,
 )
 
 from aiocommit.integrations.spark.committer import (
     abort_write,
     commit_task_files,
     commit_write,
+    destination_exists,
     open_task_attempt,
     prepare_job,
 )
@@ -97,9 +101,11 @@ class AiocommitCommitMessage(WriterCommitMessage):
 
 
 class AiocommitDataSource(DataSource):
-    """Register with ``spark.dataSource.register(AiocommitDataSource)`` (or
-    ``aiocommit.integrations.spark.register(spark)``), then write with
-    ``df.write.format("aiocommit").mode("append"|"overwrite").save(url)``."""
+    """Register with ``aiocommit.integrations.spark.register(spark)``, then write with
+    ``df.write.format("aiocommit").save(url)`` in any save mode. A bare
+    ``spark.dataSource.register(AiocommitDataSource)`` registers the source only: then
+    Spark's Python data source limits apply (append/overwrite, the ``partitionBy``
+    option, no session confs; see ``dataframe_writer``)."""
 
     @classmethod
     def name(cls) -> str:
@@ -108,11 +114,51 @@ class AiocommitDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> AiocommitWriter:
         settings = WriteSettings.from_options(dict(self.options.items()))
         settings = dataclasses.replace(
-            settings, partition_by=resolve_partition_columns(schema, settings.partition_by)
+            settings,
+            url=qualify_on_driver(settings.url),
+            partition_by=resolve_partition_columns(schema, settings.partition_by),
         )
+        check_types(schema, settings)
         job_id = new_job_id()
+        if settings.save_mode and asyncio.run(destination_exists(settings)):
+            if settings.save_mode == "errorifexists":
+                raise FileExistsError(
+                    f"[PATH_ALREADY_EXISTS] {settings.url} already exists: use "
+                    'mode("append"), mode("overwrite") or mode("ignore")'
+                )
+            return AiocommitWriter(settings, job_id, schema, overwrite, skip=True)
         asyncio.run(prepare_job(settings, job_id))
         return AiocommitWriter(settings, job_id, schema, overwrite)
+
+
+def qualify_on_driver(url: str) -> str:
+    """A relative local path made absolute against the driver's working directory (the
+    driver JVM's, which its Python workers inherit), as Spark qualifies its own paths:
+    executors run elsewhere (a worker's ``app-*/N/`` directory on a cluster)."""
+    if "://" in url or url.startswith("file:") or os.path.isabs(url):
+        return url
+    return os.path.abspath(url)
+
+
+#: formats whose files hold only flat, textual columns (Spark's CSV writer refuses
+#: struct, array, map and variant columns; it writes binary as ``[00 61 62]``, and so do we)
+FLAT_FORMATS = ("csv",)
+
+
+def check_types(schema: StructType, settings: WriteSettings) -> None:
+    """``TypeError`` before any task runs for a column the format cannot hold."""
+    if settings.format in FLAT_FORMATS:
+        for field in schema.fields:
+            if isinstance(field.dataType, StructType | ArrayType | MapType | VariantType):
+                raise TypeError(
+                    f"{settings.format.upper()} cannot hold column {field.name!r} of type "
+                    f"{field.dataType.simpleString()}, as Spark's CSV writer cannot: use parquet "
+                    "or json, or convert the column to a string first"
+                )
+    try:
+        to_arrow_schema(schema, timezone="UTC")
+    except Exception as error:
+        raise TypeError(f"cannot write this schema as {settings.format}: {error}") from None
 
 
 def resolve_partition_columns(schema: StructType, names: tuple[str, ...]) -> tuple[str, ...]:
@@ -150,12 +196,20 @@ def _local_root(settings: WriteSettings) -> str | None:
 
 class AiocommitWriter(DataSourceArrowWriter):
     def __init__(
-        self, settings: WriteSettings, job_id: str, schema: StructType, overwrite: bool
+        self,
+        settings: WriteSettings,
+        job_id: str,
+        schema: StructType,
+        overwrite: bool,
+        *,
+        skip: bool = False,
     ) -> None:
         self.settings = settings
         self.job_id = job_id
         self.schema = schema
         self.overwrite = overwrite
+        #: mode("ignore") on an existing destination: write and commit nothing
+        self.skip = skip
 
     def _arrow_schema(self) -> pa.Schema:
         data = StructType(
@@ -168,6 +222,12 @@ class AiocommitWriter(DataSourceArrowWriter):
         partition = context.partitionId() if context is not None else 0
         attempt_number = context.attemptNumber() if context is not None else 0
         spark_attempt = context.taskAttemptId() if context is not None else 0
+        if self.skip:
+            for _ in iterator:  # Spark sends the rows anyway; nothing is written
+                pass
+            return AiocommitCommitMessage(
+                partition, attempt_number, spark_attempt, "", "", "", 0, 0, 0, ()
+            )
         settings = self.settings
         core = self.job_id[len("job_") :] if self.job_id.startswith("job_") else self.job_id
         local_dir = tempfile.mkdtemp(
@@ -226,6 +286,8 @@ class AiocommitWriter(DataSourceArrowWriter):
         )
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.skip:
+            return
         results: list[AiocommitCommitMessage] = []
         for index, message in enumerate(messages):
             if not isinstance(message, AiocommitCommitMessage):
@@ -238,4 +300,6 @@ class AiocommitWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         # the messages are incomplete after a failure: clean up by the job's prefix
+        if self.skip:
+            return
         asyncio.run(abort_write(self.settings, self.job_id, self.overwrite))

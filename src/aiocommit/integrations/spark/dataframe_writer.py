@@ -1,0 +1,251 @@
+"""What ``register(spark)`` adds to pyspark's classic ``DataFrameWriter`` so that
+``df.write.format("aiocommit")`` behaves like Spark's own writer.
+
+Spark's Python data source API cannot do these things by itself (pyspark 4.3):
+
+* ``writer()`` runs in a Python worker of the driver that sees neither the session nor
+  its confs, so ``spark.sql.sources.partitionOverwriteMode``,
+  ``spark.sql.files.maxRecordsPerFile``, ``spark.sql.parquet.compression.codec`` and
+  ``spark.sql.session.timeZone`` are read here, in the user's process, and passed as the
+  matching options (an explicit option wins, as in Spark);
+* Spark refuses ``mode("errorifexists")`` (the default) and ``mode("ignore")`` for Python
+  data sources: they are sent as ``append`` plus the ``aiocommit.saveMode`` option, and
+  ``writer()`` checks the destination;
+* Spark refuses ``.partitionBy(...)``: it becomes the ``partitionBy`` option;
+* a write from a thread other than the one that created the session fails with
+  ``DATA_SOURCE_NOT_FOUND`` (the JVM looks the source up in the thread's active
+  session): the DataFrame's session is made active for the calling thread;
+* a failure's useful line is the last of a long Python traceback inside Spark's
+  message: it is repeated as the first line;
+* ``saveAsTable`` and ``insertInto`` give a Python data source no path: they are
+  written to the table's location (a new table's: the ``path`` option, else the
+  warehouse), then the table is created over it (``CREATE TABLE ... USING parquet|csv|json
+  LOCATION``) or refreshed, so catalog readers use Spark's own file readers.
+
+Every other format goes through the original methods unchanged. Spark Connect's
+``DataFrameWriter`` is a different class and is not changed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from aiocommit.integrations.spark import tables
+from aiocommit.integrations.spark.settings import SAVE_MODE_OPTION
+
+if TYPE_CHECKING:
+    from pyspark.sql.readwriter import DataFrameWriter
+
+SOURCE_NAME = "aiocommit"
+
+#: session conf -> the option it sets when the write does not set it
+SESSION_CONFS = (
+    ("spark.sql.sources.partitionOverwriteMode", "partitionoverwritemode"),
+    ("spark.sql.files.maxRecordsPerFile", "maxrecordsperfile"),
+    ("spark.sql.session.timeZone", "timezone"),
+)
+PARQUET_CODEC_CONF = "spark.sql.parquet.compression.codec"
+
+#: Spark's names for errorifexists
+ERROR_MODES = ("error", "errorifexists", "default")
+
+_STATE = "_aiocommit_recorded"
+_INSTALLED = "_aiocommit_installed"
+
+
+class Recorded:
+    """What the user asked this DataFrameWriter for, as far as aiocommit cares."""
+
+    def __init__(self) -> None:
+        self.format: str | None = None
+        self.mode: str | None = None
+        self.partition_by: list[str] = []
+        self.options: dict[str, str] = {}
+
+
+def _recorded(writer: DataFrameWriter) -> Recorded:
+    state = writer.__dict__.get(_STATE)
+    if state is None:
+        state = Recorded()
+        writer.__dict__[_STATE] = state
+    return state
+
+
+def install() -> None:
+    """Wrap ``DataFrameWriter``'s methods (once per process; idempotent)."""
+    from pyspark.sql.readwriter import DataFrameWriter
+
+    if getattr(DataFrameWriter, _INSTALLED, False):
+        return
+    original_format = DataFrameWriter.format
+    original_mode = DataFrameWriter.mode
+    original_partition_by = DataFrameWriter.partitionBy
+    original_option = DataFrameWriter.option
+    original_options = DataFrameWriter.options
+    original_save = DataFrameWriter.save
+    original_save_as_table = DataFrameWriter.saveAsTable
+    original_insert_into = DataFrameWriter.insertInto
+
+    def format(self: DataFrameWriter, source: str) -> DataFrameWriter:
+        _recorded(self).format = source.strip().lower()
+        return original_format(self, source)
+
+    def mode(self: DataFrameWriter, saveMode: str | None) -> DataFrameWriter:
+        if saveMode is not None:
+            _recorded(self).mode = saveMode.strip().lower()
+        return original_mode(self, saveMode)
+
+    def partitionBy(self: DataFrameWriter, *cols: Any) -> DataFrameWriter:
+        names = cols[0] if len(cols) == 1 and isinstance(cols[0], list | tuple) else cols
+        _recorded(self).partition_by = [str(c) for c in names]
+        return original_partition_by(self, *cols)
+
+    def option(self: DataFrameWriter, key: str, value: Any) -> DataFrameWriter:
+        _recorded(self).options[key.lower()] = _text(value)
+        return original_option(self, key, value)
+
+    def options(self: DataFrameWriter, **values: Any) -> DataFrameWriter:
+        for key, value in values.items():
+            _recorded(self).options[key.lower()] = _text(value)
+        return original_options(self, **values)
+
+    def save(
+        self: DataFrameWriter,
+        path: str | None = None,
+        format: str | None = None,
+        mode: str | None = None,
+        partitionBy: str | list[str] | None = None,
+        **values: Any,
+    ) -> None:
+        self.mode(mode).options(**values)
+        if partitionBy is not None:
+            self.partitionBy(partitionBy)
+        if format is not None:
+            self.format(format)
+        if _recorded(self).format != SOURCE_NAME:
+            original_save(self, path)
+            return
+        _prepare(self, original_partition_by, original_option, original_mode)
+        try:
+            original_save(self, path)
+        except Exception as error:
+            _put_cause_first(error)
+            raise
+
+    def saveAsTable(
+        self: DataFrameWriter,
+        name: str,
+        format: str | None = None,
+        mode: str | None = None,
+        partitionBy: str | list[str] | None = None,
+        **values: Any,
+    ) -> None:
+        self.mode(mode).options(**values)
+        if partitionBy is not None:
+            self.partitionBy(partitionBy)
+        if format is not None:
+            self.format(format)
+        if _recorded(self).format != SOURCE_NAME:
+            original_save_as_table(self, name)
+            return
+        tables.save_as_table(self, _recorded(self), name)
+
+    def insertInto(self: DataFrameWriter, tableName: str, overwrite: bool | None = None) -> None:
+        if _recorded(self).format != SOURCE_NAME:
+            original_insert_into(self, tableName, overwrite)
+            return
+        state = _recorded(self)
+        if overwrite is not None:
+            state.mode = "overwrite" if overwrite else "append"
+        tables.insert_into(self, state, tableName)
+
+    DataFrameWriter.saveAsTable = saveAsTable  # type: ignore[method-assign]
+    DataFrameWriter.insertInto = insertInto  # type: ignore[method-assign]
+    DataFrameWriter.format = format  # type: ignore[method-assign]
+    DataFrameWriter.mode = mode  # type: ignore[method-assign]
+    DataFrameWriter.partitionBy = partitionBy  # type: ignore[method-assign]
+    DataFrameWriter.option = option  # type: ignore[method-assign]
+    DataFrameWriter.options = options  # type: ignore[method-assign]
+    DataFrameWriter.save = save  # type: ignore[method-assign]
+    setattr(DataFrameWriter, _INSTALLED, True)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _prepare(
+    writer: DataFrameWriter,
+    original_partition_by: Callable[..., DataFrameWriter],
+    original_option: Callable[..., DataFrameWriter],
+    original_mode: Callable[..., DataFrameWriter],
+) -> None:
+    """Turn what Spark refuses for Python data sources into options ``writer()`` reads."""
+    state = _recorded(writer)
+    spark = writer._spark
+    given = dict(state.options)
+    if state.partition_by:
+        columns = ",".join(state.partition_by)
+        if given.get("partitionby", columns) != columns:
+            raise ValueError(
+                f"partitionBy({columns}) and .option('partitionBy', "
+                f"{given['partitionby']!r}) disagree"
+            )
+        original_partition_by(writer)  # Spark refuses partition columns; the option has them
+        original_option(writer, "partitionBy", columns)
+    confs = list(SESSION_CONFS)
+    if given.get("format", "parquet").lower() == "parquet":
+        confs.append((PARQUET_CODEC_CONF, "compression"))
+    for conf, key in confs:
+        value = _conf(spark, conf)
+        if key not in given and value:
+            original_option(writer, key, value)
+    mode = state.mode or "errorifexists"
+    if mode in ERROR_MODES or mode == "ignore":
+        original_mode(writer, "append")
+        original_option(writer, SAVE_MODE_OPTION, "ignore" if mode == "ignore" else "errorifexists")
+    else:  # set on every save: a reused writer must not keep an earlier save's mode
+        original_option(writer, SAVE_MODE_OPTION, "")
+    # the JVM looks the data source up in the calling thread's active session
+    jvm = spark.sparkContext._jvm
+    if jvm is not None:
+        spark._get_j_spark_session_class(jvm).setActiveSession(spark._jsparkSession)
+
+
+def _conf(spark: Any, key: str) -> str | None:
+    try:
+        value = spark.conf.get(key)
+    except Exception:  # not set and no default
+        return None
+    return None if value is None else str(value)
+
+
+#: the last ``SomeError: message`` line of a Python traceback inside Spark's message
+_CAUSE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception|Failure|Exit)): (.+)$")
+
+
+def one_line_cause(text: str) -> str | None:
+    """The exception line that ends the innermost Python traceback in ``text``."""
+    found: str | None = None
+    for line in text.splitlines():
+        match = _CAUSE.match(line.strip())
+        if match and not match.group(1).startswith(("Py4J", "Analysis")):
+            found = f"{match.group(1)}: {match.group(2)}"
+        if line.startswith("JVM stacktrace:"):
+            break
+    return found
+
+
+def _put_cause_first(error: Exception) -> None:
+    """Start the message of Spark's exception with the one-line cause; the exception
+    keeps its type, so ``except AnalysisException`` still works."""
+    desc = getattr(error, "_desc", None)
+    if not isinstance(desc, str):
+        return
+    cause = one_line_cause(desc)
+    if cause and not desc.startswith("aiocommit: "):
+        error._desc = f"aiocommit: {cause}\n{desc}"  # type: ignore[attr-defined]
