@@ -30,7 +30,7 @@ from aiocommit.protocol.iostatistics import IOStatistics, IOStatisticsSnapshot
 from aiocommit.protocol.success import SuccessData
 from aiocommit.stages.cleanup import cleanup_stage
 from aiocommit.stages.context import ProgressCallback, StageContext, first_error, parallel, stage
-from aiocommit.stages.create_dirs import create_directories_stage
+from aiocommit.stages.create_dirs import create_directories_stage, remove_empty_directories
 from aiocommit.stages.load_manifests import (
     CommitPlan,
     LoadedJob,
@@ -151,6 +151,9 @@ async def _commit(context: StageContext, manifests: Sequence[str] | None) -> Suc
         return summary
     except BaseException as raw:
         error = first_error(raw)
+        if loaded is not None and isinstance(error, Exception):
+            with anyio.CancelScope(shield=True):
+                await remove_empty_directories(context, loaded.directories)
         summary.success = False
         summary.state = "FAILED"
         summary.stage = getattr(error, "stage", None) or msgspec.UNSET

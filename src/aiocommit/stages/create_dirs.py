@@ -5,11 +5,16 @@ pre:  manifests loaded; ``directories`` maps each destination directory to wheth
 post: every such directory exists, its parents too (``mkdirs`` makes parents, so only
       leaves are asked for); a file that stood where one of them must go is deleted.
 fail: a store error names the directory; no file has been renamed yet. Re-runnable.
+
+``remove_empty_directories`` undoes it after a failed commit: a name that could not be
+committed (its source is gone, it is refused) leaves no empty directory behind.
 """
 
 from __future__ import annotations
 
-from aiocommit.errors import AlreadyExists
+from collections import defaultdict
+
+from aiocommit.errors import AlreadyExists, NotEmpty, StoreError
 from aiocommit.protocol import statistics as S
 from aiocommit.stages.context import StageContext, parallel, stage
 from aiocommit.stores.base import is_under, parent_of
@@ -63,3 +68,40 @@ async def create_directories_stage(context: StageContext, directories: dict[str,
     async with stage(context, S.JOB_STAGE_CREATE_TARGET_DIRS):
         await parallel(leaves, create, workers=context.options.concurrency)
     return len(leaves)
+
+
+async def remove_empty_directories(context: StageContext, directories: dict[str, bool]) -> int:
+    """After a failed commit: delete the directories some task had to have created, and
+    their parents below the destination, that are still empty, deepest first.
+
+    Non-recursive deletes only, so a directory holding anything (a file renamed before the
+    failure, or another writer's) stays. Best effort: a store error is logged and the rest
+    is left as it is. Returns how many directories were removed.
+    """
+    ops = context.ops
+    if not ops.capabilities.directories:
+        return 0
+    dest_root = context.layout.dest.rstrip("/")
+    by_depth: dict[int, set[str]] = defaultdict(set)
+    for directory, needed in directories.items():
+        current = directory
+        while needed and is_under(current, dest_root) and current != dest_root:
+            by_depth[current.count("/")].add(current)
+            current = parent_of(current)
+    removed = 0
+
+    async def remove(directory: str) -> None:
+        nonlocal removed
+        try:
+            removed += await ops.delete(directory)
+        except NotEmpty:
+            pass
+
+    try:
+        for depth in sorted(by_depth, reverse=True):
+            await parallel(sorted(by_depth[depth]), remove, workers=context.options.concurrency)
+    except (StoreError, OSError) as error:
+        context.log.warning("could not remove the empty directories of a failed commit: %s", error)
+    if removed:
+        context.log.info("removed %d empty directories of the failed commit", removed)
+    return removed
