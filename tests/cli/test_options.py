@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 import pytest
 
@@ -14,7 +16,7 @@ from aiocommit.cli import (
     option_name,
 )
 from aiocommit.options import CommitOptions
-from tests.cli.conftest import Cli
+from tests.cli.conftest import Cli, one_error_line
 
 
 @pytest.mark.parametrize(
@@ -75,3 +77,16 @@ def test_format_default() -> None:
     assert format_default(None) == "unset"
     assert format_default(256) == "256"
     assert format_default(0.05) == "0.05"
+
+
+def test_cli_refuses_a_typo(cli: Cli, tmp_path: Path) -> None:
+    result = cli(
+        "commit",
+        str(tmp_path),
+        "--job-id",
+        "job_1_0001",
+        "--option",
+        "mapreduce.manifest.committer.io.thread=4",
+    )
+    assert result.exit_code == 2
+    assert "did you mean 'mapreduce.manifest.committer.io.threads'" in one_error_line(result)

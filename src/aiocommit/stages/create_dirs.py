@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from aiocommit.errors import AlreadyExists, NotEmpty, StoreError
+from aiocommit.errors import AlreadyExists, NotEmpty
 from aiocommit.protocol import statistics as S
-from aiocommit.stages.context import StageContext, parallel, stage
+from aiocommit.stages.context import StageContext, first_error, parallel, stage
 from aiocommit.stores.base import is_under, parent_of
 
 
@@ -100,8 +100,10 @@ async def remove_empty_directories(context: StageContext, directories: dict[str,
     try:
         for depth in sorted(by_depth, reverse=True):
             await parallel(sorted(by_depth[depth]), remove, workers=context.options.concurrency)
-    except (StoreError, OSError) as error:
-        context.log.warning("could not remove the empty directories of a failed commit: %s", error)
+    except Exception as error:  # best effort: the commit's own failure is what matters
+        context.log.warning(
+            "could not remove the empty directories of a failed commit: %s", first_error(error)
+        )
     if removed:
         context.log.info("removed %d empty directories of the failed commit", removed)
     return removed

@@ -102,7 +102,7 @@ class WriteSettings:
             row_group_size=row_group_size,
             header=header,
             local_dir=lowered.get("localdir") or None,
-            commit=CommitOptions.from_mapping(lowered),
+            commit=CommitOptions.from_mapping(lowered, handled_prefixes=(TEST_PREFIX,)),
             hooks=_hooks(lowered),
         )
 
