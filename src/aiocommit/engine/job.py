@@ -201,7 +201,8 @@ async def _manifests_to_load(
     )
     try:
         plan = read_plan(
-            await context.ops.read_bytes(layout.commit_plan_path), layout.commit_plan_path
+            await context.ops.read_bytes(layout.commit_plan_path, statistic=S.OP_LOAD_COMMIT_PLAN),
+            layout.commit_plan_path,
         )
     except NotFound:
         plan = None
@@ -278,7 +279,8 @@ async def _undo_renames(context: StageContext) -> None:
     layout = context.layout
     try:
         plan = read_plan(
-            await context.ops.read_bytes(layout.commit_plan_path), layout.commit_plan_path
+            await context.ops.read_bytes(layout.commit_plan_path, statistic=S.OP_LOAD_COMMIT_PLAN),
+            layout.commit_plan_path,
         )
     except NotFound:
         return

@@ -129,7 +129,7 @@ async def _load_all(
     async def load_one(name: str) -> None:
         path = join(layout.manifests_dir, name)
         try:
-            data = await context.ops.read_bytes(path)
+            data = await context.ops.read_bytes(path, statistic=S.OP_LOAD_MANIFEST)
         except NotFound as error:
             raise ManifestError("manifest not found", path=path) from error
         manifest = decode_manifest(data, path=path)
