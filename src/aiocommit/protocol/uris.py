@@ -28,6 +28,9 @@ UNICODE_SPACES = "\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 #: what ``java.net.URI`` leaves as it is in a path: unreserved, punctuation, ``/`` and ``@``
 _LEGAL_ASCII = r"A-Za-z0-9\-_.!~*'():@&=+$,;/"
 
+#: one ASCII character the URI form escapes (the fast path: most names are ASCII)
+_ASCII_TO_ESCAPE = re.compile(f"[^{_LEGAL_ASCII}]")
+
 #: one character the URI form escapes: illegal ASCII, ISO controls, non-ASCII spaces, and
 #: lone surrogates (a local file name that is not UTF-8, decoded with ``surrogateescape``)
 _TO_ESCAPE = re.compile(
@@ -49,8 +52,10 @@ def _escape(match: re.Match[str]) -> str:
 def manifest_uri(qualified: str) -> str:
     """The URI form of a qualified store path (``Store.qualify``), as Hadoop's
     ``Path.toUri().toString()`` writes it: ``file:/d/a b`` -> ``file:/d/a%20b``."""
-    if _TO_ESCAPE.search(qualified) is None:
-        return qualified
+    if qualified.isascii():
+        if _ASCII_TO_ESCAPE.search(qualified) is None:
+            return qualified
+        return _ASCII_TO_ESCAPE.sub(_escape, qualified)
     return _TO_ESCAPE.sub(_escape, qualified)
 
 
@@ -58,8 +63,8 @@ def manifest_path(uri: str) -> str:
     """The qualified store path (for ``Store.unqualify``) of a path in Hadoop's URI form:
     ``file:/d/a%20b`` -> ``file:/d/a b``. ``ValueError`` names the first character that
     ``java.net.URI`` would refuse (an unescaped space, ``#``, ``?``, a bad ``%`` escape)."""
-    if "%" not in uri and uri.isascii() and _ILLEGAL.search(uri) is None:
-        return uri
+    if uri.isascii() and _ASCII_TO_ESCAPE.search(uri) is None:
+        return uri  # nothing escaped, nothing illegal: no % either
     bad = _ILLEGAL.search(uri)
     if bad is not None:
         where = bad.start()
