@@ -9,6 +9,7 @@ installs, and the pyspark wheel's jars)."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from aiocommit import CommitError, ManifestError, commit_job, commit_task, setup
 from aiocommit.protocol.manifest import decode_manifest, encode_manifest
 from aiocommit.protocol.success import decode_success
 from aiocommit.stores.local import LocalStore
+from tests.cli.conftest import Cli
 from tests.helpers import write_task
 from tests.interop.hadoop import JOB_ID, SAMPLE_NAMES, SAMPLES, java_ready, run_hadoop
 
@@ -143,3 +145,14 @@ def test_we_commit_names_hadoop_wrote(tmp_path: Path) -> None:
     assert tree(dest) == expected_tree(SAMPLE_NAMES)
     for name in SAMPLE_NAMES:
         assert (dest / name).read_text(encoding="utf-8") == name
+
+
+def test_aiocommit_commit_command_on_hadoops_job(cli: Cli, tmp_path: Path) -> None:
+    """The issue's report, through the command: `aiocommit commit` of a job whose task
+    Hadoop committed with such names."""
+    dest = tmp_path / "dest"
+    place_hadoop_job(dest)
+    result = cli("commit", str(dest), "--job-id", JOB_ID, "--json")
+    assert result.exit_code == 0, result.output
+    assert tree(dest) == expected_tree(SAMPLE_NAMES)
+    assert json.loads(result.stdout)["files"] == len(SAMPLE_NAMES)
