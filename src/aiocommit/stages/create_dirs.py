@@ -14,10 +14,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import anyio
+
 from aiocommit.errors import AlreadyExists, NotEmpty
 from aiocommit.protocol import statistics as S
 from aiocommit.stages.context import StageContext, first_error, parallel, stage
 from aiocommit.stores.base import is_under, parent_of
+
+#: the longest a failed commit spends removing the empty directories it made
+REMOVE_SECONDS = 30
 
 
 def leaf_directories(directories: dict[str, bool]) -> list[str]:
@@ -75,8 +80,9 @@ async def remove_empty_directories(context: StageContext, directories: dict[str,
     their parents below the destination, that are still empty, deepest first.
 
     Non-recursive deletes only, so a directory holding anything (a file renamed before the
-    failure, or another writer's) stays. Best effort: a store error is logged and the rest
-    is left as it is. Returns how many directories were removed.
+    failure, or another writer's) stays. Best effort, and at most ``REMOVE_SECONDS`` long
+    (a struggling store must not hold back the failure): a store error or the time limit
+    is logged and the rest is left as it is. Returns how many directories were removed.
     """
     ops = context.ops
     if not ops.capabilities.directories:
@@ -98,8 +104,14 @@ async def remove_empty_directories(context: StageContext, directories: dict[str,
             pass
 
     try:
-        for depth in sorted(by_depth, reverse=True):
-            await parallel(sorted(by_depth[depth]), remove, workers=context.options.concurrency)
+        with anyio.move_on_after(REMOVE_SECONDS) as scope:
+            for depth in sorted(by_depth, reverse=True):
+                await parallel(sorted(by_depth[depth]), remove, workers=context.options.concurrency)
+        if scope.cancelled_caught:
+            context.log.warning(
+                "stopped removing the empty directories of a failed commit after %d s",
+                REMOVE_SECONDS,
+            )
     except Exception as error:  # best effort: the commit's own failure is what matters
         context.log.warning(
             "could not remove the empty directories of a failed commit: %s", first_error(error)
