@@ -3,14 +3,16 @@ plain ``open()``/``mkdir()`` would give them, ``_SUCCESS`` included."""
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anyio
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from aiocommit import commit_job
 from aiocommit.cli import main
@@ -25,6 +27,18 @@ def umask(request: pytest.FixtureRequest) -> Iterator[int]:
         yield request.param
     finally:
         os.umask(old)
+
+
+@pytest.fixture
+def run_cli() -> Iterator[Callable[..., Result]]:
+    """``aiocommit ARGS`` in this process; the ``aiocommit`` logger is restored after."""
+    logger = logging.getLogger("aiocommit")
+    level, handlers = logger.level, list(logger.handlers)
+    yield lambda *args: CliRunner().invoke(main, list(args))
+    logger.setLevel(level)
+    for handler in list(logger.handlers):
+        if handler not in handlers:
+            logger.removeHandler(handler)
 
 
 def modes(root: Path) -> dict[str, int]:
@@ -68,13 +82,28 @@ def test_store_writes_follow_the_umask(tmp_path: Path, umask: int) -> None:
         assert stat.S_IMODE((tmp_path / directory).stat().st_mode) == 0o777 & ~umask
 
 
-def test_demo_output_is_readable_by_others(tmp_path: Path) -> None:
+def test_demo_output_is_readable_by_others(tmp_path: Path, run_cli: Callable[..., Result]) -> None:
     old = os.umask(0o022)
     try:
-        result = CliRunner().invoke(main, ["demo", str(tmp_path / "out"), "--tasks", "2"])
+        result = run_cli("demo", str(tmp_path / "out"), "--tasks", "2")
     finally:
         os.umask(old)
     assert result.exit_code == 0, result.output
     found = modes(tmp_path / "out")
     assert found["_SUCCESS"] == 0o644 and found["part=0"] == 0o755
     assert all(mode & 0o044 == 0o044 for mode in found.values())
+
+
+def test_demo_without_a_directory_makes_a_readable_one(run_cli: Callable[..., Result]) -> None:
+    old = os.umask(0o022)
+    try:
+        result = run_cli("demo", "--tasks", "1", "--files-per-task", "2")
+    finally:
+        os.umask(old)
+    assert result.exit_code == 0, result.output
+    dest = Path(result.output.split(" into ", 1)[1].split(" in ", 1)[0])
+    try:
+        assert stat.S_IMODE(dest.stat().st_mode) == 0o755
+        assert stat.S_IMODE((dest / "_SUCCESS").stat().st_mode) == 0o644
+    finally:
+        shutil.rmtree(dest)
