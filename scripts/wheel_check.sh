@@ -25,10 +25,12 @@ case "$where" in
     *) echo "wheel_check: aiocommit imported from $where, not the fresh venv" >&2; exit 1 ;;
 esac
 "$work/all/bin/aiocommit" --help >/dev/null
+"$work/all/bin/aiocommit" stress --help >/dev/null
+"$work/all/bin/python" -m aiocommit --version
 "$work/all/bin/aiocommit" demo "$work/demo-output"
 "$work/all/bin/aiocommit" show "$work/demo-output" >/dev/null
 "$work/all/bin/aiocommit" stress job --tasks 5
-echo "wheel_check: [all] ok: --help, demo, show, stress job"
+echo "wheel_check: [all] ok: --help, stress --help, --version, demo, show, stress job"
 
 "$PYTHON" -m venv "$work/bare"
 "$work/bare/bin/python" -m pip install --quiet "$wheel"
