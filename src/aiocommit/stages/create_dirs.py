@@ -6,17 +6,15 @@ post: every such directory exists, its parents too (``mkdirs`` makes parents, so
       leaves are asked for); a file that stood where one of them must go is deleted.
 fail: a store error names the directory; no file has been renamed yet. Re-runnable.
 
-``remove_empty_directories`` undoes it after a failed commit: a name that could not be
-committed (its source is gone, it is refused) leaves no empty directory behind.
+``remove_created_directories`` undoes it: for abort, and (best effort) after a failed
+commit, so a name that could not be committed leaves no empty directory behind.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import anyio
 
-from aiocommit.errors import AlreadyExists, NotEmpty
+from aiocommit.errors import AlreadyExists, NotEmpty, NotFound
 from aiocommit.protocol import statistics as S
 from aiocommit.stages.context import StageContext, first_error, parallel, stage
 from aiocommit.stores.base import is_under, parent_of
@@ -75,47 +73,49 @@ async def create_directories_stage(context: StageContext, directories: dict[str,
     return len(leaves)
 
 
-async def remove_empty_directories(context: StageContext, directories: dict[str, bool]) -> int:
-    """After a failed commit: delete the directories some task had to have created, and
-    their parents below the destination, that are still empty, deepest first.
-
-    Non-recursive deletes only, so a directory holding anything (a file renamed before the
-    failure, or another writer's) stays. Best effort, and at most ``REMOVE_SECONDS`` long
-    (a struggling store must not hold back the failure): a store error or the time limit
-    is logged and the rest is left as it is. Returns how many directories were removed.
-    """
+async def remove_created_directories(context: StageContext, directories: dict[str, bool]) -> None:
+    """Remove, deepest first, the empty destination directories that no task saw as
+    existing directories (so the commit created them). One non-recursive delete each:
+    a directory that holds anything stays, and so does a file that came to stand there.
+    Store errors are raised (abort is re-run until it finishes)."""
     ops = context.ops
     if not ops.capabilities.directories:
-        return 0
-    dest_root = context.layout.dest.rstrip("/")
-    by_depth: dict[int, set[str]] = defaultdict(set)
+        return
+    root = context.layout.dest.rstrip("/") or "/"
+    by_depth: dict[int, list[str]] = {}
     for directory, needed in directories.items():
-        current = directory
-        while needed and is_under(current, dest_root) and current != dest_root:
-            by_depth[current.count("/")].add(current)
-            current = parent_of(current)
-    removed = 0
+        if needed and directory != root and is_under(directory, root):
+            by_depth.setdefault(directory.count("/"), []).append(directory)
 
     async def remove(directory: str) -> None:
-        nonlocal removed
+        status = await ops.stat_or_none(directory)
+        if status is None or not status.is_dir:
+            return  # never a file that came to stand there
         try:
-            removed += await ops.delete(directory)
-        except NotEmpty:
-            pass
+            await ops.delete(directory, recursive=False)
+        except (NotEmpty, NotFound):
+            return
 
+    for depth in sorted(by_depth, reverse=True):
+        await parallel(by_depth[depth], remove, workers=context.options.concurrency)
+
+
+async def remove_created_directories_after_failure(
+    context: StageContext, directories: dict[str, bool]
+) -> None:
+    """``remove_created_directories`` for a job commit that failed, so a name that could
+    not be committed (its source is gone, it is refused) leaves no empty directory behind.
+    Best effort and at most ``REMOVE_SECONDS`` long (a struggling store must not hold back
+    the failure): a store error or the time limit is logged, the rest left as it is."""
     try:
         with anyio.move_on_after(REMOVE_SECONDS) as scope:
-            for depth in sorted(by_depth, reverse=True):
-                await parallel(sorted(by_depth[depth]), remove, workers=context.options.concurrency)
+            await remove_created_directories(context, directories)
         if scope.cancelled_caught:
             context.log.warning(
                 "stopped removing the empty directories of a failed commit after %d s",
                 REMOVE_SECONDS,
             )
-    except Exception as error:  # best effort: the commit's own failure is what matters
+    except Exception as error:  # the commit's own failure is what matters
         context.log.warning(
             "could not remove the empty directories of a failed commit: %s", first_error(error)
         )
-    if removed:
-        context.log.info("removed %d empty directories of the failed commit", removed)
-    return removed
