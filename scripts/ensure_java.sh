@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Make sure a Java runtime for PySpark 4 (Java 17 or newer) is on PATH; if not, install
-# OpenJDK 17's headless JRE with apt-get (as root, or through sudo).
+# Make sure a JDK 17 or newer is on PATH: PySpark 4 needs the runtime, and the Hadoop
+# interop tests (tests/interop) run Hadoop's committer through Java's source launcher,
+# which needs javac's compiler. If not, install OpenJDK 17's headless JDK with apt-get
+# (as root, or through sudo).
 set -euo pipefail
 
 java_major() {
@@ -11,14 +13,14 @@ java_major() {
 
 if command -v java >/dev/null 2>&1; then
     major="$(java_major)"
-    if [ -n "$major" ] && [ "$major" -ge 17 ]; then
+    if [ -n "$major" ] && [ "$major" -ge 17 ] && command -v javac >/dev/null 2>&1; then
         exit 0
     fi
-    echo "ensure_java: java ${major:-of unknown version} found; PySpark 4 needs 17+" >&2
+    echo "ensure_java: java ${major:-of unknown version} found; need a JDK 17+ (java, javac)" >&2
 fi
 
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "ensure_java: no Java 17+ and no apt-get; install a JRE 17 and put java on PATH" >&2
+    echo "ensure_java: no JDK 17+ and no apt-get; install a JDK 17 and put java on PATH" >&2
     exit 1
 fi
 SUDO=""
@@ -30,8 +32,8 @@ if [ "$(id -u)" -ne 0 ]; then
         exit 1
     fi
 fi
-echo "ensure_java: installing openjdk-17-jre-headless" >&2
+echo "ensure_java: installing openjdk-17-jdk-headless" >&2
 $SUDO apt-get update
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends \
-    openjdk-17-jre-headless
+    openjdk-17-jdk-headless
 java -version

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The test command: lint, types, then the test suite (Spark tests need Java, installed
-# here when missing). CI runs exactly this.
+# The test command: lint, types, import layers, then the test suite (Spark tests and the
+# Hadoop interop tests need a JDK, installed here when missing). CI runs this, then the
+# wheel check (.ci/run).
 source "$(dirname "$0")/bootstrap.sh"
 bash scripts/ensure_java.sh
 .venv/bin/ruff check src tests stress examples
 .venv/bin/ruff format --check src tests stress examples
 .venv/bin/mypy
+.venv/bin/lint-imports --no-cache  # the layers (pyproject.toml [tool.importlinter])
 exec .venv/bin/python -m pytest -q "$@"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import secrets
 import tempfile
 import time
 
@@ -14,13 +16,25 @@ from aiocommit.protocol.success import SuccessData
 from aiocommit.stores.local import LocalStore
 
 
+def _new_directory() -> str:
+    """A new directory under the temporary directory, with the mode ``mkdir`` gives (not
+    ``mkdtemp``'s 0700), so the demo's output is as readable as the umask says."""
+    while True:
+        path = os.path.join(tempfile.gettempdir(), f"aiocommit-demo-{secrets.token_hex(6)}")
+        try:
+            os.mkdir(path)
+        except FileExistsError:  # pragma: no cover - 48 random bits collided
+            continue
+        return path
+
+
 async def run_demo(
     dest: str | None = None, *, tasks: int = 8, files_per_task: int = 25, partitions: int = 4
 ) -> tuple[str, SuccessData, float]:
     """Run a job of ``tasks`` tasks (plus one failed attempt whose output must not
     land) into ``dest`` (a new temporary directory by default). Returns (dest, summary,
     seconds)."""
-    dest = dest or tempfile.mkdtemp(prefix="aiocommit-demo-")
+    dest = dest or _new_directory()
     store = LocalStore()
     options = CommitOptions(validate_output=True)
     started = time.perf_counter()

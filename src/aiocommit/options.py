@@ -1,14 +1,53 @@
-"""One options object for task and job commit, constructible from Hadoop's option names."""
+"""One options object for task and job commit, and the one normaliser of option keys.
+
+A key names an option by our name (``concurrency``; also ``aiocommit.concurrency``,
+``validate-output``, ``validate.output``) or by Hadoop's (``mapreduce.manifest.committer.
+io.threads``), with or without ``spark.hadoop.``. An unknown key under our prefixes
+(``aiocommit.``, ``mapreduce.manifest.committer.``) is an error naming the closest valid
+key; a Hadoop ManifestCommitter option that aiocommit has no use for is a warning. Other
+keys are ignored by default (a whole Spark or Hadoop configuration can be passed), or
+refused (``others="error"``: the command line).
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import difflib
+import functools
+import logging
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 SPARK_HADOOP_PREFIX = "spark.hadoop."
 OWN_PREFIX = "aiocommit."
+HADOOP_PREFIX = "mapreduce.manifest.committer."
+#: the prefixes under which every key must be an option we know
+OUR_PREFIXES = (OWN_PREFIX, HADOOP_PREFIX)
+#: Hadoop 3.5.0 ManifestCommitter options (``ManifestCommitterConstants``) that have no
+#: meaning here: the store operations class, the manifest writer's queue and save attempts
+#: (aiocommit saves a manifest with its own retries), deleting the base directory first
+HADOOP_ONLY_OPTIONS = frozenset(
+    HADOOP_PREFIX + name
+    for name in (
+        "cleanup.parallel.delete.base.first",
+        "manifest.save.attempts",
+        "store.operations.classname",
+        "writer.queue.capacity",
+    )
+)
+
+logger = logging.getLogger("aiocommit")
+
+
+class UnknownOption(ValueError):
+    """A key under our prefixes that names no option; the message names the closest one."""
+
+    def __init__(self, key: str, closest: str | None):
+        hint = f"; did you mean {closest!r}?" if closest else ""
+        super().__init__(f"unknown option {key!r}{hint}")
+        self.key = key
+        self.closest = closest
 
 
 def _option(default: Any, hadoop: str | None, doc: str) -> Any:
@@ -89,7 +128,6 @@ class CommitOptions:
     use_source_etag: bool = _option(
         True, None, "Rename with the manifest's etag as a source precondition where known."
     )
-    page_hint: int = _option(64, None, "Files of one manifest handed to rename workers at a time.")
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -109,26 +147,81 @@ class CommitOptions:
         return {f.name: f.metadata["hadoop"] for f in dataclasses.fields(cls)}
 
     @classmethod
-    def from_mapping(cls, settings: Mapping[str, object], **overrides: Any) -> CommitOptions:
-        """Build from our names (``concurrency`` or ``aiocommit.concurrency``) and Hadoop's
-        (``mapreduce.manifest.committer.io.threads``), with or without ``spark.hadoop.``.
-        Unknown keys are ignored, so a whole Spark or Hadoop configuration can be passed."""
-        by_name = {f.name: f for f in dataclasses.fields(cls)}
-        by_hadoop = {f.metadata["hadoop"]: f for f in by_name.values() if f.metadata["hadoop"]}
+    def option_for(cls, key: str) -> str | None:
+        """The field a key names, or None: ``aiocommit.validate-output``,
+        ``spark.hadoop.mapreduce.manifest.committer.io.threads``, ``report_dir``."""
+        stripped = key.strip().removeprefix(SPARK_HADOOP_PREFIX)
+        hadoop = _hadoop_names()
+        if stripped in hadoop:
+            return hadoop[stripped]
+        own = stripped.removeprefix(OWN_PREFIX)
+        names = _field_names()
+        for candidate in (own, own.replace("-", "_"), own.replace(".", "_")):
+            if candidate in names:
+                return candidate
+        return None
+
+    @classmethod
+    def from_mapping(
+        cls,
+        settings: Mapping[str, object],
+        *,
+        others: Literal["ignore", "error"] = "ignore",
+        handled_prefixes: Iterable[str] = (),
+        **overrides: Any,
+    ) -> CommitOptions:
+        """Build from a mapping of option keys (see the module docstring) to values
+        (strings are parsed); ``overrides`` (field names) win.
+
+        Raises ``UnknownOption`` for an unknown key under our prefixes, or for any unknown
+        key with ``others="error"``; keys under ``handled_prefixes`` belong to the caller
+        and are skipped. ``ValueError`` for a bad value."""
+        handled = tuple(handled_prefixes)
         values: dict[str, Any] = {}
         for raw_key, raw_value in settings.items():
-            key = (
-                raw_key[len(SPARK_HADOOP_PREFIX) :]
-                if raw_key.startswith(SPARK_HADOOP_PREFIX)
-                else raw_key
-            )
-            key = key[len(OWN_PREFIX) :] if key.startswith(OWN_PREFIX) else key
-            found = by_name.get(key) or by_hadoop.get(key) or by_name.get(key.replace(".", "_"))
-            if found is None:
+            key = str(raw_key).strip()
+            name = cls.option_for(key)
+            if name is not None:
+                values[name] = _parse(_fields()[name], raw_value)
                 continue
-            values[found.name] = _parse(found, raw_value)
+            bare = key.removeprefix(SPARK_HADOOP_PREFIX)
+            if handled and bare.startswith(handled):
+                continue
+            if bare in HADOOP_ONLY_OPTIONS:
+                logger.warning("option %s is Hadoop's and has no effect on aiocommit", key)
+            elif bare.startswith(OUR_PREFIXES) or others == "error":
+                raise UnknownOption(key, _closest(bare))
         values.update(overrides)
         return cls(**values)
+
+
+@functools.cache
+def _fields() -> dict[str, dataclasses.Field[Any]]:
+    return {f.name: f for f in dataclasses.fields(CommitOptions)}
+
+
+def _field_names() -> frozenset[str]:
+    return frozenset(_fields())
+
+
+@functools.cache
+def _hadoop_names() -> dict[str, str]:
+    return {
+        f.metadata["hadoop"]: f.name
+        for f in dataclasses.fields(CommitOptions)
+        if f.metadata["hadoop"]
+    }
+
+
+def _closest(key: str) -> str | None:
+    """The valid key most like ``key``: our names with and without ``aiocommit.``, and
+    Hadoop's names."""
+    names = _field_names()
+    candidates = [*names, *(OWN_PREFIX + n for n in names), *_hadoop_names()]
+    found = difflib.get_close_matches(key, candidates, n=1, cutoff=0.6)
+    if not found and key.startswith(OWN_PREFIX):
+        found = difflib.get_close_matches(key.removeprefix(OWN_PREFIX), list(names), n=1)
+    return found[0] if found else None
 
 
 def _parse(option: dataclasses.Field[Any], raw: object) -> Any:

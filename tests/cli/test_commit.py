@@ -173,3 +173,38 @@ def test_every_option_is_a_flag(cli: Cli) -> None:
         assert "--" + name.replace("_", "-") in text
         if hadoop:
             assert hadoop in text.replace("\n", "").replace(" ", "")
+
+
+def test_already_committed_draws_no_progress_bar(cli: Cli, dest: Dest) -> None:
+    job_id, _ = dest.job(tasks=2, files=3)
+    first = cli("commit", dest.url, "--job-id", job_id)
+    assert first.exit_code == 0, first.output
+    assert "6/6" in first.stderr  # the bar of the commit that renamed
+    again = cli("commit", dest.url, "--job-id", job_id)
+    assert again.exit_code == 0, again.output
+    assert f"job {job_id} was already committed" in again.stdout
+    assert again.stderr == ""
+
+
+def test_progress_bar_draws_nothing_without_reports() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    stream = StringIO()
+    with ProgressBar(Console(file=stream, width=120)) as bar:
+        pass
+    assert bar.events == 0 and stream.getvalue() == ""
+
+
+def test_clean_commit_statistics_show_no_failures(cli: Cli, dest: Dest) -> None:
+    """Probes that find nothing (no _SUCCESS, no commit plan, directories to create) are
+    answers, not failures; reads are named by what they read."""
+    job_id, _ = dest.job(tasks=2, files=3)
+    data = json.loads(cli("commit", dest.url, "--job-id", job_id, "--json").stdout)
+    rows = {row["name"]: row for row in data["statistics"]}
+    assert {name: row["failures"] for name, row in rows.items() if row["failures"]} == {}
+    assert rows["op_load_manifest"]["count"] == 2
+    assert rows["op_load_success_marker"]["count"] == 1
+    assert rows["op_load_commit_plan"]["count"] == 1
+    assert rows["op_get_file_status"]["count"] > 0

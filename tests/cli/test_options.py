@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 import pytest
 
@@ -75,3 +77,19 @@ def test_format_default() -> None:
     assert format_default(None) == "unset"
     assert format_default(256) == "256"
     assert format_default(0.05) == "0.05"
+
+
+def test_cli_refuses_a_typo(cli: Cli, tmp_path: Path) -> None:
+    result = cli(
+        "commit",
+        str(tmp_path),
+        "--job-id",
+        "job_1_0001",
+        "--option",
+        "mapreduce.manifest.committer.io.thread=4",
+    )
+    assert result.exit_code == 2
+    assert (
+        "--option unknown option 'mapreduce.manifest.committer.io.thread'; "
+        "did you mean 'mapreduce.manifest.committer.io.threads'?"
+    ) in result.stderr

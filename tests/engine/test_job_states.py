@@ -213,7 +213,11 @@ async def test_abort_removes_the_empty_directories_the_commit_created(
     }
     await commit_task(await write_task(store, dest, job_id, 0, 0, files), store=store)
     await part_way_commit(store, dest, job_id)
-    assert "part=2/sub" in await directories(store, dest)
+    # the failed commit itself already removed the directories it left empty (#15); the
+    # ones that hold a file it renamed stay until abort moves the file back
+    renamed = set(await output(store, dest)) - {"part=0/old.dat"}
+    holding = {name.rsplit("/", 1)[0] for name in renamed if "/" in name}
+    assert holding <= await directories(store, dest)
     await abort_job(dest, job_id, store=store)
     assert await output(store, dest) == {"part=0/old.dat": b"old"}
     assert await directories(store, dest) == {"part=0"}

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from aiocommit.cli.units import parse_duration
-from aiocommit.options import CommitOptions
+from aiocommit.options import CommitOptions, UnknownOption
 from aiocommit.protocol.layout import JobLayout
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -25,7 +25,6 @@ COMMIT_ONLY_OPTIONS = frozenset(
         "report_dir",
         "diagnostics_dir",
         "use_source_etag",
-        "page_hint",
     }
 )
 
@@ -103,17 +102,8 @@ def commit_options(*, commit: bool) -> Callable[[F], F]:
 
 
 def option_name(key: str) -> str | None:
-    """The ``CommitOptions`` field a key names (ours, ``aiocommit.``-prefixed, with dashes,
-    Hadoop's, ``spark.hadoop.``-prefixed), or None."""
-    names = CommitOptions.names()
-    stripped = key.strip().removeprefix("spark.hadoop.").removeprefix("aiocommit.")
-    for candidate in (stripped, stripped.replace("-", "_"), stripped.replace(".", "_")):
-        if candidate in names:
-            return candidate
-    for name, hadoop in names.items():
-        if hadoop == stripped:
-            return name
-    return None
+    """The ``CommitOptions`` field a key names (``CommitOptions.option_for``), or None."""
+    return CommitOptions.option_for(key)
 
 
 def build_options(values: Mapping[str, Any], pairs: Sequence[str]) -> CommitOptions:
@@ -124,17 +114,13 @@ def build_options(values: Mapping[str, Any], pairs: Sequence[str]) -> CommitOpti
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise click.UsageError(f"--option {pair!r}: expected KEY=VALUE")
-        name = option_name(key)
-        if name is None:
-            raise click.UsageError(
-                f"--option {key.strip()!r}: unknown option; known: "
-                + ", ".join(CommitOptions.names())
-            )
-        settings[name] = value
+        settings[key.strip()] = value
     fields = CommitOptions.names()
     overrides = {k: v for k, v in values.items() if k in fields and v is not None}
     try:
-        return CommitOptions.from_mapping(settings, **overrides)
+        return CommitOptions.from_mapping(settings, others="error", **overrides)
+    except UnknownOption as error:
+        raise click.UsageError(f"--option {error}") from None
     except (ValueError, TypeError) as error:
         raise click.UsageError(f"bad option value: {error}") from None
 

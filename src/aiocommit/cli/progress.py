@@ -10,7 +10,9 @@ from aiocommit.stages.context import Progress
 
 
 class ProgressBar:
-    """Draws the engine's ``Progress`` reports with rich, on stderr."""
+    """Draws the engine's ``Progress`` reports with rich, on stderr. Nothing is drawn
+    until the first report, so a commit that renames nothing (a job already committed)
+    prints no empty bar."""
 
     def __init__(self, console: Console, *, enabled: bool = True):
         self.enabled = enabled
@@ -28,17 +30,17 @@ class ProgressBar:
         self._task: rich_progress.TaskID | None = None
 
     def __enter__(self) -> ProgressBar:
-        self._bar.start()
-        self._task = self._bar.add_task("starting", total=None, bytes="")
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._bar.stop()
+        if self._task is not None:
+            self._bar.stop()
 
     def __call__(self, event: Progress) -> None:
         self.events += 1
         if self._task is None:
-            return
+            self._bar.start()
+            self._task = self._bar.add_task(event.stage, total=None, bytes="")
         sizes = human_bytes(event.bytes_done)
         if event.bytes_total:
             sizes += f"/{human_bytes(event.bytes_total)}"

@@ -46,7 +46,10 @@ from aiocommit.stages.commit_plan import (
     save_plan,
 )
 from aiocommit.stages.context import ProgressCallback, StageContext, first_error, stage
-from aiocommit.stages.create_dirs import create_directories_stage
+from aiocommit.stages.create_dirs import (
+    create_directories_stage,
+    remove_created_directories_after_failure,
+)
 from aiocommit.stages.job_state import read_job_record
 from aiocommit.stages.load_manifests import LoadedJob, list_manifest_names, load_manifests_stage
 from aiocommit.stages.rename_files import rename_files_stage
@@ -167,6 +170,9 @@ async def _commit(context: StageContext, manifests: Sequence[str] | None) -> Suc
         return summary
     except BaseException as raw:
         error = first_error(raw)
+        if loaded is not None and isinstance(error, Exception):
+            with anyio.CancelScope(shield=True):
+                await remove_created_directories_after_failure(context, loaded.directories)
         summary.success = False
         summary.state = "FAILED"
         summary.stage = getattr(error, "stage", None) or msgspec.UNSET

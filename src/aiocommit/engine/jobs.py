@@ -15,6 +15,7 @@ from aiocommit.engine.session import open_operations
 from aiocommit.errors import ManifestError, NotFound
 from aiocommit.io.operations import StoreOperations
 from aiocommit.options import CommitOptions
+from aiocommit.protocol import statistics as S
 from aiocommit.protocol.layout import (
     MANIFEST_SUFFIX,
     SUCCESS,
@@ -105,7 +106,8 @@ async def _success_job(ops: StoreOperations, dest: str) -> str | None:
     """The job ID in ``DEST/_SUCCESS`` when it records a success."""
     path = join(dest, SUCCESS)
     try:
-        success = decode_success(await ops.read_bytes(path), path=path)
+        data = await ops.read_bytes(path, statistic=S.OP_LOAD_SUCCESS)
+        success = decode_success(data, path=path)
     except (NotFound, ManifestError):
         return None
     return success.job_id if success.success else None
@@ -139,7 +141,8 @@ async def _job(context: StageContext, committed_job: str | None) -> JobInfo | No
 
     async def load(path: str) -> None:
         try:
-            manifest = decode_manifest(await ops.read_bytes(path), path=path)
+            data = await ops.read_bytes(path, statistic=S.OP_LOAD_MANIFEST)
+            manifest = decode_manifest(data, path=path)
         except (NotFound, ManifestError):
             info.bad_manifests += 1
             return

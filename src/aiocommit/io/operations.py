@@ -65,8 +65,12 @@ class StoreOperations:
             else None
         )
 
-    async def _attempt(self, statistic: str, function: Callable[[], Awaitable[T]]) -> T:
-        """One try: rate limit, a slot of the in-flight limit, statistics, throttle feedback."""
+    async def _attempt(
+        self, statistic: str, function: Callable[[], Awaitable[T]], *, probe: bool = False
+    ) -> T:
+        """One try: rate limit, a slot of the in-flight limit, statistics, throttle feedback.
+        A ``probe`` (stat, read) that finds nothing raises ``NotFound`` but is counted as a
+        call that succeeded: absence is its answer, not a failure."""
         stats = self.stats
         if self._rate is not None:
             waited = await self._rate.acquire()
@@ -78,8 +82,12 @@ class StoreOperations:
         try:
             result = await function()
         except StoreError as error:
-            stats.record_duration(statistic, (time.perf_counter() - begin) * 1000, failed=True)
-            if isinstance(error, Throttled):
+            answered = probe and isinstance(error, NotFound)
+            millis = (time.perf_counter() - begin) * 1000
+            stats.record_duration(statistic, millis, failed=not answered)
+            if answered:
+                limiter.on_success()
+            elif isinstance(error, Throttled):
                 stats.increment(S.STORE_IO_THROTTLED)
                 if limiter.on_throttle(epoch):
                     stats.increment(S.STORE_IO_CONCURRENCY_DECREASED)
@@ -111,6 +119,7 @@ class StoreOperations:
         function: Callable[[], Awaitable[T]],
         *,
         rate: RateLimiter | None = None,
+        probe: bool = False,
     ) -> T:
         """Run ``function`` with limits, statistics and retries. The error that ends the
         retries carries ``attempts``, so callers can tell a possibly-applied call."""
@@ -124,7 +133,7 @@ class StoreOperations:
                 if waited:
                     self.stats.record_duration(S.STORE_IO_RATE_LIMITED, waited * 1000)
             try:
-                return await self._attempt(statistic, function)
+                return await self._attempt(statistic, function, probe=probe)
             except StoreError as error:
                 delay = await self._backoff(error, attempt, delay, started)
 
@@ -160,7 +169,8 @@ class StoreOperations:
                     await aclose()
 
     async def stat(self, path: str) -> FileStatus:
-        return await self._call(S.OP_GET_FILE_STATUS, lambda: self.store.stat(path))
+        """A path's status; ``NotFound`` (not counted as a failure) when nothing is there."""
+        return await self._call(S.OP_GET_FILE_STATUS, lambda: self.store.stat(path), probe=True)
 
     async def stat_or_none(self, path: str) -> FileStatus | None:
         try:
@@ -200,8 +210,11 @@ class StoreOperations:
             if error.attempts < 2 or landed is None or landed.size != written.size:
                 raise
 
-    async def read_bytes(self, path: str) -> bytes:
-        return await self._call(S.OP_READ, lambda: self.store.read_bytes(path))
+    async def read_bytes(self, path: str, *, statistic: str) -> bytes:
+        """A small file's bytes, timed under ``statistic`` (what is read:
+        ``OP_LOAD_MANIFEST``, ``OP_LOAD_SUCCESS``, ...); ``NotFound``, not counted as a
+        failure, when it is not there."""
+        return await self._call(statistic, lambda: self.store.read_bytes(path), probe=True)
 
     async def write_bytes(self, path: str, data: bytes, *, overwrite: bool = True) -> FileStatus:
         return await self._call(

@@ -9,7 +9,10 @@ OP_MKDIRS = "op_mkdirs"
 OP_DELETE = "op_delete"
 OP_DELETE_DIR = "op_delete_dir"
 OP_RENAME = "op_rename"
-OP_READ = "op_load_manifest"
+# reads, named by what they read
+OP_LOAD_MANIFEST = "op_load_manifest"
+OP_LOAD_SUCCESS = "op_load_success_marker"
+OP_LOAD_COMMIT_PLAN = "op_load_commit_plan"
 OP_WRITE = "op_save_file"
 OP_UPLOAD = "op_upload_file"
 COMMIT_FILE_RENAME = "commit_file_rename"
@@ -65,7 +68,9 @@ STORE_OPERATIONS = (
     OP_DELETE,
     OP_DELETE_DIR,
     OP_RENAME,
-    OP_READ,
+    OP_LOAD_MANIFEST,
+    OP_LOAD_SUCCESS,
+    OP_LOAD_COMMIT_PLAN,
     OP_WRITE,
     COMMIT_FILE_RENAME,
 )

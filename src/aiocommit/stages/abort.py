@@ -16,14 +16,15 @@ fail: ``CommitError`` naming the file that is neither at its source nor at its
 
 from __future__ import annotations
 
-from aiocommit.errors import CommitError, ManifestError, NotEmpty, NotFound
+from aiocommit.errors import CommitError, ManifestError
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.stages.commit_plan import ABORTED, CommitPlan, copies_reader, save_plan
 from aiocommit.stages.context import StageContext, parallel, stage
+from aiocommit.stages.create_dirs import remove_created_directories
 from aiocommit.stages.load_manifests import LoadedJob, load_manifests_stage
 from aiocommit.stages.rename_files import Entry, holds, same_file
-from aiocommit.stores.base import is_under, parent_of
+from aiocommit.stores.base import parent_of
 
 
 async def undo_commit_stage(context: StageContext, plan: CommitPlan, stats: IOStatistics) -> int:
@@ -32,7 +33,7 @@ async def undo_commit_stage(context: StageContext, plan: CommitPlan, stats: IOSt
         loaded = await _load_planned(context, plan, stats)
         try:
             moved = await _move_back(context, loaded)
-            await _remove_created_directories(context, loaded.directories)
+            await remove_created_directories(context, loaded.directories)
         finally:
             loaded.close()
         plan.state = ABORTED
@@ -94,29 +95,3 @@ async def _move_back(context: StageContext, loaded: LoadedJob) -> int:
             workers=context.options.concurrency,
         )
     return moved
-
-
-async def _remove_created_directories(context: StageContext, directories: dict[str, bool]) -> None:
-    """Remove, deepest first, the empty destination directories that no task saw as
-    existing directories (so the commit created them). One non-recursive delete each:
-    a directory that holds anything stays."""
-    ops = context.ops
-    if not ops.capabilities.directories:
-        return
-    root = context.layout.dest.rstrip("/") or "/"
-    by_depth: dict[int, list[str]] = {}
-    for directory, needed in directories.items():
-        if needed and directory != root and is_under(directory, root):
-            by_depth.setdefault(directory.count("/"), []).append(directory)
-
-    async def remove(directory: str) -> None:
-        status = await ops.stat_or_none(directory)
-        if status is None or not status.is_dir:
-            return  # never a file that came to stand there
-        try:
-            await ops.delete(directory, recursive=False)
-        except (NotEmpty, NotFound):
-            return
-
-    for depth in sorted(by_depth, reverse=True):
-        await parallel(by_depth[depth], remove, workers=context.options.concurrency)

@@ -26,6 +26,7 @@ import anyio
 import msgspec
 
 from aiocommit.errors import ManifestError, NotFound
+from aiocommit.protocol import statistics as S
 from aiocommit.protocol.codec import decode_or_raise, encode_pretty
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.stages.context import StageContext
@@ -63,7 +64,8 @@ async def read_plan(context: StageContext, layout: JobLayout | None = None) -> C
     """The plan of ``layout``'s job attempt (the context's by default), or None."""
     path = (layout or context.layout).commit_plan_path
     try:
-        return decode_plan(await context.ops.read_bytes(path), path)
+        data = await context.ops.read_bytes(path, statistic=S.OP_LOAD_COMMIT_PLAN)
+        return decode_plan(data, path)
     except NotFound:
         return None
 
@@ -110,7 +112,9 @@ def copies_reader(context: StageContext, plan: CommitPlan) -> Callable[[str], Aw
         part, offset, length = where
         async with lock:
             if part not in parts:
-                parts[part] = await context.ops.read_bytes(context.layout.plan_manifests_part(part))
+                parts[part] = await context.ops.read_bytes(
+                    context.layout.plan_manifests_part(part), statistic=S.OP_LOAD_MANIFEST
+                )
         return parts[part][offset : offset + length]
 
     return read

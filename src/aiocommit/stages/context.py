@@ -18,6 +18,7 @@ from aiocommit.observability import ContextAdapter, stage_span
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.layout import JobLayout
+from aiocommit.protocol.uris import manifest_path, manifest_uri
 
 T = TypeVar("T")
 
@@ -57,7 +58,17 @@ class StageContext:
         self.log = ContextAdapter(logger, extra)
 
     def qualify(self, path: str) -> str:
+        """The store URL of a path, for messages and people (nothing escaped)."""
         return self.ops.store.qualify(path)
+
+    def to_uri(self, path: str) -> str:
+        """A store path as manifests and ``_SUCCESS`` hold it (Hadoop's URI form)."""
+        return manifest_uri(self.ops.store.qualify(path))
+
+    def from_uri(self, uri: str) -> str:
+        """The store path of a path in a manifest; ``ValueError`` if it is not in Hadoop's
+        URI form or names another store."""
+        return self.ops.store.unqualify(manifest_path(uri))
 
     def report(self, event: Progress) -> None:
         if self.progress is not None:

@@ -5,14 +5,22 @@ pre:  manifests loaded; ``directories`` maps each destination directory to wheth
 post: every such directory exists, its parents too (``mkdirs`` makes parents, so only
       leaves are asked for); a file that stood where one of them must go is deleted.
 fail: a store error names the directory; no file has been renamed yet. Re-runnable.
+
+``remove_created_directories`` undoes it: for abort, and (best effort) after a failed
+commit, so a name that could not be committed leaves no empty directory behind.
 """
 
 from __future__ import annotations
 
-from aiocommit.errors import AlreadyExists
+import anyio
+
+from aiocommit.errors import AlreadyExists, NotEmpty, NotFound
 from aiocommit.protocol import statistics as S
-from aiocommit.stages.context import StageContext, parallel, stage
+from aiocommit.stages.context import StageContext, first_error, parallel, stage
 from aiocommit.stores.base import is_under, parent_of
+
+#: the longest a failed commit spends removing the empty directories it made
+REMOVE_SECONDS = 30
 
 
 def leaf_directories(directories: dict[str, bool]) -> list[str]:
@@ -63,3 +71,51 @@ async def create_directories_stage(context: StageContext, directories: dict[str,
     async with stage(context, S.JOB_STAGE_CREATE_TARGET_DIRS):
         await parallel(leaves, create, workers=context.options.concurrency)
     return len(leaves)
+
+
+async def remove_created_directories(context: StageContext, directories: dict[str, bool]) -> None:
+    """Remove, deepest first, the empty destination directories that no task saw as
+    existing directories (so the commit created them). One non-recursive delete each:
+    a directory that holds anything stays, and so does a file that came to stand there.
+    Store errors are raised (abort is re-run until it finishes)."""
+    ops = context.ops
+    if not ops.capabilities.directories:
+        return
+    root = context.layout.dest.rstrip("/") or "/"
+    by_depth: dict[int, list[str]] = {}
+    for directory, needed in directories.items():
+        if needed and directory != root and is_under(directory, root):
+            by_depth.setdefault(directory.count("/"), []).append(directory)
+
+    async def remove(directory: str) -> None:
+        status = await ops.stat_or_none(directory)
+        if status is None or not status.is_dir:
+            return  # never a file that came to stand there
+        try:
+            await ops.delete(directory, recursive=False)
+        except (NotEmpty, NotFound):
+            return
+
+    for depth in sorted(by_depth, reverse=True):
+        await parallel(by_depth[depth], remove, workers=context.options.concurrency)
+
+
+async def remove_created_directories_after_failure(
+    context: StageContext, directories: dict[str, bool]
+) -> None:
+    """``remove_created_directories`` for a job commit that failed, so a name that could
+    not be committed (its source is gone, it is refused) leaves no empty directory behind.
+    Best effort and at most ``REMOVE_SECONDS`` long (a struggling store must not hold back
+    the failure): a store error or the time limit is logged, the rest left as it is."""
+    try:
+        with anyio.move_on_after(REMOVE_SECONDS) as scope:
+            await remove_created_directories(context, directories)
+        if scope.cancelled_caught:
+            context.log.warning(
+                "stopped removing the empty directories of a failed commit after %d s",
+                REMOVE_SECONDS,
+            )
+    except Exception as error:  # the commit's own failure is what matters
+        context.log.warning(
+            "could not remove the empty directories of a failed commit: %s", first_error(error)
+        )

@@ -150,7 +150,11 @@ async def _load_all(
     async def load_one(name: str) -> None:
         path = join(layout.manifests_dir, name)
         try:
-            data = await (read(name) if read is not None else context.ops.read_bytes(path))
+            data = await (
+                read(name)
+                if read is not None
+                else context.ops.read_bytes(path, statistic=S.OP_LOAD_MANIFEST)
+            )
         except NotFound as error:
             raise ManifestError("manifest not found", path=path) from error
         digest = hashlib.sha256(data).hexdigest()
@@ -200,7 +204,7 @@ async def _load_all(
         room = 100 - len(loaded.filenames)
         if room > 0:
             loaded.filenames.extend(
-                context.qualify(join(layout.dest, e[1] or e[0])) for e in checked.entries[:room]
+                context.to_uri(join(layout.dest, e[1] or e[0])) for e in checked.entries[:room]
             )
         task_stats.aggregate(manifest.iostatistics)
 
@@ -224,7 +228,6 @@ class _CheckedManifest:
 def _check_manifest(context: StageContext, manifest: TaskManifest, path: str) -> _CheckedManifest:
     """Check one manifest against the job; everything it names must stay in its place."""
     layout = context.layout
-    store = context.ops.store
     if manifest.job_id != layout.job_id:
         raise ManifestError(
             f"manifest belongs to job {manifest.job_id!r}, not {layout.job_id!r}", path=path
@@ -232,7 +235,7 @@ def _check_manifest(context: StageContext, manifest: TaskManifest, path: str) ->
 
     def local(uri: str, what: str) -> str:
         try:
-            local_path = store.unqualify(uri)
+            local_path = context.from_uri(uri)
             check_clean(local_path)
         except ValueError as error:
             raise ManifestError(

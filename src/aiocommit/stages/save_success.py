@@ -21,7 +21,9 @@ from aiocommit.stores.registry import open_store
 async def read_success(context: StageContext) -> SuccessData | None:
     """This job's ``_SUCCESS`` if the destination holds it, else None."""
     try:
-        data = await context.ops.read_bytes(context.layout.success_path)
+        data = await context.ops.read_bytes(
+            context.layout.success_path, statistic=S.OP_LOAD_SUCCESS
+        )
     except NotFound:
         return None
     try:
@@ -66,7 +68,9 @@ async def copy_manifests_for_diagnostics(context: StageContext, names: list[str]
     store, path = open_store(target)
     try:
         for name in names:
-            data = await context.ops.read_bytes(join(context.layout.manifests_dir, name))
+            data = await context.ops.read_bytes(
+                join(context.layout.manifests_dir, name), statistic=S.OP_LOAD_MANIFEST
+            )
             await store.write_bytes(join(path, context.layout.job_id, name), data)
     finally:
         await store.aclose()

@@ -51,7 +51,7 @@ async def scan_task_attempt(
             if status.is_dir
             else DirState.FILE
         )
-        dirs.append(DirEntry(context.qualify(dest_dir), int(state), level))
+        dirs.append(DirEntry(context.to_uri(dest_dir), int(state), level))
 
     async def scan(directory: str, group: anyio.abc.TaskGroup) -> None:
         with context.stats.track(S.OP_DIRECTORY_SCAN):
@@ -84,8 +84,8 @@ def _file_entry(
     context: StageContext, status: FileStatus, relative: str, keep_etag: bool
 ) -> FileEntry:
     return FileEntry(
-        source=context.qualify(status.path),
-        dest=context.qualify(join(context.layout.dest, relative)),
+        source=context.to_uri(status.path),
+        dest=context.to_uri(join(context.layout.dest, relative)),
         size=status.size,
         etag=status.etag if keep_etag else None,
     )
@@ -118,7 +118,7 @@ async def commit_task_stage(
             job_attempt_number=layout.attempt,
             task_id=task_id,
             task_attempt_id=task_attempt_id,
-            task_attempt_dir=context.qualify(attempt_dir),
+            task_attempt_dir=context.to_uri(attempt_dir),
             files=files,
             directories=dirs,
         )

@@ -2,8 +2,10 @@
 
 Paths are absolute POSIX strings inside the store (``"/dest/part=1/f.parquet"``),
 never URL-escaped: spaces, ``%``, ``#``, ``?`` and unicode are ordinary characters.
-``qualify`` and ``unqualify`` convert between such a path and the URI form written into
-manifests (Hadoop's ``Path.toString()`` form, e.g. ``file:/dest/f``).
+``qualify`` and ``unqualify`` convert between such a path and its URL, nothing escaped
+(Hadoop's ``Path.toString()`` form, e.g. ``file:/dest/a b``), as people type and read it.
+Manifests and ``_SUCCESS`` hold the escaped URI form of that URL instead
+(``file:/dest/a%20b``): ``aiocommit.protocol.uris`` converts, for every scheme alike.
 
 Contract (every adapter; checked by ``tests/contract``):
 
@@ -81,11 +83,13 @@ class Store(Protocol):
     def capabilities(self) -> StoreCapabilities: ...
 
     def qualify(self, path: str) -> str:
-        """The URI form of a store path, as written into manifests and ``_SUCCESS``."""
+        """The URL of a store path, nothing escaped (``protocol.uris.manifest_uri`` makes
+        the form manifests hold)."""
         ...
 
     def unqualify(self, uri: str) -> str:
-        """The store path of a URI; ``ValueError`` if it names another store or account."""
+        """The store path of a URL as ``qualify`` writes it; ``ValueError`` if it names
+        another store or account."""
         ...
 
     def list_dir(self, path: str) -> AsyncIterator[list[FileStatus]]:

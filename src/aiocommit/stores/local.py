@@ -8,9 +8,9 @@ import ctypes
 import ctypes.util
 import errno
 import os
+import secrets
 import shutil
 import stat as stat_module
-import tempfile
 from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
 
@@ -289,7 +289,7 @@ class LocalStore:
                 )
             directory = parent_of(path)
             os.makedirs(directory, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=directory, prefix=".aiocommit-", suffix=".tmp")
+            handle, temporary = _create_temporary(directory)
             with os.fdopen(handle, "wb") as out:
                 out.write(data)
             return self._publish(temporary, path, overwrite)
@@ -304,7 +304,7 @@ class LocalStore:
         def upload() -> FileStatus:
             directory = parent_of(path)
             os.makedirs(directory, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=directory, prefix=".aiocommit-", suffix=".tmp")
+            handle, temporary = _create_temporary(directory)
             os.close(handle)
             shutil.copyfile(local_path, temporary)
             return self._publish(temporary, path, overwrite)
@@ -313,3 +313,15 @@ class LocalStore:
 
     async def aclose(self) -> None:
         return None
+
+
+def _create_temporary(directory: str) -> tuple[int, str]:
+    """A new empty file in ``directory`` with the mode ``open()`` gives (0666 less the
+    umask; ``mkstemp``'s 0600 would hide committed output from other readers)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    while True:
+        path = os.path.join(directory, f".aiocommit-{secrets.token_hex(8)}.tmp")
+        try:
+            return os.open(path, flags, 0o666), path
+        except FileExistsError:  # pragma: no cover - 64 random bits collided
+            continue

@@ -25,6 +25,7 @@ import anyio
 
 from aiocommit import CommitOptions, commit_job, commit_task, setup_job, setup_task
 from aiocommit.protocol import statistics as S
+from aiocommit.protocol.uris import manifest_path
 from aiocommit.stress.jobgen import JobSpec, Writer
 from aiocommit.stress.metering import CpuClock, MeteredStore
 from aiocommit.stress.report import Reporter, grid_table, subprocess_env
@@ -225,8 +226,10 @@ async def task_scan_bench(
                 begin = time.perf_counter()
                 manifest = await commit_task(attempt, store=metered, options=options)
                 seconds = time.perf_counter() - begin
-            sizes = {store.unqualify(e.dest)[len(dest) + 1 :]: e.size for e in manifest.files}
-            etags = {store.unqualify(e.dest)[len(dest) + 1 :]: e.etag for e in manifest.files}
+            start = len(dest) + 1
+            names = [store.unqualify(manifest_path(e.dest))[start:] for e in manifest.files]
+            sizes = {name: e.size for name, e in zip(names, manifest.files, strict=True)}
+            etags = {name: e.etag for name, e in zip(names, manifest.files, strict=True)}
             if sizes != dict(files):
                 raise AssertionError(f"task {task}'s manifest does not list exactly its files")
             for relative, size in files:

@@ -25,6 +25,7 @@ from aiocommit.engine.task import TaskAttempt
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.layout import TEMP_MANIFEST_SUFFIX
 from aiocommit.protocol.manifest import TaskManifest
+from aiocommit.protocol.uris import manifest_path
 from aiocommit.stores.base import Store, relative_to
 from aiocommit.stores.faulty import Faults, FaultyStore
 from aiocommit.stress.targets import Target
@@ -280,7 +281,7 @@ def _manifest_etags(store: Store, dest: str, manifest: TaskManifest) -> dict[str
     etags = {}
     for entry in manifest.files:
         if entry.etag is not None:
-            etags[relative_to(store.unqualify(entry.dest), dest)] = entry.etag
+            etags[relative_to(store.unqualify(manifest_path(entry.dest)), dest)] = entry.etag
     return etags
 
 

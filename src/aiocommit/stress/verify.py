@@ -20,6 +20,7 @@ from aiocommit.errors import NotFound
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.layout import SUCCESS, TEMPORARY
 from aiocommit.protocol.success import SuccessData, decode_success
+from aiocommit.protocol.uris import manifest_path
 from aiocommit.stores.base import FileStatus, Store, join
 
 MAX_PROBLEMS = 40
@@ -194,7 +195,7 @@ async def _check_success(
         result.fail("success_filenames", f"{len(success.filenames)} names, expected {want_names}")
     for uri in success.filenames:
         try:
-            relative = store.unqualify(uri)[len(dest.rstrip("/")) + 1 :]
+            relative = store.unqualify(manifest_path(uri))[len(dest.rstrip("/")) + 1 :]
         except ValueError:
             relative = uri
         if relative not in job.files:

@@ -15,7 +15,7 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from aiocommit.options import OWN_PREFIX, SPARK_HADOOP_PREFIX, CommitOptions
+from aiocommit.options import HADOOP_ONLY_OPTIONS, SPARK_HADOOP_PREFIX, CommitOptions
 
 FORMATS = ("parquet", "csv", "json")
 PARQUET_CODECS = ("snappy", "gzip", "zstd", "lz4", "brotli", "none", "uncompressed")
@@ -144,7 +144,9 @@ class WriteSettings:
             local_dir=lowered.get("localdir") or None,
             time_zone=lowered.get("timezone") or None,
             save_mode=save_mode if save_mode in ("errorifexists", "ignore") else "",
-            commit=CommitOptions.from_mapping(lowered),
+            commit=CommitOptions.from_mapping(
+                lowered, handled_prefixes=(TEST_PREFIX, SAVE_MODE_OPTION)
+            ),
             hooks=_hooks(lowered),
         )
 
@@ -159,9 +161,12 @@ def _commit_option_names() -> set[str]:
     return names
 
 
-def _is_commit_option(key: str, names: set[str]) -> bool:
-    key = key.removeprefix(SPARK_HADOOP_PREFIX).removeprefix(OWN_PREFIX)
-    return key in names
+def _is_commit_option(key: str) -> bool:
+    """Whether the one options normaliser (``CommitOptions``) takes the key."""
+    return (
+        CommitOptions.option_for(key) is not None
+        or key.removeprefix(SPARK_HADOOP_PREFIX) in HADOOP_ONLY_OPTIONS
+    )
 
 
 def check_known(lowered: Mapping[str, str]) -> None:
@@ -171,9 +176,7 @@ def check_known(lowered: Mapping[str, str]) -> None:
     unknown = sorted(
         k
         for k in lowered
-        if k not in WRITE_OPTIONS
-        and not k.startswith(TEST_PREFIX)
-        and not _is_commit_option(k, commit_names)
+        if k not in WRITE_OPTIONS and not k.startswith(TEST_PREFIX) and not _is_commit_option(k)
     )
     if not unknown:
         return

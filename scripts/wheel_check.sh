@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The wheel is the product: build it, install it into fresh venvs, and run what the docs
+# promise from a directory outside the checkout.
+#   * with [all]: `aiocommit --help`, `aiocommit demo`, `aiocommit stress job --tasks 5`;
+#   * bare: the library imports without click and rich, and `aiocommit` exits 4 with the
+#     line that says how to install the command line.
+# CI runs it after the tests (.ci/run). Env: PYTHON (default python3).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+checkout="$(pwd)"
+PYTHON="$("${PYTHON:-python3}" -c 'import sys; print(sys.executable)')"
+work="$(mktemp -d "${TMPDIR:-/tmp}/aiocommit-wheel.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+"$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$work/dist" "$checkout"
+wheel="$(ls "$work"/dist/aiocommit-*.whl)"
+echo "wheel_check: built $(basename "$wheel")"
+cd "$work"  # from here on nothing may come from the checkout
+
+"$PYTHON" -m venv "$work/all"
+"$work/all/bin/python" -m pip install --quiet "$wheel[all]"
+where="$("$work/all/bin/python" -c 'import aiocommit; print(aiocommit.__file__)')"
+case "$where" in
+    "$work"/all/*) ;;
+    *) echo "wheel_check: aiocommit imported from $where, not the fresh venv" >&2; exit 1 ;;
+esac
+"$work/all/bin/aiocommit" --help >/dev/null
+"$work/all/bin/aiocommit" stress --help >/dev/null
+"$work/all/bin/python" -m aiocommit --version
+"$work/all/bin/aiocommit" demo "$work/demo-output"
+"$work/all/bin/aiocommit" show "$work/demo-output" >/dev/null
+"$work/all/bin/aiocommit" stress job --tasks 5
+echo "wheel_check: [all] ok: --help, stress --help, --version, demo, show, stress job"
+
+"$PYTHON" -m venv "$work/bare"
+"$work/bare/bin/python" -m pip install --quiet "$wheel"
+"$work/bare/bin/python" - <<'PY'
+import sys
+
+import aiocommit
+import aiocommit.stores.faulty
+import aiocommit.stores.memory
+
+extras = sorted(m for m in ("click", "rich", "aiohttp", "pyspark") if m in sys.modules)
+assert not extras, f"the bare library imported {extras}"
+PY
+set +e
+message="$("$work/bare/bin/aiocommit" --help 2>&1)"
+code=$?
+set -e
+if [ "$code" -ne 4 ] || [[ "$message" != *"pip install 'aiocommit[cli]'"* ]]; then
+    echo "wheel_check: bare 'aiocommit --help' exited $code: $message" >&2
+    exit 1
+fi
+echo "wheel_check: bare ok: the library imports alone; aiocommit says: $message"
