@@ -37,7 +37,7 @@ STORE_FACTORIES: dict[str, StoreFactory] = {
     "local": local_store,
 }
 #: stores behind real HTTP emulators: the contract suite and the cloud engine tests
-CLOUD_STORES = ("adls", "gcs")
+CLOUD_STORES = ("adls", "gcs", "s3")
 
 
 @pytest.fixture(scope="session")
@@ -53,6 +53,19 @@ def gcs_endpoint() -> Iterator[str]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """One moto server (server mode, real HTTP) on loopback for the whole run."""
+    from aiocommit.testing.s3_emulator import MotoServer
+
+    server = MotoServer()
+    server.start()
+    try:
+        yield server.endpoint
+    finally:
+        server.stop()
+
+
 @asynccontextmanager
 async def cloud_store(
     kind: str, request: pytest.FixtureRequest
@@ -61,6 +74,12 @@ async def cloud_store(
         from tests.stores.gcs_fixtures import gcs_store_factory
 
         async with gcs_store_factory(request.getfixturevalue("gcs_endpoint")) as (store, root):
+            yield store, root
+        return
+    if kind == "s3":
+        from tests.stores.s3_fixtures import s3_store_factory
+
+        async with s3_store_factory(request.getfixturevalue("s3_endpoint")) as (store, root):
             yield store, root
         return
     if kind == "adls":
