@@ -10,7 +10,8 @@ Design (beyond the contract in ``stores.base`` and ``stores.multipart``):
   its prefix exists; listings hide the directory's own marker; ``write_bytes`` never
   creates parents. ``capabilities.directories`` is ``False``.
 * **Etag** is S3's ETag without quotes. CopyObject gives a multipart object a new etag,
-  so ``etags_preserved_in_rename`` is ``False`` (size identifies a copied file).
+  so ``etags_preserved_in_rename`` is ``False``; a single-part object's etag is its MD5,
+  which a copy keeps, so it is also the ``checksum`` (``md5:...``) rename recovery compares.
 * **Rename is CopyObject + DeleteObject** (S3 has no rename; ``atomic_rename`` is False).
   ``source_etag`` becomes ``x-amz-copy-source-if-match`` (and a HEAD compares it first,
   as moto ignores that header). Without ``overwrite`` the
@@ -164,6 +165,14 @@ def _etag(value: Any) -> str:
     return str(value or "").strip('"')
 
 
+def _file(path: str, size: int, etag: Any) -> FileStatus:
+    """A file's status. A single-part object's etag is the MD5 of its bytes, which a copy
+    keeps: that is its ``checksum`` (multipart etags are not, and get none)."""
+    tag = _etag(etag)
+    checksum = f"md5:{tag}" if tag and "-" not in tag else None
+    return FileStatus(path, False, size, tag or None, checksum)
+
+
 class S3Store:
     """One S3 bucket as a store. See the module docstring for the semantics.
 
@@ -294,7 +303,7 @@ class S3Store:
                 head = await client.head_object(Bucket=self.bucket, Key=self._key(path))
         except NotFound:
             return None
-        return FileStatus(path, False, int(head["ContentLength"]), _etag(head.get("ETag")))
+        return _file(path, int(head["ContentLength"]), head.get("ETag"))
 
     async def _keys_under(self, path: str, limit: int, operation: str) -> list[str]:
         client = await self.client()
@@ -311,7 +320,7 @@ class S3Store:
             answer = await client.put_object(
                 Bucket=self.bucket, Key=self._key(path), Body=data, **extra
             )
-        return FileStatus(path, False, len(data), _etag(answer.get("ETag")))
+        return _file(path, len(data), answer.get("ETag"))
 
     # -- the store contract ----------------------------------------------------------------
 
@@ -337,9 +346,7 @@ class S3Store:
                 if key == prefix:
                     exists = True
                     continue
-                page.append(
-                    FileStatus("/" + key, False, int(item.get("Size", 0)), _etag(item.get("ETag")))
-                )
+                page.append(_file("/" + key, int(item.get("Size", 0)), item.get("ETag")))
             if page:
                 exists = True
                 yield page
