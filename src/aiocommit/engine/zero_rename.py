@@ -522,6 +522,8 @@ async def write_magic_file(
             else _file_chunks(str(local_path), s3_options.part_size)
         )
         commit = await upload_pending(context, mops, dest_path, chunks, task_id=attempt.task_id)
+        context.stats.increment(S3.COMMITTER_MAGIC_FILES_CREATED)
+        commit.iostatistics = context.stats.snapshot()
         try:
             await context.ops.write_bytes(magic_path + PENDING_SUFFIX, encode_pending(commit))
             await context.ops.write_bytes(magic_path, b"")
@@ -529,7 +531,6 @@ async def write_magic_file(
             with anyio.CancelScope(shield=True):
                 await abort_pending_stage(context, mops, [commit], revert=False)
             raise
-        context.stats.increment(S3.COMMITTER_MAGIC_FILES_CREATED)
         return commit
 
 
@@ -568,6 +569,8 @@ async def commit_magic_task(
         async with stage(context, S.TASK_STAGE_COMMIT):
             await _check_active(context)
             commits = await _magic_pending(context, attempt.magic_base)
+            for commit in commits:  # the writers' statistics travel in their .pending files
+                context.stats.aggregate(commit.iostatistics)
             await save_pendingset_stage(
                 context, mops, attempt.task_id, attempt.task_attempt_id, commits
             )
