@@ -4,7 +4,9 @@ continuity), conflict modes, bad input and faults."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 import pytest
@@ -22,7 +24,7 @@ from aiocommit.engine.zero_rename import (
     setup_s3_job,
     write_magic_file,
 )
-from aiocommit.errors import CommitError, ManifestError, OutputConflict
+from aiocommit.errors import CommitError, ManifestError, NotFound, OutputConflict, Transient
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import s3_statistics as S3
 from aiocommit.protocol import statistics as S
@@ -39,9 +41,11 @@ from aiocommit.protocol.success import decode_success
 from aiocommit.stores.base import join
 from aiocommit.stores.faulty import Faults, FaultyStore, InjectedFailure
 from aiocommit.stores.s3 import S3Store
+from aiocommit.stores.wrapper import StoreWrapper
 from tests.helpers import exists, output, task_files
 from tests.s3.helpers import magic_task, outstanding, run_s3_tasks, staging_task, write_local
 
+T = TypeVar("T")
 COMMITTERS = ["staging", "magic"]
 FAST_RETRY = CommitOptions(retry_base_delay=0.001, retry_max_delay=0.01, max_attempts=30)
 
@@ -430,3 +434,36 @@ async def test_magic_marker_and_pending_file(s3_root: tuple[S3Store, str]) -> No
     assert not await exists(store, marker)
     await commit_s3_job(dest, job_id, store=store)
     assert await output(store, dest) == {"y=1/f.dat": b"data"}
+
+
+class DocumentedSecondComplete(StoreWrapper):
+    """moto answers a second CompleteMultipartUpload 200; S3 documents NoSuchUpload. This
+    wrapper answers as documented, and loses every first complete's response."""
+
+    def __init__(self, inner: S3Store):
+        super().__init__(inner)
+        self.completed: set[str] = set()
+
+    async def intercept(self, operation: str, path: str, call: Callable[[], Awaitable[T]]) -> T:
+        if operation != "complete_upload":
+            return await call()
+        if path in self.completed:
+            raise NotFound("NoSuchUpload (as S3 documents it)", path=path, operation=operation)
+        result = await call()
+        self.completed.add(path)
+        raise Transient("lost response (applied)", path=path, operation=operation)
+        return result  # pragma: no cover
+
+
+async def test_retried_complete_answered_no_such_upload_counts_as_done(
+    s3_root: tuple[S3Store, str], tmp_path: Path
+) -> None:
+    store, root = s3_root
+    dest = join(root, "out")
+    job_id = await setup_s3_job(dest, store=store)
+    expected = await run_s3_tasks(store, dest, job_id, 2, 3, tmp_path)
+    summary = await commit_s3_job(
+        dest, job_id, store=DocumentedSecondComplete(store), options=FAST_RETRY
+    )
+    assert await output(store, dest) == expected
+    assert summary.iostatistics.counters[S3.COMMITTER_COMMITS_RECOVERED] == 6
