@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
@@ -167,9 +167,13 @@ async def commit_s3_job(
     store: Store | None = None,
     options: CommitOptions | None = None,
     s3_options: S3CommitterOptions | None = None,
+    pendingsets: Sequence[str] | None = None,
     job_id_source: str = "JobID",
 ) -> SuccessData:
     """Complete every committed task's uploads, then write ``_SUCCESS``. Re-runnable.
+
+    ``pendingsets``: commit exactly these pending sets (file names in the job's pending
+    sets directory) instead of every one found there.
 
     Raises:
         CommitError: naming the stage, operation and path; ``ManifestError`` and
@@ -180,10 +184,12 @@ async def commit_s3_job(
     async with open_context(
         dest, job_id, attempt=attempt, store=store, options=options, job_id_source=job_id_source
     ) as context:
-        return await _commit(context, s3_options)
+        return await _commit(context, s3_options, pendingsets)
 
 
-async def _commit(context: StageContext, s3_options: S3CommitterOptions) -> SuccessData:
+async def _commit(
+    context: StageContext, s3_options: S3CommitterOptions, requested: Sequence[str] | None
+) -> SuccessData:
     layout = context.layout
     mops = MultipartOperations(context.ops)
     summary = SuccessData.now(layout.job_id, context.job_id_source)
@@ -202,7 +208,7 @@ async def _commit(context: StageContext, s3_options: S3CommitterOptions) -> Succ
                 if not context.options.cleanup_skip:
                     await _cleanup(context, mops, s3_options)
                 return existing
-            names, plan = await _pendingsets_to_load(context)
+            names, plan = await _pendingsets_to_load(context, requested)
             loaded = await load_pendingsets_stage(context, mops, names)
             await _fix_plan(context, loaded, plan)
             await resolve_conflicts_stage(
@@ -232,15 +238,27 @@ async def _commit(context: StageContext, s3_options: S3CommitterOptions) -> Succ
             await save_report(context, summary)
 
 
-async def _pendingsets_to_load(context: StageContext) -> tuple[list[str], CommitPlan | None]:
+async def _pendingsets_to_load(
+    context: StageContext, requested: Sequence[str] | None
+) -> tuple[list[str], CommitPlan | None]:
     layout = context.layout
+    wanted = None if requested is None else sorted(set(requested))
+    for name in wanted or ():
+        check_id("pending set name", name)
     try:
         plan = read_plan(
             await context.ops.read_bytes(layout.commit_plan_path), layout.commit_plan_path
         )
     except NotFound:
-        return await list_pendingset_names(context), None
-    return sorted(plan.manifests), plan
+        return (await list_pendingset_names(context) if wanted is None else wanted), None
+    planned = sorted(plan.manifests)
+    if wanted is not None and wanted != planned:
+        raise ManifestError(
+            "this job's commit was started earlier with other pending sets; finish it with "
+            f"the same ones ({len(planned)} planned, {len(wanted)} requested)",
+            path=context.qualify(layout.commit_plan_path),
+        )
+    return planned, plan
 
 
 async def _fix_plan(context: StageContext, loaded: LoadedPending, plan: CommitPlan | None) -> None:
@@ -429,12 +447,16 @@ async def commit_staging_task(
     store: Store | None = None,
     options: CommitOptions | None = None,
     s3_options: S3CommitterOptions | None = None,
+    files: Sequence[tuple[str, str]] | None = None,
+    per_attempt: bool = False,
 ) -> list[SinglePendingCommit]:
-    """Staging task commit: upload every file of ``attempt.local_dir`` to its final key
-    without completing it, then save the task's pending set. On failure every upload this
-    call started is aborted and nothing is saved."""
-    if attempt.local_dir is None:
-        raise ValueError("a staging task attempt needs its local_dir")
+    """Staging task commit: upload every file of ``attempt.local_dir`` (or ``files``:
+    (path relative to the destination, local path) pairs) to its final key without
+    completing it, then save the task's pending set (``per_attempt``: see
+    ``save_pendingset_stage``). On failure every upload this call started is aborted and
+    nothing is saved."""
+    if attempt.local_dir is None and files is None:
+        raise ValueError("a staging task attempt needs its local_dir or files")
     local_dir = attempt.local_dir
     s3_options = s3_options or S3CommitterOptions()
     async with _open(attempt, store, options) as context:
@@ -443,7 +465,8 @@ async def commit_staging_task(
         try:
             async with stage(context, S.TASK_STAGE_COMMIT):
                 await _check_active(context)
-                files = await anyio.to_thread.run_sync(_local_files, local_dir)
+                if files is None:
+                    files = await anyio.to_thread.run_sync(_local_files, str(local_dir))
                 async with stage(context, S3.TASK_STAGE_UPLOAD):
 
                     async def upload(item: tuple[str, str]) -> None:
@@ -458,10 +481,15 @@ async def commit_staging_task(
                             )
                         )
 
-                    await parallel(files, upload, workers=context.options.concurrency)
+                    await parallel(list(files), upload, workers=context.options.concurrency)
                 commits.sort(key=lambda c: c.destination_key)
                 await save_pendingset_stage(
-                    context, mops, attempt.task_id, attempt.task_attempt_id, commits
+                    context,
+                    mops,
+                    attempt.task_id,
+                    attempt.task_attempt_id,
+                    commits,
+                    per_attempt=per_attempt,
                 )
         except BaseException:
             with anyio.CancelScope(shield=True):
@@ -561,9 +589,11 @@ async def commit_magic_task(
     *,
     store: Store | None = None,
     options: CommitOptions | None = None,
+    per_attempt: bool = False,
 ) -> list[SinglePendingCommit]:
-    """Magic task commit: collect the attempt's ``.pending`` files into its pending set,
-    then delete the attempt's magic directory."""
+    """Magic task commit: collect the attempt's ``.pending`` files into its pending set
+    (``per_attempt``: see ``save_pendingset_stage``), then delete the attempt's magic
+    directory."""
     async with _open(attempt, store, options) as context:
         mops = MultipartOperations(context.ops)
         async with stage(context, S.TASK_STAGE_COMMIT):
@@ -572,7 +602,12 @@ async def commit_magic_task(
             for commit in commits:  # the writers' statistics travel in their .pending files
                 context.stats.aggregate(commit.iostatistics)
             await save_pendingset_stage(
-                context, mops, attempt.task_id, attempt.task_attempt_id, commits
+                context,
+                mops,
+                attempt.task_id,
+                attempt.task_attempt_id,
+                commits,
+                per_attempt=per_attempt,
             )
             await context.ops.delete(attempt.magic_base.rsplit("/", 1)[0], recursive=True)
         return commits

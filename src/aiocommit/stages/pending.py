@@ -163,7 +163,12 @@ async def save_pendingset_stage(
     task_id: str,
     task_attempt_id: str,
     commits: list[SinglePendingCommit],
+    *,
+    per_attempt: bool = False,
 ) -> PendingSet:
+    """Save the task's pending set as ``TASK.pendingset`` (the last attempt to commit
+    wins), or with ``per_attempt`` as ``ATTEMPT.pendingset``, for a caller that picks the
+    winning attempts itself and commits exactly those (Spark)."""
     async with stage(context, S3.TASK_STAGE_SAVE_PENDINGSET):
         await check_job_active(context, S3.TASK_STAGE_SAVE_PENDINGSET)
         pending = PendingSet(
@@ -172,7 +177,7 @@ async def save_pendingset_stage(
             extra_data={"task.attempt.id": task_attempt_id},
             iostatistics=context.stats.snapshot(),
         )
-        path = pendingset_path(context.layout, task_id)
+        path = pendingset_path(context.layout, task_attempt_id if per_attempt else task_id)
         data = encode_pendingset(pending)
         try:
             await context.ops.write_bytes(path, data, overwrite=False)

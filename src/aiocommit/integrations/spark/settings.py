@@ -61,6 +61,10 @@ class WriteSettings:
     row_group_size: int = 1024 * 1024
     header: bool = False
     local_dir: str | None = None
+    #: on S3: the zero-rename committer, ``staging`` (default) or ``magic``
+    committer: str = "staging"
+    #: on S3: ``fs.s3a.*`` options (endpoint, credentials, ...), ``spark.hadoop.`` dropped
+    s3a: dict[str, str] = field(default_factory=dict)
     commit: CommitOptions = field(default_factory=CommitOptions)
     hooks: TestHooks = field(default_factory=TestHooks)
 
@@ -93,6 +97,9 @@ class WriteSettings:
         if row_group_size < 1:
             raise ValueError(f"rowGroupSize must be >= 1, not {row_group_size}")
         header = _bool("header", lowered.get("header", "false"))
+        committer = lowered.get("committer", "staging").strip().lower()
+        if committer not in ("staging", "magic"):
+            raise ValueError(f"committer must be staging or magic, not {committer!r}")
         return cls(
             url=url,
             format=fmt,
@@ -102,6 +109,12 @@ class WriteSettings:
             row_group_size=row_group_size,
             header=header,
             local_dir=lowered.get("localdir") or None,
+            committer=committer,
+            s3a={
+                k.removeprefix("spark.hadoop."): v
+                for k, v in options.items()
+                if k.lower().removeprefix("spark.hadoop.").startswith("fs.s3a.")
+            },
             commit=CommitOptions.from_mapping(lowered),
             hooks=_hooks(lowered),
         )
