@@ -5,7 +5,9 @@ failures write exactly once and leave no outstanding upload."""
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator, Mapping
+import itertools
+import os
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -36,16 +38,15 @@ def keyed(start: int, count: int) -> list[Row]:
     return [(i, "abcd"[i % 4], i * 0.5) for i in range(start, start + count)]
 
 
+_names = itertools.count(1)
+
+
 @pytest.fixture
-def bucket(s3_endpoint: str) -> Iterator[tuple[str, S3Store]]:
-    import itertools
-
-    name = f"spark-{next(_names)}-{id(itertools)}"[:60].lower()
+def bucket(s3_endpoint: str) -> tuple[str, S3Store]:
+    """A fresh bucket, and a store on it for reading back (closed by ``read_back``)."""
+    name = f"spark-{os.getpid()}-{next(_names)}"
     anyio.run(create_bucket, s3_endpoint, name)
-    yield name, S3Store(name, endpoint_url=s3_endpoint)
-
-
-_names = iter(range(1, 10_000))
+    return name, S3Store(name, endpoint_url=s3_endpoint)
 
 
 def s3_options(endpoint: str) -> dict[str, str]:
