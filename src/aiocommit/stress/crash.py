@@ -89,11 +89,16 @@ class ChildResult:
 
 
 async def _run_child(
-    args: list[str], *, kill_after: float | None, tmpdir: str, limit_seconds: float = 120
+    args: list[str],
+    *,
+    kill_after: float | None,
+    tmpdir: str,
+    limit_seconds: float = 120,
+    child_command: str = "crash-child",
 ) -> ChildResult:
     env = subprocess_env(TMPDIR=tmpdir)
     process: Process = await anyio.open_process(
-        [sys.executable, "-m", "aiocommit.stress", "crash-child", *args],
+        [sys.executable, "-m", "aiocommit.stress", child_command, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
