@@ -30,18 +30,27 @@ from aiocommit.cli.flags import (
     job_layout,
     job_options,
 )
-from aiocommit.cli.jobs import JobInfo, exists, read_dest_success, require_dir, scan_jobs
+from aiocommit.cli.jobs import (
+    JobInfo,
+    exists,
+    read_dest_success,
+    require_dir,
+    scan_jobs,
+    scan_jobs_and_uploads,
+)
 from aiocommit.cli.progress import ProgressBar
 from aiocommit.cli.render import console_for, echo_json, render_jobs, render_summary
 from aiocommit.cli.summary import decode_document, success_summary
 from aiocommit.cli.units import human_duration
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job
+from aiocommit.engine.zero_rename import abort_s3_job, cleanup_s3_job
 from aiocommit.errors import CommitError, NotFound
 from aiocommit.observability import configure_logging
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.layout import SUCCESS, TEMPORARY, JobLayout
 from aiocommit.protocol.success import SuccessData
 from aiocommit.stores.base import join
+from aiocommit.stores.multipart import MultipartStore
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -133,17 +142,19 @@ def jobs(dest: str, as_json: bool) -> None:
     their files' total size, age and state."""
     store, path = open_url(dest)
 
-    async def scan() -> list[JobInfo]:
+    async def scan() -> tuple[list[JobInfo], int | None]:
         try:
-            return await scan_jobs(store, path)
+            return await scan_jobs_and_uploads(store, path)
         finally:
             await store.aclose()
 
-    found = run_reporting(scan, dest)
+    found, stray_uploads = run_reporting(scan, dest)
     now = time.time()
     if as_json:
         echo_json([job.as_json(now) for job in found])
         return
+    if stray_uploads:  # S3: uploads no job's pending data names (a task died mid-commit)
+        click.echo(f"{stray_uploads} outstanding multipart upload(s) under {dest} named by no job")
     if not found:
         click.echo(f"no jobs under {store.qualify(join(path, TEMPORARY))}")
         return
@@ -271,14 +282,17 @@ def abort(
                 )
             success = await read_dest_success(store, path)
             committed = success is not None and success.success and success.job_id == job_id
-            await abort_job(
-                path,
-                job_id,
-                attempt=attempt,
-                store=store,
-                options=options,
-                undo_renames=not keep_renames,
-            )
+            if isinstance(store, MultipartStore):  # S3: the zero-rename committers
+                await abort_s3_job(path, job_id, attempt=attempt, store=store, options=options)
+            else:
+                await abort_job(
+                    path,
+                    job_id,
+                    attempt=attempt,
+                    store=store,
+                    options=options,
+                    undo_renames=not keep_renames,
+                )
             return committed
         finally:
             await store.aclose()
@@ -360,7 +374,10 @@ def cleanup(
                 if dry_run:
                     console.print(Text(f"would remove {where} (age {human_duration(age)})"))
                     continue
-                await cleanup_job(path, job.job_id, store=store, options=options)
+                if isinstance(store, MultipartStore):  # S3: also aborts open uploads
+                    await cleanup_s3_job(path, job.job_id, store=store, options=options)
+                else:
+                    await cleanup_job(path, job.job_id, store=store, options=options)
                 console.print(Text(f"removed {where} (age {human_duration(age)})"))
             if not found:
                 console.print(Text(f"no jobs under {store.qualify(join(path, TEMPORARY))}"))

@@ -23,6 +23,7 @@ from aiocommit.protocol.layout import (
 from aiocommit.protocol.manifest import decode_manifest
 from aiocommit.protocol.success import SuccessData, decode_success
 from aiocommit.stores.base import Store, join
+from aiocommit.stores.multipart import MultipartStore
 
 
 @dataclass
@@ -39,6 +40,8 @@ class JobInfo:
     started: float | None = None
     commit_started: bool = False
     committed: bool = False
+    #: S3 (zero-rename committers): outstanding multipart uploads its pending data names
+    uploads: int | None = None
 
     @property
     def state(self) -> str:
@@ -62,6 +65,7 @@ class JobInfo:
             "size": self.size,
             "age_seconds": self.age(now),
             "state": self.state,
+            **({} if self.uploads is None else {"outstanding_uploads": self.uploads}),
         }
 
 
@@ -176,8 +180,32 @@ async def scan_job(
     return info
 
 
+async def _add_s3_facts(store: Store, dest: str, jobs: list[JobInfo]) -> int:
+    """S3: each job's pending sets (as its manifests) and its outstanding uploads; returns
+    how many outstanding uploads under ``dest`` no job's pending data names."""
+    from aiocommit.engine.zero_rename import describe_s3_job, list_outstanding_uploads
+
+    outstanding = {u.upload_id for u in await list_outstanding_uploads(dest, store=store)}
+    named: set[str] = set()
+    for job in jobs:
+        facts = await describe_s3_job(dest, job.job_id, store=store)
+        job.manifests += facts.pendingsets
+        job.files += facts.files
+        job.size += facts.size
+        job.uploads = len(facts.upload_ids & outstanding)
+        named |= facts.upload_ids
+    return len(outstanding - named)
+
+
 async def scan_jobs(store: Store, dest: str) -> list[JobInfo]:
     """Every job directory under ``DEST/_temporary``, oldest first (unknown ages last)."""
+    jobs, _ = await scan_jobs_and_uploads(store, dest)
+    return jobs
+
+
+async def scan_jobs_and_uploads(store: Store, dest: str) -> tuple[list[JobInfo], int | None]:
+    """``scan_jobs``, and on S3 the outstanding uploads under ``dest`` that no job's
+    pending data names (None on other stores)."""
     await require_dir(store, dest)
     success = await read_dest_success(store, dest)
     committed_job = success.job_id if success is not None and success.success else None
@@ -187,4 +215,6 @@ async def scan_jobs(store: Store, dest: str) -> list[JobInfo]:
         if entry.is_dir:
             jobs.append(await scan_job(store, dest, entry.name, committed_job, limiter))
     jobs.sort(key=lambda job: (job.started is None, job.started or 0.0, job.job_id))
-    return jobs
+    if not isinstance(store, MultipartStore):
+        return jobs, None
+    return jobs, await _add_s3_facts(store, dest, jobs)

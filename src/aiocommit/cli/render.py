@@ -74,6 +74,15 @@ def render_summary(console: Console, summary: Mapping[str, Any], *, filenames: i
         ]
         if summary["failed_stage"] is None:
             facts.pop(2)
+    elif summary["kind"] == "pendingset":
+        console.print(Text(f"S3A pending set of {summary['task_id']}", style="bold"))
+        facts = [
+            ("path", summary["path"]),
+            ("job", summary["job_id"]),
+            ("task attempt", summary["task_attempt_id"]),
+            ("uploads", f"{summary['files']:,}"),
+            ("bytes", f"{summary['bytes']:,} ({human_bytes(summary['bytes'])})"),
+        ]
     else:
         console.print(Text(f"task manifest of {summary['task_id']}", style="bold"))
         facts = [
@@ -114,9 +123,12 @@ def render_jobs(console: Console, found: Sequence[JobInfo], now: float) -> None:
     """Print a table of jobs: attempts, manifests, files, size, age and state."""
     table = Table(box=box.SIMPLE_HEAD)
     table.add_column("job", no_wrap=True)
-    for name in ("attempts", "manifests", "files", "size", "age"):
+    for name in ("attempts", "manifests", "files", "size", "age"):  # manifests or pending sets
         table.add_column(name, justify="right")
     table.add_column("state")
+    s3 = any(job.uploads is not None for job in found)
+    if s3:
+        table.add_column("open uploads", justify="right")
     for job in found:
         manifests = str(job.manifests)
         if job.pending_manifests:
@@ -131,5 +143,6 @@ def render_jobs(console: Console, found: Sequence[JobInfo], now: float) -> None:
             Text(human_bytes(job.size)),
             Text(human_duration(job.age(now))),
             Text(job.state),
+            *([Text(str(job.uploads or 0))] if s3 else []),
         )
     console.print(table)

@@ -338,6 +338,8 @@ async def _readable_pending(context: StageContext) -> list[SinglePendingCommit]:
         path = join(directory, name)
         try:
             pending = decode_pendingset(await context.ops.read_bytes(path), path=path)
+            for commit in pending.commits:
+                commit.filename = path
         except (ManifestError, NotFound) as error:
             context.log.warning("skipping unreadable pending set %s: %s", path, error)
             continue
@@ -351,6 +353,32 @@ async def _readable_pending(context: StageContext) -> list[SinglePendingCommit]:
         except (ManifestError, NotFound) as error:
             context.log.warning("skipping unreadable pending file %s: %s", path, error)
     return commits
+
+
+@dataclass(frozen=True)
+class S3JobFacts:
+    """What the zero-rename committers left of one job (for ``aiocommit jobs``)."""
+
+    pendingsets: int
+    pending_files: int
+    files: int
+    size: int
+    upload_ids: frozenset[str]
+
+
+async def describe_s3_job(dest: str, job_id: str, *, store: Store, attempt: int = 0) -> S3JobFacts:
+    """Count a job's pending sets and magic ``.pending`` files and the uploads they name;
+    unreadable files are skipped (and logged)."""
+    async with open_context(dest, job_id, attempt=attempt, store=store) as context:
+        pendingsets = await list_pendingset_names(context)
+        commits = await _readable_pending(context)
+    return S3JobFacts(
+        pendingsets=len(pendingsets),
+        pending_files=sum(1 for c in commits if str(c.filename or "").endswith(PENDING_SUFFIX)),
+        files=len(commits),
+        size=sum(c.length for c in commits),
+        upload_ids=frozenset(c.upload_id for c in commits),
+    )
 
 
 async def list_outstanding_uploads(
@@ -661,6 +689,7 @@ __all__ = [
     "commit_magic_task",
     "commit_s3_job",
     "commit_staging_task",
+    "describe_s3_job",
     "list_outstanding_uploads",
     "s3_task_attempt",
     "setup_magic_task",
