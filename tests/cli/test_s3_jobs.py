@@ -4,8 +4,9 @@ none behind."""
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Iterator
+import os
 from pathlib import Path
 
 import anyio
@@ -19,14 +20,17 @@ from tests.helpers import task_files
 from tests.s3.helpers import magic_task, outstanding, staging_task
 
 
+_buckets = itertools.count(1)
+
+
 @pytest.fixture
-def s3_dest(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, str]]:
+def s3_dest(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
     """(bucket, endpoint); ``s3://`` URLs opened by the CLI reach moto (botocore reads
     ``AWS_ENDPOINT_URL_S3``)."""
-    bucket = f"cli-{id(monkeypatch) % 10**8}"
+    bucket = f"cli-{os.getpid()}-{next(_buckets)}"
     anyio.run(create_bucket, s3_endpoint, bucket)
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_endpoint)
-    yield bucket, s3_endpoint
+    return bucket, s3_endpoint
 
 
 def prepare(bucket: str, endpoint: str, tmp: Path) -> str:
