@@ -19,7 +19,6 @@ from tests.cli.conftest import Cli
 from tests.helpers import task_files
 from tests.s3.helpers import magic_task, outstanding, staging_task
 
-
 _buckets = itertools.count(1)
 
 
