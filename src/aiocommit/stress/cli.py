@@ -598,6 +598,19 @@ def bench_scale(**kw: Any) -> None:
     _run(kw, lambda r: scale_bench(sizes, per_task, dirs, concurrency, limit, r))
 
 
+@bench.command("s3-cost")
+@click.option("--tasks", type=int, default=4, show_default=True)
+@click.option("--files-per-task", type=int, default=25, show_default=True)
+@output_options
+def bench_s3_cost(**kw: Any) -> None:
+    """HTTP requests and copies per file on S3 (moto): staging and magic committers
+    against the manifest committer, measured in one run."""
+    from aiocommit.stress.s3 import cost_scenario
+
+    tasks, files = kw.pop("tasks"), kw.pop("files_per_task")
+    _run(kw, lambda r: cost_scenario(tasks=tasks, files=files, reporter=r))
+
+
 @bench.command("crash")
 @click.option("--runs", type=int, default=200, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)

@@ -74,14 +74,22 @@ def _files(task: int, count: int, rng: random.Random) -> dict[str, bytes]:
 
 
 async def prepare_s3_job(
-    store: Store, dest: str, tasks: int, files: int, seed: int, committer: str, tmp: str
+    store: Store,
+    dest: str,
+    tasks: int,
+    files: int,
+    seed: int,
+    committer: str,
+    tmp: str,
+    *,
+    failed_attempt: bool = True,
 ) -> tuple[str, dict[str, bytes]]:
-    """Set up a job and commit ``tasks`` tasks of ``files`` files; plus a failed attempt
-    (uploaded, never committed) for the job's cleanup to abort."""
+    """Set up a job and commit ``tasks`` tasks of ``files`` files; plus (``failed_attempt``)
+    an attempt that uploaded and never committed, for the job's cleanup to abort."""
     rng = random.Random(seed)
     job_id = await setup_s3_job(dest, store=store)
     expected: dict[str, bytes] = {}
-    for task in range(tasks + 1):
+    for task in range(tasks + 1 if failed_attempt else tasks):
         content = _files(task, files, rng)
         failed = task == tasks
         if committer == "magic":
@@ -307,3 +315,102 @@ async def crash_scenario(
             "elapsed_seconds": round(time.monotonic() - started, 1),
         },
     }
+
+
+class RequestCounter:
+    """Counts the HTTP requests an aiobotocore client sends, by S3 operation name."""
+
+    def __init__(self) -> None:
+        self.requests: Counter[str] = Counter()
+
+    def attach(self, client: Any) -> None:
+        client.meta.events.register("before-send.s3.*", self._count)
+
+    def _count(self, request: Any, **kwargs: Any) -> None:
+        event = str(kwargs.get("event_name", ""))
+        self.requests[event.rsplit(".", 1)[-1] or "?"] += 1
+
+    def reset(self) -> Counter[str]:
+        snapshot, self.requests = self.requests, Counter()
+        return snapshot
+
+
+async def cost_scenario(*, tasks: int, files: int, reporter: Reporter) -> dict[str, Any]:
+    """HTTP requests and bytes copied per file: the staging and magic committers against
+    the manifest committer, on one moto server in one run."""
+    from aiocommit.engine.job import commit_job, setup_job
+    from aiocommit.engine.task import commit_task, setup_task
+
+    rows: list[tuple[str, str, float, float, float]] = []
+    figures: dict[str, Any] = {}
+    async with s3_target() as target:
+        store = target.store
+        counter = RequestCounter()
+        counter.attach(await store.client())
+        rng = random.Random(1)
+        count = tasks * files
+        with tempfile.TemporaryDirectory(prefix="aiocommit-s3-cost-") as tmp:
+            for committer in ("staging", "magic", "manifest"):
+                dest = f"/cost/{committer}"
+                counter.reset()
+                if committer == "manifest":
+                    job_id = await setup_job(dest, store=store)
+                    size = 0
+                    for task in range(tasks):
+                        attempt = await setup_task(dest, job_id, task, 0, store=store)
+                        for relative, data in _files(task, files, rng).items():
+                            await store.write_bytes(attempt.path(relative), data)
+                            size += len(data)
+                        await commit_task(attempt, store=store)
+                else:
+                    job_id, expected = await prepare_s3_job(
+                        store, dest, tasks, files, 1, committer, tmp, failed_attempt=False
+                    )
+                    size = sum(map(len, expected.values()))
+                task_requests = counter.reset()
+                if committer == "manifest":
+                    await commit_job(dest, job_id, store=store)
+                else:
+                    await commit_s3_job(
+                        dest,
+                        job_id,
+                        store=store,
+                        s3_options=S3CommitterOptions(committer=committer),
+                    )
+                job_requests = counter.reset()
+                copies = job_requests.get("CopyObject", 0)
+                per_task = sum(task_requests.values()) / count
+                per_job = sum(job_requests.values()) / count
+                copied = size if committer == "manifest" else 0
+                rows.append(
+                    (
+                        committer,
+                        ", ".join(f"{k} {v}" for k, v in sorted(job_requests.items())),
+                        per_task,
+                        per_job,
+                        copies / count,
+                    )
+                )
+                figures[committer] = {
+                    "task_side_requests_per_file": round(per_task, 2),
+                    "job_commit_requests_per_file": round(per_job, 2),
+                    "copies_per_file": round(copies / count, 2),
+                    "bytes_copied": copied if copies else 0,
+                    "job_commit_requests": dict(job_requests),
+                }
+    reporter.table(
+        grid_table(
+            f"requests per file ({count} files)",
+            ["committer", "job commit requests", "task/file", "job/file", "copies/file"],
+            [(c, r, f"{t:.2f}", f"{j:.2f}", f"{k:.2f}") for c, r, t, j, k in rows],
+        )
+    )
+    reporter.figure(
+        "s3 cost per file (job commit): "
+        + "; ".join(
+            f"{c} {figures[c]['job_commit_requests_per_file']} requests, "
+            f"{figures[c]['copies_per_file']} copies"
+            for c in ("staging", "magic", "manifest")
+        )
+    )
+    return {"scenario": "s3-cost", "ok": True, "figures": figures}
