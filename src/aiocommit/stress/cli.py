@@ -346,13 +346,13 @@ def _s3_job(kw: dict[str, Any]) -> None:
     )
 
 
-def _s3_crash(kw: dict[str, Any], runs: int, seed: int) -> None:
+def _s3_crash(kw: dict[str, Any], runs: int, seed: int, tasks: int = 4, files: int = 4) -> None:
     from aiocommit.stress.s3 import crash_scenario
 
     _run(
         kw,
         lambda r: crash_scenario(
-            runs=runs, tasks=4, files=4, committer="staging", seed=seed, reporter=r
+            runs=runs, tasks=tasks, files=files, committer="staging", seed=seed, reporter=r
         ),
     )
 
@@ -474,7 +474,7 @@ def crash(**kw: Any) -> None:
 
     runs, seed = kw.pop("runs"), kw["seed"]
     if kw.pop("store") == "s3":
-        _s3_crash(kw, runs, seed)
+        _s3_crash(kw, runs, seed, kw["tasks"], kw["files_per_task"])
         return
     spec = _spec(kw)
     faults = FaultOptions(latency_ms=kw.pop("latency_ms"), jitter_ms=kw.pop("jitter_ms"))
