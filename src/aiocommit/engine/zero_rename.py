@@ -33,7 +33,7 @@ import msgspec
 
 from aiocommit.engine.job import _combined, _diagnostics
 from aiocommit.engine.session import new_statistics, open_context
-from aiocommit.errors import CommitError, ManifestError, NotFound
+from aiocommit.errors import AlreadyExists, CommitError, ManifestError, NotFound
 from aiocommit.io.multipart import MultipartOperations
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import s3_statistics as S3
@@ -274,7 +274,15 @@ async def _fix_plan(context: StageContext, loaded: LoadedPending, plan: CommitPl
         return
     layout = context.layout
     plan_bytes = encode_plan(CommitPlan(job_id=layout.job_id, manifests=loaded.digests))
-    await context.ops.write_bytes(layout.commit_plan_path, plan_bytes, overwrite=True)
+    try:  # a conditional put: of two drivers committing one job, one fixes the plan
+        await context.ops.write_bytes(layout.commit_plan_path, plan_bytes, overwrite=False)
+    except AlreadyExists:
+        saved = await context.ops.read_bytes(layout.commit_plan_path)
+        if read_plan(saved, layout.commit_plan_path).manifests != loaded.digests:
+            raise ManifestError(
+                "another commit of this job fixed other pending sets",
+                path=context.qualify(layout.commit_plan_path),
+            ) from None
 
 
 async def _cleanup(
