@@ -161,5 +161,5 @@ def decode_document(data: bytes, path: str) -> dict[str, Any]:
         commit = decode_pending(data, path=path)
         return pending_summary(path, PendingSet(job_id=commit.job_id, commits=[commit]))
     raise ManifestError(
-        "neither a task manifest, a _SUCCESS file nor an S3A pending set", path=path
+        "neither a task manifest nor a _SUCCESS file (nor an S3A pending set)", path=path
     )
