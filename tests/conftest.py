@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -11,6 +12,11 @@ import pytest
 from aiocommit.stores.base import Store
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.memory import MemoryStore
+
+# moto accepts any credentials and botocore needs some to sign; set before any Spark
+# session starts, so its Python workers inherit them (credentials never go in options)
+for _name, _value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+    os.environ.setdefault(_name, _value)
 
 StoreFactory = Callable[[Path], AbstractAsyncContextManager[tuple[Store, str]]]
 

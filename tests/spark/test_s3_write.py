@@ -19,7 +19,7 @@ from pyspark.sql.types import DoubleType, IntegerType, StringType, StructField, 
 from aiocommit.protocol.pending import MAGIC_COMMITTER, PARTITIONED_COMMITTER
 from aiocommit.protocol.success import decode_success
 from aiocommit.stores.s3 import S3Store
-from aiocommit.testing.s3_emulator import DUMMY_CREDENTIALS, create_bucket
+from aiocommit.testing.s3_emulator import create_bucket
 from tests.helpers import walk
 from tests.s3.helpers import outstanding
 from tests.spark.helpers import quiet
@@ -32,6 +32,8 @@ SCHEMA = StructType(
     ]
 )
 Row = tuple[Any, ...]
+#: each write goes through moto, a Python HTTP server: slow on a loaded 2-core machine
+pytestmark = pytest.mark.timeout(300)
 
 
 def keyed(start: int, count: int) -> list[Row]:
@@ -50,12 +52,9 @@ def bucket(s3_endpoint: str) -> tuple[str, S3Store]:
 
 
 def s3_options(endpoint: str) -> dict[str, str]:
-    return {
-        "fs.s3a.endpoint": endpoint,
-        "fs.s3a.access.key": DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-        "fs.s3a.secret.key": DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-        "fs.s3a.path.style.access": "true",
-    }
+    """The endpoint travels as an option; credentials come from the environment
+    (``tests/conftest.py`` sets moto's dummy ones before the session starts)."""
+    return {"fs.s3a.endpoint": endpoint, "fs.s3a.path.style.access": "true"}
 
 
 def write(
@@ -136,3 +135,9 @@ def test_overwrite_modes(
     write(spark, keyed(500, 8), url, options, mode="overwrite")  # static: everything
     got, _ = read_back(store, "/table")
     assert got == sorted(keyed(500, 8))
+
+
+def test_credentials_in_options_are_refused(spark: SparkSession, s3_endpoint: str) -> None:
+    options = {**s3_options(s3_endpoint), "spark.hadoop.fs.s3a.secret.key": "SECRET"}
+    with quiet(spark), pytest.raises(Exception, match="credentials never go in options"):
+        write(spark, keyed(0, 4), "s3a://nobucket/table", options)

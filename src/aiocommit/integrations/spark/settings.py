@@ -25,6 +25,8 @@ ROW_GROUP_BYTES = 128 * 1024 * 1024
 TASK_BUFFER_BYTES = 512 * 1024 * 1024
 
 TEST_PREFIX = "aiocommit.test."
+#: refused as options: credentials come from the environment (see docs/spark.md)
+_S3A_CREDENTIAL_KEYS = {"fs.s3a.access.key", "fs.s3a.secret.key", "fs.s3a.session.token"}
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,15 @@ class WriteSettings:
         if row_group_size < 1:
             raise ValueError(f"rowGroupSize must be >= 1, not {row_group_size}")
         header = _bool("header", lowered.get("header", "false"))
+        secrets = sorted(
+            k for k in lowered if k.removeprefix("spark.hadoop.") in _S3A_CREDENTIAL_KEYS
+        )
+        if secrets:
+            raise ValueError(
+                f"credentials never go in options ({', '.join(secrets)}): set "
+                "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or a profile, or instance "
+                "credentials) in the environment before the session starts"
+            )
         committer = lowered.get("committer", "staging").strip().lower()
         if committer not in ("staging", "magic"):
             raise ValueError(f"committer must be staging or magic, not {committer!r}")
