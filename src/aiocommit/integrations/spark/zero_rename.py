@@ -40,7 +40,6 @@ from aiocommit.protocol.pending import PENDINGSET_SUFFIX
 from aiocommit.protocol.success import SuccessData
 from aiocommit.stores.base import Store
 from aiocommit.stores.faulty import Faults, FaultyStore
-from aiocommit.stores.s3 import S3Store
 
 SCHEMES = ("s3", "s3a")
 
@@ -70,6 +69,8 @@ def committer_options(settings: WriteSettings, overwriting: bool) -> S3Committer
 
 def _open(settings: WriteSettings, fault: tuple[str, str] | None = None) -> tuple[Store, str]:
     """The S3 store of the destination, configured by the write's ``fs.s3a.*`` options."""
+    from aiocommit.stores.s3 import S3Store  # the s3 extra, needed only for S3 writes
+
     scheme, _, rest = settings.url.partition("://")
     bucket, slash, tail = rest.partition("/")
     store: Store = S3Store(bucket, scheme=scheme.lower(), options=settings.s3a)
