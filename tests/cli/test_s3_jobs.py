@@ -67,10 +67,10 @@ def test_jobs_show_and_abort(cli: Cli, s3_dest: tuple[str, str], tmp_path: Path)
     assert listed.exit_code == 0, listed.output
     (job,) = json.loads(listed.stdout)
     assert job["job_id"] == job_id
-    assert job["manifests"] == 1 and job["files"] == 3
+    assert job["pendingsets"] == 1 and job["pending_files"] == 3
     assert job["outstanding_uploads"] == 3
     table = cli("jobs", url)
-    assert "open uploads" in table.stdout
+    assert "1 pending set(s), 3 file(s), 3 outstanding upload(s)" in table.stdout
     pendingset = f"{url}/_temporary/{job_id}/00/pendingsets/task_{job_id[4:]}_m_000000.pendingset"
     shown = cli("show", pendingset, "--json")
     assert shown.exit_code == 0, shown.output

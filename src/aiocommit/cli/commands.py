@@ -30,20 +30,14 @@ from aiocommit.cli.flags import (
     job_layout,
     job_options,
 )
-from aiocommit.cli.jobs import (
-    JobInfo,
-    exists,
-    read_dest_success,
-    require_dir,
-    scan_jobs,
-    scan_jobs_and_uploads,
-)
+from aiocommit.cli.jobs import exists, read_dest_success, require_dir, scan_jobs
 from aiocommit.cli.progress import ProgressBar
 from aiocommit.cli.render import console_for, echo_json, render_jobs, render_summary
 from aiocommit.cli.summary import decode_document, success_summary
 from aiocommit.cli.units import human_duration
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job
-from aiocommit.engine.zero_rename import abort_s3_job, cleanup_s3_job
+from aiocommit.engine.jobs import JobInfo, job_info
+from aiocommit.engine.zero_rename import S3Uploads, abort_s3_job, cleanup_s3_job, s3_uploads
 from aiocommit.errors import CommitError, NotFound
 from aiocommit.observability import configure_logging
 from aiocommit.protocol import statistics as S
@@ -142,19 +136,30 @@ def jobs(dest: str, as_json: bool) -> None:
     their files' total size, age and state."""
     store, path = open_url(dest)
 
-    async def scan() -> tuple[list[JobInfo], int | None]:
+    async def scan() -> tuple[list[JobInfo], S3Uploads | None]:
         try:
-            return await scan_jobs_and_uploads(store, path)
+            found = await scan_jobs(store, path)
+            if not isinstance(store, MultipartStore):
+                return found, None
+            return found, await s3_uploads(path, store, [job.job_id for job in found])
         finally:
             await store.aclose()
 
-    found, stray_uploads = run_reporting(scan, dest)
+    found, uploads = run_reporting(scan, dest)
     now = time.time()
     if as_json:
-        echo_json([job.as_json(now) for job in found])
+        echo_json([{**job.as_json(now), **_s3_facts(uploads, job.job_id)} for job in found])
         return
-    if stray_uploads:  # S3: uploads no job's pending data names (a task died mid-commit)
-        click.echo(f"{stray_uploads} outstanding multipart upload(s) under {dest} named by no job")
+    if uploads is not None:  # S3: the zero-rename committers' pending data
+        for job in found:
+            facts = uploads.by_job.get(job.job_id)
+            if facts is not None and facts.pendingsets:
+                click.echo(
+                    f"{job.job_id}: {facts.pendingsets} pending set(s), {facts.files} file(s), "
+                    f"{len(facts.upload_ids & uploads.outstanding)} outstanding upload(s)"
+                )
+        if uploads.stray:
+            click.echo(f"{uploads.stray} outstanding multipart upload(s) named by no job")
     if not found:
         click.echo(f"no jobs under {store.qualify(join(path, TEMPORARY))}")
         return
@@ -272,16 +277,12 @@ def abort(
     store, path = open_url(dest)
     layout = job_layout(path, job_id, attempt)
 
-    async def run() -> bool:
+    async def run() -> str | None:
         try:
             await require_dir(store, path)
-            if not await exists(store, layout.job_dir):
-                raise Problem(
-                    EXIT_NOT_FOUND,
-                    f"{store.qualify(layout.job_dir)}: no such job (nothing to abort)",
-                )
-            success = await read_dest_success(store, path)
-            committed = success is not None and success.success and success.job_id == job_id
+            found = await job_info(path, job_id, store=store)
+            if found is None:
+                return None  # never set up, or already aborted or cleaned up: idempotent
             if isinstance(store, MultipartStore):  # S3: the zero-rename committers
                 await abort_s3_job(path, job_id, attempt=attempt, store=store, options=options)
             else:
@@ -293,12 +294,16 @@ def abort(
                     options=options,
                     undo_renames=not keep_renames,
                 )
-            return committed
+            return found.state
         finally:
             await store.aclose()
 
-    committed = run_reporting(run, dest)
-    what = "was committed; cleaned up" if committed else "aborted"
+    state = run_reporting(run, dest)
+    if state is None:
+        where = store.qualify(layout.job_dir)
+        click.echo(f"job {job_id}: nothing to abort ({where} does not exist)")
+        return
+    what = "was committed; cleaned up" if state == "committed" else "aborted"
     click.echo(f"job {job_id} {what}: {store.qualify(layout.job_dir)} removed")
 
 
@@ -362,7 +367,7 @@ def cleanup(
                     reason = "age unknown" if age is None else f"age {human_duration(age)}"
                     console.print(Text(f"kept {where} ({reason})"))
                     continue
-                if job.commit_started and not job.committed and not force:
+                if job.state == "committing" and not force:
                     refused += 1
                     click.echo(
                         f"aiocommit: error: {where}: its commit started and did not finish; "
@@ -387,6 +392,17 @@ def cleanup(
 
     if run_reporting(run, dest):
         raise click.exceptions.Exit(EXIT_FAILED)
+
+
+def _s3_facts(uploads: S3Uploads | None, job_id: str) -> dict[str, Any]:
+    facts = None if uploads is None else uploads.by_job.get(job_id)
+    if uploads is None or facts is None:
+        return {}
+    return {
+        "pendingsets": facts.pendingsets,
+        "pending_files": facts.files,
+        "outstanding_uploads": len(facts.upload_ids & uploads.outstanding),
+    }
 
 
 def _load_stress() -> click.Command:

@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from aiocommit.cli.jobs import JobInfo
 from aiocommit.cli.units import human_bytes, human_duration
+from aiocommit.engine.jobs import JobInfo
 
 
 def console_for(*, stderr: bool = False) -> Console:
@@ -123,12 +123,9 @@ def render_jobs(console: Console, found: Sequence[JobInfo], now: float) -> None:
     """Print a table of jobs: attempts, manifests, files, size, age and state."""
     table = Table(box=box.SIMPLE_HEAD)
     table.add_column("job", no_wrap=True)
-    for name in ("attempts", "manifests", "files", "size", "age"):  # manifests or pending sets
+    for name in ("attempts", "manifests", "files", "size", "age"):
         table.add_column(name, justify="right")
     table.add_column("state")
-    s3 = any(job.uploads is not None for job in found)
-    if s3:
-        table.add_column("open uploads", justify="right")
     for job in found:
         manifests = str(job.manifests)
         if job.pending_manifests:
@@ -143,6 +140,5 @@ def render_jobs(console: Console, found: Sequence[JobInfo], now: float) -> None:
             Text(human_bytes(job.size)),
             Text(human_duration(job.age(now))),
             Text(job.state),
-            *([Text(str(job.uploads or 0))] if s3 else []),
         )
     console.print(table)

@@ -55,8 +55,8 @@ from aiocommit.protocol.pending import (
 )
 from aiocommit.protocol.success import FILENAMES_LIMIT, SuccessData
 from aiocommit.stages.cleanup import cleanup_stage
+from aiocommit.stages.commit_plan import CommitPlan, decode_plan, encode_plan
 from aiocommit.stages.context import StageContext, first_error, parallel, stage
-from aiocommit.stages.load_manifests import CommitPlan, encode_plan, read_plan
 from aiocommit.stages.pending import (
     CONFLICT_MODES,
     MIN_PART_SIZE,
@@ -246,7 +246,7 @@ async def _pendingsets_to_load(
     for name in wanted or ():
         check_id("pending set name", name)
     try:
-        plan = read_plan(
+        plan = decode_plan(
             await context.ops.read_bytes(layout.commit_plan_path), layout.commit_plan_path
         )
     except NotFound:
@@ -278,7 +278,7 @@ async def _fix_plan(context: StageContext, loaded: LoadedPending, plan: CommitPl
         await context.ops.write_bytes(layout.commit_plan_path, plan_bytes, overwrite=False)
     except AlreadyExists:
         saved = await context.ops.read_bytes(layout.commit_plan_path)
-        if read_plan(saved, layout.commit_plan_path).manifests != loaded.digests:
+        if decode_plan(saved, layout.commit_plan_path).manifests != loaded.digests:
             raise ManifestError(
                 "another commit of this job fixed other pending sets",
                 path=context.qualify(layout.commit_plan_path),
@@ -387,6 +387,29 @@ async def describe_s3_job(dest: str, job_id: str, *, store: Store, attempt: int 
         size=sum(c.length for c in commits),
         upload_ids=frozenset(c.upload_id for c in commits),
     )
+
+
+@dataclass(frozen=True)
+class S3Uploads:
+    """The outstanding uploads under a destination and which jobs' pending data names
+    them (for ``aiocommit jobs``)."""
+
+    outstanding: frozenset[str]
+    by_job: dict[str, S3JobFacts]
+
+    @property
+    def stray(self) -> int:
+        """Outstanding uploads no job's pending data names (a task died mid-upload)."""
+        named: set[str] = set()
+        for facts in self.by_job.values():
+            named |= facts.upload_ids
+        return len(self.outstanding - named)
+
+
+async def s3_uploads(dest: str, store: Store, job_ids: Sequence[str]) -> S3Uploads:
+    outstanding = frozenset(u.upload_id for u in await list_outstanding_uploads(dest, store=store))
+    by_job = {job: await describe_s3_job(dest, job, store=store) for job in job_ids}
+    return S3Uploads(outstanding, by_job)
 
 
 async def list_outstanding_uploads(

@@ -11,6 +11,11 @@ elif len(sys.argv) > 1 and sys.argv[1] == "crash-child-s3":
     from aiocommit.stress.s3 import child_main as s3_child_main
 
     s3_child_main(sys.argv[2:])
+elif len(sys.argv) > 1 and sys.argv[1] == "kill-cli-child":
+    # the kill-anywhere scenario's child: the real CLI over a store that kills it
+    from aiocommit.stress.kill_cli import cli_child_main
+
+    cli_child_main(sys.argv[2:])
 else:
     from aiocommit.stress.cli import main
 

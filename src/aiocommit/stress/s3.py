@@ -39,7 +39,7 @@ from aiocommit.options import CommitOptions
 from aiocommit.protocol import s3_statistics as S3
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.s3 import S3Store
-from aiocommit.stress.crash import ChildResult, KillAtCall, _run_child
+from aiocommit.stress.crash import ChildResult, KillAtCall, run_child
 from aiocommit.stress.report import Reporter, grid_table
 from aiocommit.stress.targets import FaultOptions
 from aiocommit.stress.verify import walk
@@ -213,7 +213,7 @@ async def _child(
     target: S3Target, dest: str, job_id: str, at: int, after: bool, **kw: Any
 ) -> ChildResult:
     args = [target.endpoint, target.bucket, dest, job_id, str(at), "1" if after else "0"]
-    return await _run_child(args, child_command="crash-child-s3", **kw)
+    return await run_child(args, command="crash-child-s3", **kw)
 
 
 async def crash_scenario(
