@@ -42,3 +42,15 @@ def test_fs_s3a_options_map_to_client_settings() -> None:
     assert not store.capabilities.atomic_rename and not store.capabilities.directories
     with pytest.raises(ValueError, match="not a bucket"):
         S3Store("a/b")
+
+
+def test_only_the_innermost_store_decides_multipart_support() -> None:
+    from aiocommit.stores.faulty import FaultyStore
+    from aiocommit.stores.local import LocalStore
+    from aiocommit.stores.multipart import as_multipart, supports_multipart
+
+    assert supports_multipart(FaultyStore(S3Store("bucket")))
+    wrapped_local = FaultyStore(LocalStore())
+    assert not supports_multipart(wrapped_local)  # the wrapper has the methods, not the store
+    with pytest.raises(TypeError, match="no multipart uploads"):
+        as_multipart(wrapped_local)

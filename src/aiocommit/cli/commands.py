@@ -44,7 +44,7 @@ from aiocommit.protocol import statistics as S
 from aiocommit.protocol.layout import SUCCESS, TEMPORARY, JobLayout
 from aiocommit.protocol.success import SuccessData
 from aiocommit.stores.base import join
-from aiocommit.stores.multipart import MultipartStore
+from aiocommit.stores.multipart import supports_multipart
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -139,7 +139,7 @@ def jobs(dest: str, as_json: bool) -> None:
     async def scan() -> tuple[list[JobInfo], S3Uploads | None]:
         try:
             found = await scan_jobs(store, path)
-            if not isinstance(store, MultipartStore):
+            if not supports_multipart(store):
                 return found, None
             return found, await s3_uploads(path, store, [job.job_id for job in found])
         finally:
@@ -283,7 +283,7 @@ def abort(
             found = await job_info(path, job_id, store=store)
             if found is None:
                 return None  # never set up, or already aborted or cleaned up: idempotent
-            if isinstance(store, MultipartStore):  # S3: the zero-rename committers
+            if supports_multipart(store):  # S3: the zero-rename committers
                 await abort_s3_job(path, job_id, attempt=attempt, store=store, options=options)
             else:
                 await abort_job(
@@ -379,7 +379,7 @@ def cleanup(
                 if dry_run:
                     console.print(Text(f"would remove {where} (age {human_duration(age)})"))
                     continue
-                if isinstance(store, MultipartStore):  # S3: also aborts open uploads
+                if supports_multipart(store):  # S3: also aborts open uploads
                     await cleanup_s3_job(path, job.job_id, store=store, options=options)
                 else:
                     await cleanup_job(path, job.job_id, store=store, options=options)

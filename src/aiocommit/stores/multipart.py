@@ -66,12 +66,18 @@ def multipart_etag(etags: Sequence[str]) -> str:
     return f"{digest.hexdigest()}-{len(etags)}"
 
 
-def as_multipart(store: Store) -> MultipartStore:
-    """``store`` as a ``MultipartStore``, or ``TypeError`` naming what is missing."""
+def supports_multipart(store: Store) -> bool:
+    """Does ``store`` have multipart uploads? A ``StoreWrapper`` has the methods whatever
+    it wraps, so the innermost store decides."""
     inner: object = store
     while hasattr(inner, "inner"):  # a StoreWrapper forwards what its inner store has
         inner = inner.inner
-    if not isinstance(store, MultipartStore) or not isinstance(inner, MultipartStore):
+    return isinstance(store, MultipartStore) and isinstance(inner, MultipartStore)
+
+
+def as_multipart(store: Store) -> MultipartStore:
+    """``store`` as a ``MultipartStore``, or ``TypeError`` naming what is missing."""
+    if not supports_multipart(store) or not isinstance(store, MultipartStore):
         raise TypeError(
             f"{type(store).__name__} has no multipart uploads; the staging and magic "
             "committers need a store such as S3"
