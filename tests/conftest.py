@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -11,6 +12,11 @@ import pytest
 from aiocommit.stores.base import Store
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.memory import MemoryStore
+
+# moto accepts any credentials and botocore needs some to sign; set before any Spark
+# session starts, so its Python workers inherit them (credentials never go in options)
+for _name, _value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+    os.environ.setdefault(_name, _value)
 
 StoreFactory = Callable[[Path], AbstractAsyncContextManager[tuple[Store, str]]]
 
@@ -37,7 +43,7 @@ STORE_FACTORIES: dict[str, StoreFactory] = {
     "local": local_store,
 }
 #: stores behind real HTTP emulators: the contract suite and the cloud engine tests
-CLOUD_STORES = ("adls", "gcs")
+CLOUD_STORES = ("adls", "gcs", "s3")
 
 
 @pytest.fixture(scope="session")
@@ -53,6 +59,19 @@ def gcs_endpoint() -> Iterator[str]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """One moto server (server mode, real HTTP) on loopback for the whole run."""
+    from aiocommit.testing.s3_emulator import MotoServer
+
+    server = MotoServer()
+    server.start()
+    try:
+        yield server.endpoint
+    finally:
+        server.stop()
+
+
 @asynccontextmanager
 async def cloud_store(
     kind: str, request: pytest.FixtureRequest
@@ -61,6 +80,12 @@ async def cloud_store(
         from tests.stores.gcs_fixtures import gcs_store_factory
 
         async with gcs_store_factory(request.getfixturevalue("gcs_endpoint")) as (store, root):
+            yield store, root
+        return
+    if kind == "s3":
+        from tests.stores.s3_fixtures import s3_store_factory
+
+        async with s3_store_factory(request.getfixturevalue("s3_endpoint")) as (store, root):
             yield store, root
         return
     if kind == "adls":

@@ -240,3 +240,13 @@ def test_odd_partition_names_stay_distinct() -> None:
     assert all(leaf.count("/") == 2 for leaf in leaves)
     names = {path for path, _ in spec.task_files(0, leaves) + spec.task_files(1, leaves)}
     assert len(names) == 100
+
+
+def test_s3_job_and_crash_on_moto(tmp_path: Path) -> None:
+    data = run(tmp_path, "job", "--store", "s3", "--tasks", "3", "--files-per-task", "4")
+    assert data["figures"]["files"] == 12 and data["figures"]["problems"] == []
+    assert data["figures"]["uploads_aborted_by_cleanup"] == 4  # the failed attempt's
+    data = run(tmp_path, "crash", "--store", "s3", "--runs", "2", "--tasks", "2")
+    assert data["figures"]["kills"] == 2
+    assert data["figures"]["correct_completions"] == 2
+    assert data["figures"]["runs_with_outstanding_uploads"] == 0

@@ -37,12 +37,14 @@ from aiocommit.cli.summary import decode_document, success_summary
 from aiocommit.cli.units import human_duration
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job
 from aiocommit.engine.jobs import JobInfo, job_info
+from aiocommit.engine.zero_rename import S3Uploads, abort_s3_job, cleanup_s3_job, s3_uploads
 from aiocommit.errors import CommitError, NotFound
 from aiocommit.observability import configure_logging
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.layout import SUCCESS, TEMPORARY, JobLayout
 from aiocommit.protocol.success import SuccessData
 from aiocommit.stores.base import join
+from aiocommit.stores.multipart import supports_multipart
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -134,17 +136,30 @@ def jobs(dest: str, as_json: bool) -> None:
     their files' total size, age and state."""
     store, path = open_url(dest)
 
-    async def scan() -> list[JobInfo]:
+    async def scan() -> tuple[list[JobInfo], S3Uploads | None]:
         try:
-            return await scan_jobs(store, path)
+            found = await scan_jobs(store, path)
+            if not supports_multipart(store):
+                return found, None
+            return found, await s3_uploads(path, store, [job.job_id for job in found])
         finally:
             await store.aclose()
 
-    found = run_reporting(scan, dest)
+    found, uploads = run_reporting(scan, dest)
     now = time.time()
     if as_json:
-        echo_json([job.as_json(now) for job in found])
+        echo_json([{**job.as_json(now), **_s3_facts(uploads, job.job_id)} for job in found])
         return
+    if uploads is not None:  # S3: the zero-rename committers' pending data
+        for job in found:
+            facts = uploads.by_job.get(job.job_id)
+            if facts is not None and facts.pendingsets:
+                click.echo(
+                    f"{job.job_id}: {facts.pendingsets} pending set(s), {facts.files} file(s), "
+                    f"{len(facts.upload_ids & uploads.outstanding)} outstanding upload(s)"
+                )
+        if uploads.stray:
+            click.echo(f"{uploads.stray} outstanding multipart upload(s) named by no job")
     if not found:
         click.echo(f"no jobs under {store.qualify(join(path, TEMPORARY))}")
         return
@@ -268,14 +283,17 @@ def abort(
             found = await job_info(path, job_id, store=store)
             if found is None:
                 return None  # never set up, or already aborted or cleaned up: idempotent
-            await abort_job(
-                path,
-                job_id,
-                attempt=attempt,
-                store=store,
-                options=options,
-                undo_renames=not keep_renames,
-            )
+            if supports_multipart(store):  # S3: the zero-rename committers
+                await abort_s3_job(path, job_id, attempt=attempt, store=store, options=options)
+            else:
+                await abort_job(
+                    path,
+                    job_id,
+                    attempt=attempt,
+                    store=store,
+                    options=options,
+                    undo_renames=not keep_renames,
+                )
             return found.state
         finally:
             await store.aclose()
@@ -361,7 +379,10 @@ def cleanup(
                 if dry_run:
                     console.print(Text(f"would remove {where} (age {human_duration(age)})"))
                     continue
-                await cleanup_job(path, job.job_id, store=store, options=options)
+                if supports_multipart(store):  # S3: also aborts open uploads
+                    await cleanup_s3_job(path, job.job_id, store=store, options=options)
+                else:
+                    await cleanup_job(path, job.job_id, store=store, options=options)
                 console.print(Text(f"removed {where} (age {human_duration(age)})"))
             if not found:
                 console.print(Text(f"no jobs under {store.qualify(join(path, TEMPORARY))}"))
@@ -371,6 +392,17 @@ def cleanup(
 
     if run_reporting(run, dest):
         raise click.exceptions.Exit(EXIT_FAILED)
+
+
+def _s3_facts(uploads: S3Uploads | None, job_id: str) -> dict[str, Any]:
+    facts = None if uploads is None else uploads.by_job.get(job_id)
+    if uploads is None or facts is None:
+        return {}
+    return {
+        "pendingsets": facts.pendingsets,
+        "pending_files": facts.files,
+        "outstanding_uploads": len(facts.upload_ids & uploads.outstanding),
+    }
 
 
 def _load_stress() -> click.Command:

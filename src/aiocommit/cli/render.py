@@ -74,6 +74,15 @@ def render_summary(console: Console, summary: Mapping[str, Any], *, filenames: i
         ]
         if summary["failed_stage"] is None:
             facts.pop(2)
+    elif summary["kind"] == "pendingset":
+        console.print(Text(f"S3A pending set of {summary['task_id']}", style="bold"))
+        facts = [
+            ("path", summary["path"]),
+            ("job", summary["job_id"]),
+            ("task attempt", summary["task_attempt_id"]),
+            ("uploads", f"{summary['files']:,}"),
+            ("bytes", f"{summary['bytes']:,} ({human_bytes(summary['bytes'])})"),
+        ]
     else:
         console.print(Text(f"task manifest of {summary['task_id']}", style="bold"))
         facts = [

@@ -11,6 +11,7 @@ from aiocommit.errors import ManifestError
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatisticsSnapshot
 from aiocommit.protocol.manifest import DirState, TaskManifest, decode_manifest
+from aiocommit.protocol.pending import PendingSet, decode_pending, decode_pendingset
 from aiocommit.protocol.success import SuccessData, decode_success
 
 
@@ -119,8 +120,33 @@ def manifest_summary(path: str, manifest: TaskManifest) -> dict[str, Any]:
     }
 
 
+def pending_summary(path: str, pending: PendingSet) -> dict[str, Any]:
+    """The facts of an S3A ``.pendingset`` (or of one ``.pending`` file, as a set of one)."""
+    stats = pending.iostatistics
+    first = pending.commits[0] if pending.commits else None
+    return {
+        "kind": "pendingset",
+        "path": path,
+        "job_id": pending.job_id,
+        "task_id": first.task_id if first else "",
+        "task_attempt_id": pending.extra_data.get("task.attempt.id", ""),
+        "files": len(pending.commits),
+        "bytes": sum(c.length for c in pending.commits),
+        "uploads": [
+            {"uri": c.uri, "upload_id": c.upload_id, "parts": len(c.etags), "length": c.length}
+            for c in pending.commits
+        ],
+        "filenames": [c.uri for c in pending.commits],
+        "stages": statistics_rows(stats, stages=True),
+        "statistics": statistics_rows(stats, stages=False),
+        "gauges": {k: v for k, v in sorted(stats.gauges.items()) if v},
+        "diagnostics": dict(pending.extra_data),
+    }
+
+
 def decode_document(data: bytes, path: str) -> dict[str, Any]:
-    """Summarise a ``_SUCCESS``/summary file or a task manifest, whichever ``data`` is."""
+    """Summarise a ``_SUCCESS``/summary file, a task manifest, or an S3A ``.pendingset`` /
+    ``.pending`` file, whichever ``data`` is."""
     try:
         raw = msgspec.json.decode(data)
     except msgspec.DecodeError as error:
@@ -129,4 +155,11 @@ def decode_document(data: bytes, path: str) -> dict[str, Any]:
         return success_summary(path, decode_success(data, path=path))
     if isinstance(raw, dict) and ("type" in raw or "files" in raw or "taskID" in raw):
         return manifest_summary(path, decode_manifest(data, path=path))
-    raise ManifestError("neither a task manifest nor a _SUCCESS file", path=path)
+    if isinstance(raw, dict) and "commits" in raw:
+        return pending_summary(path, decode_pendingset(data, path=path))
+    if isinstance(raw, dict) and "uploadId" in raw:
+        commit = decode_pending(data, path=path)
+        return pending_summary(path, PendingSet(job_id=commit.job_id, commits=[commit]))
+    raise ManifestError(
+        "neither a task manifest nor a _SUCCESS file (nor an S3A pending set)", path=path
+    )

@@ -13,6 +13,9 @@ OP_RENAME = "op_rename"
 OP_LOAD_MANIFEST = "op_load_manifest"
 OP_LOAD_SUCCESS = "op_load_success_marker"
 OP_LOAD_COMMIT_PLAN = "op_load_commit_plan"
+#: the S3 committers' records: a task's ``.pendingset`` and a magic file's ``.pending``
+OP_LOAD_PENDING_SET = "op_load_pending_set"
+OP_LOAD_PENDING = "op_load_pending"
 OP_WRITE = "op_save_file"
 OP_UPLOAD = "op_upload_file"
 COMMIT_FILE_RENAME = "commit_file_rename"
@@ -71,6 +74,8 @@ STORE_OPERATIONS = (
     OP_LOAD_MANIFEST,
     OP_LOAD_SUCCESS,
     OP_LOAD_COMMIT_PLAN,
+    OP_LOAD_PENDING_SET,
+    OP_LOAD_PENDING,
     OP_WRITE,
     COMMIT_FILE_RENAME,
 )

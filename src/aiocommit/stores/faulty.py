@@ -40,6 +40,11 @@ OPERATIONS = (
     "read_bytes",
     "write_bytes",
     "upload_file",
+    "create_upload",
+    "upload_part",
+    "complete_upload",
+    "abort_upload",
+    "list_uploads",
 )
 
 

@@ -17,6 +17,8 @@ OPENERS: dict[str, str] = {
     "abfs": "aiocommit.stores.adls:open_adls",
     "abfss": "aiocommit.stores.adls:open_adls",
     "gs": "aiocommit.stores.gcs:open_gcs",
+    "s3": "aiocommit.stores.s3:open_s3",
+    "s3a": "aiocommit.stores.s3:open_s3",
 }
 
 
@@ -44,7 +46,7 @@ def _open_memory(url: str) -> tuple[Store, str]:
 
 def open_store(url: str) -> tuple[Store, str]:
     """Return ``(store, path)`` for a URL: ``file:///abs``, a plain path, ``memory://name/p``,
-    or any scheme a cloud adapter registered (``abfs``, ``abfss``, ``gs``)."""
+    or any scheme a cloud adapter registered (``abfs``, ``abfss``, ``gs``, ``s3``, ``s3a``)."""
     scheme = urlsplit(url).scheme if "://" in url or url.startswith("file:") else "file"
     target = OPENERS.get(scheme)
     if target is None:

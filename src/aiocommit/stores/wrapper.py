@@ -6,10 +6,11 @@ way: they override ``intercept`` and inherit the rest.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from aiocommit.stores.base import FileStatus, Store, StoreCapabilities
+from aiocommit.stores.multipart import Upload
 
 T = TypeVar("T")
 
@@ -96,6 +97,44 @@ class StoreWrapper:
             path,
             lambda: self.inner.upload_file(local_path, path, overwrite=overwrite),
         )
+
+    # multipart uploads (``stores.multipart``): forwarded when the inner store has them;
+    # ``as_multipart`` refuses a wrapper whose inner store has not
+
+    async def create_upload(self, path: str) -> str:
+        inner: Any = self.inner
+        return await self.intercept("create_upload", path, lambda: inner.create_upload(path))
+
+    async def upload_part(self, path: str, upload_id: str, number: int, data: bytes) -> str:
+        inner: Any = self.inner
+        return await self.intercept(
+            "upload_part", path, lambda: inner.upload_part(path, upload_id, number, data)
+        )
+
+    async def complete_upload(
+        self, path: str, upload_id: str, etags: Sequence[str], *, if_none_match: bool = False
+    ) -> FileStatus:
+        inner: Any = self.inner
+        return await self.intercept(
+            "complete_upload",
+            path,
+            lambda: inner.complete_upload(path, upload_id, etags, if_none_match=if_none_match),
+        )
+
+    async def abort_upload(self, path: str, upload_id: str) -> bool:
+        inner: Any = self.inner
+        return await self.intercept(
+            "abort_upload", path, lambda: inner.abort_upload(path, upload_id)
+        )
+
+    async def list_uploads(self, prefix: str) -> AsyncIterator[list[Upload]]:
+        inner: Any = self.inner
+        async for page in inner.list_uploads(prefix):
+
+            async def served(page: list[Upload] = page) -> list[Upload]:
+                return page
+
+            yield await self.intercept("list_uploads", prefix, served)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -317,11 +317,44 @@ def main() -> None:
 @commit_options()
 @output_options
 def job(**kw: Any) -> None:
-    """One job commit at a given size."""
+    """One job commit at a given size (``--store s3``: the staging committer on moto)."""
     from aiocommit.stress.scenarios import job_scenario
 
+    if kw["store"] == "s3":
+        _s3_job(kw)
+        return
     spec, faults, options, common = _spec(kw), _faults(kw), _options(kw), _common(kw)
     _run(kw, lambda r: job_scenario(common, spec, faults, options, r))
+
+
+def _s3_job(kw: dict[str, Any]) -> None:
+    from aiocommit.stress.s3 import job_scenario as s3_job
+
+    tasks, files, seed = kw["tasks"], kw["files_per_task"], kw["seed"]
+    faults, options = _faults(kw), _options(kw)
+    _run(
+        kw,
+        lambda r: s3_job(
+            tasks=tasks,
+            files=files,
+            committer="staging",
+            faults=faults,
+            options=options,
+            seed=seed,
+            reporter=r,
+        ),
+    )
+
+
+def _s3_crash(kw: dict[str, Any], runs: int, seed: int, tasks: int = 4, files: int = 4) -> None:
+    from aiocommit.stress.s3 import crash_scenario
+
+    _run(
+        kw,
+        lambda r: crash_scenario(
+            runs=runs, tasks=tasks, files=files, committer="staging", seed=seed, reporter=r
+        ),
+    )
 
 
 @main.command("sweep-concurrency")
@@ -426,13 +459,23 @@ def scale(**kw: Any) -> None:
 @click.option("--concurrency", type=int, default=8, show_default=True)
 @click.option("--workdir", type=click.Path(file_okay=False), default=None)
 @click.option("--max-seconds", type=float, default=None, help="Stop making kills after this.")
+@click.option(
+    "--store",
+    type=click.Choice(["local", "s3"]),
+    default="local",
+    show_default=True,
+    help="local: the manifest committer; s3: the staging committer on moto.",
+)
 @output_options
 def crash(**kw: Any) -> None:
     """Job commits in a subprocess killed with SIGKILL at random points, re-run, verified
-    (local store)."""
+    (local store, or S3 on moto)."""
     from aiocommit.stress.crash import crash as run_crash
 
     runs, seed = kw.pop("runs"), kw["seed"]
+    if kw.pop("store") == "s3":
+        _s3_crash(kw, runs, seed, kw["tasks"], kw["files_per_task"])
+        return
     spec = _spec(kw)
     faults = FaultOptions(latency_ms=kw.pop("latency_ms"), jitter_ms=kw.pop("jitter_ms"))
     concurrency, workdir, limit = kw.pop("concurrency"), kw.pop("workdir"), kw.pop("max_seconds")
@@ -608,16 +651,40 @@ def bench_scale(**kw: Any) -> None:
     _run(kw, lambda r: scale_bench(sizes, per_task, dirs, concurrency, limit, r))
 
 
+@bench.command("s3-cost")
+@click.option("--tasks", type=int, default=4, show_default=True)
+@click.option("--files-per-task", type=int, default=25, show_default=True)
+@output_options
+def bench_s3_cost(**kw: Any) -> None:
+    """HTTP requests and copies per file on S3 (moto): staging and magic committers
+    against the manifest committer, measured in one run."""
+    from aiocommit.stress.s3 import cost_scenario
+
+    tasks, files = kw.pop("tasks"), kw.pop("files_per_task")
+    _run(kw, lambda r: cost_scenario(tasks=tasks, files=files, reporter=r))
+
+
 @bench.command("crash")
 @click.option("--runs", type=int, default=200, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--workdir", type=click.Path(file_okay=False), default=None)
+@click.option(
+    "--store",
+    type=click.Choice(["local", "s3"]),
+    default="local",
+    show_default=True,
+    help="local: the manifest committer; s3: the staging committer on moto.",
+)
 @output_options
 def bench_crash(**kw: Any) -> None:
-    """200 SIGKILLs at random points of a job commit, each re-run and verified."""
+    """200 SIGKILLs at random points of a job commit, each re-run and verified (on S3:
+    also no outstanding multipart upload left)."""
     from aiocommit.stress.crash import crash as run_crash
 
     runs, seed, workdir = kw.pop("runs"), kw.pop("seed"), kw.pop("workdir")
+    if kw.pop("store") == "s3":
+        _s3_crash(kw, runs, seed)
+        return
     spec = JobSpec(
         tasks=8, files_per_task=8, dirs=4, failed=0.1, aborted=0.1, duplicates=0.1, seed=seed
     )

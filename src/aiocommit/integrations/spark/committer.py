@@ -31,10 +31,11 @@ import anyio
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job, setup_job
 from aiocommit.engine.task import TaskAttempt, commit_task, setup_task
 from aiocommit.errors import NotFound
-from aiocommit.integrations.spark import overwrite
+from aiocommit.integrations.spark import overwrite, zero_rename
 from aiocommit.integrations.spark.files import LocalFile
 from aiocommit.integrations.spark.settings import TestHooks, WriteSettings
 from aiocommit.options import CommitOptions
+from aiocommit.protocol.ids import task_attempt_id_for, task_id_for
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.protocol.manifest import encode_manifest
 from aiocommit.protocol.success import SuccessData
@@ -89,6 +90,9 @@ def _open(settings: WriteSettings, fault: tuple[str, str] | None = None) -> tupl
 async def prepare_job(settings: WriteSettings, job_id: str) -> list[str]:
     """Driver side, once per write: finish overwrites earlier jobs committed but did not
     complete, then set this job up. Returns the job IDs of plans finished."""
+    if zero_rename.is_zero_rename(settings):  # S3: the zero-rename committers
+        await zero_rename.prepare(settings, job_id)
+        return []
     store, dest = _open(settings)
     try:
         finished = await overwrite.finish_pending(store, dest, settings.commit)
@@ -162,6 +166,25 @@ async def commit_task_files(
     files: Sequence[LocalFile],
 ) -> TaskOutcome:
     """Executor side: upload a task attempt's closed files and commit the attempt."""
+    if zero_rename.is_zero_rename(settings):  # S3: the zero-rename committers
+        attempt_id = task_attempt_id_for(task_id_for(job_id, partition), attempt_number)
+        name = await zero_rename.commit_task(
+            settings,
+            job_id,
+            partition=partition,
+            attempt_number=attempt_number,
+            files=files,
+            fail_after_upload=_should_fail(settings.hooks, partition, attempt_number),
+        )
+        return TaskOutcome(
+            task_id=task_id_for(job_id, partition),
+            task_attempt_id=attempt_id,
+            manifest=name,
+            files=len(files),
+            bytes=sum(f.size for f in files),
+            rows=sum(f.rows for f in files),
+            partitions=tuple(sorted({f.partition for f in files if f.partition})),
+        )
     store, dest = _open(settings)
     options = settings.commit
     try:
@@ -213,6 +236,8 @@ async def commit_write(
     settings: WriteSettings, job_id: str, overwriting: bool, results: Sequence[TaskResult]
 ) -> SuccessData:
     """Driver side: commit exactly the manifests the tasks' messages name."""
+    if zero_rename.is_zero_rename(settings):  # S3: the zero-rename committers
+        return await zero_rename.commit_write(settings, job_id, overwriting, results)
     store, dest = _open(settings, settings.hooks.commit_fault)
     options = settings.commit
     try:
@@ -264,6 +289,8 @@ async def abort_write(settings: WriteSettings, job_id: str, overwriting: bool) -
     removed, whatever the messages say (they are incomplete after a failure).
     Returns ``"finished"`` or ``"aborted"``.
     """
+    if zero_rename.is_zero_rename(settings):  # S3: the zero-rename committers
+        return await zero_rename.abort_write(settings, job_id, overwriting)
     store, dest = _open(settings, settings.hooks.abort_fault)
     options = settings.commit
     try:

@@ -30,6 +30,10 @@ TASK_BUFFER_BYTES = 512 * 1024 * 1024
 DEFAULT_ROW_GROUP_ROWS = 64 * 1024 * 1024
 
 TEST_PREFIX = "aiocommit.test."
+#: refused as options: credentials come from the environment (see docs/spark.md)
+_S3A_CREDENTIAL_KEYS = {"fs.s3a.access.key", "fs.s3a.secret.key", "fs.s3a.session.token"}
+#: ``fs.s3a.*`` options (with or without ``spark.hadoop.``) configure the S3 client
+S3A_PREFIX = "fs.s3a."
 #: how ``register(spark)``'s DataFrameWriter passes ``mode("errorifexists"|"ignore")``,
 #: which Spark refuses for Python data sources, to ``writer()``
 SAVE_MODE_OPTION = "aiocommit.savemode"
@@ -48,6 +52,7 @@ WRITE_OPTIONS = (
     "localdir",
     "maxrecordsperfile",
     "timezone",
+    "committer",
     SAVE_MODE_OPTION,
 )
 
@@ -88,6 +93,10 @@ class WriteSettings:
     max_records_per_file: int = 0
     header: bool = False
     local_dir: str | None = None
+    #: on S3: the zero-rename committer, ``staging`` (default) or ``magic``
+    committer: str = "staging"
+    #: on S3: ``fs.s3a.*`` options (endpoint, region, ...), ``spark.hadoop.`` dropped
+    s3a: dict[str, str] = field(default_factory=dict)
     #: the session time zone (``spark.sql.session.timeZone``) or the ``timeZone`` option
     time_zone: str | None = None
     #: ``errorifexists`` or ``ignore`` when register()'s DataFrameWriter asked for them;
@@ -129,6 +138,18 @@ class WriteSettings:
             raise ValueError(f"rowGroupSize must be >= 1, not {row_group_size}")
         max_records = int(lowered.get("maxrecordsperfile", "0"))
         header = _bool("header", lowered.get("header", "false"))
+        secrets = sorted(
+            k for k in lowered if k.removeprefix(SPARK_HADOOP_PREFIX) in _S3A_CREDENTIAL_KEYS
+        )
+        if secrets:
+            raise ValueError(
+                f"credentials never go in options ({', '.join(secrets)}): set "
+                "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or a profile, or instance "
+                "credentials) in the environment before the session starts"
+            )
+        committer = lowered.get("committer", "staging").strip().lower()
+        if committer not in ("staging", "magic"):
+            raise ValueError(f"committer must be staging or magic, not {committer!r}")
         save_mode = lowered.get(SAVE_MODE_OPTION, "").strip().lower()
         if save_mode not in ("", *SAVE_MODES):
             raise ValueError(f"save mode must be one of {', '.join(SAVE_MODES)}, not {save_mode!r}")
@@ -142,10 +163,17 @@ class WriteSettings:
             max_records_per_file=max(0, max_records),
             header=header,
             local_dir=lowered.get("localdir") or None,
+            committer=committer,
+            s3a={
+                k.removeprefix(SPARK_HADOOP_PREFIX): v
+                for k, v in options.items()
+                if _is_s3a_option(k.lower())
+            },
             time_zone=lowered.get("timezone") or None,
             save_mode=save_mode if save_mode in ("errorifexists", "ignore") else "",
             commit=CommitOptions.from_mapping(
-                lowered, handled_prefixes=(TEST_PREFIX, SAVE_MODE_OPTION)
+                {k: v for k, v in lowered.items() if not _is_s3a_option(k)},
+                handled_prefixes=(TEST_PREFIX, SAVE_MODE_OPTION),
             ),
             hooks=_hooks(lowered),
         )
@@ -159,6 +187,10 @@ def _commit_option_names() -> set[str]:
         if option.metadata.get("hadoop"):
             names.add(option.metadata["hadoop"])
     return names
+
+
+def _is_s3a_option(key: str) -> bool:
+    return key.removeprefix(SPARK_HADOOP_PREFIX).startswith(S3A_PREFIX)
 
 
 def _is_commit_option(key: str) -> bool:
@@ -176,7 +208,10 @@ def check_known(lowered: Mapping[str, str]) -> None:
     unknown = sorted(
         k
         for k in lowered
-        if k not in WRITE_OPTIONS and not k.startswith(TEST_PREFIX) and not _is_commit_option(k)
+        if k not in WRITE_OPTIONS
+        and not k.startswith(TEST_PREFIX)
+        and not _is_s3a_option(k)
+        and not _is_commit_option(k)
     )
     if not unknown:
         return

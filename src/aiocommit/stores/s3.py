@@ -1,0 +1,588 @@
+"""Amazon S3 (and S3-compatible stores) through ``aiobotocore``: ``s3://`` and ``s3a://`` URLs.
+
+Store path ``/a/b`` is key ``a/b`` of the bucket; ``/`` is the bucket itself.
+
+Design (beyond the contract in ``stores.base`` and ``stores.multipart``):
+
+* **Directories are prefixes**, as on GCS: ``mkdirs`` writes a zero-byte ``dir/`` marker
+  for the path and each ancestor lacking one (a file at the path or an ancestor raises
+  ``AlreadyExists``); ``stat`` of a directory succeeds when its marker or any key under
+  its prefix exists; listings hide the directory's own marker; ``write_bytes`` never
+  creates parents. ``capabilities.directories`` is ``False``.
+* **Etag** is S3's ETag without quotes. CopyObject gives a multipart object a new etag,
+  so ``etags_preserved_in_rename`` is ``False``; a single-part object's etag is its MD5,
+  which a copy keeps, so it is also the ``checksum`` (``md5:...``) rename recovery compares.
+* **Rename is CopyObject + DeleteObject** (S3 has no rename; ``atomic_rename`` is False).
+  ``source_etag`` becomes ``x-amz-copy-source-if-match`` (and a HEAD compares it first,
+  as moto ignores that header). Without ``overwrite`` the
+  destination is probed first with HEAD: S3 has no create-only copy, so two racing renames
+  onto one new key can both succeed (the engine never races renames onto one key).
+  The zero-rename committers never rename data; they complete multipart uploads.
+* **Conditional put**: ``write_bytes(overwrite=False)`` and
+  ``complete_upload(if_none_match=True)`` send ``If-None-Match: *``; a 412 is
+  ``AlreadyExists``. S3 answers a concurrent conditional write with 409
+  ``ConditionalRequestConflict``: retryable (``Transient``, not applied).
+* **Delete** of a missing key succeeds silently on S3, so ``delete`` asks HEAD first to
+  answer whether anything was there; a directory tree is deleted with DeleteObjects, 1000
+  keys a call.
+* **Errors** are translated once, here (``translate``): NoSuchKey / NoSuchUpload / 404
+  ``NotFound``; PreconditionFailed / 412 ``PreconditionFailed`` (``AlreadyExists`` for an
+  ``If-None-Match`` write); AccessDenied / 403 / 401 ``PermissionDenied``; SlowDown / 503 /
+  429 ``Throttled``; 500 / InternalError / RequestTimeout / 409 ConditionalRequestConflict
+  and dropped connections ``Transient``; a connection never made ``Transient`` with
+  ``maybe_applied=False``.
+* **No hidden retries**: botocore's retries are off (one attempt), the engine's retry
+  policy is the only one. One aiobotocore client per store: one connection pool of
+  ``connections`` sockets shared by every call.
+* **Credentials and endpoint**: botocore's standard chain (environment, shared config and
+  credentials files, SSO, container and instance metadata), overridden by
+  ``fs.s3a.access.key`` / ``fs.s3a.secret.key`` / ``fs.s3a.session.token`` when given;
+  ``fs.s3a.endpoint`` (or ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``, which botocore
+  reads itself) points at an S3-compatible store; ``fs.s3a.endpoint.region``,
+  ``fs.s3a.path.style.access``, ``fs.s3a.connection.maximum``, ``fs.s3a.paging.maximum``
+  and ``fs.s3a.connection.request.timeout`` map to the client settings of those names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+from aiobotocore.config import AioConfig
+from aiobotocore.session import get_session
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
+
+from aiocommit.errors import (
+    AlreadyExists,
+    NotEmpty,
+    NotFound,
+    PermissionDenied,
+    PreconditionFailed,
+    StoreError,
+    Throttled,
+    Transient,
+)
+from aiocommit.stores.base import FileStatus, StoreCapabilities, check_clean
+from aiocommit.stores.multipart import Upload
+
+if TYPE_CHECKING:
+    from types_aiobotocore_s3 import S3Client
+else:
+    S3Client = Any
+
+_NOT_FOUND = {"NoSuchKey", "NoSuchUpload", "NotFound", "404", "NoSuchBucket"}
+_DENIED = {"AccessDenied", "403", "401", "InvalidAccessKeyId", "SignatureDoesNotMatch"}
+_THROTTLED = {"SlowDown", "503", "429", "Throttling", "ThrottlingException", "RequestLimitExceeded"}
+_TRANSIENT = {
+    "InternalError",
+    "500",
+    "502",
+    "504",
+    "RequestTimeout",
+    "ServiceUnavailable",
+    "ConditionalRequestConflict",
+}
+
+
+def translate(
+    error: BaseException, path: str | None, operation: str, *, creating: bool = False
+) -> StoreError:
+    """The one place where botocore errors become store errors.
+
+    ``creating``: the call carried ``If-None-Match: *``, so a 412 means "exists".
+    """
+    if isinstance(error, StoreError):
+        return error
+    if isinstance(error, ClientError):
+        info = error.response.get("Error", {})
+        code = str(info.get("Code", ""))
+        status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        message = f"S3 {status} {code}: {str(info.get('Message', ''))[:300]}"
+        if code in _NOT_FOUND or status == 404:
+            return NotFound(message, path=path, operation=operation)
+        if code == "PreconditionFailed" or status == 412:
+            if creating:
+                return AlreadyExists(message, path=path, operation=operation)
+            return PreconditionFailed(message, path=path, operation=operation)
+        if code in _DENIED or status in (401, 403):
+            return PermissionDenied(message, path=path, operation=operation)
+        if code in _THROTTLED or status in (429, 503):
+            headers = error.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+            retry_after = headers.get("retry-after")
+            return Throttled(
+                message,
+                path=path,
+                operation=operation,
+                retry_after=float(retry_after) if retry_after and retry_after.isdigit() else None,
+            )
+        if code in _TRANSIENT or status in (500, 502, 504):
+            return Transient(
+                message,
+                path=path,
+                operation=operation,
+                maybe_applied=code != "ConditionalRequestConflict",
+            )
+        return StoreError(message, path=path, operation=operation)
+    if isinstance(error, EndpointConnectionError | ConnectTimeoutError):
+        return Transient(
+            f"cannot connect to S3: {error}", path=path, operation=operation, maybe_applied=False
+        )
+    if isinstance(error, ReadTimeoutError | ConnectionClosedError | TimeoutError | ConnectionError):
+        return Transient(
+            f"S3 call failed: {error!r}", path=path, operation=operation, maybe_applied=True
+        )
+    if isinstance(error, BotoCoreError | OSError):
+        return Transient(
+            f"S3 call failed: {error!r}", path=path, operation=operation, maybe_applied=True
+        )
+    return StoreError(f"S3 call failed: {error!r}", path=path, operation=operation)
+
+
+@contextlib.contextmanager
+def _edge(path: str | None, operation: str, *, creating: bool = False) -> Iterator[None]:
+    try:
+        yield
+    except StoreError:
+        raise
+    except Exception as error:
+        raise translate(error, path, operation, creating=creating) from error
+
+
+def _etag(value: Any) -> str:
+    return str(value or "").strip('"')
+
+
+def _file(path: str, size: int, etag: Any) -> FileStatus:
+    """A file's status. A single-part object's etag is the MD5 of its bytes, which a copy
+    keeps: that is its ``checksum`` (multipart etags are not, and get none)."""
+    tag = _etag(etag)
+    checksum = f"md5:{tag}" if tag and "-" not in tag else None
+    return FileStatus(path, False, size, tag or None, checksum)
+
+
+class S3Store:
+    """One S3 bucket as a store. See the module docstring for the semantics.
+
+    Args:
+        bucket: the bucket name.
+        scheme: ``"s3"`` or ``"s3a"``: the URI form written into pending sets and
+            ``_SUCCESS`` (Hadoop writes ``s3a://``).
+        options: ``fs.s3a.*`` settings (see the module docstring); keyword arguments win.
+        endpoint_url: an S3-compatible endpoint, e.g. moto's ``http://127.0.0.1:PORT``.
+        region: the signing region.
+        connections: size of the shared connection pool.
+        page_size: keys per listing page (at most 1000).
+        timeout: seconds per HTTP call.
+    """
+
+    def __init__(
+        self,
+        bucket: str,
+        *,
+        scheme: str = "s3",
+        options: Mapping[str, str] | None = None,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        connections: int | None = None,
+        page_size: int | None = None,
+        timeout: float | None = None,
+        path_style: bool | None = None,
+    ):
+        if not bucket or "/" in bucket:
+            raise ValueError(f"not a bucket name: {bucket!r}")
+        if scheme not in ("s3", "s3a"):
+            raise ValueError(f"not an S3 scheme: {scheme!r}")
+        opts = dict(options or {})
+        self.bucket = bucket
+        self.scheme = scheme
+        self.endpoint_url = endpoint_url or opts.get("fs.s3a.endpoint") or None
+        if self.endpoint_url and "://" not in self.endpoint_url:
+            self.endpoint_url = "https://" + self.endpoint_url
+        self.region = (
+            region
+            or opts.get("fs.s3a.endpoint.region")
+            or os.environ.get("AWS_REGION")
+            or os.environ.get("AWS_DEFAULT_REGION")
+            or "us-east-1"
+        )
+        self.connections = connections or int(opts.get("fs.s3a.connection.maximum", "256"))
+        self.page_size = min(1000, page_size or int(opts.get("fs.s3a.paging.maximum", "1000")))
+        self.timeout = timeout or float(opts.get("fs.s3a.connection.request.timeout", "60"))
+        style = opts.get("fs.s3a.path.style.access")
+        self.path_style = path_style if path_style is not None else style == "true"
+        self._credentials = {
+            key: opts[name]
+            for key, name in (
+                ("aws_access_key_id", "fs.s3a.access.key"),
+                ("aws_secret_access_key", "fs.s3a.secret.key"),
+                ("aws_session_token", "fs.s3a.session.token"),
+            )
+            if opts.get(name)
+        }
+        self._stack: AsyncExitStack | None = None
+        self._client: S3Client | None = None
+        self._lock = anyio.Lock()
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    @property
+    def capabilities(self) -> StoreCapabilities:
+        return StoreCapabilities(
+            etags=True, etags_preserved_in_rename=False, atomic_rename=False, directories=False
+        )
+
+    def qualify(self, path: str) -> str:
+        return f"{self.scheme}://{self.bucket}{path}"
+
+    def unqualify(self, uri: str) -> str:
+        for scheme in ("s3", "s3a"):
+            base = f"{scheme}://{self.bucket}"
+            if uri == base:
+                return "/"
+            if uri.startswith(base + "/"):
+                return uri[len(base) :]
+        raise ValueError(f"{uri!r} is not in bucket {self.bucket!r}")
+
+    async def client(self) -> S3Client:
+        """The shared client, created on first use inside the running event loop."""
+        if self._client is not None:
+            return self._client
+        async with self._lock:
+            if self._client is None:
+                config = AioConfig(
+                    max_pool_connections=self.connections,
+                    retries={"total_max_attempts": 1},
+                    connect_timeout=min(self.timeout, 10.0),
+                    read_timeout=self.timeout,
+                    s3={"addressing_style": "path" if self.path_style else "auto"},
+                )
+                stack = AsyncExitStack()
+                self._client = await stack.enter_async_context(
+                    get_session().create_client(
+                        "s3",
+                        endpoint_url=self.endpoint_url,
+                        region_name=self.region,
+                        config=config,
+                        aws_access_key_id=self._credentials.get("aws_access_key_id"),
+                        aws_secret_access_key=self._credentials.get("aws_secret_access_key"),
+                        aws_session_token=self._credentials.get("aws_session_token"),
+                    )
+                )
+                self._stack = stack
+        assert self._client is not None
+        return self._client
+
+    @staticmethod
+    def _key(path: str) -> str:
+        if not path.startswith("/"):
+            raise ValueError(f"not an absolute store path: {path!r}")
+        return path[1:]
+
+    @staticmethod
+    def _prefix(path: str) -> str:
+        name = path.strip("/")
+        return f"{name}/" if name else ""
+
+    async def _head(self, path: str, operation: str) -> FileStatus | None:
+        client = await self.client()
+        try:
+            with _edge(path, operation):
+                head = await client.head_object(Bucket=self.bucket, Key=self._key(path))
+        except NotFound:
+            return None
+        return _file(path, int(head["ContentLength"]), head.get("ETag"))
+
+    async def _keys_under(self, path: str, limit: int, operation: str) -> list[str]:
+        client = await self.client()
+        with _edge(path, operation):
+            answer = await client.list_objects_v2(
+                Bucket=self.bucket, Prefix=self._prefix(path), MaxKeys=limit
+            )
+        return [str(item["Key"]) for item in answer.get("Contents", [])]
+
+    async def _put(self, path: str, data: bytes, *, overwrite: bool, operation: str) -> FileStatus:
+        client = await self.client()
+        extra: dict[str, Any] = {} if overwrite else {"IfNoneMatch": "*"}
+        with _edge(path, operation, creating=not overwrite):
+            answer = await client.put_object(
+                Bucket=self.bucket, Key=self._key(path), Body=data, **extra
+            )
+        return _file(path, len(data), answer.get("ETag"))
+
+    # -- the store contract ----------------------------------------------------------------
+
+    async def list_dir(self, path: str) -> AsyncIterator[list[FileStatus]]:
+        client = await self.client()
+        prefix = self._prefix(path)
+        params: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Prefix": prefix,
+            "Delimiter": "/",
+            "MaxKeys": self.page_size,
+        }
+        exists = prefix == ""
+        while True:
+            with _edge(path, "list_dir"):
+                answer = await client.list_objects_v2(**params)
+            page = [
+                FileStatus("/" + str(p["Prefix"]).rstrip("/"), True)
+                for p in answer.get("CommonPrefixes", [])
+            ]
+            for item in answer.get("Contents", []):
+                key = str(item["Key"])
+                if key == prefix:
+                    exists = True
+                    continue
+                page.append(_file("/" + key, int(item.get("Size", 0)), item.get("ETag")))
+            if page:
+                exists = True
+                yield page
+            token = answer.get("NextContinuationToken")
+            if not answer.get("IsTruncated") or not token:
+                break
+            params["ContinuationToken"] = token
+        if not exists:
+            raise NotFound("no such directory", path=path, operation="list_dir")
+
+    async def stat(self, path: str) -> FileStatus:
+        if path.strip("/") == "":
+            return FileStatus("/", True)
+        found = await self._head(path, "stat")
+        if found is not None:
+            return found
+        if await self._keys_under(path, 1, "stat"):
+            return FileStatus(path.rstrip("/"), True)
+        raise NotFound("no such file or directory", path=path, operation="stat")
+
+    async def mkdirs(self, path: str) -> None:
+        check_clean(path)
+        segments = path.strip("/").split("/") if path != "/" else []
+        dirs = ["/" + "/".join(segments[: i + 1]) for i in range(len(segments))]
+        found: dict[str, FileStatus | None] = {}
+
+        async def probe(name: str) -> None:
+            found[name] = await self._head(name, "mkdirs")
+
+        async with anyio.create_task_group() as group:
+            for directory in dirs:
+                group.start_soon(probe, directory)
+                group.start_soon(probe, directory + "/")
+        for directory in dirs:
+            if found[directory] is not None:
+                raise AlreadyExists("a file is in the way", path=directory, operation="mkdirs")
+        for directory in dirs:
+            if found[directory + "/"] is None:
+                await self._put(directory + "/", b"", overwrite=True, operation="mkdirs")
+
+    async def delete(self, path: str, *, recursive: bool = False) -> bool:
+        if path.strip("/") == "":
+            raise PreconditionFailed("refusing to delete the root", path=path, operation="delete")
+        client = await self.client()
+        file_path = path.rstrip("/")
+        if await self._head(file_path, "delete") is not None:
+            with _edge(path, "delete"):
+                await client.delete_object(Bucket=self.bucket, Key=self._key(file_path))
+            return True
+        marker = self._prefix(path)
+        if not recursive:
+            keys = await self._keys_under(path, 2, "delete")
+            if any(k != marker for k in keys):
+                raise NotEmpty("directory is not empty", path=path, operation="delete")
+            if not keys:
+                return False
+            await self._delete_keys([marker], path)
+            return True
+        deleted = False
+        params: dict[str, Any] = {"Bucket": self.bucket, "Prefix": marker, "MaxKeys": 1000}
+        while True:
+            with _edge(path, "delete"):
+                answer = await client.list_objects_v2(**params)
+            keys = [str(item["Key"]) for item in answer.get("Contents", [])]
+            if keys:
+                await self._delete_keys(keys, path)
+                deleted = True
+            token = answer.get("NextContinuationToken")
+            if not answer.get("IsTruncated") or not token:
+                return deleted
+            params["ContinuationToken"] = token
+
+    async def _delete_keys(self, keys: list[str], path: str) -> None:
+        client = await self.client()
+        for start in range(0, len(keys), 1000):
+            batch = keys[start : start + 1000]
+            with _edge(path, "delete"):
+                answer = await client.delete_objects(
+                    Bucket=self.bucket,
+                    Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
+                )
+            errors = answer.get("Errors", [])
+            if errors:
+                first = errors[0]
+                failure = ClientError(
+                    {"Error": {"Code": first.get("Code", ""), "Message": first.get("Message", "")}},
+                    "DeleteObjects",
+                )
+                raise translate(failure, "/" + str(first.get("Key", "")), "delete")
+
+    async def rename(
+        self, source: str, dest: str, *, overwrite: bool = False, source_etag: str | None = None
+    ) -> None:
+        check_clean(dest)
+        client = await self.client()
+        if not overwrite and await self._head(dest, "rename") is not None:
+            raise AlreadyExists("rename destination exists", path=dest, operation="rename")
+        if await self._keys_under(dest, 1, "rename"):
+            raise AlreadyExists("a directory is at the destination", path=dest, operation="rename")
+        if source == dest:
+            return
+        extra: dict[str, Any] = {}
+        if source_etag is not None:
+            # the header is the guarantee on S3; the HEAD answers the same where an
+            # S3-compatible store ignores the header (moto 5 does)
+            extra["CopySourceIfMatch"] = f'"{source_etag}"'
+            current = await self._head(source, "rename")
+            if current is None:
+                raise NotFound("rename source not found", path=source, operation="rename")
+            if current.etag != source_etag:
+                raise PreconditionFailed(
+                    f"rename source is not at etag {source_etag}", path=source, operation="rename"
+                )
+        try:
+            with _edge(source, "rename"):
+                await client.copy_object(
+                    Bucket=self.bucket,
+                    Key=self._key(dest),
+                    CopySource={"Bucket": self.bucket, "Key": self._key(source)},
+                    **extra,
+                )
+        except NotFound as error:
+            raise NotFound("rename source not found", path=source, operation="rename") from error
+        with _edge(source, "rename"):
+            await client.delete_object(Bucket=self.bucket, Key=self._key(source))
+
+    async def read_bytes(self, path: str) -> bytes:
+        client = await self.client()
+        with _edge(path, "read_bytes"):
+            answer = await client.get_object(Bucket=self.bucket, Key=self._key(path))
+            async with answer["Body"] as body:
+                return await body.read()
+
+    async def write_bytes(self, path: str, data: bytes, *, overwrite: bool = True) -> FileStatus:
+        check_clean(path)
+        return await self._put(path, bytes(data), overwrite=overwrite, operation="write_bytes")
+
+    async def upload_file(
+        self, local_path: str, path: str, *, overwrite: bool = True
+    ) -> FileStatus:
+        check_clean(path)
+        try:
+            data = await anyio.to_thread.run_sync(Path(local_path).read_bytes)
+        except FileNotFoundError as error:
+            raise NotFound(
+                "no such local file", path=local_path, operation="upload_file"
+            ) from error
+        except OSError as error:
+            raise StoreError(str(error), path=local_path, operation="upload_file") from error
+        return await self._put(path, data, overwrite=overwrite, operation="upload_file")
+
+    # -- multipart uploads -----------------------------------------------------------------
+
+    async def create_upload(self, path: str) -> str:
+        check_clean(path)
+        client = await self.client()
+        with _edge(path, "create_upload"):
+            answer = await client.create_multipart_upload(Bucket=self.bucket, Key=self._key(path))
+        return str(answer["UploadId"])
+
+    async def upload_part(self, path: str, upload_id: str, number: int, data: bytes) -> str:
+        client = await self.client()
+        with _edge(path, "upload_part"):
+            answer = await client.upload_part(
+                Bucket=self.bucket,
+                Key=self._key(path),
+                UploadId=upload_id,
+                PartNumber=number,
+                Body=data,
+            )
+        return _etag(answer.get("ETag"))
+
+    async def complete_upload(
+        self, path: str, upload_id: str, etags: Sequence[str], *, if_none_match: bool = False
+    ) -> FileStatus:
+        client = await self.client()
+        parts = [{"PartNumber": n, "ETag": f'"{e}"'} for n, e in enumerate(etags, 1)]
+        extra: dict[str, Any] = {"IfNoneMatch": "*"} if if_none_match else {}
+        with _edge(path, "complete_upload", creating=if_none_match):
+            answer = await client.complete_multipart_upload(
+                Bucket=self.bucket,
+                Key=self._key(path),
+                UploadId=upload_id,
+                MultipartUpload={"Parts": parts},  # type: ignore[typeddict-item]
+                **extra,
+            )
+        return FileStatus(path, False, 0, _etag(answer.get("ETag")))
+
+    async def abort_upload(self, path: str, upload_id: str) -> bool:
+        client = await self.client()
+        try:
+            with _edge(path, "abort_upload"):
+                await client.abort_multipart_upload(
+                    Bucket=self.bucket, Key=self._key(path), UploadId=upload_id
+                )
+        except NotFound:
+            return False
+        return True
+
+    async def list_uploads(self, prefix: str) -> AsyncIterator[list[Upload]]:
+        client = await self.client()
+        params: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Prefix": self._key(prefix) if prefix.startswith("/") else prefix,
+            "MaxUploads": self.page_size,
+        }
+        while True:
+            with _edge(prefix, "list_uploads"):
+                answer = await client.list_multipart_uploads(**params)
+            page = [
+                Upload(
+                    "/" + str(item["Key"]),
+                    str(item["UploadId"]),
+                    int(item["Initiated"].timestamp() * 1000) if item.get("Initiated") else 0,
+                )
+                for item in answer.get("Uploads", [])
+            ]
+            if page:
+                yield page
+            if not answer.get("IsTruncated"):
+                return
+            params["KeyMarker"] = answer.get("NextKeyMarker", "")
+            params["UploadIdMarker"] = answer.get("NextUploadIdMarker", "")
+
+    async def aclose(self) -> None:
+        stack, self._stack, self._client = self._stack, None, None
+        if stack is not None:
+            await stack.aclose()
+
+
+def open_s3(url: str) -> tuple[S3Store, str]:
+    """Opener for ``s3://bucket/path`` and ``s3a://bucket/path``: a new store (close it with
+    ``aclose``) and the path. The endpoint comes from ``AWS_ENDPOINT_URL_S3`` /
+    ``AWS_ENDPOINT_URL`` if set (botocore reads them), credentials from the AWS chain."""
+    scheme, sep, rest = url.partition("://")
+    if scheme not in ("s3", "s3a") or not sep:
+        raise ValueError(f"not an s3:// or s3a:// URL: {url!r}")
+    bucket, slash, tail = rest.partition("/")
+    return S3Store(bucket, scheme=scheme), ("/" + tail if slash else "/")

@@ -1,0 +1,496 @@
+"""The zero-rename committers on S3 through moto (aiobotocore over HTTP): the protocol's
+properties (complete, exclusive, abortable, re-runnable after a crash at any store call,
+continuity), conflict modes, bad input and faults."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+import msgspec
+import pytest
+
+from aiocommit.engine.zero_rename import (
+    S3CommitterOptions,
+    abort_magic_task,
+    abort_s3_job,
+    cleanup_s3_job,
+    commit_magic_task,
+    commit_s3_job,
+    commit_staging_task,
+    s3_task_attempt,
+    setup_magic_task,
+    setup_s3_job,
+    write_magic_file,
+)
+from aiocommit.errors import CommitError, ManifestError, NotFound, OutputConflict, Transient
+from aiocommit.options import CommitOptions
+from aiocommit.protocol import s3_statistics as S3
+from aiocommit.protocol import statistics as S
+from aiocommit.protocol.layout import JobLayout
+from aiocommit.protocol.pending import (
+    MAGIC_COMMITTER,
+    PARTITIONED_COMMITTER,
+    STAGING_COMMITTER,
+    decode_pendingset,
+    encode_pendingset,
+    pendingset_path,
+)
+from aiocommit.protocol.success import decode_success
+from aiocommit.stores.base import join
+from aiocommit.stores.faulty import Faults, FaultyStore, InjectedFailure
+from aiocommit.stores.s3 import S3Store
+from aiocommit.stores.wrapper import StoreWrapper
+from tests.helpers import exists, output, task_files
+from tests.s3.helpers import magic_task, outstanding, run_s3_tasks, staging_task, write_local
+
+T = TypeVar("T")
+COMMITTERS = ["staging", "magic"]
+FAST_RETRY = CommitOptions(retry_base_delay=0.001, retry_max_delay=0.01, max_attempts=30)
+
+
+def pendingset_of(dest: str, job_id: str, task: int) -> str:
+    return pendingset_path(JobLayout(dest, job_id), f"task_{job_id[4:]}_m_{task:06d}")
+
+
+@pytest.mark.parametrize("committer", COMMITTERS)
+async def test_complete_and_nothing_visible_before_job_commit(
+    s3_root: tuple[S3Store, str], tmp_path: Path, committer: str
+) -> None:
+    store, root = s3_root
+    dest = join(root, "out")
+    job_id = await setup_s3_job(dest, store=store)
+    expected = await run_s3_tasks(store, dest, job_id, 3, 4, tmp_path, committer=committer)
+    visible = await output(store, dest)
+    assert not {p for p in visible if not p.startswith("__magic/")}, "visible before commit"
+    assert len(await outstanding(store, root)) == 12
+    options = S3CommitterOptions(committer=committer)
+    summary = await commit_s3_job(dest, job_id, store=store, s3_options=options)
+    assert await output(store, dest) == expected
+    assert await outstanding(store, root) == []
+    assert not await exists(store, join(dest, "_temporary"))
+    assert not await exists(store, join(dest, "__magic"))
+    success = decode_success(await store.read_bytes(join(dest, "_SUCCESS")))
+    assert success.job_id == job_id and success.success
+    assert success.committer == (MAGIC_COMMITTER if committer == "magic" else STAGING_COMMITTER)
+    counters = success.iostatistics.counters
+    assert counters[S.COMMITTER_FILES_COMMITTED] == 12
+    assert counters[S3.COMMITTER_COMMITS_COMPLETED] == 12
+    assert counters[S.COMMITTER_BYTES_COMMITTED] == sum(map(len, expected.values()))
+    assert counters[S3.COMMITTER_COMMITS_CREATED] == 12  # from the tasks' pending sets
+    assert counters.get(S.OP_RENAME, 0) <= 1  # _SUCCESS only: no data is renamed
+    assert {store.unqualify(f) for f in success.filenames} == {join(dest, p) for p in expected}
+    assert summary.job_id == job_id
+
+
+async def test_multi_part_files(s3_root: tuple[S3Store, str], tmp_path: Path) -> None:
+    store, root = s3_root
+    dest = join(root, "big")
+    job_id = await setup_s3_job(dest, store=store)
+    part = 5 * 1024 * 1024
+    files = {"a.bin": bytes(range(256)) * (part // 256) + b"tail", "empty.bin": b""}
+    options = S3CommitterOptions(part_size=part)
+    await staging_task(store, dest, job_id, 0, 0, files, tmp_path, s3_options=options)
+    pending = decode_pendingset(await store.read_bytes(pendingset_of(dest, job_id, 0)))
+    assert [len(c.etags) for c in pending.commits] == [2, 1]
+    await commit_s3_job(dest, job_id, store=store)
+    assert await output(store, dest) == files
+
+
+async def test_exclusive_failed_and_aborted_attempts(
+    s3_root: tuple[S3Store, str], tmp_path: Path
+) -> None:
+    store, root = s3_root
+    dest = join(root, "out")
+    job_id = await setup_s3_job(dest, store=store)
+    # magic: a failed attempt (uploaded, never committed) and an aborted one
+    await magic_task(store, dest, job_id, 0, 0, task_files(0, 3, tag="-failed"), commit=False)
+    aborted = await setup_magic_task(dest, job_id, 1, 0, store=store)
+    await write_magic_file(aborted, "x/aborted.dat", b"no", store=store)
+    await abort_magic_task(aborted, store=store)
+    expected: dict[str, bytes] = {}
+    for task in range(3):
+        files = task_files(task, 3)
+        await magic_task(store, dest, job_id, task, 1, files)
+        expected.update(files)
+    await commit_s3_job(dest, job_id, store=store)
+    assert await output(store, dest) == expected
+    assert await outstanding(store, root) == [], "the failed attempt's uploads are aborted"
+
+
+async def test_staging_task_dying_after_upload_aborts_its_uploads(
+    s3_root: tuple[S3Store, str], tmp_path: Path
+) -> None:
+    store, root = s3_root
+    dest = join(root, "out")
+    job_id = await setup_s3_job(dest, store=store)
+    faulty = FaultyStore(
+        store, Faults(fail_paths=lambda op, path: op == "write_bytes" and "pendingset" in path)
+    )
+    local = write_local(tmp_path / "t0", task_files(0, 4))
+    attempt = s3_task_attempt(dest, job_id, 0, 0, local_dir=local, store=store)
+    with pytest.raises(CommitError):
+        await commit_staging_task(attempt, store=faulty)
+    assert await outstanding(store, root) == []
+    await commit_staging_task(
+        s3_task_attempt(dest, job_id, 0, 1, local_dir=local, store=store), store=store
+    )
+    await commit_s3_job(dest, job_id, store=store)
+    assert await output(store, dest) == task_files(0, 4)
+
+
+async def test_last_attempt_to_commit_wins(s3_root: tuple[S3Store, str], tmp_path: Path) -> None:
+    store, root = s3_root
+    dest = join(root, "out")
+    job_id = await setup_s3_job(dest, store=store)
+    await staging_task(store, dest, job_id, 0, 0, task_files(0, 3, tag="-a0"), tmp_path)
+    await staging_task(store, dest, job_id, 0, 1, task_files(0, 2, tag="-a1"), tmp_path)
+    assert len(await outstanding(store, root)) == 2, "the replaced attempt's uploads aborted"
+    await commit_s3_job(dest, job_id, store=store)
+    assert await output(store, dest) == task_files(0, 2, tag="-a1")
+
+
+@pytest.mark.parametrize("committer", COMMITTERS)
+async def test_abort_job_before_commit(
+    s3_root: tuple[S3Store, str], tmp_path: Path, committer: str
+) -> None:
+    store, root = s3_root
+    dest = join(root, "out")
+    await store.write_bytes(join(dest, "existing.dat"), b"keep me")
+    job_id = await setup_s3_job(dest, store=store)
+    await run_s3_tasks(store, dest, job_id, 2, 3, tmp_path, committer=committer)
+    if committer == "magic":  # and one uncommitted magic attempt
+        await magic_task(store, dest, job_id, 5, 0, task_files(5, 2), commit=False)
+    await abort_s3_job(dest, job_id, store=store)
+    await abort_s3_job(dest, job_id, store=store)  # idempotent
+    assert await output(store, dest) == {"existing.dat": b"keep me"}
+    assert await outstanding(store, root) == []
+    assert not await exists(store, join(dest, "_temporary"))
+
+
+async def test_abort_after_a_partial_commit_reverts(
+    s3_root: tuple[S3Store, str], tmp_path: Path
+) -> None:
+    store, root = s3_root
+    dest = join(root, "out")
+    job_id = await setup_s3_job(dest, store=store)
+    await run_s3_tasks(store, dest, job_id, 2, 4, tmp_path)
+    crash = FaultyStore(
+        store,
+        Faults(fail_paths=lambda op, path: op == "complete_upload" and path.endswith("0002.dat")),
+    )
+    with pytest.raises(CommitError):
+        await commit_s3_job(dest, job_id, store=crash, options=CommitOptions(concurrency=1))
+    assert await output(store, dest), "some uploads were completed"
+    await abort_s3_job(dest, job_id, store=store)
+    assert await output(store, dest) == {}
+    assert await outstanding(store, root) == []
+
+
+async def _commit_counting_calls(store: S3Store, dest: str, job_id: str) -> int:
+    counter = FaultyStore(store, Faults())
+    await commit_s3_job(dest, job_id, store=counter)
+    return counter.counts.calls
+
+
+async def test_rerunnable_after_a_crash_at_any_store_call(
+    s3_root: tuple[S3Store, str], tmp_path: Path
+) -> None:
+    """A job commit that dies at its N-th store call, for every N, is finished by a re-run:
+    exactly the committed output, no upload left outstanding."""
+    store, root = s3_root
+    probe = join(root, "probe")
+    job_id = await setup_s3_job(probe, store=store)
+    await run_s3_tasks(store, probe, job_id, 2, 2, tmp_path)
+    calls = await _commit_counting_calls(store, probe, job_id)
+    assert calls > 8
+    for crash_at in range(calls):
+        dest = join(root, f"crash-{crash_at}")
+        job_id = await setup_s3_job(dest, store=store)
+        expected = await run_s3_tasks(store, dest, job_id, 2, 2, tmp_path / str(crash_at))
+        dying = FaultyStore(store, Faults(fail_after_calls=crash_at))
+        with pytest.raises((CommitError, InjectedFailure)):
+            await commit_s3_job(dest, job_id, store=dying)
+        await commit_s3_job(dest, job_id, store=store)
+        assert await output(store, dest) == expected, f"crash at call {crash_at}"
+        assert await outstanding(store, dest) == [], f"crash at call {crash_at}"
+
+
+async def test_continuity(s3_root: tuple[S3Store, str], tmp_path: Path) -> None:
+    store, root = s3_root
+    dest = join(root, "out")
+    job_id = await setup_s3_job(dest, store=store)
+    await staging_task(store, dest, job_id, 0, 0, task_files(0, 3), tmp_path)
+    first = await commit_s3_job(dest, job_id, store=store)
+    local = write_local(tmp_path / "late", task_files(1, 2, tag="-late"))
+    with pytest.raises(CommitError, match="not active"):
+        await commit_staging_task(
+            s3_task_attempt(dest, job_id, 1, 0, local_dir=local, store=store), store=store
+        )
+    with pytest.raises(CommitError, match="not active"):
+        await setup_magic_task(dest, job_id, 2, 0, store=store)
+    again = await commit_s3_job(dest, job_id, store=store)
+    assert again.timestamp == first.timestamp
+    assert await output(store, dest) == task_files(0, 3)
+    assert await outstanding(store, root) == []
+
+
+async def test_lost_responses_on_complete_and_abort_and_throttling(
+    s3_root: tuple[S3Store, str], tmp_path: Path
+) -> None:
+    store, root = s3_root
+    dest = join(root, "out")
+    job_id = await setup_s3_job(dest, store=store)
+    expected = await run_s3_tasks(store, dest, job_id, 3, 5, tmp_path)
+    faulty = FaultyStore(
+        store,
+        Faults(
+            seed=7,
+            throttle_probability=0.2,
+            lost_response_probability=0.3,
+            lost_response_operations=("complete_upload", "abort_upload", "delete"),
+        ),
+    )
+    summary = await commit_s3_job(dest, job_id, store=faulty, options=FAST_RETRY)
+    assert await output(store, dest) == expected
+    assert faulty.counts.lost_responses > 0 and faulty.counts.throttled > 0
+    # completes retried after a lost response: moto answers them 200 (as S3 does for a
+    # while); S3's documented NoSuchUpload answer is covered in test_s3_documented.py
+    assert summary.iostatistics.counters[S3.OP_COMPLETE_UPLOAD + ".failures"] > 0
+    assert summary.iostatistics.counters[S3.COMMITTER_COMMITS_COMPLETED] == 15
+    assert summary.iostatistics.counters[S.STORE_IO_THROTTLED] > 0
+    # abort through lost responses: every upload aborted all the same
+    dest2 = join(root, "out2")
+    job2 = await setup_s3_job(dest2, store=store)
+    await run_s3_tasks(store, dest2, job2, 2, 5, tmp_path / "2")
+    await abort_s3_job(dest2, job2, store=faulty, options=FAST_RETRY)
+    assert await outstanding(store, dest2) == []
+    assert await output(store, dest2) == {}
+
+
+async def test_cleanup_after_a_dead_driver_leaves_no_upload(
+    s3_root: tuple[S3Store, str], tmp_path: Path
+) -> None:
+    store, root = s3_root
+    dest = join(root, "out")
+    job_id = await setup_s3_job(dest, store=store)
+    await run_s3_tasks(store, dest, job_id, 2, 2, tmp_path, committer="magic")
+    await magic_task(store, dest, job_id, 3, 0, task_files(3, 2), commit=False)
+    assert len(await outstanding(store, root)) == 6
+    await cleanup_s3_job(dest, job_id, store=store)
+    assert await outstanding(store, root) == []
+    assert await output(store, dest) == {}
+
+
+# -- bad input ------------------------------------------------------------------------
+
+
+async def _job_with_tasks(store: S3Store, dest: str, tmp: Path) -> str:
+    job_id = await setup_s3_job(dest, store=store)
+    await run_s3_tasks(store, dest, job_id, 2, 2, tmp)
+    return job_id
+
+
+async def _assert_refused(
+    store: S3Store, dest: str, job_id: str, error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        await commit_s3_job(dest, job_id, store=store)
+    assert await output(store, dest) == {}, "nothing completed before the refusal"
+
+
+async def test_truncated_pendingset(s3_root: tuple[S3Store, str], tmp_path: Path) -> None:
+    store, root = s3_root
+    dest = join(root, "out")
+    job_id = await _job_with_tasks(store, dest, tmp_path)
+    path = pendingset_of(dest, job_id, 1)
+    data = await store.read_bytes(path)
+    await store.write_bytes(path, data[: len(data) // 2])
+    await _assert_refused(store, dest, job_id, ManifestError, "malformed pending set")
+    await abort_s3_job(dest, job_id, store=store)
+    assert await outstanding(store, root) == [], "abort finds the truncated set's uploads"
+
+
+async def test_pendingset_of_another_job(s3_root: tuple[S3Store, str], tmp_path: Path) -> None:
+    store, root = s3_root
+    dest = join(root, "out")
+    job_id = await _job_with_tasks(store, dest, tmp_path)
+    path = pendingset_of(dest, job_id, 0)
+    pending = decode_pendingset(await store.read_bytes(path))
+    pending.job_id = "job_202001010000_0001"
+    await store.write_bytes(path, encode_pendingset(pending))
+    await _assert_refused(store, dest, job_id, ManifestError, "of job")
+
+
+async def test_destination_outside_the_destination(
+    s3_root: tuple[S3Store, str], tmp_path: Path
+) -> None:
+    store, root = s3_root
+    dest = join(root, "out")
+    job_id = await _job_with_tasks(store, dest, tmp_path)
+    path = pendingset_of(dest, job_id, 0)
+    pending = decode_pendingset(await store.read_bytes(path))
+    commit = pending.commits[0]
+    commit.destination_key = "root/elsewhere/f.dat"
+    commit.uri = store.qualify("/root/elsewhere/f.dat")
+    await store.write_bytes(path, encode_pendingset(pending))
+    await _assert_refused(store, dest, job_id, ManifestError, "outside the destination")
+    assert not await exists(store, "/root/elsewhere/f.dat")
+
+
+async def test_upload_that_no_longer_exists(s3_root: tuple[S3Store, str], tmp_path: Path) -> None:
+    store, root = s3_root
+    dest = join(root, "out")
+    job_id = await _job_with_tasks(store, dest, tmp_path)
+    pending = decode_pendingset(await store.read_bytes(pendingset_of(dest, job_id, 1)))
+    commit = pending.commits[0]
+    await store.abort_upload("/" + commit.destination_key, commit.upload_id)  # a lifecycle rule
+    await _assert_refused(store, dest, job_id, ManifestError, "no longer exists")
+
+
+async def test_two_tasks_claiming_one_destination(
+    s3_root: tuple[S3Store, str], tmp_path: Path
+) -> None:
+    store, root = s3_root
+    dest = join(root, "out")
+    job_id = await setup_s3_job(dest, store=store)
+    await staging_task(store, dest, job_id, 0, 0, {"same.dat": b"zero"}, tmp_path)
+    await staging_task(store, dest, job_id, 1, 0, {"same.dat": b"one"}, tmp_path)
+    await _assert_refused(store, dest, job_id, OutputConflict, "two tasks claim")
+
+
+# -- conflict modes -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+async def test_conflict_modes(
+    s3_root: tuple[S3Store, str], tmp_path: Path, partitioned: bool
+) -> None:
+    store, root = s3_root
+    new = {"p=1/new.dat": b"new"}
+    old = {"p=1/old.dat": b"old", "p=2/other.dat": b"untouched partition"}
+    results = {}
+    for mode in ("fail", "append", "replace"):
+        dest = join(root, f"{mode}-{partitioned}")
+        for relative, data in old.items():
+            await store.write_bytes(join(dest, relative), data)
+        job_id = await setup_s3_job(dest, store=store)
+        options = S3CommitterOptions(conflict_mode=mode, partitioned=partitioned)
+        await staging_task(store, dest, job_id, 0, 0, new, tmp_path / mode)
+        if mode == "fail":
+            with pytest.raises(OutputConflict, match="conflict mode is 'fail'"):
+                await commit_s3_job(dest, job_id, store=store, s3_options=options)
+            await abort_s3_job(dest, job_id, store=store)
+            assert await output(store, dest) == old
+            continue
+        summary = await commit_s3_job(dest, job_id, store=store, s3_options=options)
+        results[mode] = await output(store, dest)
+        if partitioned:
+            assert summary.committer == PARTITIONED_COMMITTER
+    assert results["append"] == {**old, **new}
+    if partitioned:
+        assert results["replace"] == {"p=2/other.dat": b"untouched partition", **new}
+    else:
+        assert results["replace"] == new
+    assert await outstanding(store, root) == []
+
+
+def test_options_from_hadoop_names() -> None:
+    options = S3CommitterOptions.from_hadoop(
+        {
+            "fs.s3a.committer.name": "partitioned",
+            "fs.s3a.committer.staging.conflict-mode": "replace",
+            "fs.s3a.multipart.size": str(8 * 1024 * 1024),
+            "fs.s3a.committer.abort.pending.uploads": "false",
+        }
+    )
+    assert options == S3CommitterOptions(
+        committer="staging",
+        conflict_mode="replace",
+        partitioned=True,
+        part_size=8 * 1024 * 1024,
+        abort_pending_uploads=False,
+    )
+    with pytest.raises(ValueError, match="conflict mode"):
+        S3CommitterOptions(conflict_mode="overwrite")
+    with pytest.raises(ValueError, match="part size"):
+        S3CommitterOptions(part_size=1024)
+
+
+async def test_magic_marker_and_pending_file(s3_root: tuple[S3Store, str]) -> None:
+    store, root = s3_root
+    dest = join(root, "out")
+    job_id = await setup_s3_job(dest, store=store)
+    attempt = await setup_magic_task(dest, job_id, 0, 0, store=store)
+    await write_magic_file(attempt, "y=1/f.dat", b"data", store=store)
+    marker = join(attempt.magic_base, "y=1/f.dat")
+    assert (await store.stat(marker)).size == 0
+    raw = msgspec.json.decode(await store.read_bytes(marker + ".pending"))
+    assert raw["destinationKey"] == "root/out/y=1/f.dat" and raw["length"] == 4
+    assert not await exists(store, join(dest, "y=1/f.dat"))
+    commits = await commit_magic_task(attempt, store=store)
+    assert [c.destination_key for c in commits] == ["root/out/y=1/f.dat"]
+    assert not await exists(store, marker)
+    await commit_s3_job(dest, job_id, store=store)
+    assert await output(store, dest) == {"y=1/f.dat": b"data"}
+
+
+class DocumentedSecondComplete(StoreWrapper):
+    """moto answers a second CompleteMultipartUpload 200; S3 documents NoSuchUpload. This
+    wrapper answers as documented, and loses every first complete's response."""
+
+    def __init__(self, inner: S3Store):
+        super().__init__(inner)
+        self.completed: set[str] = set()
+
+    async def intercept(self, operation: str, path: str, call: Callable[[], Awaitable[T]]) -> T:
+        if operation != "complete_upload":
+            return await call()
+        if path in self.completed:
+            raise NotFound("NoSuchUpload (as S3 documents it)", path=path, operation=operation)
+        result = await call()
+        self.completed.add(path)
+        raise Transient("lost response (applied)", path=path, operation=operation)
+        return result  # pragma: no cover
+
+
+async def test_retried_complete_answered_no_such_upload_counts_as_done(
+    s3_root: tuple[S3Store, str], tmp_path: Path
+) -> None:
+    store, root = s3_root
+    dest = join(root, "out")
+    job_id = await setup_s3_job(dest, store=store)
+    expected = await run_s3_tasks(store, dest, job_id, 2, 3, tmp_path)
+    summary = await commit_s3_job(
+        dest, job_id, store=DocumentedSecondComplete(store), options=FAST_RETRY
+    )
+    assert await output(store, dest) == expected
+    assert summary.iostatistics.counters[S3.COMMITTER_COMMITS_RECOVERED] == 6
+
+
+async def test_two_drivers_committing_one_job(s3_root: tuple[S3Store, str], tmp_path: Path) -> None:
+    """Two drivers commit the same job at once (a driver restarted while the first still
+    ran): the conditional put of the plan fixes one set of pending sets; the output is
+    exact and no upload is left."""
+    import anyio
+
+    store, root = s3_root
+    dest = join(root, "out")
+    job_id = await setup_s3_job(dest, store=store)
+    expected = await run_s3_tasks(store, dest, job_id, 3, 4, tmp_path)
+    errors: list[BaseException] = []
+
+    async def driver() -> None:
+        try:
+            await commit_s3_job(dest, job_id, store=store)
+        except CommitError as error:  # a cleanup race may fail the slower one; a re-run heals
+            errors.append(error)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(driver)
+        group.start_soon(driver)
+    if errors:
+        await commit_s3_job(dest, job_id, store=store)
+    assert await output(store, dest) == expected
+    assert await outstanding(store, root) == []
