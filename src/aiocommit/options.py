@@ -10,6 +10,10 @@ from typing import Any
 SPARK_HADOOP_PREFIX = "spark.hadoop."
 OWN_PREFIX = "aiocommit."
 
+#: defaults of a process that exists to commit (the command line, a Spark driver), under
+#: the settings a user gives: the rename stage uses every core
+DRIVER_DEFAULTS: dict[str, object] = {"processes": 0}
+
 
 def _option(default: Any, hadoop: str | None, doc: str) -> Any:
     return field(default=default, metadata={"hadoop": hadoop, "doc": doc})
@@ -90,12 +94,21 @@ class CommitOptions:
         True, None, "Rename with the manifest's etag as a source precondition where known."
     )
     page_hint: int = _option(64, None, "Files of one manifest handed to rename workers at a time.")
+    processes: int = _option(
+        1,
+        None,
+        "Worker processes for the rename stage, one event loop and store client each; 1 keeps "
+        "everything in the caller's event loop, 0 means one per CPU core. The command line "
+        "and the Spark driver default to 0 (DRIVER_DEFAULTS).",
+    )
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, not {self.concurrency}")
         if self.min_concurrency < 1:
             raise ValueError(f"min_concurrency must be >= 1, not {self.min_concurrency}")
+        if self.processes < 0:
+            raise ValueError(f"processes must be >= 0, not {self.processes}")
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, not {self.max_attempts}")
         for name in ("rate_limit", "delete_rate_limit"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -13,8 +14,8 @@ from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.stages.context import ProgressCallback, StageContext
-from aiocommit.stores.base import Store
-from aiocommit.stores.registry import open_store
+from aiocommit.stores.base import Store, opener_of
+from aiocommit.stores.registry import open_store, reopen_url
 
 
 def new_statistics() -> IOStatistics:
@@ -40,8 +41,13 @@ async def open_context(
     owned = store is None
     if store is None:
         store, path = open_store(dest)
+        # a store that knows how says so; any other is opened from its URL again
+        reopen = (
+            opener_of(store) if hasattr(store, "opener") else functools.partial(reopen_url, dest)
+        )
     else:
         path = dest if dest.startswith("/") else store.unqualify(dest)
+        reopen = opener_of(store)
     try:
         options = options or CommitOptions()
         stats = new_statistics()
@@ -53,6 +59,7 @@ async def open_context(
             job_id_source=job_id_source,
             task_attempt_id=task_attempt_id,
             progress=progress,
+            reopen=reopen,
         )
     finally:
         if owned:

@@ -28,7 +28,7 @@ Contract (every adapter; checked by ``tests/contract``):
 from __future__ import annotations
 
 import posixpath
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Protocol, runtime_checkable
 
 import msgspec
@@ -109,6 +109,17 @@ class Store(Protocol):
     ) -> FileStatus: ...
 
     async def aclose(self) -> None: ...
+
+
+#: a picklable callable that opens an equivalent store client in another process
+StoreOpener = Callable[[], Store]
+
+
+def opener_of(store: object) -> StoreOpener | None:
+    """How another process opens this store again: the store's ``opener()`` (a store may
+    define it; None where it cannot, e.g. data that lives in this process), else None."""
+    opener = getattr(store, "opener", None)
+    return opener() if callable(opener) else None
 
 
 def join(parent: str, *names: str) -> str:
