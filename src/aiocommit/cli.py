@@ -41,7 +41,7 @@ from rich.text import Text
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job
 from aiocommit.errors import AiocommitError, CommitError, ManifestError, NotFound
 from aiocommit.observability import configure_logging
-from aiocommit.options import CommitOptions
+from aiocommit.options import DRIVER_DEFAULTS, CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatisticsSnapshot
 from aiocommit.protocol.layout import (
@@ -80,6 +80,7 @@ COMMIT_ONLY_OPTIONS = frozenset(
         "diagnostics_dir",
         "use_source_etag",
         "page_hint",
+        "processes",
     }
 )
 
@@ -695,7 +696,7 @@ def build_options(values: Mapping[str, Any], pairs: Sequence[str]) -> CommitOpti
     fields = CommitOptions.names()
     overrides = {k: v for k, v in values.items() if k in fields and v is not None}
     try:
-        return CommitOptions.from_mapping(settings, **overrides)
+        return CommitOptions.from_mapping({**DRIVER_DEFAULTS, **settings}, **overrides)
     except (ValueError, TypeError) as error:
         raise click.UsageError(f"bad option value: {error}") from None
 

@@ -25,9 +25,11 @@ class CommitOptions:
     (see ``from_mapping``); ``docs/configuration.md`` lists them all."""
 
     concurrency: int = _option(
-        256,
+        2048,
         "mapreduce.manifest.committer.io.threads",
-        "Most store operations in flight for the job (the job limiter).",
+        "Most store operations in flight for the job (the job limiter), shared by its rename "
+        "processes and capped by what the store client serves at once; adaptive concurrency "
+        "backs off from it when the store throttles.",
     )
     adaptive_concurrency: bool = _option(
         True,

@@ -48,8 +48,9 @@ class StoreOperations:
             base_delay=options.retry_base_delay,
             max_delay=options.retry_max_delay,
         )
+        cap = store.capabilities.max_in_flight
         self.limiter = limiter or AdaptiveLimiter(
-            options.concurrency,
+            min(options.concurrency, cap) if cap else options.concurrency,
             minimum=options.min_concurrency,
             adaptive=options.adaptive_concurrency,
         )

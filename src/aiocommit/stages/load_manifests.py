@@ -35,6 +35,9 @@ from aiocommit.stores.base import check_clean, is_under, join, parent_of, relati
 #: destination dir or None when it is the same, size, etag)
 SpilledEntry = tuple[str, str | None, int, str | None]
 
+#: manifests loaded at once at most (each is in memory while it loads)
+LOADS = 256
+
 _spill_encoder = msgspec.msgpack.Encoder()
 _spill_decoder = msgspec.msgpack.Decoder(list[tuple[str, str | None, int, str | None]])
 
@@ -180,7 +183,8 @@ async def _load_all(
             )
         task_stats.aggregate(manifest.iostatistics)
 
-    await parallel(list(names), load_one, workers=context.options.concurrency)
+    # each load holds a whole manifest in memory: bounded apart from the store limit
+    await parallel(list(names), load_one, workers=min(context.options.concurrency, LOADS))
     loaded.manifests.sort(key=lambda m: m.name)
     context.stats.increment(S.COMMITTER_TASKS_COMPLETED, len(loaded.manifests))
     _check_no_duplicates(context, loaded, hashes.repeated())

@@ -60,6 +60,8 @@ class StoreCapabilities(msgspec.Struct, frozen=True):
         directories: the store has real directories (mkdirs and parents matter).
         fast_directory_delete: deleting a directory tree is one cheap call (local disk,
             ADLS Gen2 with HNS), so cleanup need not spread it over parallel deletes.
+        max_in_flight: most calls this client serves at once (e.g. its connection pool);
+            the job's in-flight limit is capped to it. None: no limit of its own.
     """
 
     etags: bool = True
@@ -67,6 +69,7 @@ class StoreCapabilities(msgspec.Struct, frozen=True):
     atomic_rename: bool = True
     directories: bool = True
     fast_directory_delete: bool = False
+    max_in_flight: int | None = None
 
 
 @runtime_checkable

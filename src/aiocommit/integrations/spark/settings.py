@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from aiocommit.options import CommitOptions
+from aiocommit.options import DRIVER_DEFAULTS, CommitOptions
 
 FORMATS = ("parquet", "csv", "json")
 PARQUET_CODECS = ("snappy", "gzip", "zstd", "lz4", "brotli", "none", "uncompressed")
@@ -102,7 +102,7 @@ class WriteSettings:
             row_group_size=row_group_size,
             header=header,
             local_dir=lowered.get("localdir") or None,
-            commit=CommitOptions.from_mapping(lowered),
+            commit=CommitOptions.from_mapping({**DRIVER_DEFAULTS, **lowered}),
             hooks=_hooks(lowered),
         )
 
