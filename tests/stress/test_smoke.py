@@ -152,6 +152,20 @@ def test_bench_w1_small_side_by_side_with_hadoop(tmp_path: Path) -> None:
         assert data["hadoop_missing"] == hadoop.available()
 
 
+def test_bench_versus_plots_both_committers(tmp_path: Path) -> None:
+    from aiocommit.stress import hadoop
+
+    data = run(
+        tmp_path, "bench", "versus", "--tasks", "3", "--files-per-task", "10", "--dirs", "2",
+        "--latency-ms", "2", "--concurrency", "8", "--workdir", str(tmp_path),
+    )  # fmt: skip
+    points = data["points"]
+    assert [p["concurrency"] for p in points] == [8]
+    assert all(p["aiocommit_ops_per_second"] > 0 for p in points)
+    assert all(("hadoop_ops_per_second" in p) == (hadoop.available() is None) for p in points)
+    assert Path(data["plots"][0]).stat().st_size > 10_000
+
+
 def test_bench_cpu_task_scan_and_scale(tmp_path: Path) -> None:
     cpu = run(tmp_path, "bench", "cpu", "--tasks", "3", "--files-per-task", "20", "--stores",
               "memory")  # fmt: skip

@@ -46,7 +46,7 @@ from aiocommit.stages.load_manifests import LoadedJob, LoadedManifest, spilled_e
 from aiocommit.stores.base import StoreOpener
 
 #: below this many files per worker, starting a process costs more than it saves
-MIN_FILES_PER_PROCESS = 20_000
+MIN_FILES_PER_PROCESS = 10_000
 #: bytes of spilled entries sent to a worker in one message
 BATCH_BYTES = 1 << 18
 #: how often a worker checks that its parent is alive, and reports progress

@@ -30,7 +30,7 @@ from aiocommit.protocol.success import SuccessData
 from aiocommit.stress import hadoop
 from aiocommit.stress.jobgen import JobSpec, Writer
 from aiocommit.stress.metering import CpuClock, MeteredStore
-from aiocommit.stress.report import Reporter, grid_table, subprocess_env
+from aiocommit.stress.report import Reporter, grid_table, plot, subprocess_env
 from aiocommit.stress.runner import measured_commit, prepare
 from aiocommit.stress.scenarios import Common, verdict
 from aiocommit.stress.targets import FaultOptions, open_target
@@ -157,6 +157,104 @@ async def latency_bench(
         "figures": figures,
         "hadoop": [r.raw for r in hadoop_runs],
         "hadoop_missing": hadoop_missing,
+    }
+
+
+async def versus_bench(
+    common: Common,
+    spec: JobSpec,
+    latency_ms: float,
+    concurrencies: list[int],
+    processes: int,
+    reporter: Reporter,
+) -> dict[str, Any]:
+    """Store ops/s against concurrency at ``latency_ms``: aiocommit at each in-flight
+    limit, Hadoop's committer at the same number of threads, in one run; plots both."""
+    missing = hadoop.available()
+    points: list[dict[str, Any]] = []
+    ok = True
+    async with open_target(common.store, workdir=common.workdir, keep=common.keep) as target:
+        for concurrency in concurrencies:
+            with reporter.live():
+                job = await prepare(target, spec, reporter, concurrency=common.prep_concurrency)
+            store = FaultOptions(latency_ms=latency_ms, always_wrap=True).wrap(target.store)
+            options = CommitOptions(concurrency=concurrency, processes=processes)
+            begin = time.perf_counter()
+            summary = await commit_job(job.dest, job.job_id, store=store, options=options)
+            seconds = time.perf_counter() - begin
+            verification = await verify_output(
+                target.store, job.dest, [job.expected], summary=summary
+            )
+            ok = ok and verification.ok
+            point: dict[str, Any] = {
+                "concurrency": concurrency,
+                "aiocommit_seconds": round(seconds, 3),
+                "aiocommit_ops_per_second": round(store_ops(summary) / seconds, 1),
+                "ideal_ops_per_second": round(concurrency / (latency_ms / 1000), 1),
+            }
+            if missing is None:
+                reporter.log(f"versus: Hadoop at {concurrency} threads ...")
+                run = await hadoop.commit_like_hadoop(
+                    tasks=spec.tasks,
+                    files_per_task=spec.files_per_task,
+                    dirs=spec.dirs,
+                    latency_ms=latency_ms,
+                    threads=concurrency,
+                    workdir=common.workdir,
+                )
+                ok = ok and run.ok
+                point["hadoop_seconds"] = run.job_commit_seconds
+                point["hadoop_ops_per_second"] = round(run.store_ops / run.job_commit_seconds, 1)
+            points.append(point)
+    xs = [float(p["concurrency"]) for p in points]
+    series = {"aiocommit": (xs, [float(p["aiocommit_ops_per_second"]) for p in points])}
+    if missing is None:
+        series["Hadoop ManifestCommitter"] = (
+            xs,
+            [float(p["hadoop_ops_per_second"]) for p in points],
+        )
+    series["ideal (concurrency / latency)"] = (xs, [x / (latency_ms / 1000) for x in xs])
+    png = plot(
+        common.out / "versus_concurrency.png",
+        title=f"job commit: store ops/s vs concurrency ({spec.describe()}, {latency_ms:g} ms/op)",
+        xlabel="concurrency (aiocommit in-flight limit; Hadoop threads)",
+        ylabel="store ops/s",
+        series=series,
+        logx=True,
+        dashed=["ideal (concurrency / latency)"],
+    )
+    columns = ["concurrency", "aiocommit s", "aiocommit ops/s", "Hadoop s", "Hadoop ops/s"]
+    reporter.table(
+        grid_table(
+            f"versus: {latency_ms:g} ms per call",
+            columns,
+            [
+                [
+                    p["concurrency"],
+                    p["aiocommit_seconds"],
+                    f"{p['aiocommit_ops_per_second']:,.0f}",
+                    p.get("hadoop_seconds", "-"),
+                    f"{p.get('hadoop_ops_per_second', 0):,.0f}",
+                ]
+                for p in points
+            ],
+        )
+    )
+    best = max(points, key=lambda p: float(p["aiocommit_ops_per_second"]))
+    hadoop_best = max((float(p.get("hadoop_ops_per_second", 0)) for p in points), default=0)
+    reporter.figure(
+        f"versus: aiocommit best {best['aiocommit_ops_per_second']:,.0f} ops/s at "
+        f"{best['concurrency']}; Hadoop best {hadoop_best:,.0f} ops/s"
+        + (f" ({missing})" if missing else "")
+        + f"; plot {png}; verification {verdict(ok)}"
+    )
+    return {
+        "benchmark": "versus",
+        "job": spec.describe(),
+        "latency_ms": latency_ms,
+        "ok": ok,
+        "points": points,
+        "plots": [str(png)],
     }
 
 

@@ -512,6 +512,28 @@ bench.command("w1")(_latency_command("W1", 10.0, "32,256"))
 bench.command("w2")(_latency_command("W2", 50.0, "256"))
 
 
+@bench.command("versus")
+@click.option("--tasks", type=int, default=200, show_default=True)
+@click.option("--files-per-task", type=int, default=100, show_default=True)
+@click.option("--dirs", type=int, default=10, show_default=True)
+@click.option("--latency-ms", type=float, default=10.0, show_default=True)
+@click.option("--concurrency", "concurrencies", default="32,128,512,2048", show_default=True)
+@click.option("--processes", type=int, default=0, show_default=True)
+@target_options(store="local")
+@output_options
+def bench_versus(**kw: Any) -> None:
+    """Store ops/s against concurrency, aiocommit and Hadoop's committer (plot)."""
+    from aiocommit.stress.bench import versus_bench
+
+    spec = JobSpec(
+        tasks=kw.pop("tasks"), files_per_task=kw.pop("files_per_task"), dirs=kw.pop("dirs")
+    )
+    latency, processes = kw.pop("latency_ms"), kw.pop("processes")
+    concurrencies = _ints(kw.pop("concurrencies"))
+    common = _common(kw)
+    _run(kw, lambda r: versus_bench(common, spec, latency, concurrencies, processes, r))
+
+
 @bench.command("cpu")
 @click.option("--tasks", type=int, default=1000, show_default=True)
 @click.option("--files-per-task", type=int, default=100, show_default=True)
