@@ -20,6 +20,7 @@ the end, its statistics.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import math
 import os
@@ -28,10 +29,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections import deque
 from multiprocessing.connection import Connection
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 
 import aiocommit
@@ -41,7 +43,7 @@ from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics, IOStatisticsSnapshot
 from aiocommit.protocol.layout import JobLayout
-from aiocommit.stages.context import Progress, StageContext, parallel
+from aiocommit.stages.context import Progress, StageContext
 from aiocommit.stages.load_manifests import LoadedJob, LoadedManifest, spilled_entries
 from aiocommit.stores.base import StoreOpener
 
@@ -267,6 +269,42 @@ def _error_from(pickled: bytes | str, handle: _Worker) -> BaseException:
 # -- the worker process ----------------------------------------------------------------
 
 
+class _Feed:
+    """The worker's entries: batches read from the pipe into a queue the renamers pop
+    without awaiting (a memory stream costs a suspension per entry), kept ``low`` to
+    twice ``low`` entries ahead of them."""
+
+    def __init__(self, inbox: Connection, dest_root: str, *, low: int) -> None:
+        self.inbox = inbox
+        self.dest_root = dest_root
+        self.low = low
+        self.pending: deque[tuple[str, str, int, str | None]] = deque()
+        self.done = False
+        self.hungry = anyio.Event()
+        self._ready = anyio.Event()
+
+    async def wait(self) -> None:
+        await self._ready.wait()
+
+    async def read(self) -> None:
+        while True:
+            batch: Batch | None = await anyio.to_thread.run_sync(self.inbox.recv)
+            if batch is None:
+                break
+            for attempt_dir, data in batch:
+                self.pending.extend(spilled_entries(data, attempt_dir, self.dest_root))
+            self._wake()
+            while len(self.pending) > self.low:
+                await self.hungry.wait()
+                self.hungry = anyio.Event()
+        self.done = True
+        self._wake()
+
+    def _wake(self) -> None:
+        self._ready.set()
+        self._ready = anyio.Event()
+
+
 def worker_main() -> None:
     """Entry point of a worker process: ``argv`` holds its two pipe ends and parent pid."""
     inbox = Connection(int(sys.argv[1]), writable=False)
@@ -276,7 +314,8 @@ def worker_main() -> None:
     try:
         setup: WorkerSetup = inbox.recv()
         files, size, stats = anyio.run(_work, setup, inbox, outbox)
-    except BaseException as error:  # every failure is reported, then exit 1
+    except BaseException as raised:  # every failure is reported, then exit 1
+        error = _first_leaf(raised)
         try:
             payload: bytes | str = pickle.dumps(error)
         except Exception:
@@ -287,6 +326,18 @@ def worker_main() -> None:
             os._exit(1)
     outbox.send(("done", files, size, stats))
     os._exit(0)
+
+
+def _first_leaf(error: BaseException) -> BaseException:
+    """The first leaf of an exception group that is not a cancellation (outside the loop,
+    so without asking anyio which class that is)."""
+    if isinstance(error, BaseExceptionGroup):
+        leaves = [_first_leaf(inner) for inner in error.exceptions]
+        for leaf in leaves:
+            if not isinstance(leaf, asyncio.CancelledError):
+                return leaf
+        return leaves[0]
+    return error
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -320,27 +371,35 @@ async def _work(
         size = 0
         last = time.monotonic()
 
-        async def entries() -> AsyncIterator[tuple[str, str, int, str | None]]:
-            while True:
-                batch: Batch | None = await anyio.to_thread.run_sync(inbox.recv)
-                if batch is None:
-                    return
-                for attempt_dir, data in batch:
-                    for entry in spilled_entries(data, attempt_dir, dest_root):
-                        yield entry
+        feed = _Feed(inbox, dest_root, low=4 * setup.options.concurrency)
 
-        async def rename(entry: tuple[str, str, int, str | None]) -> None:
+        async def renamer() -> None:
             nonlocal files, size, last
-            await commit_file(context, entry)
-            files += 1
-            size += entry[2]
-            if files & 63 == 0:
-                now = time.monotonic()
-                if now - last > PROGRESS_SECONDS:
-                    last = now
-                    outbox.send(("progress", files, size))
+            pending = feed.pending
+            while True:
+                if not pending:
+                    if feed.done:
+                        return
+                    await feed.wait()
+                    continue
+                entry = pending.popleft()
+                if len(pending) <= feed.low:
+                    feed.hungry.set()
+                await commit_file(context, entry)
+                files += 1
+                size += entry[2]
+                if files & 31 == 0:
+                    # a store that answers without suspending would starve the reader
+                    await anyio.lowlevel.checkpoint()
+                    now = time.monotonic()
+                    if now - last > PROGRESS_SECONDS:
+                        last = now
+                        outbox.send(("progress", files, size))
 
-        await parallel(entries(), rename, workers=setup.options.concurrency)
+        async with anyio.create_task_group() as group:
+            group.start_soon(feed.read)
+            for _ in range(setup.options.concurrency):
+                group.start_soon(renamer)
         limiter = context.ops.limiter
         stats.set_gauge("store_io_concurrency_peak", limiter.peak_in_flight)
         return files, size, stats.snapshot()

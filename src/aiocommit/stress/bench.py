@@ -117,9 +117,15 @@ async def latency_bench(
         "concurrency": options.concurrency,
         "processes": processes,
         "cpu_seconds_parent": round(cpu.total, 3),
+        "stages_ms": {
+            name: mean.sum
+            for name in S.JOB_STAGES
+            if (mean := summary.iostatistics.meanstatistics.get(name + ".mean")) and mean.samples
+        },
     }
     speedups: dict[int, float] = {}
     for run in hadoop_runs:
+        figures[f"hadoop_{run.threads}_threads_stages_ms"] = run.raw.get("stage_ms", {})
         speedups[run.threads] = run.job_commit_seconds / seconds
         figures[f"hadoop_{run.threads}_threads_seconds"] = run.job_commit_seconds
         figures[f"hadoop_{run.threads}_threads_ops"] = run.store_ops
