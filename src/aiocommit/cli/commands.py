@@ -1,0 +1,398 @@
+"""The ``aiocommit`` command group and its subcommands."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+from typing import Any
+
+import anyio
+import click
+from rich.text import Text
+
+from aiocommit.cli.exits import (
+    EXIT_FAILED,
+    EXIT_NOT_FOUND,
+    EXIT_UNAVAILABLE,
+    Problem,
+    fail,
+    leaf,
+    one_line,
+    open_url,
+    report,
+    run_reporting,
+)
+from aiocommit.cli.flags import (
+    build_options,
+    commit_options,
+    duration_flag,
+    job_layout,
+    job_options,
+)
+from aiocommit.cli.jobs import JobInfo, exists, read_dest_success, require_dir, scan_jobs
+from aiocommit.cli.progress import ProgressBar
+from aiocommit.cli.render import console_for, echo_json, render_jobs, render_summary
+from aiocommit.cli.summary import decode_document, success_summary
+from aiocommit.cli.units import human_duration
+from aiocommit.engine.job import abort_job, cleanup_job, commit_job
+from aiocommit.errors import CommitError, NotFound
+from aiocommit.observability import configure_logging
+from aiocommit.protocol import statistics as S
+from aiocommit.protocol.layout import SUCCESS, TEMPORARY, JobLayout
+from aiocommit.protocol.success import SuccessData
+from aiocommit.stores.base import join
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="aiocommit")
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default=None,
+    envvar="AIOCOMMIT_LOG_LEVEL",
+    help="Log level (env AIOCOMMIT_LOG_LEVEL). [default: WARNING]",
+)
+@click.option("-v", "--verbose", count=True, help="-v logs at INFO, -vv at DEBUG.")
+def main(log_level: str | None, verbose: int) -> None:
+    """aiocommit: commit distributed jobs' output to object stores, safely and fast.
+
+    PATH and DEST are store URLs (file:///…, memory://NAME/…,
+    abfss://FS@ACCOUNT.dfs.core.windows.net/…, gs://BUCKET/…) or local paths.
+
+    Exit codes: 0 ok, 1 failed, 2 usage error, 3 not found, 4 unavailable (packages
+    not installed), 130 interrupted.
+    """
+    level = log_level or ("DEBUG" if verbose > 1 else "INFO" if verbose else "WARNING")
+    configure_logging(level)
+
+
+@main.command()
+@click.argument("dest", required=False)
+@click.option("--tasks", default=8, show_default=True, help="Tasks in the demo job.")
+@click.option("--files-per-task", default=25, show_default=True)
+def demo(dest: str | None, tasks: int, files_per_task: int) -> None:
+    """Run a demo job on the local filesystem and print its commit summary."""
+    from aiocommit.demo import run_demo
+
+    dest_dir, summary, seconds = anyio.run(
+        lambda: run_demo(dest, tasks=tasks, files_per_task=files_per_task)
+    )
+    counters = summary.iostatistics.counters
+    click.echo(f"committed job {summary.job_id} into {dest_dir} in {seconds:.3f} s")
+    click.echo(f"  success:          {summary.success}")
+    click.echo(f"  tasks committed:  {counters.get(S.COMMITTER_TASKS_COMPLETED, 0)}")
+    click.echo(f"  files committed:  {counters.get(S.COMMITTER_FILES_COMMITTED, 0)}")
+    click.echo(f"  bytes committed:  {counters.get(S.COMMITTER_BYTES_COMMITTED, 0)}")
+    click.echo(f"  renames:          {counters.get(S.OP_RENAME, 0)}")
+    click.echo(f"  _SUCCESS:         {dest_dir}/_SUCCESS ({len(summary.filenames)} file names)")
+    if not summary.success:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("path")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option(
+    "--files", "filenames", default=10, show_default=True, help="Committed file names to list."
+)
+def show(path: str, as_json: bool, filenames: int) -> None:
+    """Summarise a _SUCCESS file, a summary report or a task manifest (ours or Hadoop's).
+
+    PATH is the file, or a directory holding a _SUCCESS.
+    """
+    store, store_path = open_url(path)
+
+    async def load() -> dict[str, Any]:
+        try:
+            target = store_path
+            try:
+                status = await store.stat(target)
+            except NotFound:
+                raise Problem(EXIT_NOT_FOUND, f"{path}: no such file or directory") from None
+            if status.is_dir:
+                target = join(target, SUCCESS)
+                if not await exists(store, target):
+                    raise Problem(EXIT_NOT_FOUND, f"{path}: a directory without a {SUCCESS}")
+            return decode_document(await store.read_bytes(target), store.qualify(target))
+        finally:
+            await store.aclose()
+
+    summary = run_reporting(load, path)
+    if as_json:
+        echo_json(summary)
+    else:
+        render_summary(console_for(), summary, filenames=filenames)
+
+
+@main.command()
+@click.argument("dest")
+@click.option("--json", "as_json", is_flag=True, help="Print the jobs as JSON.")
+def jobs(dest: str, as_json: bool) -> None:
+    """List jobs with work under DEST/_temporary: attempts, committed task manifests,
+    their files' total size, age and state."""
+    store, path = open_url(dest)
+
+    async def scan() -> list[JobInfo]:
+        try:
+            return await scan_jobs(store, path)
+        finally:
+            await store.aclose()
+
+    found = run_reporting(scan, dest)
+    now = time.time()
+    if as_json:
+        echo_json([job.as_json(now) for job in found])
+        return
+    if not found:
+        click.echo(f"no jobs under {store.qualify(join(path, TEMPORARY))}")
+        return
+    render_jobs(console_for(), found, now)
+
+
+@main.command()
+@click.argument("dest")
+@job_options
+@click.option(
+    "--manifest",
+    "manifests",
+    multiple=True,
+    help="Commit exactly these manifests (names in the manifests dir). Repeatable.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--no-progress", is_flag=True, help="Do not draw a progress bar.")
+@commit_options(commit=True)
+def commit(
+    dest: str,
+    job_id: str,
+    attempt: int,
+    manifests: tuple[str, ...],
+    as_json: bool,
+    no_progress: bool,
+    option_pairs: tuple[str, ...],
+    **values: Any,
+) -> None:
+    """Commit job JOB_ID in DEST from the task manifests already saved there.
+
+    For a driver that died before or during job commit: renames every committed task's
+    files into place, writes _SUCCESS and cleans up. Safe to re-run; a job already
+    committed is recognised and left as it is.
+    """
+    options = build_options(values, option_pairs)
+    store, path = open_url(dest)
+    layout = job_layout(path, job_id, attempt)
+    started = time.perf_counter()
+    console = console_for(stderr=True)
+    already = False
+
+    async def run() -> SuccessData:
+        nonlocal already
+        try:
+            success = await read_dest_success(store, path)
+            already = success is not None and success.success and success.job_id == job_id
+            if not already and not await exists(store, layout.manifests_dir):
+                await require_dir(store, path)
+                raise Problem(
+                    EXIT_NOT_FOUND,
+                    f"{store.qualify(layout.job_attempt_dir)}: no such job attempt "
+                    "(nothing to commit; see `aiocommit jobs DEST`)",
+                )
+            with ProgressBar(console, enabled=not no_progress) as bar:
+                return await commit_job(
+                    path,
+                    job_id,
+                    manifests=list(manifests) or None,
+                    attempt=attempt,
+                    store=store,
+                    options=options,
+                    progress=bar,
+                )
+        finally:
+            await store.aclose()
+
+    try:
+        summary = anyio.run(run)
+    except (Exception, KeyboardInterrupt, BaseExceptionGroup) as error:
+        if isinstance(leaf(error), CommitError):
+            click.echo(
+                f"aiocommit: error: {one_line(str(leaf(error)))}",
+                err=True,
+            )
+            click.echo(
+                "aiocommit: hint: fix the cause and run the same command again to finish the "
+                "commit, or `aiocommit abort` to undo it",
+                err=True,
+            )
+            raise click.exceptions.Exit(EXIT_FAILED) from None
+        report(error, dest)
+    seconds = time.perf_counter() - started
+    data = success_summary(store.qualify(layout.success_path), summary)
+    if as_json:
+        echo_json({**data, "already_committed": already, "seconds": round(seconds, 3)})
+    else:
+        out = console_for()
+        verb = "was already committed" if already else f"committed in {seconds:.3f} s"
+        out.print(Text(f"job {job_id} {verb}: {store.qualify(path)}"))
+        render_summary(out, data)
+    if not summary.success:
+        raise click.exceptions.Exit(EXIT_FAILED)
+
+
+@main.command()
+@click.argument("dest")
+@job_options
+@click.option(
+    "--keep-renames",
+    is_flag=True,
+    help="Do not move back files that an unfinished job commit already renamed.",
+)
+@commit_options(commit=False)
+def abort(
+    dest: str,
+    job_id: str,
+    attempt: int,
+    keep_renames: bool,
+    option_pairs: tuple[str, ...],
+    **values: Any,
+) -> None:
+    """Abort job JOB_ID in DEST: undo an unfinished commit's renames, then delete the job's
+    temporary files. A committed job is only cleaned up."""
+    options = build_options(values, option_pairs)
+    store, path = open_url(dest)
+    layout = job_layout(path, job_id, attempt)
+
+    async def run() -> bool:
+        try:
+            await require_dir(store, path)
+            if not await exists(store, layout.job_dir):
+                raise Problem(
+                    EXIT_NOT_FOUND,
+                    f"{store.qualify(layout.job_dir)}: no such job (nothing to abort)",
+                )
+            success = await read_dest_success(store, path)
+            committed = success is not None and success.success and success.job_id == job_id
+            await abort_job(
+                path,
+                job_id,
+                attempt=attempt,
+                store=store,
+                options=options,
+                undo_renames=not keep_renames,
+            )
+            return committed
+        finally:
+            await store.aclose()
+
+    committed = run_reporting(run, dest)
+    what = "was committed; cleaned up" if committed else "aborted"
+    click.echo(f"job {job_id} {what}: {store.qualify(layout.job_dir)} removed")
+
+
+@main.command()
+@click.argument("dest")
+@click.option("--job-id", help="Clean up only this job.")
+@click.option(
+    "--older-than",
+    metavar="DURATION",
+    callback=duration_flag,
+    help="Only jobs older than this (e.g. 2h, 3d, 1h30m); the age comes from the job ID's "
+    "timestamp, or on a local store the job directory's modification time.",
+)
+@click.option("--all", "all_jobs", is_flag=True, help="Every job under DEST/_temporary.")
+@click.option("--dry-run", is_flag=True, help="Print what would be removed; remove nothing.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Also remove jobs whose commit started and did not finish (their output is then "
+    "partly visible and can no longer be finished or undone).",
+)
+@commit_options(commit=False)
+def cleanup(
+    dest: str,
+    job_id: str | None,
+    older_than: float | None,
+    all_jobs: bool,
+    dry_run: bool,
+    force: bool,
+    option_pairs: tuple[str, ...],
+    **values: Any,
+) -> None:
+    """Delete leftover job directories under DEST/_temporary; committed output is never
+    touched. Give --job-id, --older-than or --all."""
+    if job_id is None and older_than is None and not all_jobs:
+        raise click.UsageError("give --job-id, --older-than DURATION or --all")
+    if job_id is not None and all_jobs:
+        raise click.UsageError("--job-id and --all exclude each other")
+    options = build_options(values, option_pairs)
+    store, path = open_url(dest)
+    if job_id is not None:
+        job_layout(path, job_id)
+    console = console_for()
+
+    async def run() -> int:
+        try:
+            found = await scan_jobs(store, path)
+            if job_id is not None:
+                found = [job for job in found if job.job_id == job_id]
+                if not found:
+                    raise Problem(
+                        EXIT_NOT_FOUND,
+                        f"{store.qualify(JobLayout(path, job_id).job_dir)}: no such job",
+                    )
+            now = time.time()
+            refused = 0
+            for job in found:
+                age = job.age(now)
+                where = store.qualify(JobLayout(path, job.job_id).job_dir)
+                if older_than is not None and (age is None or age < older_than):
+                    reason = "age unknown" if age is None else f"age {human_duration(age)}"
+                    console.print(Text(f"kept {where} ({reason})"))
+                    continue
+                if job.commit_started and not job.committed and not force:
+                    refused += 1
+                    click.echo(
+                        f"aiocommit: error: {where}: its commit started and did not finish; "
+                        "finish it with `aiocommit commit` or undo it with `aiocommit abort` "
+                        "(or pass --force)",
+                        err=True,
+                    )
+                    continue
+                if dry_run:
+                    console.print(Text(f"would remove {where} (age {human_duration(age)})"))
+                    continue
+                await cleanup_job(path, job.job_id, store=store, options=options)
+                console.print(Text(f"removed {where} (age {human_duration(age)})"))
+            if not found:
+                console.print(Text(f"no jobs under {store.qualify(join(path, TEMPORARY))}"))
+            return refused
+        finally:
+            await store.aclose()
+
+    if run_reporting(run, dest):
+        raise click.exceptions.Exit(EXIT_FAILED)
+
+
+def _load_stress() -> click.Command:
+    """``aiocommit.stress.cli.main``, imported only when ``stress`` runs (needs ``[stress]``)."""
+    module = importlib.import_module("aiocommit.stress.cli")
+    command = getattr(module, "main", None)
+    if not isinstance(command, click.Command):
+        raise ImportError("aiocommit.stress.cli.main is not a click command")
+    return command
+
+
+@main.command(
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    add_help_option=False,
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def stress(args: tuple[str, ...]) -> None:
+    """Run the stress harness (python -m stress); arguments are passed on, try --help."""
+    try:
+        stress_main = _load_stress()
+    except ImportError as error:
+        fail(
+            EXIT_UNAVAILABLE,
+            f"the stress harness needs its extra ({error}): pip install 'aiocommit[stress]'",
+        )
+    stress_main.main(args=list(args), prog_name="aiocommit stress", standalone_mode=True)

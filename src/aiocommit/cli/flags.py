@@ -1,0 +1,165 @@
+"""Command line flags: one per ``CommitOptions`` field, ``--option KEY=VALUE``, the job's
+ID and attempt, durations."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import click
+
+from aiocommit.cli.units import parse_duration
+from aiocommit.options import DRIVER_DEFAULTS, CommitOptions
+from aiocommit.protocol.layout import JobLayout
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: options that only matter to a job commit (abort and cleanup do not take them)
+COMMIT_ONLY_OPTIONS = frozenset(
+    {
+        "delete_target_files",
+        "validate_output",
+        "write_success",
+        "cleanup_skip",
+        "report_dir",
+        "diagnostics_dir",
+        "use_source_etag",
+        "page_hint",
+        "processes",
+    }
+)
+
+
+def _kind(field: dataclasses.Field[Any]) -> str:
+    kind = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", "")
+    return kind.split("|")[0].strip()
+
+
+def format_default(value: object) -> str:
+    """A default as a user writes it: ``true``, ``256``, ``0.05``, ``unset``."""
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def option_fields(*, commit: bool) -> list[dataclasses.Field[Any]]:
+    """The ``CommitOptions`` fields a command takes as flags."""
+    return [
+        f for f in dataclasses.fields(CommitOptions) if commit or f.name not in COMMIT_ONLY_OPTIONS
+    ]
+
+
+def option_flag(name: str) -> str:
+    """The command line flag of an option: ``validate_output`` -> ``--validate-output``."""
+    return "--" + name.replace("_", "-")
+
+
+def commit_options(*, commit: bool) -> Callable[[F], F]:
+    """Decorate a command with one flag per ``CommitOptions`` field, plus ``--option``."""
+
+    def decorate(function: F) -> F:
+        function = click.option(
+            "--option",
+            "-o",
+            "option_pairs",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="Set any option by our name (concurrency), a Hadoop name "
+            "(mapreduce.manifest.committer.io.threads) or spark.hadoop.NAME. Repeatable; "
+            "the flags above win.",
+        )(function)
+        for field in reversed(option_fields(commit=commit)):
+            hadoop = field.metadata["hadoop"]
+            doc = field.metadata["doc"]
+            help_text = f"{doc} [default: {format_default(field.default)}]" + (
+                f" (Hadoop: {hadoop})" if hadoop else ""
+            )
+            flag = option_flag(field.name)
+            kind = _kind(field)
+            if kind == "bool":
+                decorator = click.option(
+                    f"{flag}/--no-{flag[2:]}", field.name, default=None, help=help_text
+                )
+            else:
+                types: dict[str, Any] = {
+                    "int": click.INT,
+                    "float": click.FLOAT,
+                    "str": click.STRING,
+                }
+                decorator = click.option(
+                    flag,
+                    field.name,
+                    type=types.get(kind, click.STRING),
+                    default=None,
+                    help=help_text,
+                    metavar=kind.upper() if kind != "str" else "URL",
+                )
+            function = decorator(function)
+        return function
+
+    return decorate
+
+
+def option_name(key: str) -> str | None:
+    """The ``CommitOptions`` field a key names (ours, ``aiocommit.``-prefixed, with dashes,
+    Hadoop's, ``spark.hadoop.``-prefixed), or None."""
+    names = CommitOptions.names()
+    stripped = key.strip().removeprefix("spark.hadoop.").removeprefix("aiocommit.")
+    for candidate in (stripped, stripped.replace("-", "_"), stripped.replace(".", "_")):
+        if candidate in names:
+            return candidate
+    for name, hadoop in names.items():
+        if hadoop == stripped:
+            return name
+    return None
+
+
+def build_options(values: Mapping[str, Any], pairs: Sequence[str]) -> CommitOptions:
+    """``CommitOptions`` from ``--option KEY=VALUE`` pairs and flag values (flags win);
+    ``click.UsageError`` for an unknown key or a bad value."""
+    settings: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise click.UsageError(f"--option {pair!r}: expected KEY=VALUE")
+        name = option_name(key)
+        if name is None:
+            raise click.UsageError(
+                f"--option {key.strip()!r}: unknown option; known: "
+                + ", ".join(CommitOptions.names())
+            )
+        settings[name] = value
+    fields = CommitOptions.names()
+    overrides = {k: v for k, v in values.items() if k in fields and v is not None}
+    try:
+        return CommitOptions.from_mapping({**DRIVER_DEFAULTS, **settings}, **overrides)
+    except (ValueError, TypeError) as error:
+        raise click.UsageError(f"bad option value: {error}") from None
+
+
+def duration_flag(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error), ctx=ctx, param=param) from None
+
+
+def job_options(function: F) -> F:
+    function = click.option(
+        "--attempt", default=0, show_default=True, type=click.IntRange(min=0), help="Job attempt."
+    )(function)
+    return click.option("--job-id", required=True, help="The job's ID (its _temporary dir).")(
+        function
+    )
+
+
+def job_layout(path: str, job_id: str, attempt: int = 0) -> JobLayout:
+    try:
+        return JobLayout(path, job_id, attempt)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--job-id") from None

@@ -1,0 +1,135 @@
+"""Printing summaries and job lists for people (rich), and JSON for programs."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import click
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from aiocommit.cli.jobs import JobInfo
+from aiocommit.cli.units import human_bytes, human_duration
+
+
+def console_for(*, stderr: bool = False) -> Console:
+    console = Console(stderr=stderr, highlight=False, soft_wrap=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = 200  # piped or captured: do not fold tables at 80 columns
+    return console
+
+
+def _print_facts(console: Console, rows: Iterable[tuple[str, object]]) -> None:
+    rows = list(rows)
+    width = max((len(key) for key, _ in rows), default=0)
+    for key, value in rows:
+        line = Text(key.ljust(width + 2), style="bold")
+        line.append("-" if value is None else str(value))
+        console.print(line, overflow="ignore", crop=False)
+
+
+def _number(value: object) -> Text:
+    if value is None:
+        return Text("-")
+    if isinstance(value, float):
+        return Text(f"{value:,.1f}")
+    return Text(f"{value:,}" if isinstance(value, int) else str(value))
+
+
+def _statistics_table(title: str, rows: list[dict[str, Any]], *, total: bool) -> Table:
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("statistic", no_wrap=True)
+    for name in ("count", "failures", "mean", "min", "max", *(["total ms"] if total else [])):
+        table.add_column(name, justify="right")
+    for row in rows:
+        cells = [row["count"], row["failures"], row["mean"], row["min"], row["max"]]
+        if total:
+            cells.append(row["total"])
+        table.add_row(Text(row["name"]), *(_number(cell) for cell in cells))
+    return table
+
+
+def render_summary(console: Console, summary: Mapping[str, Any], *, filenames: int = 10) -> None:
+    """Print a summary from ``success_summary``/``manifest_summary`` for people."""
+    if summary["kind"] == "success":
+        console.print(Text(f"_SUCCESS of job {summary['job_id']}", style="bold"))
+        facts: list[tuple[str, object]] = [
+            ("path", summary["path"]),
+            ("state", summary["state"]),
+            ("failed stage", summary["failed_stage"]),
+            ("job id source", summary["job_id_source"]),
+            ("committer", summary["committer"]),
+            ("date", summary["date"]),
+            ("host", summary["hostname"]),
+            ("tasks", summary["tasks"]),
+            ("files", f"{summary['files']:,}"),
+            ("bytes", f"{summary['bytes']:,} ({human_bytes(summary['bytes'])})"),
+            ("directories created", summary["directories_created"]),
+            ("task directories", summary["task_directories"]),
+        ]
+        if summary["failed_stage"] is None:
+            facts.pop(2)
+    else:
+        console.print(Text(f"task manifest of {summary['task_id']}", style="bold"))
+        facts = [
+            ("path", summary["path"]),
+            ("job", summary["job_id"]),
+            ("job attempt", summary["job_attempt"]),
+            ("task attempt", summary["task_attempt_id"]),
+            ("attempt dir", summary["task_attempt_dir"]),
+            ("files", f"{summary['files']:,}"),
+            ("bytes", f"{summary['bytes']:,} ({human_bytes(summary['bytes'])})"),
+            ("directories", summary["directories"]),
+            ("to create", summary["directories_to_create"]),
+        ]
+    _print_facts(console, facts)
+    if summary["stages"]:
+        console.print(_statistics_table("stages (ms)", summary["stages"], total=True))
+    if summary["statistics"]:
+        console.print(
+            _statistics_table("IOStatistics (durations in ms)", summary["statistics"], total=False)
+        )
+    if summary["diagnostics"]:
+        console.print(Text("diagnostics", style="bold"))
+        _print_facts(console, sorted(summary["diagnostics"].items()))
+    names = summary.get("filenames") or []
+    if names and filenames:
+        console.print(Text(f"files ({len(names)} listed in the file)", style="bold"))
+        for name in names[:filenames]:
+            console.print(Text(f"  {name}"))
+        if len(names) > filenames:
+            console.print(Text(f"  ... {len(names) - filenames} more (--json lists them all)"))
+
+
+def echo_json(data: object) -> None:
+    click.echo(json.dumps(data, indent=2))
+
+
+def render_jobs(console: Console, found: Sequence[JobInfo], now: float) -> None:
+    """Print a table of jobs: attempts, manifests, files, size, age and state."""
+    table = Table(box=box.SIMPLE_HEAD)
+    table.add_column("job", no_wrap=True)
+    for name in ("attempts", "manifests", "files", "size", "age"):
+        table.add_column(name, justify="right")
+    table.add_column("state")
+    for job in found:
+        manifests = str(job.manifests)
+        if job.pending_manifests:
+            manifests += f" (+{job.pending_manifests} saving)"
+        if job.bad_manifests:
+            manifests += f" ({job.bad_manifests} unreadable)"
+        table.add_row(
+            Text(job.job_id),
+            Text(",".join(f"{a:02d}" for a in job.attempts) or "-"),
+            Text(manifests),
+            Text(f"{job.files:,}"),
+            Text(human_bytes(job.size)),
+            Text(human_duration(job.age(now))),
+            Text(job.state),
+        )
+    console.print(table)
