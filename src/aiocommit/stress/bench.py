@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -47,6 +48,12 @@ OP_COUNTERS = (
     S.OP_READ,
     S.OP_WRITE,
 )
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's reaped children (the rename workers)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def store_ops(summary: SuccessData) -> int:
@@ -82,10 +89,12 @@ async def latency_bench(
         # not metered: the statistics count the calls, and the store stays re-openable
         # in the rename workers
         store = FaultOptions(latency_ms=latency_ms, always_wrap=True).wrap(target.store)
+        children_before = _children_cpu()
         with CpuClock() as cpu:
             begin = time.perf_counter()
             summary = await commit_job(job.dest, job.job_id, store=store, options=options)
             seconds = time.perf_counter() - begin
+        workers_cpu = _children_cpu() - children_before
         verification = await verify_output(target.store, job.dest, [job.expected], summary=summary)
     hadoop_runs: list[hadoop.HadoopRun] = []
     if hadoop_missing is None:
@@ -117,6 +126,8 @@ async def latency_bench(
         "concurrency": options.concurrency,
         "processes": processes,
         "cpu_seconds_parent": round(cpu.total, 3),
+        "cpu_seconds_total": round(cpu.total + workers_cpu, 3),
+        "cpu_us_per_store_op": round((cpu.total + workers_cpu) / ops * 1e6, 1),
         "stages_ms": {
             name: mean.sum
             for name in S.JOB_STAGES
@@ -129,6 +140,7 @@ async def latency_bench(
         speedups[run.threads] = run.job_commit_seconds / seconds
         figures[f"hadoop_{run.threads}_threads_seconds"] = run.job_commit_seconds
         figures[f"hadoop_{run.threads}_threads_ops"] = run.store_ops
+        figures[f"hadoop_{run.threads}_threads_cpu_seconds"] = run.job_commit_cpu_seconds
         figures[f"speedup_vs_hadoop_{run.threads}"] = round(speedups[run.threads], 2)
     reporter.table(
         grid_table(
