@@ -217,3 +217,20 @@ def test_stores_say_whether_another_process_can_open_them(tmp_path: Path) -> Non
     assert again.inner.threads == 3 and again.faults.latency.fixed == 0.01
     assert opener_of(MemoryStore(f"o-{id(tmp_path)}")) is None
     assert opener_of(FaultyStore(MemoryStore(f"p-{id(tmp_path)}"))) is None
+
+
+def test_manifests_are_sharded_by_file_count_and_limits_split() -> None:
+    from aiocommit.stages.load_manifests import LoadedManifest
+
+    def manifest(name: str, files: int) -> LoadedManifest:
+        return LoadedManifest(name, name, "", "t", "a", "/a", files, 0, 0, 0)
+
+    sizes = [100, 90, 10, 10, 5, 5, 80]
+    shards = rename_workers.shard([manifest(str(i), n) for i, n in enumerate(sizes)], 2)
+    loads = sorted(sum(m.file_count for m in shard) for shard in shards)
+    assert sum(loads) == 300 and loads[1] - loads[0] <= max(sizes)  # greedy, largest first
+    assert sorted(m.name for shard in shards for m in shard) == sorted(map(str, range(7)))
+    options = rename_workers.worker_options(
+        CommitOptions(concurrency=2048, rate_limit=1000.0, processes=0), 3
+    )
+    assert (options.concurrency, options.rate_limit, options.processes) == (683, 1000 / 3, 1)
