@@ -234,3 +234,26 @@ def test_manifests_are_sharded_by_file_count_and_limits_split() -> None:
         CommitOptions(concurrency=2048, rate_limit=1000.0, processes=0), 3
     )
     assert (options.concurrency, options.rate_limit, options.processes) == (683, 1000 / 3, 1)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")
+async def test_cancelling_the_commit_kills_the_workers(local: tuple[LocalStore, str]) -> None:
+    store, root = local
+    dest = join(root, "out")
+    job_id, expected = await run_tasks(store, dest, tasks=6, files_per_task=5)
+    slow = FaultyStore(store, Faults(latency=Latency(fixed=0.2)))
+    options = CommitOptions(processes=2, concurrency=2)
+    before = set(_children(os.getpid()))
+    workers: set[int] = set()
+    async with anyio.create_task_group() as group:
+        group.start_soon(lambda: commit_job(dest, job_id, store=slow, options=options))
+        with anyio.fail_after(60):
+            while len(workers) < 2:
+                await anyio.sleep(0.05)
+                workers = {p for p in set(_children(os.getpid())) - before if _alive(p)}
+        await anyio.sleep(0.5)
+        group.cancel_scope.cancel()
+    assert not any(_alive(p) for p in workers)
+    summary = await commit_job(dest, job_id, store=store, options=TWO)
+    assert summary.success
+    assert await output(store, dest) == expected

@@ -193,7 +193,7 @@ async def rename_in_workers(
 
     async def send_all(handle: _Worker, manifests: list[LoadedManifest]) -> None:
         setup = WorkerSetup(handle.index, context.reopen, options, context.layout)  # type: ignore[arg-type]
-        await anyio.to_thread.run_sync(handle.inbox.send, setup, limiter=threads)
+        await send(handle, setup)
         batch: Batch = []
         size = 0
         for manifest in manifests:
@@ -201,11 +201,17 @@ async def rename_in_workers(
             batch.append((manifest.attempt_dir, data))
             size += len(data)
             if size >= BATCH_BYTES:
-                await anyio.to_thread.run_sync(handle.inbox.send, batch, limiter=threads)
+                await send(handle, batch)
                 batch, size = [], 0
         if batch:
-            await anyio.to_thread.run_sync(handle.inbox.send, batch, limiter=threads)
-        await anyio.to_thread.run_sync(handle.inbox.send, None, limiter=threads)
+            await send(handle, batch)
+        await send(handle, None)
+
+    async def send(handle: _Worker, message: object) -> None:
+        # abandoned on cancel: the kill that follows ends a send blocked on a full pipe
+        await anyio.to_thread.run_sync(
+            handle.inbox.send, message, abandon_on_cancel=True, limiter=threads
+        )
 
     async def watch(handle: _Worker) -> None:
         while True:
