@@ -39,6 +39,12 @@ def local(tmp_path: Path) -> tuple[LocalStore, str]:
     return LocalStore(), str(root)
 
 
+@pytest.fixture
+def only_workers_rename(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Faults aimed at the workers must not reach this (the test's) process."""
+    monkeypatch.setattr(rename_workers, "PARENT_RENAMES", False)
+
+
 def kill_self_on_rename_of_task_2(operation: str, path: str) -> bool:
     """A fault that SIGKILLs the worker renaming task 2's third file (picklable)."""
     if operation == "rename" and path.endswith("part-00002-0003.dat"):
@@ -46,9 +52,11 @@ def kill_self_on_rename_of_task_2(operation: str, path: str) -> bool:
     return False
 
 
+@pytest.mark.parametrize("parent_renames", [True, False])
 async def test_workers_commit_the_same_output_and_merge_statistics(
-    local: tuple[LocalStore, str],
+    local: tuple[LocalStore, str], parent_renames: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(rename_workers, "PARENT_RENAMES", parent_renames)
     store, root = local
     dest = join(root, "out")
     job_id, expected = await run_tasks(store, dest, tasks=6, files_per_task=5)
@@ -100,7 +108,7 @@ async def test_a_conflict_in_a_worker_is_raised_once_and_abort_undoes(
 
 
 async def test_a_killed_worker_fails_the_commit_and_a_rerun_finishes(
-    local: tuple[LocalStore, str],
+    local: tuple[LocalStore, str], only_workers_rename: None
 ) -> None:
     store, root = local
     dest = join(root, "out")
@@ -116,7 +124,9 @@ async def test_a_killed_worker_fails_the_commit_and_a_rerun_finishes(
     assert await output(store, dest) == expected
 
 
-async def test_a_killed_worker_then_abort_leaves_nothing(local: tuple[LocalStore, str]) -> None:
+async def test_a_killed_worker_then_abort_leaves_nothing(
+    local: tuple[LocalStore, str], only_workers_rename: None
+) -> None:
     store, root = local
     dest = join(root, "out")
     job_id, _ = await run_tasks(store, dest, tasks=6, files_per_task=5)
@@ -139,7 +149,7 @@ PARENT = textwrap.dedent(
     rename_workers.MIN_FILES_PER_PROCESS = 4
     dest, job_id = sys.argv[1], sys.argv[2]
     store = FaultyStore(LocalStore(), Faults(latency=Latency(fixed=0.05)))
-    options = CommitOptions(processes=2, concurrency=2)
+    options = CommitOptions(processes=3, concurrency=3)
     anyio.run(lambda: commit_job(dest, job_id, store=store, options=options))
     """
 )
@@ -219,17 +229,7 @@ def test_stores_say_whether_another_process_can_open_them(tmp_path: Path) -> Non
     assert opener_of(FaultyStore(MemoryStore(f"p-{id(tmp_path)}"))) is None
 
 
-def test_manifests_are_sharded_by_file_count_and_limits_split() -> None:
-    from aiocommit.stages.load_manifests import LoadedManifest
-
-    def manifest(name: str, files: int) -> LoadedManifest:
-        return LoadedManifest(name, name, "", "t", "a", "/a", files, 0, 0, 0)
-
-    sizes = [100, 90, 10, 10, 5, 5, 80]
-    shards = rename_workers.shard([manifest(str(i), n) for i, n in enumerate(sizes)], 2)
-    loads = sorted(sum(m.file_count for m in shard) for shard in shards)
-    assert sum(loads) == 300 and loads[1] - loads[0] <= max(sizes)  # greedy, largest first
-    assert sorted(m.name for shard in shards for m in shard) == sorted(map(str, range(7)))
+def test_workers_split_the_limits() -> None:
     options = rename_workers.worker_options(
         CommitOptions(concurrency=2048, rate_limit=1000.0, processes=0), 3
     )
@@ -242,7 +242,7 @@ async def test_cancelling_the_commit_kills_the_workers(local: tuple[LocalStore, 
     dest = join(root, "out")
     job_id, expected = await run_tasks(store, dest, tasks=6, files_per_task=5)
     slow = FaultyStore(store, Faults(latency=Latency(fixed=0.2)))
-    options = CommitOptions(processes=2, concurrency=2)
+    options = CommitOptions(processes=3, concurrency=3)
     before = set(_children(os.getpid()))
     workers: set[int] = set()
     async with anyio.create_task_group() as group:

@@ -1,4 +1,4 @@
-"""The rename stage on every core: manifests sharded over worker processes.
+"""The rename stage on every core: manifests handed out to worker processes.
 
 pre:  as ``rename_files``; and the store can be opened again in another process
       (``StageContext.reopen``), its opener and the options pickle.
@@ -13,9 +13,11 @@ fail: the first failure in any worker, a worker's death, or a cancellation of th
 Each worker is a fresh interpreter (``python -c``, not ``multiprocessing``: no re-import
 of the caller's ``__main__``, safe under any embedding) with its own event loop, store
 client and ``StoreOperations`` holding its share of the concurrency and rate limits. The
-parent sends each worker its manifests' spilled entries (already checked at load) in
-batches over a pipe, so a worker holds a batch at a time; it answers with progress and, at
-the end, its statistics.
+calling process renames too, from the first moment, while the workers start. Renamers
+take whole manifests (the shard unit) from one queue, largest first, as they need them:
+the parent sends a worker its manifests' spilled entries (already checked at load) in
+batches over a pipe that blocks while the worker is busy, so memory stays bounded and
+the work balances itself. A worker answers with progress and, at the end, its statistics.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 
 import anyio
@@ -43,14 +46,16 @@ from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics, IOStatisticsSnapshot
 from aiocommit.protocol.layout import JobLayout
-from aiocommit.stages.context import Progress, StageContext
-from aiocommit.stages.load_manifests import LoadedJob, LoadedManifest, spilled_entries
+from aiocommit.stages.context import Progress, StageContext, parallel
+from aiocommit.stages.load_manifests import LoadedJob, spilled_entries
 from aiocommit.stores.base import StoreOpener
 
 #: below this many files per worker, starting a process costs more than it saves
 MIN_FILES_PER_PROCESS = 10_000
 #: bytes of spilled entries sent to a worker in one message
-BATCH_BYTES = 1 << 18
+BATCH_BYTES = 1 << 16
+#: the calling process renames too (tests turn it off to aim faults at the workers)
+PARENT_RENAMES = True
 #: how often a worker checks that its parent is alive, and reports progress
 PARENT_POLL_SECONDS = 0.2
 PROGRESS_SECONDS = 0.2
@@ -88,17 +93,6 @@ def worker_count(context: StageContext, loaded: LoadedJob) -> int:
         context.log.info("renaming in this process: the store opener does not pickle: %s", error)
         return 1
     return count
-
-
-def shard(manifests: list[LoadedManifest], workers: int) -> list[list[LoadedManifest]]:
-    """Manifests to workers, largest first to the least loaded (balanced by file count)."""
-    shards: list[list[LoadedManifest]] = [[] for _ in range(workers)]
-    loads = [0] * workers
-    for manifest in sorted(manifests, key=lambda m: -m.file_count):
-        least = loads.index(min(loads))
-        shards[least].append(manifest)
-        loads[least] += manifest.file_count
-    return shards
 
 
 def worker_options(options: CommitOptions, workers: int) -> CommitOptions:
@@ -145,7 +139,7 @@ class _Worker:
         self.outbox = Connection(from_child_read, writable=False)
         self.files_done = 0
         self.bytes_done = 0
-        self.finished = False
+        self.ready = anyio.Event()
 
     def kill(self) -> None:
         if self.process.poll() is None:
@@ -160,15 +154,26 @@ class _Worker:
 
 
 async def rename_in_workers(
-    context: StageContext, loaded: LoadedJob, workers: int
+    context: StageContext, loaded: LoadedJob, processes: int
 ) -> tuple[int, int]:
-    """Rename every entry of ``loaded`` in ``workers`` processes; (files, bytes) renamed."""
-    options = worker_options(context.options, workers)
-    shards = shard(loaded.manifests, workers)
+    """Rename every entry of ``loaded`` in ``processes`` processes, this one included;
+    (files, bytes) renamed.
+
+    This process starts renaming at once, while the workers start; every renamer takes
+    the next manifest (largest first) from one queue when it needs more, so the workers
+    get what is left when they are ready and nobody waits at the end for a big shard."""
+    from aiocommit.stages.rename_files import commit_file  # the per-file rule
+
+    options = worker_options(context.options, processes)
+    queue = deque(sorted(loaded.manifests, key=lambda m: -m.file_count))
     assert context.reopen is not None
+    reopen = context.reopen
+    workers = processes - 1 if PARENT_RENAMES else processes
     threads = anyio.CapacityLimiter(2 * workers)
     handles: list[_Worker] = []
+    here = [0, 0]  # files, bytes renamed in this process
     last_report = 0.0
+    dest_root = context.layout.dest
 
     def report(force: bool = False) -> None:
         nonlocal last_report
@@ -178,37 +183,45 @@ async def rename_in_workers(
             context.report(
                 Progress(
                     S.JOB_STAGE_RENAME_FILES,
-                    sum(h.files_done for h in handles),
+                    here[0] + sum(h.files_done for h in handles),
                     loaded.file_count,
-                    sum(h.bytes_done for h in handles),
+                    here[1] + sum(h.bytes_done for h in handles),
                     loaded.total_size,
                 )
             )
 
-    async def feed(handle: _Worker, manifests: list[LoadedManifest]) -> None:
+    def entries_here() -> Iterator[tuple[str, str, int, str | None]]:
+        while queue:
+            yield from loaded.entries(queue.popleft(), dest_root)
+
+    async def rename_here(entry: tuple[str, str, int, str | None]) -> None:
+        await commit_file(context, entry)
+        here[0] += 1
+        here[1] += entry[2]
+        if here[0] & 63 == 0:
+            report()
+
+    async def feed(handle: _Worker) -> None:
         try:
-            await send_all(handle, manifests)
+            await send(handle, WorkerSetup(handle.index, reopen, options, context.layout))
+            await handle.ready.wait()
+            batch: Batch = []
+            size = 0
+            while queue:
+                manifest = queue.popleft()
+                data = loaded.spilled(manifest)
+                batch.append((manifest.attempt_dir, data))
+                size += len(data)
+                if size >= BATCH_BYTES or not queue:
+                    await send(handle, batch)
+                    batch, size = [], 0
+            await send(handle, None)
         except OSError:
             return  # the worker is gone; its watcher says why
 
-    async def send_all(handle: _Worker, manifests: list[LoadedManifest]) -> None:
-        setup = WorkerSetup(handle.index, context.reopen, options, context.layout)  # type: ignore[arg-type]
-        await send(handle, setup)
-        batch: Batch = []
-        size = 0
-        for manifest in manifests:
-            data = loaded.spilled(manifest)
-            batch.append((manifest.attempt_dir, data))
-            size += len(data)
-            if size >= BATCH_BYTES:
-                await send(handle, batch)
-                batch, size = [], 0
-        if batch:
-            await send(handle, batch)
-        await send(handle, None)
-
     async def send(handle: _Worker, message: object) -> None:
-        # abandoned on cancel: the kill that follows ends a send blocked on a full pipe
+        # blocks while the worker is busy (a full pipe), so it takes manifests only as it
+        # needs them; abandoned on cancel: the kill that follows ends a blocked send
         await anyio.to_thread.run_sync(
             handle.inbox.send, message, abandon_on_cancel=True, limiter=threads
         )
@@ -228,14 +241,15 @@ async def rename_in_workers(
                     stage=S.JOB_STAGE_RENAME_FILES,
                 ) from None
             kind = message[0]
-            if kind == "progress":
+            if kind == "ready":
+                handle.ready.set()
+            elif kind == "progress":
                 handle.files_done, handle.bytes_done = message[1], message[2]
                 report()
             elif kind == "done":
                 handle.files_done, handle.bytes_done = message[1], message[2]
                 snapshot: IOStatisticsSnapshot = message[3]
                 context.stats.aggregate(snapshot)
-                handle.finished = True
                 return
             else:
                 raise _error_from(message[1], handle)
@@ -244,9 +258,11 @@ async def rename_in_workers(
         for index in range(workers):
             handles.append(_Worker(index))
         async with anyio.create_task_group() as group:
-            for handle, manifests in zip(handles, shards, strict=True):
-                group.start_soon(feed, handle, manifests)
+            for handle in handles:
+                group.start_soon(feed, handle)
                 group.start_soon(watch, handle)
+            if PARENT_RENAMES:
+                await parallel(entries_here(), rename_here, workers=options.concurrency)
     finally:
         for handle in handles:
             handle.kill()
@@ -254,7 +270,10 @@ async def rename_in_workers(
             for handle in handles:
                 await anyio.to_thread.run_sync(handle.reap)
     report(force=True)
-    return sum(h.files_done for h in handles), sum(h.bytes_done for h in handles)
+    return (
+        here[0] + sum(h.files_done for h in handles),
+        here[1] + sum(h.bytes_done for h in handles),
+    )
 
 
 def _error_from(pickled: bytes | str, handle: _Worker) -> BaseException:
@@ -360,11 +379,11 @@ def _exit_with_parent(parent: int) -> None:
 async def _work(
     setup: WorkerSetup, inbox: Connection, outbox: Connection
 ) -> tuple[int, int, IOStatisticsSnapshot]:
-    # one import here: the worker needs the per-file rule, the stage module needs this one
-    from aiocommit.stages.rename_files import commit_file
+    from aiocommit.stages.rename_files import commit_file  # the per-file rule
 
     stats = IOStatistics(durations=S.STORE_OPERATIONS, counters=S.COUNTERS)
     store = setup.reopen()
+    outbox.send(("ready",))
     try:
         context = StageContext(
             layout=setup.layout,
