@@ -58,8 +58,9 @@ class StoreCapabilities(msgspec.Struct, frozen=True):
             recognised at its destination by the etag recorded in the manifest.
         atomic_rename: a file rename is one atomic store operation.
         directories: the store has real directories (mkdirs and parents matter).
-        fast_directory_delete: deleting a directory tree is one cheap call (local disk,
-            ADLS Gen2 with HNS), so cleanup need not spread it over parallel deletes.
+        fast_directory_delete: deleting a directory tree is one cheap call (ADLS Gen2
+            with HNS, memory), so cleanup need not spread it over parallel deletes (a
+            local disk's tree delete is serial: spreading it pays).
         max_in_flight: most calls this client serves at once (e.g. its connection pool);
             the job's in-flight limit is capped to it. None: no limit of its own.
     """
