@@ -224,22 +224,11 @@ async def versus_bench(
                 point["hadoop_seconds"] = run.job_commit_seconds
                 point["hadoop_ops_per_second"] = round(run.store_ops / run.job_commit_seconds, 1)
             points.append(point)
-    xs = [float(p["concurrency"]) for p in points]
-    series = {"aiocommit": (xs, [float(p["aiocommit_ops_per_second"]) for p in points])}
-    if missing is None:
-        series["Hadoop ManifestCommitter"] = (
-            xs,
-            [float(p["hadoop_ops_per_second"]) for p in points],
-        )
-    series["ideal (concurrency / latency)"] = (xs, [x / (latency_ms / 1000) for x in xs])
-    png = plot(
+    png = plot_versus(
         common.out / "versus_concurrency.png",
-        title=f"job commit: store ops/s vs concurrency ({spec.describe()}, {latency_ms:g} ms/op)",
-        xlabel="concurrency (aiocommit in-flight limit; Hadoop threads)",
-        ylabel="store ops/s",
-        series=series,
-        logx=True,
-        dashed=["ideal (concurrency / latency)"],
+        points,
+        f"{spec.tasks:,} tasks x {spec.files_per_task} files, {latency_ms:g} ms per store call",
+        latency_ms,
     )
     columns = ["concurrency", "aiocommit s", "aiocommit ops/s", "Hadoop s", "Hadoop ops/s"]
     reporter.table(
@@ -274,6 +263,28 @@ async def versus_bench(
         "points": points,
         "plots": [str(png)],
     }
+
+
+def plot_versus(path: Path, points: list[dict[str, Any]], title: str, latency_ms: float) -> Path:
+    """The versus plot: store ops/s against concurrency, both committers and the ideal."""
+    xs = [float(p["concurrency"]) for p in points]
+    series = {"aiocommit": (xs, [float(p["aiocommit_ops_per_second"]) for p in points])}
+    if all("hadoop_ops_per_second" in p for p in points):
+        series["Hadoop ManifestCommitter"] = (
+            xs,
+            [float(p["hadoop_ops_per_second"]) for p in points],
+        )
+    series["ideal: concurrency / latency"] = (xs, [x / (latency_ms / 1000) for x in xs])
+    return plot(
+        path,
+        title=f"job commit, store ops/s against concurrency ({title})",
+        xlabel="concurrency (aiocommit: calls in flight; Hadoop: threads)",
+        ylabel="store ops/s (log)",
+        series=series,
+        logx=True,
+        logy=True,
+        dashed=["ideal: concurrency / latency"],
+    )
 
 
 async def cpu_bench(
