@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import math
 import os
 import pickle
@@ -33,6 +34,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
+from contextlib import contextmanager
 from multiprocessing.connection import Connection
 
 import anyio
@@ -93,6 +95,23 @@ def worker_count(context: StageContext, loaded: LoadedJob) -> int:
         context.log.info("renaming in this process: the store opener does not pickle: %s", error)
         return 1
     return count
+
+
+@contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Garbage collection made cheap for the rename loop, in processes that exist to
+    commit: what is alive now is frozen (never scanned again) and the youngest generation
+    collects every 100,000 allocations instead of 700. Each rename allocates coroutines,
+    futures and handles that die young without cycles; at 2,048 calls in flight the
+    default collections cost ~20 us per file (a third of the CPU) on this machine."""
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(max(threshold[0], 100_000), threshold[1], threshold[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
 
 
 def worker_options(options: CommitOptions, workers: int) -> CommitOptions:
@@ -257,12 +276,13 @@ async def rename_in_workers(
     try:
         for index in range(workers):
             handles.append(_Worker(index))
-        async with anyio.create_task_group() as group:
-            for handle in handles:
-                group.start_soon(feed, handle)
-                group.start_soon(watch, handle)
-            if PARENT_RENAMES:
-                await parallel(entries_here(), rename_here, workers=options.concurrency)
+        with fewer_collections():
+            async with anyio.create_task_group() as group:
+                for handle in handles:
+                    group.start_soon(feed, handle)
+                    group.start_soon(watch, handle)
+                if PARENT_RENAMES:
+                    await parallel(entries_here(), rename_here, workers=options.concurrency)
     finally:
         for handle in handles:
             handle.kill()
@@ -338,7 +358,8 @@ def worker_main() -> None:
     _exit_with_parent(parent)
     try:
         setup: WorkerSetup = inbox.recv()
-        files, size, stats = anyio.run(_work, setup, inbox, outbox)
+        with fewer_collections():
+            files, size, stats = anyio.run(_work, setup, inbox, outbox)
     except BaseException as raised:  # every failure is reported, then exit 1
         error = _first_leaf(raised)
         try:
