@@ -11,12 +11,14 @@ Tasks write under their own attempt directory and ``commit_task`` saves a manife
 """
 
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job, setup_job
+from aiocommit.engine.jobs import JobInfo, job_info, list_jobs
 from aiocommit.engine.task import TaskAttempt, abort_task, commit_task, setup_task, task_attempt
 from aiocommit.errors import (
     AiocommitError,
     AlreadyExists,
     CommitError,
     ManifestError,
+    NotAFile,
     NotEmpty,
     NotFound,
     OutputConflict,
@@ -39,9 +41,11 @@ __all__ = [
     "CommitError",
     "CommitOptions",
     "FileStatus",
+    "JobInfo",
     "LocalStore",
     "ManifestError",
     "MemoryStore",
+    "NotAFile",
     "NotEmpty",
     "NotFound",
     "OutputConflict",
@@ -60,6 +64,8 @@ __all__ = [
     "cleanup_job",
     "commit_job",
     "commit_task",
+    "job_info",
+    "list_jobs",
     "new_job_id",
     "open_store",
     "setup_job",

@@ -7,6 +7,7 @@
     │   ├── NotFound                        (also a FileNotFoundError)
     │   ├── AlreadyExists                   (also a FileExistsError): the path, or a file in the way
     │   ├── NotEmpty                        non-recursive delete of a non-empty directory
+    │   ├── NotAFile                        a rename source is a directory or a link
     │   ├── PreconditionFailed              an etag / generation condition did not hold
     │   ├── PermissionDenied                (also a PermissionError)
     │   ├── Throttled(retry_after)          retryable: the store asked us to slow down
@@ -66,6 +67,10 @@ class AlreadyExists(StoreError, FileExistsError):
 
 class NotEmpty(StoreError):
     """A non-recursive delete met a directory that has children."""
+
+
+class NotAFile(StoreError):
+    """A rename's source is a directory or a symbolic link: only files are renamed."""
 
 
 class PreconditionFailed(StoreError):

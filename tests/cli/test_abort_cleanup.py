@@ -27,10 +27,11 @@ def test_abort_undoes_renames(cli: Cli, dest: Dest) -> None:
     assert f"job {job_id} aborted" in result.stdout
     assert dest.output() == {"part=2/part-00001-0002.dat": b"in the way"}
     assert not dest.exists(f"_temporary/{job_id}")
-    # nothing left: a second abort is told so
+    # case 5 of #12: a finished abort's re-run succeeds, and says there was nothing left
     again = cli("abort", dest.url, "--job-id", job_id)
-    assert again.exit_code == EXIT_NOT_FOUND
-    assert "no such job (nothing to abort)" in one_error_line(again)
+    assert again.exit_code == 0, again.output
+    assert "nothing to abort" in again.stdout
+    assert dest.output() == {"part=2/part-00001-0002.dat": b"in the way"}
 
 
 def test_abort_keep_renames(cli: Cli, dest: Dest) -> None:
@@ -143,3 +144,23 @@ def test_parse_duration(text: str, seconds: float) -> None:
 def test_parse_duration_refuses(text: str) -> None:
     with pytest.raises(ValueError, match="not a duration"):
         parse_duration(text)
+
+
+def test_abort_of_a_committed_job_after_another_job_replaced_success(cli: Cli, dest: Dest) -> None:
+    """Case 1 of #12 through the CLI: `jobs` reads the durable record, so the first job
+    is still "committed" once a later job replaced _SUCCESS, and abort keeps its output."""
+    first, _ = dest.job(tasks=2, files=3)
+    dest.commit(first, cleanup_skip=True)
+    committed = dest.output()
+    second, _ = dest.job(tasks=1, files=2, job_id="job_202001020304_0009")
+    dest.commit(second, delete_target_files=True)
+    assert f'"jobId" : "{second}"' in dest.read("_SUCCESS").decode().replace('": "', '" : "')
+    jobs = {
+        job["job_id"]: job["state"] for job in json.loads(cli("jobs", dest.url, "--json").stdout)
+    }
+    assert jobs == {first: "committed"}
+    result = cli("abort", dest.url, "--job-id", first)
+    assert result.exit_code == 0, result.output
+    assert "was committed; cleaned up" in result.stdout
+    assert set(dest.output()) == set(committed)
+    assert cli("cleanup", dest.url, "--all").exit_code == 0

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from aiocommit.cli import EXIT_NOT_FOUND, EXIT_USAGE, human_duration, job_started
+from aiocommit.cli import EXIT_NOT_FOUND, EXIT_USAGE, human_duration
+from aiocommit.engine.jobs import job_started
 from tests.cli.conftest import Cli, Dest, one_error_line
 
 
@@ -23,7 +24,7 @@ def test_lists_pending_jobs(cli: Cli, dest: Dest) -> None:
     assert jobs[first]["files"] == 12
     assert jobs[first]["size"] == first_size
     assert jobs[first]["attempts"] == [0]
-    assert jobs[first]["state"] == "pending"
+    assert jobs[first]["state"] == "set up"
     assert 0 <= jobs[first]["age_seconds"] < 3600
     assert jobs[second]["size"] == second_size
     assert jobs[second]["age_seconds"] > 5 * 365 * 86400
@@ -32,21 +33,19 @@ def test_lists_pending_jobs(cli: Cli, dest: Dest) -> None:
     table = cli("jobs", dest.url)
     assert table.exit_code == 0
     row = next(line for line in table.stdout.splitlines() if first in line)
-    assert "pending" in row and " 3 " in row and "12" in row
+    assert "set up" in row and " 3 " in row and "12" in row
 
 
 def test_states(cli: Cli, dest: Dest) -> None:
     committed, _ = dest.job(tasks=1, files=2)
     dest.commit(committed, cleanup_skip=True)
     jobs = json.loads(cli("jobs", dest.url, "--json").stdout)
-    assert [job["state"] for job in jobs] == ["committed (temporary files left)"]
+    assert [job["state"] for job in jobs] == ["committed"]
     cli("cleanup", dest.url, "--all")
     unfinished, _ = dest.job(tasks=1, files=2)  # the same file names: its commit conflicts
     assert cli("commit", dest.url, "--job-id", unfinished, "--no-progress").exit_code == 1
     jobs = json.loads(cli("jobs", dest.url, "--json").stdout)
-    assert [(job["job_id"], job["state"]) for job in jobs] == [
-        (unfinished, "commit started, unfinished")
-    ]
+    assert [(job["job_id"], job["state"]) for job in jobs] == [(unfinished, "committing")]
 
 
 def test_no_jobs(cli: Cli, dest: Dest) -> None:

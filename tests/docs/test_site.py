@@ -42,6 +42,10 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
     assert "mapreduce.manifest.committer.io.threads" in configuration
     api = (site / "api" / "index.html").read_text(encoding="utf-8")
     assert 'id="aiocommit.engine.job.commit_job"' in api
+    protocol = (site / "protocol" / "index.html").read_text(encoding="utf-8")
+    assert '<pre class="mermaid"><code>stateDiagram-v2' in protocol  # rendered, not code
+    for state in ("set up", "committing", "committed", "aborted"):
+        assert f"<td>{state}</td>" in protocol
 
 
 def test_nav_lists_every_page() -> None:

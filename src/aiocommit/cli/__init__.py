@@ -37,9 +37,9 @@ from aiocommit.cli.flags import (
     option_flag,
     option_name,
 )
-from aiocommit.cli.jobs import job_started
 from aiocommit.cli.progress import ProgressBar
 from aiocommit.cli.units import human_bytes, human_duration, parse_duration
+from aiocommit.engine.jobs import job_started
 
 __all__ = [
     "COMMIT_ONLY_OPTIONS",

@@ -30,12 +30,13 @@ from aiocommit.cli.flags import (
     job_layout,
     job_options,
 )
-from aiocommit.cli.jobs import JobInfo, exists, read_dest_success, require_dir, scan_jobs
+from aiocommit.cli.jobs import exists, read_dest_success, require_dir, scan_jobs
 from aiocommit.cli.progress import ProgressBar
 from aiocommit.cli.render import console_for, echo_json, render_jobs, render_summary
 from aiocommit.cli.summary import decode_document, success_summary
 from aiocommit.cli.units import human_duration
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job
+from aiocommit.engine.jobs import JobInfo, job_info
 from aiocommit.errors import CommitError, NotFound
 from aiocommit.observability import configure_logging
 from aiocommit.protocol import statistics as S
@@ -261,16 +262,12 @@ def abort(
     store, path = open_url(dest)
     layout = job_layout(path, job_id, attempt)
 
-    async def run() -> bool:
+    async def run() -> str | None:
         try:
             await require_dir(store, path)
-            if not await exists(store, layout.job_dir):
-                raise Problem(
-                    EXIT_NOT_FOUND,
-                    f"{store.qualify(layout.job_dir)}: no such job (nothing to abort)",
-                )
-            success = await read_dest_success(store, path)
-            committed = success is not None and success.success and success.job_id == job_id
+            found = await job_info(path, job_id, store=store)
+            if found is None:
+                return None  # never set up, or already aborted or cleaned up: idempotent
             await abort_job(
                 path,
                 job_id,
@@ -279,12 +276,16 @@ def abort(
                 options=options,
                 undo_renames=not keep_renames,
             )
-            return committed
+            return found.state
         finally:
             await store.aclose()
 
-    committed = run_reporting(run, dest)
-    what = "was committed; cleaned up" if committed else "aborted"
+    state = run_reporting(run, dest)
+    if state is None:
+        where = store.qualify(layout.job_dir)
+        click.echo(f"job {job_id}: nothing to abort ({where} does not exist)")
+        return
+    what = "was committed; cleaned up" if state == "committed" else "aborted"
     click.echo(f"job {job_id} {what}: {store.qualify(layout.job_dir)} removed")
 
 
@@ -348,7 +349,7 @@ def cleanup(
                     reason = "age unknown" if age is None else f"age {human_duration(age)}"
                     console.print(Text(f"kept {where} ({reason})"))
                     continue
-                if job.commit_started and not job.committed and not force:
+                if job.state == "committing" and not force:
                     refused += 1
                     click.echo(
                         f"aiocommit: error: {where}: its commit started and did not finish; "

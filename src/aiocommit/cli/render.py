@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from aiocommit.cli.jobs import JobInfo
 from aiocommit.cli.units import human_bytes, human_duration
+from aiocommit.engine.jobs import JobInfo
 
 
 def console_for(*, stderr: bool = False) -> Console:

@@ -2,9 +2,11 @@
 
 ``commit_job`` runs the stage graph::
 
-    recognise an earlier success -> load manifests -> save the commit plan
+    recognise an earlier success -> load manifests (copying them beside the plan)
+    -> save the commit plan (state committing) -> delete an older _SUCCESS
     -> create target directories -> rename files -> (validate) -> (copy manifests)
-    -> save _SUCCESS -> cleanup -> (summary report, always)
+    -> plan state committed (the commit point) -> save _SUCCESS -> cleanup
+    -> (summary report, always)
 
 No file is renamed until every manifest has loaded and passed its checks. Every stage
 is idempotent, so a commit that died (crash, kill, cancel) is finished by running
@@ -14,6 +16,7 @@ recognised and nothing changes.
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -22,24 +25,31 @@ import anyio
 import msgspec
 
 from aiocommit.engine.session import new_statistics, open_context
-from aiocommit.errors import CommitError, ManifestError, NotFound
+from aiocommit.errors import CommitError, ManifestError
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.ids import new_job_id
 from aiocommit.protocol.iostatistics import IOStatistics, IOStatisticsSnapshot
 from aiocommit.protocol.success import SuccessData
+from aiocommit.stages.abort import undo_commit_stage
 from aiocommit.stages.cleanup import cleanup_stage
-from aiocommit.stages.context import ProgressCallback, StageContext, first_error, parallel, stage
-from aiocommit.stages.create_dirs import create_directories_stage
-from aiocommit.stages.load_manifests import (
+from aiocommit.stages.commit_plan import (
+    ABORTED,
+    COMMITTED,
+    COMMITTING,
     CommitPlan,
-    LoadedJob,
+    check_unchanged,
+    copies_reader,
     encode_plan,
-    list_manifest_names,
-    load_manifests_stage,
     read_plan,
+    save_copies,
+    save_plan,
 )
-from aiocommit.stages.rename_files import Entry, holds, rename_files_stage
+from aiocommit.stages.context import ProgressCallback, StageContext, first_error, stage
+from aiocommit.stages.create_dirs import create_directories_stage
+from aiocommit.stages.job_state import read_job_record
+from aiocommit.stages.load_manifests import LoadedJob, list_manifest_names, load_manifests_stage
+from aiocommit.stages.rename_files import rename_files_stage
 from aiocommit.stages.save_success import (
     copy_manifests_for_diagnostics,
     read_success,
@@ -63,8 +73,10 @@ async def setup_job(
     store: Store | None = None,
     options: CommitOptions | None = None,
 ) -> str:
-    """Create the job attempt and manifests directories and remove an old ``_SUCCESS``.
+    """Create the job attempt and manifests directories.
 
+    An older ``_SUCCESS`` in the destination stays until this job's commit starts
+    renaming: until then the destination still holds that job's complete output.
     Returns the job ID: ``job_id`` if given, else a new collision-free one.
     """
     job_id = job_id or new_job_id()
@@ -72,7 +84,6 @@ async def setup_job(
         layout = context.layout
         async with stage(context, S.JOB_STAGE_SETUP):
             await context.ops.mkdirs(layout.manifests_dir)
-            await context.ops.delete(layout.success_path)
     return job_id
 
 
@@ -134,14 +145,19 @@ async def _commit(context: StageContext, manifests: Sequence[str] | None) -> Suc
                 if not options.cleanup_skip:
                     await cleanup_stage(context)
                 return existing
-            names, plan = await _manifests_to_load(context, manifests)
-            loaded = await load_manifests_stage(context, names, task_stats)
-            await _fix_plan(context, loaded, plan)
+            loaded, plan = await _load_for_plan(context, manifests, task_stats)
+            names = [m.name for m in loaded.manifests]
+            if plan.state == COMMITTING:
+                # the destination changes from here on: an older job's _SUCCESS goes
+                await context.ops.delete(layout.success_path)
             await create_directories_stage(context, loaded.directories)
             await rename_files_stage(context, loaded)
             if options.validate_output:
                 await validate_output_stage(context, loaded)
             await copy_manifests_for_diagnostics(context, names)
+            if plan.state != COMMITTED:
+                plan.state = COMMITTED  # the commit point: abort no longer undoes anything
+                await save_plan(context, plan)
             summary.filenames = loaded.filenames
             summary.iostatistics = _combined(context, task_stats)
             if options.write_success:
@@ -187,33 +203,62 @@ def _diagnostics(options: CommitOptions) -> dict[str, str]:
     }
 
 
-async def _manifests_to_load(
-    context: StageContext, manifests: Sequence[str] | None
-) -> tuple[list[str], CommitPlan | None]:
-    """The commit plan's manifests if an earlier run saved one, else the caller's, else
-    every manifest in the manifests directory."""
+async def _load_for_plan(
+    context: StageContext, manifests: Sequence[str] | None, task_stats: IOStatistics
+) -> tuple[LoadedJob, CommitPlan]:
+    """Load the manifests this commit renames and fix them in the plan.
+
+    A first run loads the caller's manifests (else every one in ``manifests/``), keeping
+    a copy of each beside the plan, and saves the plan before anything is renamed. A
+    re-run loads the plan's manifests and checks they did not change; a re-run after the
+    commit point loads the plan's own copies, which no late attempt can replace.
+    """
     layout = context.layout
     requested = (
         None if manifests is None else sorted({_manifest_name(context, m) for m in manifests})
     )
-    try:
-        plan = read_plan(
-            await context.ops.read_bytes(layout.commit_plan_path), layout.commit_plan_path
-        )
-    except NotFound:
-        plan = None
-    if plan is not None:
-        planned = sorted(plan.manifests)
-        if requested is not None and requested != planned:
-            raise ManifestError(
-                "this job's commit was started earlier with other manifests; finish it with "
-                f"the same ones ({len(planned)} planned, {len(requested)} requested)",
-                path=layout.commit_plan_path,
+    plan = await read_plan(context)
+    if plan is None:
+        names = requested if requested is not None else await list_manifest_names(context)
+        loaded = await load_manifests_stage(context, names, task_stats, keep_bytes=True)
+        try:
+            plan = CommitPlan(
+                job_id=layout.job_id,
+                manifests={m.name: m.digest for m in loaded.manifests},
+                copies=await save_copies(context, loaded),
             )
-        return planned, plan
-    if requested is not None:
-        return requested, None
-    return await list_manifest_names(context), None
+            await context.ops.write_bytes(layout.commit_plan_path, encode_plan(plan))
+        except BaseException:
+            loaded.close()
+            raise
+        return loaded, plan
+    if plan.state == ABORTED:
+        raise CommitError(
+            "this job was aborted; it cannot be committed", path=layout.commit_plan_path
+        )
+    planned = sorted(plan.manifests)
+    if requested is not None and requested != planned:
+        raise ManifestError(
+            "this job's commit was started earlier with other manifests; finish it with "
+            f"the same ones ({len(planned)} planned, {len(requested)} requested)",
+            path=layout.commit_plan_path,
+        )
+    if plan.state == COMMITTED:
+        loaded = await load_manifests_stage(
+            context,
+            planned,
+            task_stats,
+            read=copies_reader(context, plan),
+            digests=plan.manifests,
+        )
+        return loaded, plan
+    loaded = await load_manifests_stage(context, planned, task_stats)
+    try:
+        check_unchanged(context, plan, {m.name: m.digest for m in loaded.manifests})
+    except BaseException:
+        loaded.close()
+        raise
+    return loaded, plan
 
 
 def _manifest_name(context: StageContext, manifest: str) -> str:
@@ -232,24 +277,6 @@ def _manifest_name(context: StageContext, manifest: str) -> str:
     return posixpath.basename(path)
 
 
-async def _fix_plan(context: StageContext, loaded: LoadedJob, plan: CommitPlan | None) -> None:
-    """Save the plan before the first rename; on a re-run, check nothing changed."""
-    digests = {m.name: m.digest for m in loaded.manifests}
-    if plan is not None:
-        for name, digest in plan.manifests.items():
-            if digests.get(name) != digest:
-                raise ManifestError(
-                    "manifest changed since this job's commit started (a late task attempt?); "
-                    "refusing to mix two attempts' output",
-                    path=context.layout.manifests_dir + "/" + name,
-                )
-        return
-    layout = context.layout
-    await context.ops.write_bytes(
-        layout.commit_plan_path, encode_plan(CommitPlan(job_id=layout.job_id, manifests=digests))
-    )
-
-
 async def abort_job(
     dest: str,
     job_id: str,
@@ -259,53 +286,26 @@ async def abort_job(
     options: CommitOptions | None = None,
     undo_renames: bool = True,
 ) -> None:
-    """Abort the job: remove everything under ``_temporary/JOB``. Idempotent.
+    """Abort the job: undo its unfinished commit, then remove ``_temporary/JOB``.
+    Idempotent: a re-run after a kill at any point finishes it; a finished abort's re-run
+    does nothing.
 
-    If a job commit had started renaming (its commit plan exists) and the job has no
-    ``_SUCCESS`` of its own, the files it renamed are moved back first (``undo_renames``),
-    so nothing of the job stays visible. A committed job is only cleaned up.
+    Every attempt whose commit plan says ``committing`` has its renamed files moved back
+    first (``undo_renames``), whichever ``attempt`` is given, so nothing of the job stays
+    visible. A committed job (its plan says so, or ``_SUCCESS`` is its own) is only
+    cleaned up: its output is never deleted.
     """
     async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
-        if undo_renames and await read_success(context) is None:
-            await _undo_renames(context)
-        await cleanup_stage(context, name=S.JOB_STAGE_ABORT)
-
-
-async def _undo_renames(context: StageContext) -> None:
-    layout = context.layout
-    try:
-        plan = read_plan(
-            await context.ops.read_bytes(layout.commit_plan_path), layout.commit_plan_path
-        )
-    except NotFound:
-        return
-    ops = context.ops
-    etags_kept = ops.capabilities.etags_preserved_in_rename
-    loaded = await load_manifests_stage(context, sorted(plan.manifests), new_statistics())
-
-    async def move_back(entry: Entry) -> None:
-        source, dest, size, etag = entry
-        if await ops.stat_or_none(source) is not None:
+        record = await read_job_record(context)
+        if record is None:
+            context.log.info("job %s has no directory: nothing to abort", job_id)
             return
-        if not holds(await ops.stat_or_none(dest), size, etag, etags_kept=etags_kept):
-            raise CommitError(
-                "cannot undo: the file is neither at its source nor at its destination",
-                operation="rename",
-                path=context.qualify(source),
-            )
-        await ops.mkdirs(parent_of(source))
-        await ops.rename(dest, source)
-
-    try:
-        async with stage(context, S.JOB_STAGE_ABORT):
-            for manifest in loaded.manifests:
-                await parallel(
-                    list(loaded.entries(manifest, layout.dest)),
-                    move_back,
-                    workers=context.options.concurrency,
+        if undo_renames and record.state == "committing":
+            for layout, plan in record.layouts(context.layout.dest, job_id, COMMITTING):
+                await undo_commit_stage(
+                    dataclasses.replace(context, layout=layout), plan, new_statistics()
                 )
-    finally:
-        loaded.close()
+        await cleanup_stage(context, name=S.JOB_STAGE_ABORT)
 
 
 async def cleanup_job(

@@ -25,6 +25,26 @@ def new_statistics() -> IOStatistics:
 
 
 @asynccontextmanager
+async def open_operations(
+    dest: str, *, store: Store | None = None, options: CommitOptions | None = None
+) -> AsyncIterator[tuple[StoreOperations, str]]:
+    """Store operations for ``dest`` and its path in the store; a store opened here is
+    closed on exit."""
+    owned = store is None
+    if store is None:
+        store, path = open_store(dest)
+    else:
+        path = dest if dest.startswith("/") else store.unqualify(dest)
+    try:
+        options = options or CommitOptions()
+        yield StoreOperations(store, options, new_statistics()), path.rstrip("/") or "/"
+    finally:
+        if owned:
+            with anyio.CancelScope(shield=True):
+                await store.aclose()
+
+
+@asynccontextmanager
 async def open_context(
     dest: str,
     job_id: str,
@@ -38,30 +58,21 @@ async def open_context(
 ) -> AsyncIterator[StageContext]:
     """A stage context for ``dest`` (a URL, or a path of ``store`` when one is given).
     A store opened here is closed on exit; a store passed in is the caller's to close."""
-    owned = store is None
-    if store is None:
-        store, path = open_store(dest)
-        # a store that knows how says so; any other is opened from its URL again
+    async with open_operations(dest, store=store, options=options) as (ops, path):
+        # a store that knows how says so; one opened here from a URL is opened from it again
+        opened = ops.store
         reopen = (
-            opener_of(store) if hasattr(store, "opener") else functools.partial(reopen_url, dest)
+            opener_of(opened)
+            if store is not None or hasattr(opened, "opener")
+            else functools.partial(reopen_url, dest)
         )
-    else:
-        path = dest if dest.startswith("/") else store.unqualify(dest)
-        reopen = opener_of(store)
-    try:
-        options = options or CommitOptions()
-        stats = new_statistics()
         yield StageContext(
-            layout=JobLayout(path.rstrip("/") or "/", job_id, attempt),
-            options=options,
-            ops=StoreOperations(store, options, stats),
-            stats=stats,
+            layout=JobLayout(path, job_id, attempt),
+            options=ops.options,
+            ops=ops,
+            stats=ops.stats,
             job_id_source=job_id_source,
             task_attempt_id=task_attempt_id,
             progress=progress,
             reopen=reopen,
         )
-    finally:
-        if owned:
-            with anyio.CancelScope(shield=True):
-                await store.aclose()

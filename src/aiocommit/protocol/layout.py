@@ -6,9 +6,13 @@
     DEST/_temporary/JOB/NN/tasks/ATTEMPT/...                     (task attempt output)
     DEST/_temporary/JOB/NN/_SUCCESS.tmp
     DEST/_temporary/JOB/NN/commit-plan.json                      (aiocommit only; see below)
+    DEST/_temporary/JOB/NN/plan-manifests/part-NNNNN             (aiocommit only)
 
 ``commit-plan.json`` lists the manifests a job commit loaded, with a hash of each, written
-before the first rename, so a re-run after a crash commits exactly the same manifests.
+before the first rename, so a re-run after a crash commits exactly the same manifests; it
+also records the job's state (committing, committed, aborted). ``plan-manifests/`` keeps
+the bytes of those manifests, packed into a few parts of up to 8 MB, so an abort undoes
+exactly what the plan renamed even after a late task attempt replaced a manifest.
 """
 
 from __future__ import annotations
@@ -68,6 +72,13 @@ class JobLayout:
     @property
     def commit_plan_path(self) -> str:
         return join(self.job_attempt_dir, "commit-plan.json")
+
+    @property
+    def plan_manifests_dir(self) -> str:
+        return join(self.job_attempt_dir, "plan-manifests")
+
+    def plan_manifests_part(self, part: int) -> str:
+        return join(self.plan_manifests_dir, f"part-{part:05d}")
 
     def task_attempt_dir(self, task_attempt_id: str) -> str:
         return join(self.tasks_dir, check_id("task attempt ID", task_attempt_id))

@@ -15,15 +15,16 @@ fail: ``ManifestError`` or ``OutputConflict`` naming the manifest and path; noth
 from __future__ import annotations
 
 import hashlib
+import posixpath
+import unicodedata
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
 
 from aiocommit.errors import ManifestError, NotFound, OutputConflict
 from aiocommit.protocol import statistics as S
-from aiocommit.protocol.codec import decode_or_raise, encode_pretty
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.layout import MANIFEST_SUFFIX
 from aiocommit.protocol.manifest import DirState, TaskManifest, decode_manifest
@@ -42,13 +43,6 @@ _spill_encoder = msgspec.msgpack.Encoder()
 _spill_decoder = msgspec.msgpack.Decoder(list[tuple[str, str | None, int, str | None]])
 
 
-class CommitPlan(msgspec.Struct):
-    """``commit-plan.json``: the manifests a job commit loaded, fixed before any rename."""
-
-    job_id: str
-    manifests: dict[str, str]  # manifest file name -> sha256 of its bytes
-
-
 @dataclass
 class LoadedManifest:
     path: str
@@ -61,6 +55,9 @@ class LoadedManifest:
     total_size: int
     spill_offset: int
     spill_length: int
+    #: where the manifest's own bytes are in the spill file (``keep_bytes``)
+    kept_offset: int = 0
+    kept_length: int = 0
 
 
 @dataclass
@@ -121,13 +118,30 @@ async def list_manifest_names(context: StageContext) -> list[str]:
 
 
 async def load_manifests_stage(
-    context: StageContext, names: Sequence[str], task_stats: IOStatistics
+    context: StageContext,
+    names: Sequence[str],
+    task_stats: IOStatistics,
+    *,
+    read: Callable[[str], Awaitable[bytes]] | None = None,
+    keep_bytes: bool = False,
+    digests: dict[str, str] | None = None,
 ) -> LoadedJob:
-    """Load the named manifest files (names inside ``manifests/``) concurrently."""
+    """Load the named manifests concurrently, read by ``read(name)`` (by default from the
+    job's ``manifests/``). With ``keep_bytes``, each manifest's bytes are kept in the
+    spill file too (for the commit plan's copies); with ``digests``, a manifest whose
+    bytes hash otherwise is refused."""
     async with stage(context, S.JOB_STAGE_LOAD_MANIFESTS):
         loaded = LoadedJob(SpillFile())
         try:
-            await _load_all(context, names, loaded, task_stats)
+            await _load_all(
+                context,
+                names,
+                loaded,
+                task_stats,
+                read,
+                keep_bytes,
+                digests,
+            )
         except BaseException:
             loaded.close()
             raise
@@ -135,18 +149,30 @@ async def load_manifests_stage(
 
 
 async def _load_all(
-    context: StageContext, names: Sequence[str], loaded: LoadedJob, task_stats: IOStatistics
+    context: StageContext,
+    names: Sequence[str],
+    loaded: LoadedJob,
+    task_stats: IOStatistics,
+    read: Callable[[str], Awaitable[bytes]] | None,
+    keep_bytes: bool,
+    digests: dict[str, str] | None,
 ) -> None:
     layout = context.layout
     seen_tasks: dict[str, str] = {}
+    seen_attempt_dirs: dict[str, str] = {}
     hashes = DestinationHashes(loaded.spill)
 
     async def load_one(name: str) -> None:
         path = join(layout.manifests_dir, name)
         try:
-            data = await context.ops.read_bytes(path)
+            data = await (read(name) if read is not None else context.ops.read_bytes(path))
         except NotFound as error:
             raise ManifestError("manifest not found", path=path) from error
+        digest = hashlib.sha256(data).hexdigest()
+        if digests is not None and digests.get(name) != digest:
+            raise ManifestError(
+                "manifest is not the one the commit plan fixed (its hash differs)", path=path
+            )
         manifest = decode_manifest(data, path=path)
         checked = _check_manifest(context, manifest, path)
         if manifest.task_id in seen_tasks:
@@ -156,12 +182,22 @@ async def _load_all(
                 path=path,
             )
         seen_tasks[manifest.task_id] = name
+        if checked.attempt_dir in seen_attempt_dirs:
+            raise ManifestError(
+                f"two manifests name task attempt directory {checked.attempt_dir}: "
+                f"{seen_attempt_dirs[checked.attempt_dir]} and {name}",
+                path=path,
+            )
+        seen_attempt_dirs[checked.attempt_dir] = name
+        kept = loaded.spill.append(data) if keep_bytes else (0, 0)
         spill_offset, spill_length = loaded.spill.append(_spill_encoder.encode(checked.entries))
         loaded.manifests.append(
             LoadedManifest(
                 path=path,
                 name=name,
-                digest=hashlib.sha256(data).hexdigest(),
+                digest=digest,
+                kept_offset=kept[0],
+                kept_length=kept[1],
                 task_id=manifest.task_id,
                 task_attempt_id=manifest.task_attempt_id,
                 attempt_dir=checked.attempt_dir,
@@ -187,7 +223,9 @@ async def _load_all(
     await parallel(list(names), load_one, workers=min(context.options.concurrency, LOADS))
     loaded.manifests.sort(key=lambda m: m.name)
     context.stats.increment(S.COMMITTER_TASKS_COMPLETED, len(loaded.manifests))
-    _check_no_duplicates(context, loaded, hashes.repeated())
+    every_dir = _with_ancestors(loaded.directories, layout.dest)
+    hashes.add(hash(name_key(d)) for d in every_dir)
+    _check_no_duplicates(context, loaded, hashes.repeated(), every_dir)
 
 
 @dataclass
@@ -229,8 +267,11 @@ def _check_manifest(context: StageContext, manifest: TaskManifest, path: str) ->
             f"task attempt directory {attempt_dir!r} is not one of this job's ({layout.tasks_dir})",
             path=path,
         )
+    _check_attempt_binding(manifest, attempt_dir, path)
     dest_root = layout.dest
     temporary = layout.temporary_dir
+
+    success = layout.success_path
 
     def check_dest(dest: str, what: str) -> str:
         if (
@@ -240,6 +281,12 @@ def _check_manifest(context: StageContext, manifest: TaskManifest, path: str) ->
         ):
             raise ManifestError(
                 f"{what} {dest!r} is outside the destination {dest_root!r}", path=path
+            )
+        if is_under(dest, success):
+            raise ManifestError(
+                f"{what} {dest!r}: _SUCCESS is the job's own name; a task may not write it "
+                "or below it",
+                path=path,
             )
         return relative_to(dest, dest_root)
 
@@ -256,8 +303,6 @@ def _check_manifest(context: StageContext, manifest: TaskManifest, path: str) ->
             )
         dest = local(entry.dest, "destination")
         dest_relative = check_dest(dest, "destination")
-        if dest == layout.success_path:
-            raise ManifestError("a task may not write _SUCCESS", path=path)
         if entry.size < 0:
             raise ManifestError(f"negative size for {entry.source!r}", path=path)
         source_relative = source[len(attempt_dir) + 1 :]
@@ -269,7 +314,7 @@ def _check_manifest(context: StageContext, manifest: TaskManifest, path: str) ->
                 entry.etag,
             )
         )
-        hashes.append(hash(dest))
+        hashes.append(hash(name_key(dest)))
         total += entry.size
         parent = parent_of(dest)
         if parent != dest_root.rstrip("/") and parent not in directories:
@@ -281,30 +326,78 @@ def _check_manifest(context: StageContext, manifest: TaskManifest, path: str) ->
     return _CheckedManifest(attempt_dir, entries, hashes, directories, total)
 
 
-def _check_no_duplicates(context: StageContext, loaded: LoadedJob, suspects: set[int]) -> None:
-    """Every destination once: repeated hashes are confirmed against the spilled entries."""
+def _check_attempt_binding(manifest: TaskManifest, attempt_dir: str, path: str) -> None:
+    """A manifest's attempt directory is its own attempt's, and (for Hadoop style IDs)
+    that attempt is an attempt of the manifest's task: no manifest can commit another
+    attempt's or another task's files."""
+    attempt_id = manifest.task_attempt_id
+    if attempt_id and posixpath.basename(attempt_dir) != attempt_id:
+        raise ManifestError(
+            f"taskAttemptDir {attempt_dir!r} is not the directory of task attempt {attempt_id}",
+            path=path,
+        )
+    task_id = manifest.task_id
+    attempt_id = attempt_id or posixpath.basename(attempt_dir)
+    if task_id.startswith("task_") and attempt_id.startswith("attempt_"):
+        task_of_attempt = "task_" + attempt_id[len("attempt_") :].rpartition("_")[0]
+        if task_of_attempt != task_id:
+            raise ManifestError(
+                f"task attempt {attempt_id} is not an attempt of task {task_id}", path=path
+            )
+
+
+def name_key(path: str) -> str:
+    """The name two destinations clash on: its NFC form. NFC and NFD spellings of one
+    name are one file to stores and file systems that normalise (and to people), so a
+    job may not commit both; ASCII names (the common case) are their own key."""
+    if path.isascii() or unicodedata.is_normalized("NFC", path):
+        return path
+    return unicodedata.normalize("NFC", path)
+
+
+def _with_ancestors(directories: dict[str, bool], dest_root: str) -> set[str]:
+    """Every directory the job's output has below the destination."""
+    root = dest_root.rstrip("/") or "/"
+    every: set[str] = set()
+    for directory in directories:
+        while directory != root and directory not in every and is_under(directory, root):
+            every.add(directory)
+            directory = parent_of(directory)
+    return every
+
+
+def _check_no_duplicates(
+    context: StageContext, loaded: LoadedJob, suspects: set[int], directories: set[str]
+) -> None:
+    """Every destination once, and never where the job's own output has a directory
+    (nor two spellings of one name): repeated hashes are confirmed against the spilled
+    entries and the job's directories."""
     if not suspects:
         return
-    owners: dict[str, str] = {}
+    directory_keys = {name_key(d): d for d in directories if hash(name_key(d)) in suspects}
+    owners: dict[str, tuple[str, str]] = {}
     for manifest in loaded.manifests:
         for _, dest, _, _ in loaded.entries(manifest, context.layout.dest):
-            if hash(dest) not in suspects:
+            key = name_key(dest)
+            if hash(key) not in suspects:
                 continue
-            if dest in owners:
+            if key in directory_keys:
                 raise OutputConflict(
-                    "two tasks claim the same destination file: "
-                    f"{owners[dest]} and {manifest.task_id}",
+                    f"task {manifest.task_id} writes a file where the job's output has a "
+                    f"directory ({context.qualify(directory_keys[key])})",
                     path=context.qualify(dest),
                 )
-            owners[dest] = manifest.task_id
-
-
-_plan_decoder = msgspec.json.Decoder(CommitPlan)
-
-
-def read_plan(data: bytes, path: str) -> CommitPlan:
-    return decode_or_raise(_plan_decoder, data, "commit plan", path)
-
-
-def encode_plan(plan: CommitPlan) -> bytes:
-    return encode_pretty(plan)
+            if key in owners:
+                first_task, first_dest = owners[key]
+                why = (
+                    ""
+                    if first_dest == dest
+                    else " (two spellings of one name that differ only in Unicode "
+                    f"normalisation: {context.qualify(first_dest)!r})"
+                )
+                raise OutputConflict(
+                    f"two tasks claim the same destination file: {first_task} and "
+                    f"{manifest.task_id}{why}",
+                    path=context.qualify(dest),
+                )
+            owners[key] = (manifest.task_id, dest)

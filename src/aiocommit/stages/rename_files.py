@@ -59,8 +59,10 @@ async def commit_file(context: StageContext, entry: Entry) -> None:
     if context.options.delete_target_files:
         with context.stats.track(S.OP_DELETE_FILE_UNDER_DESTINATION):
             existing = await ops.stat_or_none(dest)
-            replace = existing is not None and not holds(
-                existing, size, etag, etags_kept=etags_kept
+            replace = (
+                existing is not None
+                and not existing.is_dir  # a directory is never replaced by a file
+                and not holds(existing, size, etag, etags_kept=etags_kept)
             )
             if replace and await ops.stat_or_none(source) is not None:
                 await ops.delete(dest)
@@ -128,6 +130,13 @@ async def _resolve_existing_dest(
         await ops.delete(source)  # a copy-then-delete rename stopped before its delete
         context.stats.increment(S.COMMIT_FILE_RENAME_RECOVERED)
         return
+    if dest_status is not None and dest_status.is_dir:
+        raise OutputConflict(
+            "destination is a directory, and a file is never put in a directory's place "
+            f"(source {context.qualify(source)})",
+            operation="rename",
+            path=context.qualify(dest),
+        )
     raise OutputConflict(
         "destination already exists and is not this job's file "
         f"(source {context.qualify(source)}); "

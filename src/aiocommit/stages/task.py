@@ -8,7 +8,8 @@ Task commit
           destination, size, etag) and every directory, and replaced any manifest an
           earlier attempt of the task saved: the last attempt to commit wins.
     fail: nothing in the destination changes; a half-written manifest exists only under
-          the attempt's ``.tmp`` name, which job commit never loads.
+          the attempt's ``.tmp`` name, which job commit never loads. A symbolic link in
+          the attempt's output is refused (``CommitError`` naming it), never followed.
 """
 
 from __future__ import annotations
@@ -57,6 +58,14 @@ async def scan_task_attempt(
             async for page in ops.list_dir(directory):
                 for status in page:
                     relative = relative_to(status.path, attempt_dir)
+                    if status.is_link:
+                        raise CommitError(
+                            "task output holds a symbolic link; links are refused: a task's "
+                            "output is the files under its attempt directory, never what a "
+                            "link points at",
+                            operation="list_dir",
+                            path=context.qualify(status.path),
+                        )
                     if status.is_dir:
                         dest_dir = join(dest_root, relative)
                         group.start_soon(probe, dest_dir, relative.count("/") + 1)

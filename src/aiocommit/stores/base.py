@@ -9,6 +9,7 @@ Contract (every adapter; checked by ``tests/contract``):
 
 * ``list_dir`` yields pages of the direct children of a directory; a missing
   directory raises ``NotFound``; a file raises ``NotFound`` too (it has no children).
+  A symbolic link is listed as itself (``is_link``), never as what it points at.
 * ``stat`` returns the status of a file or directory, or raises ``NotFound``.
 * ``mkdirs`` creates a directory and its missing parents; an existing directory is fine;
   a file at the path or at an ancestor raises ``AlreadyExists``.
@@ -18,7 +19,8 @@ Contract (every adapter; checked by ``tests/contract``):
   ``AlreadyExists``. A missing source raises ``NotFound`` whose ``path`` is the source;
   a missing destination parent raises ``NotFound`` whose ``path`` is that parent (stores
   without directories never do). With ``source_etag``, a source whose etag differs raises
-  ``PreconditionFailed`` and nothing moves.
+  ``PreconditionFailed`` and nothing moves. A source that is a directory or a link raises
+  ``NotAFile`` and nothing moves (stores with real directories).
 * ``read_bytes`` / ``write_bytes`` / ``upload_file`` move small files in and out;
   ``write_bytes`` makes missing parents; readers never see a partial file where
   the store allows it.
@@ -43,6 +45,8 @@ class FileStatus(msgspec.Struct, frozen=True, gc=False):
     etag: str | None = None
     #: a content checksum that a copy keeps (GCS crc32c); None where the store has none
     checksum: str | None = None
+    #: a symbolic link (listed as itself, never followed); only local stores have them
+    is_link: bool = False
 
     @property
     def name(self) -> str:

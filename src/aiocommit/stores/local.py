@@ -20,6 +20,7 @@ import anyio.to_thread
 
 from aiocommit.errors import (
     AlreadyExists,
+    NotAFile,
     NotEmpty,
     NotFound,
     PermissionDenied,
@@ -83,6 +84,10 @@ def _status(path: str, info: os.stat_result) -> FileStatus:
     if stat_module.S_ISDIR(info.st_mode):
         return FileStatus(path, True, 0, None)
     return FileStatus(path, False, info.st_size, _etag(info))
+
+
+def _link_status(path: str, info: os.stat_result) -> FileStatus:
+    return FileStatus(path, False, info.st_size, _etag(info), is_link=True)
 
 
 def _translate(error: OSError, path: str, operation: str) -> StoreError:
@@ -186,6 +191,9 @@ class LocalStore:
                 out = []
                 for entry in chunk:
                     try:
+                        if entry.is_symlink():  # listed as itself, never as its target
+                            out.append(_link_status(entry.path, entry.stat(follow_symlinks=False)))
+                            continue
                         out.append(_status(entry.path, entry.stat(follow_symlinks=True)))
                     except FileNotFoundError:
                         continue
@@ -233,8 +241,16 @@ class LocalStore:
         check_clean(dest)
 
         def move() -> None:
+            info = os.lstat(source)  # one call: the kind check and the etag precondition
+            if not stat_module.S_ISREG(info.st_mode):
+                kind = "a directory" if stat_module.S_ISDIR(info.st_mode) else "not a regular file"
+                raise NotAFile(
+                    f"rename source is {kind}; only files are renamed",
+                    path=source,
+                    operation="rename",
+                )
             if source_etag is not None:
-                actual = _etag(os.stat(source))
+                actual = _etag(info)
                 if actual != source_etag:
                     raise PreconditionFailed(
                         f"source etag is {actual}, expected {source_etag}",

@@ -7,7 +7,7 @@ import posixpath
 from collections.abc import AsyncIterator
 from typing import ClassVar
 
-from aiocommit.errors import AlreadyExists, NotEmpty, NotFound, PreconditionFailed
+from aiocommit.errors import AlreadyExists, NotAFile, NotEmpty, NotFound, PreconditionFailed
 from aiocommit.stores.base import FileStatus, StoreCapabilities, check_clean, parent_of
 
 _CAPABILITIES = StoreCapabilities(fast_directory_delete=True)
@@ -166,6 +166,12 @@ class MemoryStore:
         check_clean(dest)
         file = self._files.get(source)
         if file is None:
+            if source in self._dirs:
+                raise NotAFile(
+                    "rename source is a directory; only files are renamed",
+                    path=source,
+                    operation="rename",
+                )
             raise NotFound("rename source not found", path=source, operation="rename")
         if source_etag is not None and file.etag != source_etag:
             raise PreconditionFailed(

@@ -7,6 +7,11 @@ if len(sys.argv) > 1 and sys.argv[1] == "crash-child":
     from aiocommit.stress.crash import child_main
 
     child_main(sys.argv[2:])
+elif len(sys.argv) > 1 and sys.argv[1] == "kill-cli-child":
+    # the kill-anywhere scenario's child: the real CLI over a store that kills it
+    from aiocommit.stress.kill_cli import cli_child_main
+
+    cli_child_main(sys.argv[2:])
 else:
     from aiocommit.stress.cli import main
 

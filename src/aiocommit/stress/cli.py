@@ -451,6 +451,38 @@ def crash(**kw: Any) -> None:
     )
 
 
+@main.command("kill-cli")
+@click.option(
+    "--operation", type=click.Choice(["abort", "cleanup"]), default="abort", show_default=True
+)
+@click.option("--runs", type=int, default=40, show_default=True, help="Kills to make.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--workdir", type=click.Path(file_okay=False), default=None)
+@output_options
+def kill_cli(**kw: Any) -> None:
+    """`aiocommit abort` or `aiocommit cleanup` killed with SIGKILL at stratified random
+    store calls beside other jobs' work, re-run, and checked (local store)."""
+    import tempfile
+
+    from aiocommit.stress.kill_cli import kill_anywhere
+
+    operation, runs, seed = kw.pop("operation"), kw.pop("runs"), kw.pop("seed")
+    workdir = kw.pop("workdir") or tempfile.mkdtemp(prefix="aiocommit-kill-")
+
+    async def make(reporter: Reporter) -> dict[str, Any]:
+        figures = await kill_anywhere(operation, runs=runs, seed=seed, workdir=workdir)
+        for failure in figures["failures"]:
+            reporter.out.print(f"[red]  {failure}")
+        reporter.figure(
+            f"kill-cli {operation}: {figures['kills']} kills at random store calls of "
+            f"{figures['calls_unkilled']}, {len(figures['failures'])} failures after re-run; "
+            f"{'PASS' if figures['ok'] else 'FAIL'}"
+        )
+        return {"scenario": "kill-cli", "ok": figures["ok"], "figures": figures}
+
+    _run(kw, make)
+
+
 # -- benchmarks ----------------------------------------------------------------------------
 
 

@@ -88,12 +88,19 @@ class ChildResult:
     stderr: str
 
 
-async def _run_child(
-    args: list[str], *, kill_after: float | None, tmpdir: str, limit_seconds: float = 120
+async def run_child(
+    args: list[str],
+    *,
+    kill_after: float | None,
+    tmpdir: str,
+    limit_seconds: float = 120,
+    command: str = "crash-child",
 ) -> ChildResult:
+    """Run ``python -m aiocommit.stress COMMAND ARGS``; SIGKILL it ``kill_after`` seconds
+    after it printed READY (never, when None)."""
     env = subprocess_env(TMPDIR=tmpdir)
     process: Process = await anyio.open_process(
-        [sys.executable, "-m", "aiocommit.stress", "crash-child", *args],
+        [sys.executable, "-m", "aiocommit.stress", command, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
@@ -195,7 +202,7 @@ async def crash(
             store = target.store
             with reporter.live():
                 job = await prepare(target, spec, reporter, label="calibration job")
-                calibration = await _run_child(
+                calibration = await run_child(
                     [*base, "--dest", job.dest, "--job-id", job.job_id],
                     kill_after=None,
                     tmpdir=tmpdir,
@@ -221,10 +228,10 @@ async def crash(
                             at = rng.randint(1, calls)
                             after = rng.random() < 0.5
                             args += ["--kill-at-call", str(at)] + (["--after"] if after else [])
-                            result = await _run_child(args, kill_after=None, tmpdir=tmpdir)
+                            result = await run_child(args, kill_after=None, tmpdir=tmpdir)
                         else:
                             mode = "timer"
-                            result = await _run_child(
+                            result = await run_child(
                                 args, kill_after=rng.uniform(0, seconds), tmpdir=tmpdir
                             )
                         if result.returncode not in (0, -signal.SIGKILL):

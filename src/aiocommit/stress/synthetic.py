@@ -153,6 +153,8 @@ class SyntheticStore:
     success: bytes | None = None
     success_tmp: bytes | None = None
     plan_size: int | None = None
+    plan_tmp: bytes | None = None
+    plan_copies: int = 0
 
     def __post_init__(self) -> None:
         self._done = bytearray((self.job.files + 7) // 8)
@@ -255,12 +257,21 @@ class SyntheticStore:
             existed = self.success_tmp is not None
             self.success_tmp = None
             return existed
+        if path == layout.success_path and not recursive:
+            existed = self.success is not None
+            self.success = None
+            return existed
         raise self._violate("delete", path, "unexpected delete")
 
     async def rename(
         self, source: str, dest: str, *, overwrite: bool = False, source_etag: str | None = None
     ) -> None:
         layout = self.job.layout
+        if source == layout.commit_plan_path + ".tmp":
+            if dest != layout.commit_plan_path or self.plan_tmp is None:
+                raise self._violate("rename", source, f"plan .tmp to {dest}")
+            self.plan_size, self.plan_tmp = len(self.plan_tmp), None
+            return
         if source == layout.success_temp_path:
             if dest != layout.success_path or self.success_tmp is None:
                 raise self._violate("rename", source, f"_SUCCESS.tmp to {dest}")
@@ -313,6 +324,10 @@ class SyntheticStore:
         layout = self.job.layout
         if path == layout.commit_plan_path:
             self.plan_size = len(data)
+        elif path == layout.commit_plan_path + ".tmp":
+            self.plan_tmp = bytes(data)
+        elif path.startswith(layout.plan_manifests_dir + "/"):
+            self.plan_copies += 1
         elif path == layout.success_temp_path:
             self.success_tmp = bytes(data)
         else:

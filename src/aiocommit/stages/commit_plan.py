@@ -1,0 +1,128 @@
+"""The commit plan: the job's durable record of which manifests its commit renames, and
+of the job's state.
+
+``NN/commit-plan.json`` is written once, before the first rename, listing every loaded
+manifest with a hash of its bytes; the manifests' bytes are kept beside it, packed into
+parts of up to 8 MB in ``NN/plan-manifests/`` (a few writes per job, not one per task),
+so a late task attempt that replaces a manifest cannot change what a re-run or an abort
+works from. The plan's ``state`` moves
+``committing`` -> ``committed`` (every file in place, before ``_SUCCESS`` is written) or
+``committing`` -> ``aborted`` (every renamed file moved back, before anything is
+deleted). Each change is published whole (write, then rename over), so a reader sees the
+old state or the new one.
+
+pre:  manifests loaded and checked (``fix_plan``); renames done (``mark_committed``);
+      renames undone (``mark_aborted``).
+post: the plan on the store says so; a re-run of commit or abort reads it first.
+fail: a store error names the plan; nothing in the destination changed because of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Literal
+
+import anyio
+import msgspec
+
+from aiocommit.errors import ManifestError, NotFound
+from aiocommit.protocol.codec import decode_or_raise, encode_pretty
+from aiocommit.protocol.layout import JobLayout
+from aiocommit.stages.context import StageContext
+from aiocommit.stages.load_manifests import LoadedJob
+
+PlanState = Literal["committing", "committed", "aborted"]
+COMMITTING: PlanState = "committing"
+COMMITTED: PlanState = "committed"
+ABORTED: PlanState = "aborted"
+
+
+class CommitPlan(msgspec.Struct):
+    """``commit-plan.json``: the manifests a job commit loaded, fixed before any rename,
+    and how far the job got. Plans written before ``state`` existed read as committing."""
+
+    job_id: str
+    manifests: dict[str, str]  # manifest file name -> sha256 of its bytes
+    state: PlanState = COMMITTING
+    #: manifest file name -> [part, offset, length] of its copy in ``plan-manifests/``
+    copies: dict[str, tuple[int, int, int]] = msgspec.field(default_factory=dict)
+
+
+_plan_decoder = msgspec.json.Decoder(CommitPlan)
+
+
+def decode_plan(data: bytes, path: str) -> CommitPlan:
+    return decode_or_raise(_plan_decoder, data, "commit plan", path)
+
+
+def encode_plan(plan: CommitPlan) -> bytes:
+    return encode_pretty(plan)
+
+
+async def read_plan(context: StageContext, layout: JobLayout | None = None) -> CommitPlan | None:
+    """The plan of ``layout``'s job attempt (the context's by default), or None."""
+    path = (layout or context.layout).commit_plan_path
+    try:
+        return decode_plan(await context.ops.read_bytes(path), path)
+    except NotFound:
+        return None
+
+
+async def save_plan(context: StageContext, plan: CommitPlan) -> None:
+    """Publish the plan whole: written to a temporary name, renamed over the old one."""
+    layout = context.layout
+    await context.ops.publish_bytes(
+        layout.commit_plan_path + ".tmp", layout.commit_plan_path, encode_plan(plan)
+    )
+
+
+#: the most bytes of manifest copies written in one call
+PART_BYTES = 8 << 20
+
+
+async def save_copies(context: StageContext, loaded: LoadedJob) -> dict[str, tuple[int, int, int]]:
+    """Write the loaded manifests' bytes (kept in the spill file) into parts of up to
+    ``PART_BYTES``; returns where each manifest's copy is."""
+    copies: dict[str, tuple[int, int, int]] = {}
+    part = 0
+    buffer = bytearray()
+    for manifest in loaded.manifests:
+        if buffer and len(buffer) + manifest.kept_length > PART_BYTES:
+            await context.ops.write_bytes(context.layout.plan_manifests_part(part), bytes(buffer))
+            part += 1
+            buffer = bytearray()
+        copies[manifest.name] = (part, len(buffer), manifest.kept_length)
+        buffer += loaded.spill.read(manifest.kept_offset, manifest.kept_length)
+    if buffer:
+        await context.ops.write_bytes(context.layout.plan_manifests_part(part), bytes(buffer))
+    return copies
+
+
+def copies_reader(context: StageContext, plan: CommitPlan) -> Callable[[str], Awaitable[bytes]]:
+    """Reads a manifest's copy from the plan's parts (each part read once, then held)."""
+    parts: dict[int, bytes] = {}
+    lock = anyio.Lock()
+
+    async def read(name: str) -> bytes:
+        where = plan.copies.get(name)
+        if where is None:
+            raise NotFound("the commit plan has no copy of this manifest", path=name)
+        part, offset, length = where
+        async with lock:
+            if part not in parts:
+                parts[part] = await context.ops.read_bytes(context.layout.plan_manifests_part(part))
+        return parts[part][offset : offset + length]
+
+    return read
+
+
+def check_unchanged(context: StageContext, plan: CommitPlan, digests: dict[str, str]) -> None:
+    """On a re-run: the manifests loaded now must be the ones the plan fixed."""
+    for name, digest in plan.manifests.items():
+        if digests.get(name) != digest:
+            raise ManifestError(
+                "manifest changed since this job's commit started (a late task attempt?); "
+                "refusing to mix two attempts' output; `aiocommit abort` undoes the plan's "
+                "renames from the copies kept with it",
+                path=context.layout.manifests_dir + "/" + name,
+            )
