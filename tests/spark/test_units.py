@@ -3,10 +3,13 @@ splitting and the commit/overwrite protocol against the memory and local stores.
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import os
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,7 +28,6 @@ from aiocommit.integrations.spark.committer import (
 from aiocommit.integrations.spark.files import (
     LocalFile,
     TaskOutput,
-    java_float_string,
     split_by_partition,
 )
 from aiocommit.integrations.spark.paths import (
@@ -35,6 +37,15 @@ from aiocommit.integrations.spark.paths import (
     unescape_path_name,
 )
 from aiocommit.integrations.spark.settings import TestHooks, WriteSettings
+from aiocommit.integrations.spark.text_formats import csv_field_encoder, json_encoder
+from aiocommit.integrations.spark.values import (
+    date_string,
+    java_float_string,
+    partition_timestamp,
+    plain_decimal,
+    text_timestamp,
+    zone,
+)
 from aiocommit.stores.base import join
 from aiocommit.stores.memory import MemoryStore
 from aiocommit.stores.registry import open_store
@@ -154,11 +165,8 @@ def test_split_by_partition_groups_rows_and_drops_columns() -> None:
     }
 
 
-def test_task_output_row_groups_and_file_rollover(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(files_module, "MAX_OPEN_FILES", 2)
-    output = TaskOutput(
+def _task_output(tmp_path: Path, **extra: Any) -> TaskOutput:
+    return TaskOutput(
         fmt="parquet",
         compression="snappy",
         row_group_size=10,
@@ -166,21 +174,66 @@ def test_task_output_row_groups_and_file_rollover(
         local_dir=str(tmp_path),
         base_name="part-00000-job-1",
         partition_by=("k",),
+        **extra,
     )
-    for start in range(0, 90, 9):  # k cycles a, b, c: more partitions than open files
+
+
+def _cycling_batches(output: TaskOutput, keys: list[str], rows: int = 90) -> None:
+    for start in range(0, rows, 9):  # 9-row batches, k cycling through the keys
         ids = list(range(start, start + 9))
-        output.add(pa.record_batch({"id": ids, "k": [["a", "b", "c"][start // 9 % 3]] * 9}))
+        output.add(pa.record_batch({"id": ids, "k": [keys[start // 9 % len(keys)]] * 9}))
+
+
+def _ids(done: list[LocalFile]) -> list[int]:
+    tables = (pq.read_table(f.local_path)["id"].to_pylist() for f in done)
+    return sorted(itertools.chain.from_iterable(tables))
+
+
+def test_more_partitions_than_open_files_still_one_file_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As Spark (which sorts a task's rows by partition): one file per partition, even
+    past MAX_OPEN_FILES partitions (the rest are spilled and written sorted)."""
+    monkeypatch.setattr(files_module, "MAX_OPEN_FILES", 2)
+    output = _task_output(tmp_path)
+    _cycling_batches(output, ["a", "b", "c", "d", "e"])
     done = output.close()
-    assert sum(f.rows for f in done) == 90
-    assert len({f.relative for f in done}) == len(done) > 3  # rolled over to c001 names
+    assert sorted(f.relative for f in done) == [
+        f"k={k}/part-00000-job-1.c000.snappy.parquet" for k in "abcde"
+    ]
+    assert [f.rows for f in sorted(done, key=lambda f: f.relative)] == [18] * 5
     assert all(os.path.getsize(f.local_path) == f.size for f in done)
-    ids = sorted(
-        itertools.chain.from_iterable(pq.read_table(f.local_path)["id"].to_pylist() for f in done)
-    )
-    assert ids == list(range(90))
+    assert _ids(done) == list(range(90))
+    assert not os.path.exists(output.spill_path)
     for local in done:
         meta = pq.ParquetFile(local.local_path).metadata
         assert all(meta.row_group(i).num_rows <= 10 for i in range(meta.num_row_groups))
+
+
+def test_max_records_per_file_rolls_over_per_partition(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(files_module, "MAX_OPEN_FILES", 2)
+    output = _task_output(tmp_path, max_records_per_file=20)
+    _cycling_batches(output, ["a", "b", "c"], rows=81)  # 27 rows per partition: 20 + 7
+    done = output.close()
+    by_name = {f.relative: f.rows for f in done}
+    assert by_name == {
+        f"k={k}/part-00000-job-1.c00{n}.snappy.parquet": rows
+        for k in "abc"
+        for n, rows in ((0, 20), (1, 7))
+    }
+    assert _ids(done) == list(range(81))
+
+
+def test_parquet_footer_carries_sparks_schema(tmp_path: Path) -> None:
+    metadata = {"org.apache.spark.sql.parquet.row.metadata": '{"type":"struct","fields":[]}'}
+    output = _task_output(tmp_path, parquet_metadata=metadata)
+    _cycling_batches(output, ["a"], rows=9)
+    (done,) = output.close()
+    footer = pq.read_metadata(done.local_path).metadata
+    assert footer[b"org.apache.spark.sql.parquet.row.metadata"] == b'{"type":"struct","fields":[]}'
+    assert b"ARROW:schema" not in footer  # as Spark's files: only Spark's keys
 
 
 # -- the commit protocol, without Spark ---------------------------------------------
@@ -349,3 +402,48 @@ def test_memory_store_urls_share_one_store() -> None:
     again, _ = open_store("memory://spark-unit-shared/other")
     assert isinstance(store, MemoryStore) and store is again and path == "/dest"
     assert join(path, "x") == "/dest/x"
+
+
+LA = zone("America/Los_Angeles")
+
+
+def _micros(moment: datetime.datetime) -> int:
+    return (moment - datetime.datetime(1970, 1, 1)) // datetime.timedelta(microseconds=1)
+
+
+@pytest.mark.parametrize(
+    ("moment", "tz", "partition", "text"),
+    [
+        (  # Los Angeles before 1883: local mean time, an offset with seconds
+            datetime.datetime(1850, 1, 1, 0, 0, 0, 123456),
+            LA,
+            "1849-12-31 16:07:02.123456",
+            "1849-12-31T16:07:02.123-07:52:58",
+        ),
+        (datetime.datetime(1, 1, 1), LA, "0000-12-31 16:07:02", "0000-12-31T16:07:02.000-07:52:58"),
+        (datetime.datetime(2024, 3, 10, 10, 30, 0, 500), LA, "2024-03-10 03:30:00.0005", None),
+        (datetime.datetime(2024, 7, 1, 12, 0), zone("UTC"), "2024-07-01 12:00:00", None),
+        (datetime.datetime(2024, 7, 1, 12, 0), None, "2024-07-01 12:00:00", None),
+    ],
+)
+def test_timestamps_as_spark_writes_them(
+    moment: datetime.datetime, tz: datetime.tzinfo | None, partition: str, text: str | None
+) -> None:
+    assert partition_timestamp(_micros(moment), tz) == partition
+    if text is not None:
+        assert text_timestamp(_micros(moment), tz) == text
+    assert text_timestamp(_micros(datetime.datetime(2024, 7, 1, 12)), zone("UTC")).endswith(".000Z")
+
+
+def test_dates_and_decimals_as_spark_writes_them() -> None:
+    assert date_string(0) == "1970-01-01"
+    assert date_string(-719_163) == "0000-12-31"  # a day before 0001-01-01
+    assert date_string(2_932_897) == "+10000-01-01"
+    assert plain_decimal(Decimal("1.00000000000E-7")) == "0.000000100000000000"
+    assert plain_decimal(Decimal("0E-18")) == "0.000000000000000000"
+
+
+def test_text_formats_refuse_intervals_with_the_way_out() -> None:
+    for encoder in (json_encoder, csv_field_encoder):
+        with pytest.raises(TypeError, match="cast them to string first"):
+            encoder(pa.duration("us"))

@@ -96,7 +96,7 @@ ERROR_TABLE: list[tuple[int, str, str, Op, type[StoreError], str | None]] = [
     (429, "TooManyRequests", "list", _list, Throttled, "/root"),
     (500, "InternalError", "create", _mkdirs, Transient, "/root/d2"),
     (404, "SourcePathNotFound", "rename", _rename, NotFound, "/root/f"),
-    (404, "RenameDestinationParentPathNotFound", "rename", _rename, NotFound, "/root/d"),
+    # 404 RenameDestinationParentPathNotFound: test_transient_parent_not_found_*
     (404, "PathNotFound", "list", _list, NotFound, "/root"),
     (404, "BlobNotFound", "head", _stat, NotFound, "/root/f"),
     (409, "PathAlreadyExists", "rename", _rename, AlreadyExists, "/root/d/g"),
@@ -271,6 +271,33 @@ async def test_rename_missing_source_and_parent(store: AdlsStore) -> None:
     await store.mkdirs("/root/dir")
     with pytest.raises(AlreadyExists):  # a directory is in the way, even with overwrite
         await store.rename("/root/f", "/root/dir", overwrite=True)
+
+
+async def test_transient_parent_not_found_is_retried_once(
+    store: AdlsStore, emulator: EmulatorHandle
+) -> None:
+    """HADOOP-18242: a live account may answer 404 RenameDestinationParentPathNotFound
+    while the parent exists; the adapter checks the parent and retries once."""
+    written = await store.write_bytes("/root/f", b"data")
+    await store.mkdirs("/root/d")
+    emulator.faults.inject(404, "RenameDestinationParentPathNotFound", operation="rename")
+    await store.rename("/root/f", "/root/d/g", source_etag=written.etag)
+    assert (await store.stat("/root/d/g")).etag == written.etag
+    assert emulator.stats["rename"] == 2
+    assert emulator.stats["error:404:RenameDestinationParentPathNotFound"] == 1
+
+
+async def test_transient_parent_not_found_twice_is_not_found_of_parent(
+    store: AdlsStore, emulator: EmulatorHandle
+) -> None:
+    await store.write_bytes("/root/f", b"data")
+    await store.mkdirs("/root/d")
+    emulator.faults.inject(404, "RenameDestinationParentPathNotFound", operation="rename", times=2)
+    with pytest.raises(NotFound, match="RenameDestinationParentPathNotFound") as caught:
+        await store.rename("/root/f", "/root/d/g")
+    assert caught.value.path == "/root/d"
+    assert emulator.stats["rename"] == 2
+    assert await store.read_bytes("/root/f") == b"data"
 
 
 async def test_lost_rename_response_then_retry(store: AdlsStore, emulator: EmulatorHandle) -> None:

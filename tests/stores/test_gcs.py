@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import inspect
 import re
 import socket
 import time
@@ -21,14 +20,12 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, cast
 
 import aiohttp
 import anyio
 import pytest
 from aioresponses import aioresponses
-from aioresponses import core as aioresponses_core
 from gcloud.aio.auth import Token
 from yarl import URL
 
@@ -73,22 +70,6 @@ async def raw_store(endpoint: str) -> AsyncIterator[tuple[GcsStore, str]]:
     """Straight to fake-gcs-server: shows what the emulator itself enforces."""
     async with gcs_store_factory(endpoint, enforce_preconditions=False) as pair:
         yield pair
-
-
-class _Response(aiohttp.ClientResponse):
-    """aioresponses 0.7.9 predates the ``stream_writer`` argument aiohttp 3.14 requires."""
-
-    def __init__(self, method: str, url: URL, **kwargs: Any) -> None:
-        kwargs.setdefault("stream_writer", SimpleNamespace(output_size=0))
-        super().__init__(method, url, **kwargs)
-
-
-@pytest.fixture
-def mock_http(monkeypatch: pytest.MonkeyPatch) -> Iterator[aioresponses]:
-    if "stream_writer" in inspect.signature(aiohttp.ClientResponse.__init__).parameters:
-        monkeypatch.setattr(aioresponses_core, "ClientResponse", _Response)
-    with aioresponses() as mock:
-        yield mock
 
 
 @pytest.fixture
@@ -328,13 +309,18 @@ async def test_rename_missing_source_names_source(store: tuple[GcsStore, str]) -
         assert caught.value.path == join(root, "nope")
 
 
-async def test_rename_onto_a_directory(store: tuple[GcsStore, str]) -> None:
+async def test_rename_onto_a_directory_name(store: tuple[GcsStore, str]) -> None:
+    """Two requests per rename (issue #11): no probe for a ``dir/`` placeholder at the
+    destination, so as with a bare prefix the object lands beside the directory: stat
+    reports the file, the listing both (the module docstring's "file and directory")."""
     gcs, root = store
-    await gcs.write_bytes(join(root, "f"), b"x")
+    written = await gcs.write_bytes(join(root, "f"), b"x")
     await gcs.mkdirs(join(root, "dir"))
-    with pytest.raises(AlreadyExists):
-        await gcs.rename(join(root, "f"), join(root, "dir"), overwrite=True)
-    assert await gcs.read_bytes(join(root, "f")) == b"x"
+    await gcs.rename(join(root, "f"), join(root, "dir"), source_etag=written.etag)
+    assert await gcs.read_bytes(join(root, "dir")) == b"x"
+    assert (await gcs.stat(join(root, "dir"))).is_dir is False
+    kinds = sorted(s.is_dir for page in await listing(gcs, root) for s in page if s.name == "dir")
+    assert kinds == [False, True]
 
 
 async def test_interrupted_rename_is_finished_by_a_rerun(store: tuple[GcsStore, str]) -> None:
@@ -665,6 +651,50 @@ async def test_atomic_move_mode(mock_http: aioresponses) -> None:
             with pytest.raises(NotFound) as caught:
                 await gcs.rename("/gone", "/c#d")
             assert caught.value.path == "/gone"
+    finally:
+        await gcs.aclose()
+
+
+async def test_rename_with_source_etag_is_two_requests(
+    mocked: tuple[GcsStore, aioresponses],
+) -> None:
+    gcs, mock = mocked
+    gcs.atomic_move = False
+    mock.post(re.compile(".*/o/a%20b/rewriteTo/b/bk/o/c%23d.*"), payload={"done": True})
+    mock.delete(obj("a%20b"), status=204)
+    await gcs.rename("/a b", "/c#d", source_etag="7")
+    assert len(sent(mock, "POST")) == 1 and len(sent(mock, "DELETE")) == 1
+    assert sent(mock, "GET") == [], "no destination-placeholder probe, no source read"
+
+
+@pytest.mark.parametrize(
+    ("bucket", "uses_move"),
+    [
+        ({"hierarchicalNamespace": {"enabled": True}}, True),
+        ({"hierarchicalNamespace": {"enabled": False}}, False),
+        ({}, False),
+        (403, False),
+    ],
+)
+async def test_move_where_the_bucket_has_a_hierarchical_namespace(
+    mock_http: aioresponses, bucket: dict[str, Any] | int, uses_move: bool
+) -> None:
+    gcs = GcsStore("bk", api_root=MOCK)
+    try:
+        bucket_url = re.compile(re.escape(f"{MOCK}/storage/v1/b/bk") + r"\?fields=.*")
+        if isinstance(bucket, int):
+            mock_http.get(bucket_url, status=bucket)
+        else:
+            mock_http.get(bucket_url, payload=bucket)
+        for n in range(2):
+            mock_http.post(re.compile(f".*/o/s{n}/(moveTo|rewriteTo/b/bk)/o/d{n}.*"), payload={})
+            mock_http.delete(obj(f"s{n}"), status=204)
+            await gcs.rename(f"/s{n}", f"/d{n}", source_etag="3")
+        posts = [url.path for url in sent(mock_http, "POST")]
+        assert all(("/moveTo/" in path) == uses_move for path in posts), posts
+        assert len(sent(mock_http, "DELETE")) == (0 if uses_move else 2)
+        bucket_gets = [u for u in sent(mock_http, "GET") if u.path.endswith("/b/bk")]
+        assert len(bucket_gets) == 1, "the bucket is asked once per store"
     finally:
         await gcs.aclose()
 

@@ -20,17 +20,18 @@ Design (what this adapter promises beyond the contract in ``stores.base``):
   rewrite or move gives the destination a new one: ``etags_preserved_in_rename`` is
   ``False``. crc32c and size *are* kept by a copy, so rename recovery compares
   ``checksum`` + ``size`` of the destination with the values recorded for the source.
-* **Rename** is copy + delete unless ``atomic_move=True`` (``objects.moveTo``, one atomic
-  call; not in gcloud-aio-storage, refused by fake-gcs-server 1.54, and documented for
-  flat buckets only recently, so it is opt-in and ``atomic_rename`` follows it).
-  Copy + delete: the source generation ``G`` is ``source_etag`` or, without one, read
-  from the source; ``rewriteTo`` with ``ifSourceGenerationMatch=G`` and, without
-  ``overwrite``, ``ifGenerationMatch=0`` (looping on ``rewriteToken``); then delete the
-  source with ``ifGenerationMatch=G``. A 412 from the rewrite is ``AlreadyExists`` when
-  the destination exists, else ``PreconditionFailed`` (the source is not at ``G``); a
-  404 is ``NotFound(source)``. A directory placeholder at the destination is
-  ``AlreadyExists`` (one metadata GET, concurrent with the rest; a bare prefix is not
-  checked, as a listing per rename would double its class A operations).
+* **Rename** is two requests: ``objects.moveTo`` (one atomic call) where the bucket has a
+  hierarchical namespace (asked once per store; ``atomic_move=True``/``False`` decides
+  instead), else rewrite + delete. Rewrite + delete: the source generation ``G`` is
+  ``source_etag`` or, without one, read from the source (a third request);
+  ``rewriteTo`` with ``ifSourceGenerationMatch=G`` and, without ``overwrite``,
+  ``ifGenerationMatch=0`` (looping on ``rewriteToken``); then delete the source with
+  ``ifGenerationMatch=G``. A 412 from the rewrite is ``AlreadyExists`` when the
+  destination exists, else ``PreconditionFailed`` (the source is not at ``G``); a 404 is
+  ``NotFound(source)``. A directory (placeholder or bare prefix) at the destination is not
+  probed: the object lands beside it, as a write would. Both requests go straight to the
+  shared session (no gcloud-aio call objects), the hot path of a job commit.
+  ``capabilities.atomic_rename`` is True only for ``atomic_move=True``.
 * **Interrupted rename** (copied, source not yet deleted): a re-run without ``overwrite``
   raises ``AlreadyExists(dest)``. The engine then stats both; equal ``checksum``
   and ``size`` mean the copy completed, so it deletes the source and counts the file as
@@ -83,6 +84,25 @@ from aiocommit.errors import (
 from aiocommit.stores.base import FileStatus, StoreCapabilities, check_clean
 
 _LIST_FIELDS = "items(name,size,generation,crc32c,md5Hash),prefixes,nextPageToken"
+
+
+class _Rewrite(msgspec.Struct, frozen=True):
+    """The fields of a rewrite (or move) answer that the rename loop reads."""
+
+    done: bool = True
+    rewriteToken: str | None = None
+
+
+class _Namespace(msgspec.Struct, frozen=True):
+    enabled: bool = False
+
+
+class _Bucket(msgspec.Struct, frozen=True):
+    hierarchicalNamespace: _Namespace = _Namespace()
+
+
+_decode_rewrite = msgspec.json.Decoder(_Rewrite).decode
+_decode_bucket = msgspec.json.Decoder(_Bucket).decode
 
 
 class ObjectInfo(msgspec.Struct, frozen=True):
@@ -200,7 +220,8 @@ class GcsStore:
         page_size: ``maxResults`` per listing page.
         timeout: seconds per HTTP call.
         delete_concurrency: parallel deletes in a recursive delete.
-        atomic_move: rename with ``objects.moveTo`` instead of rewrite + delete.
+        atomic_move: rename with ``objects.moveTo`` (True) or rewrite + delete (False);
+            None (default): ``moveTo`` where the bucket has a hierarchical namespace.
     """
 
     def __init__(
@@ -215,7 +236,7 @@ class GcsStore:
         page_size: int = 1000,
         timeout: float = 60.0,
         delete_concurrency: int = 64,
-        atomic_move: bool = False,
+        atomic_move: bool | None = None,
     ):
         if not bucket or "/" in bucket:
             raise ValueError(f"not a bucket name: {bucket!r}")
@@ -236,6 +257,8 @@ class GcsStore:
         self._token = token
         self._session: aiohttp.ClientSession | None = None
         self._client: Storage | None = None
+        self._bucket_moves: bool | None = None
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -244,7 +267,7 @@ class GcsStore:
         return StoreCapabilities(
             etags=True,
             etags_preserved_in_rename=False,
-            atomic_rename=self.atomic_move,
+            atomic_rename=bool(self.atomic_move),
             directories=False,
         )
 
@@ -304,18 +327,16 @@ class GcsStore:
     async def _info_or_none(self, path: str, operation: str) -> ObjectInfo | None:
         try:
             with _edge(path, operation):
-                meta = await self._storage().download_metadata(
-                    self.bucket, self._name(path), timeout=self._call_timeout
-                )
+                body = await self._send("GET", self._url(self._name(path)), {})
         except NotFound:
             return None
-        return ObjectInfo.from_resource(meta)
+        return ObjectInfo.from_resource(msgspec.json.decode(body))
 
     async def _list(self, params: dict[str, str], path: str, operation: str) -> dict[str, Any]:
+        url = f"{self._storage()._api_root_read}/{self.bucket}/o"
         with _edge(path, operation):
-            return await self._storage().list_objects(
-                self.bucket, params=dict(params), timeout=self._call_timeout
-            )
+            data: dict[str, Any] = msgspec.json.decode(await self._send("GET", url, params))
+        return data
 
     async def _under(self, path: str, limit: int, operation: str) -> list[str]:
         """Names of up to ``limit`` objects below directory ``path`` (placeholder included)."""
@@ -422,7 +443,7 @@ class GcsStore:
         name = self._name(path.rstrip("/"))
         try:
             with _edge(path, "delete"):
-                await self._storage().delete(self.bucket, name, timeout=self._call_timeout)
+                await self._send("DELETE", self._url(name), {})
             return True
         except NotFound:
             pass
@@ -456,7 +477,7 @@ class GcsStore:
             async with limiter:
                 try:
                     with _edge("/" + name, "delete"):
-                        await self._storage().delete(self.bucket, name, timeout=self._call_timeout)
+                        await self._send("DELETE", self._url(name), {})
                     found = True
                 except NotFound:
                     pass
@@ -467,6 +488,8 @@ class GcsStore:
     async def rename(
         self, source: str, dest: str, *, overwrite: bool = False, source_etag: str | None = None
     ) -> None:
+        """Two requests with ``source_etag`` (rewrite + delete, or one ``moveTo``); a GET of
+        the source first without it. Requests go straight to the shared session."""
         check_clean(dest)
         generation: int | None = None
         if source_etag is not None:
@@ -475,25 +498,12 @@ class GcsStore:
                     f"{source_etag!r} is not a GCS generation", path=source, operation="rename"
                 )
             generation = int(source_etag)
-        dest_is_dir = False
-
-        async def read_source() -> None:
-            nonlocal generation
+        move = await self._uses_move()
+        if generation is None and not move:
             info = await self._info_or_none(source, "rename")
             if info is None:
                 raise NotFound("rename source not found", path=source, operation="rename")
             generation = info.generation
-
-        async def check_dest() -> None:
-            # the placeholder only: a GET (class B) where a listing would cost as much as
-            # the rewrite; an implicit directory (a bare prefix) at ``dest`` is not seen
-            nonlocal dest_is_dir
-            dest_is_dir = await self._info_or_none(dest.rstrip("/") + "/", "rename") is not None
-
-        need_source = generation is None and not self.atomic_move
-        await _gather([read_source, check_dest] if need_source else [check_dest])
-        if dest_is_dir:
-            raise AlreadyExists("a directory is at the destination", path=dest, operation="rename")
         if source == dest:
             if not overwrite:
                 raise AlreadyExists("rename destination exists", path=dest, operation="rename")
@@ -501,19 +511,19 @@ class GcsStore:
         params: dict[str, str] = {} if overwrite else {"ifGenerationMatch": "0"}
         if generation is not None:
             params["ifSourceGenerationMatch"] = str(generation)
+        source_url = self._url(self._name(source))
+        dest_name = quote(self._name(dest), safe="")
         try:
             with _edge(source, "rename"):
-                if self.atomic_move:
-                    await self._move(source, dest, params)
+                if move:
+                    await self._send("POST", f"{source_url}/moveTo/o/{dest_name}", params)
                 else:
-                    await self._storage().copy(
-                        self.bucket,
-                        self._name(source),
-                        self.bucket,
-                        new_name=self._name(dest),
-                        params=params,
-                        timeout=self._call_timeout,
-                    )
+                    url = f"{source_url}/rewriteTo/b/{self.bucket}/o/{dest_name}"
+                    result = await self._post(url, params)
+                    while not result.done and result.rewriteToken:
+                        result = await self._post(
+                            url, {**params, "rewriteToken": result.rewriteToken}
+                        )
         except NotFound as error:
             raise NotFound("rename source not found", path=source, operation="rename") from error
         except PreconditionFailed as error:
@@ -528,16 +538,11 @@ class GcsStore:
             raise PreconditionFailed(
                 f"rename source is not at generation {generation}", path=source, operation="rename"
             ) from error
-        if self.atomic_move:
+        if move:
             return
         try:
             with _edge(source, "rename"):
-                await self._storage().delete(
-                    self.bucket,
-                    self._name(source),
-                    params={"ifGenerationMatch": str(generation)},
-                    timeout=self._call_timeout,
-                )
+                await self._send("DELETE", source_url, {"ifGenerationMatch": str(generation)})
         except NotFound:
             return  # deleted by someone else after our copy: the destination is in place
         except PreconditionFailed as error:
@@ -548,17 +553,54 @@ class GcsStore:
                 operation="rename",
             ) from error
 
-    async def _move(self, source: str, dest: str, params: dict[str, str]) -> None:
+    async def _uses_move(self) -> bool:
+        """``atomic_move``, or (when None) whether the bucket has a hierarchical namespace,
+        where ``objects.moveTo`` is what GCS offers; asked once per store. A bucket that
+        cannot be asked (no ``storage.buckets.get``) is renamed by rewrite + delete."""
+        if self.atomic_move is not None:
+            return self.atomic_move
+        if self._bucket_moves is None:
+            url = f"{self._storage()._api_root_read}/{self.bucket}"
+            try:
+                with _edge("/", "rename"):
+                    body = await self._send("GET", url, {"fields": "hierarchicalNamespace"})
+                self._bucket_moves = _decode_bucket(body).hierarchicalNamespace.enabled
+            except (StoreError, msgspec.DecodeError):
+                self._bucket_moves = False
+        return self._bucket_moves
+
+    async def _headers(self) -> dict[str, str]:
         client = self._storage()
-        url = f"{self._url(self._name(source))}/moveTo/o/{quote(self._name(dest), safe='')}"
-        response = await client.session.request(
-            "POST",
-            url,
-            headers=await client._headers(),
-            params=params,
-            timeout=aiohttp.ClientTimeout(total=self.timeout),
-        )
-        response.release()
+        if self.api_is_dev:
+            return {}
+        return await client._headers()
+
+    async def _send(
+        self, method: str, url: str, params: dict[str, str], data: bytes | None = None
+    ) -> bytes:
+        """One request on the shared session; a non-2xx answer raises aiohttp's
+        ``ClientResponseError`` (status, body text, headers) for ``translate``."""
+        self._storage()
+        assert self._session is not None
+        headers = await self._headers()
+        if data is not None:
+            headers["Content-Type"] = "application/json; charset=UTF-8"
+        async with self._session.request(
+            method, url, params=params, headers=headers, data=data, timeout=self._timeout
+        ) as response:
+            body = await response.read()
+            if response.status >= 300:
+                raise aiohttp.ClientResponseError(
+                    response.request_info,
+                    (),
+                    status=response.status,
+                    message=body.decode("utf-8", "replace")[:300] or str(response.reason),
+                    headers=response.headers,
+                )
+            return body
+
+    async def _post(self, url: str, params: dict[str, str]) -> _Rewrite:
+        return _decode_rewrite(await self._send("POST", url, params, b"{}") or b"{}")
 
     async def complete_interrupted_rename(self, source: str, dest: str) -> bool:
         """Finish a rename stopped between copy and delete.

@@ -587,6 +587,27 @@ def bench_cpu(**kw: Any) -> None:
     _run(kw, lambda r: cpu_bench(common, stores, spec, options, r))
 
 
+@bench.command("ops")
+@click.option(
+    "--store",
+    "stores",
+    default="adls",
+    show_default=True,
+    help="Comma-separated: adls, gcs, local, memory.",
+)
+@click.option("--files", type=int, default=2000, show_default=True)
+@click.option("--concurrency", type=int, default=64, show_default=True)
+@output_options
+def bench_ops(**kw: Any) -> None:
+    """Client CPU µs per rename/stat/delete through each adapter (server in another
+    process) and the bare aiohttp request floor."""
+    from aiocommit.stress.ops_bench import ops_bench
+
+    stores = [s for s in kw.pop("stores").split(",") if s]
+    files, concurrency, profile = kw.pop("files"), kw.pop("concurrency"), kw.get("profile")
+    _run(kw, lambda r: ops_bench(stores, files, concurrency, r, profile))
+
+
 @bench.command("task-scan")
 @click.option("--dirs", type=int, default=1000, show_default=True)
 @click.option("--files-per-dir", type=int, default=10, show_default=True)

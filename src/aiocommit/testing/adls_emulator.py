@@ -18,9 +18,10 @@ so the SDK cannot tell it from the service for these calls:
   are preserved by rename.
 
 Errors carry ``x-ms-error-code`` and Azure's bodies (JSON on DFS calls, XML on the blob-style
-GET/HEAD). Auth: ``SharedKey ACCOUNT:…`` is accepted for the emulator's account name (the
-signature itself is not checked), a SAS (``sig=`` in the query) is accepted, an anonymous
-request gets ``401 NoAuthenticationInformation``.
+GET/HEAD). Auth: ``SharedKey ACCOUNT:SIGNATURE`` is verified against the emulator's key
+(``403 AuthenticationFailed`` on a wrong signature, see ``string_to_sign``), a SAS (``sig=``
+in the query) and a bearer token are accepted unchecked, an anonymous request gets
+``401 NoAuthenticationInformation``.
 
 Faults are injected at the HTTP level from ``Faults`` (mutable at run time, seeded):
 latency, random ``503 ServerBusy`` with ``Retry-After``, rename applied and then answered
@@ -40,6 +41,8 @@ import base64
 import bisect
 import contextlib
 import dataclasses
+import hashlib
+import hmac
 import ipaddress
 import itertools
 import json
@@ -49,7 +52,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
-from email.utils import formatdate
+from email.utils import formatdate, parsedate_to_datetime
 from typing import Any
 from urllib.parse import unquote
 from xml.sax.saxutils import escape
@@ -57,7 +60,7 @@ from xml.sax.saxutils import escape
 from aiohttp import web
 
 DEFAULT_ACCOUNT = "devstoreaccount1"
-#: Not a secret: the emulator accepts any signature made for its account name.
+#: Not a secret: the emulator's account key (signatures are checked against it).
 DEFAULT_KEY = base64.b64encode(b"aiocommit-adls-emulator-account-key-not-a-secret!").decode()
 MAX_RESULTS = 5000
 
@@ -75,8 +78,13 @@ _MESSAGES = {
     "FilesystemAlreadyExists": "The specified filesystem already exists.",
     "FilesystemNotFound": "The specified filesystem does not exist.",
     "InternalError": "The server encountered an internal error. Please retry the request.",
-    "InvalidDestinationPath": "The specified path, or an element of the path, is invalid as a "
-    "rename destination.",
+    "InvalidQueryParameterValue": "Value for one of the query parameters specified in the "
+    "request URI is invalid.",
+    "InvalidRenameSourcePath": "The source directory cannot be the same as the destination "
+    "directory, nor can the destination be a subdirectory of the source directory.",
+    "InvalidSourceOrDestinationResourceType": "The source and destination resource type must "
+    "be identical.",
+    "LeaseNotPresent": "There is currently no lease on the resource.",
     "InvalidFlushPosition": "The uploaded data is not contiguous or the position query "
     "parameter value is not equal to the length of the file after appending the uploaded data.",
     "InvalidRange": "The range specified is invalid for the current size of the resource.",
@@ -143,6 +151,10 @@ class Faults:
     throttle_probability: float = 0.0
     retry_after_seconds: float | None = 1.0
     drop_rename_response_probability: float = 0.0
+    #: the transient 404 RenameDestinationParentPathNotFound of a live account (HADOOP-18242)
+    rename_parent_not_found_probability: float = 0.0
+    #: answer the next rename with this many ``x-ms-continuation`` tokens before applying it
+    rename_continuations: int = 0
     seed: int = 0
     scripted: list[ScriptedFault] = dataclasses.field(default_factory=list)
     rng: random.Random = dataclasses.field(init=False, repr=False, compare=False)
@@ -179,6 +191,8 @@ class Faults:
         self.latency_seconds = 0.0
         self.throttle_probability = 0.0
         self.drop_rename_response_probability = 0.0
+        self.rename_parent_not_found_probability = 0.0
+        self.rename_continuations = 0
         self.scripted.clear()
 
     def take_scripted(self, operation: str, path: str) -> ScriptedFault | None:
@@ -196,6 +210,8 @@ class Faults:
             "throttle_probability": self.throttle_probability,
             "retry_after_seconds": self.retry_after_seconds,
             "drop_rename_response_probability": self.drop_rename_response_probability,
+            "rename_parent_not_found_probability": self.rename_parent_not_found_probability,
+            "rename_continuations": self.rename_continuations,
             "seed": self.seed,
             "scripted": [dataclasses.asdict(f) for f in self.scripted],
         }
@@ -206,6 +222,8 @@ class Faults:
             "throttle_probability",
             "retry_after_seconds",
             "drop_rename_response_probability",
+            "rename_parent_not_found_probability",
+            "rename_continuations",
         ):
             if name in values:
                 setattr(self, name, values[name])
@@ -268,6 +286,38 @@ def _unquote_etag(etag: str) -> str:
     return etag.strip().removeprefix("W/").strip('"')
 
 
+#: tokens start with bytes whose base64 is ``+/``, as opaque service tokens often hold
+#: ``+``, ``/`` and ``=``: a client that does not URL-encode them sends a broken token
+_TOKEN_MARK = b"\xfb\xff"
+
+
+def _encode_token(text: str) -> str:
+    return base64.b64encode(_TOKEN_MARK + text.encode()).decode()
+
+
+def _decode_token(token: str) -> str:
+    try:
+        raw = base64.b64decode(token, validate=True)
+    except ValueError as error:
+        raise _AzureError(400, "InvalidQueryParameterValue") from error
+    if not raw.startswith(_TOKEN_MARK):
+        raise _AzureError(400, "InvalidQueryParameterValue")
+    return raw[len(_TOKEN_MARK) :].decode()
+
+
+def _segments(rel: str) -> tuple[str, ...]:
+    return tuple(rel.split("/"))
+
+
+def _parse_http_date(value: str | None) -> int | None:
+    if not value:
+        return None
+    try:
+        return int(parsedate_to_datetime(value).timestamp())
+    except (TypeError, ValueError) as error:
+        raise _AzureError(400, "InvalidHeaderValue") from error
+
+
 def _http_date(timestamp: float) -> str:
     return formatdate(timestamp, usegmt=True)
 
@@ -307,6 +357,62 @@ class FileSystem:
         self.nodes[_parent(rel)].add_child(_name(rel))
 
 
+#: the standard headers signed by position (Authorize with Shared Key, version 2009-09-19+)
+_SIGNED_HEADERS = (
+    "Content-Encoding",
+    "Content-Language",
+    "Content-Length",
+    "Content-MD5",
+    "Content-Type",
+    "Date",
+    "If-Modified-Since",
+    "If-Match",
+    "If-None-Match",
+    "If-Unmodified-Since",
+    "Range",
+)
+
+
+def string_to_sign(account: str, request: web.BaseRequest) -> str:
+    """The SharedKey string-to-sign of ``request`` as the service builds it.
+
+    Written from the "Authorize with Shared Key" reference, independently of the SDK's and
+    the adapter's signers, so either one's mistakes show up as ``403 AuthenticationFailed``:
+    the path is the *encoded* path as sent, query values decoded, names lower-cased and
+    sorted, repeated values comma-joined, ``Content-Length: 0`` signed as empty.
+    """
+    headers = request.headers
+    lines = [request.method]
+    for name in _SIGNED_HEADERS:
+        value = headers.get(name, "")
+        if name == "Content-Length" and value == "0":
+            value = ""
+        lines.append(value)
+    canonical_headers = sorted(
+        (name.lower(), value.strip())
+        for name, value in headers.items()
+        if name.lower().startswith("x-ms-")
+    )
+    raw_path = request.raw_path.partition("?")[0]
+    resource = f"/{account}{raw_path}"
+    query: dict[str, list[str]] = {}
+    for name, value in request.query.items():
+        query.setdefault(name.lower(), []).append(value)
+    for name in sorted(query):
+        resource += f"\n{name}:{','.join(sorted(query[name]))}"
+    text = "\n".join(lines) + "\n"
+    text += "".join(f"{name}:{value}\n" for name, value in canonical_headers)
+    return text + resource
+
+
+def shared_key_signature(key: str, account: str, request: web.BaseRequest) -> str:
+    """Base64 HMAC-SHA256 of ``string_to_sign`` under the base64 account ``key``."""
+    digest = hmac.new(
+        base64.b64decode(key), string_to_sign(account, request).encode(), hashlib.sha256
+    ).digest()
+    return base64.b64encode(digest).decode()
+
+
 class AdlsEmulator:
     """The emulator's state and request handling; serve ``app`` with aiohttp."""
 
@@ -318,6 +424,8 @@ class AdlsEmulator:
         self.faults = faults or Faults()
         self.filesystems: dict[str, FileSystem] = {}
         self.stats: Counter[str] = Counter()
+        #: open rename continuations: (token, source, destination, tokens still to give)
+        self._continuations: list[tuple[str, str, str, int]] = []
         self.in_flight = 0
         self.max_in_flight = 0
         self._etag_counter = itertools.count(random.Random(account).randrange(1 << 40, 1 << 44))
@@ -385,7 +493,12 @@ class AdlsEmulator:
         authorization = request.headers.get("Authorization", "")
         scheme, _, value = authorization.partition(" ")
         if scheme == "SharedKey":
-            if value.partition(":")[0] != self.account:
+            account, _, signature = value.partition(":")
+            if account != self.account:
+                raise _AzureError(403, "AuthenticationFailed")
+            expected = shared_key_signature(self.key, self.account, request)
+            if not hmac.compare_digest(signature.encode(), expected.encode()):
+                self.stats["auth:bad_signature"] += 1
                 raise _AzureError(403, "AuthenticationFailed")
             return
         if scheme == "Bearer" and value:
@@ -452,6 +565,13 @@ class AdlsEmulator:
                 raise _AzureError(503, "ServerBusy", headers=headers)
             if fs_name is None:
                 raise _AzureError(400, "InvalidUri")
+            if (
+                operation == "rename"
+                and self.faults.rename_parent_not_found_probability > 0
+                and self.faults.rng.random() < self.faults.rename_parent_not_found_probability
+            ):
+                self.stats["injected:rename_parent_not_found"] += 1
+                raise _AzureError(404, "RenameDestinationParentPathNotFound")
             response = await self._dispatch(request, operation, fs_name, rel)
             if scripted is not None:
                 return await self._fail(request, scripted)
@@ -534,6 +654,9 @@ class AdlsEmulator:
     def _check_conditions(
         headers: Any, node: _Node | None, *, prefix: str = "", code: str = "ConditionNotMet"
     ) -> None:
+        """``If-Match``/``If-None-Match``/``If-(Un)Modified-Since`` (``x-ms-source-`` ones
+        with ``prefix``). ``If-None-Match: *`` on an existing destination is 409
+        ``PathAlreadyExists`` (Path-Create); every other failure is 412 ``code``."""
         if_match = headers.get(f"{prefix}If-Match")
         if_none_match = headers.get(f"{prefix}If-None-Match")
         if (
@@ -547,9 +670,28 @@ class AdlsEmulator:
         if if_none_match is not None:
             if if_none_match == "*":
                 if node is not None:
-                    raise _AzureError(409, "PathAlreadyExists")
+                    raise _AzureError(
+                        409 if not prefix else 412, code if prefix else "PathAlreadyExists"
+                    )
             elif node is not None and _unquote_etag(if_none_match) == node.etag:
                 raise _AzureError(412, code)
+        if node is None:
+            return
+        modified = int(node.modified)
+        since = _parse_http_date(headers.get(f"{prefix}If-Modified-Since"))
+        if since is not None and modified <= since:
+            raise _AzureError(412, code)
+        until = _parse_http_date(headers.get(f"{prefix}If-Unmodified-Since"))
+        if until is not None and modified > until:
+            raise _AzureError(412, code)
+
+    @staticmethod
+    def _check_leases(headers: Any) -> None:
+        """The emulator grants no leases: naming one fails as on an unleased path."""
+        if headers.get("x-ms-lease-action"):
+            raise _AzureError(400, "UnsupportedOperation")
+        if headers.get("x-ms-lease-id") or headers.get("x-ms-source-lease-id"):
+            raise _AzureError(412, "LeaseNotPresent")
 
     def _make_parents(self, fs: FileSystem, rel: str) -> None:
         missing: list[str] = []
@@ -571,6 +713,7 @@ class AdlsEmulator:
         resource = request.query.get("resource")
         if resource not in ("file", "directory"):
             raise _AzureError(400, "InvalidQueryParameterValue")
+        self._check_leases(request.headers)
         existing = fs.get(rel)
         self._check_conditions(request.headers, existing)
         is_dir = resource == "directory"
@@ -591,20 +734,26 @@ class AdlsEmulator:
         return response
 
     def _rename(self, request: web.Request, fs: FileSystem, rel: str) -> web.Response:
+        """Path-Create with ``x-ms-rename-source`` (any filesystem of the account)."""
+        mode = request.query.get("mode", "posix")
+        if mode not in ("legacy", "posix"):
+            raise _AzureError(400, "InvalidQueryParameterValue")
+        self._check_leases(request.headers)
         raw_source = request.headers["x-ms-rename-source"]
         source_path = unquote(raw_source.partition("?")[0]).strip("/")
         source_fs_name, _, source_rel = source_path.partition("/")
         source_fs = self.filesystems.get(source_fs_name)
         if source_fs is None:
             raise _AzureError(404, "SourcePathNotFound")
-        if source_fs is not fs:
-            raise _AzureError(400, "UnsupportedOperation")
-        source = fs.get(source_rel) if source_rel else None
+        source = source_fs.get(source_rel) if source_rel else None
         if source is None:
             raise _AzureError(404, "SourcePathNotFound")
         self._check_conditions(
             request.headers, source, prefix="x-ms-source-", code="SourceConditionNotMet"
         )
+        same_fs = source_fs is fs
+        if source.is_dir and same_fs and (rel + "/").startswith(source_rel + "/"):
+            raise _AzureError(400, "InvalidRenameSourcePath")  # itself or its own subtree
         parent = fs.get(_parent(rel))
         if parent is None:
             raise _AzureError(404, "RenameDestinationParentPathNotFound")
@@ -612,17 +761,22 @@ class AdlsEmulator:
             raise _AzureError(409, "PathConflict")
         dest = fs.get(rel)
         self._check_conditions(request.headers, dest)
-        if source_rel == rel:
+        if same_fs and source_rel == rel:
             return self._ok(request, 201, source)
-        if source.is_dir and (rel + "/").startswith(source_rel + "/"):
-            raise _AzureError(409, "InvalidDestinationPath")
+        if dest is not None and dest.is_dir != source.is_dir:
+            raise _AzureError(409, "InvalidSourceOrDestinationResourceType")
+        if dest is not None and dest.is_dir:
+            raise _AzureError(409, "PathAlreadyExists")
+        if self._rename_continues(request, f"{source_fs_name}/{source_rel}", f"{fs.name}/{rel}"):
+            response = self._ok(request, 201, source)
+            response.headers["x-ms-continuation"] = self._continuations[-1][0]
+            response.headers["Content-Length"] = "0"
+            return response
         if dest is not None:
-            if dest.is_dir or source.is_dir:
-                raise _AzureError(409, "PathConflict")
             fs.remove(rel)
-        moved = [source_rel, *(list(fs.descendants(source_rel)) if source.is_dir else [])]
-        nodes = {old: fs.nodes[old] for old in moved}
-        fs.remove(source_rel)
+        moved = [source_rel, *(list(source_fs.descendants(source_rel)) if source.is_dir else [])]
+        nodes = {old: source_fs.nodes[old] for old in moved}
+        source_fs.remove(source_rel)
         for old, node in nodes.items():
             new = rel + old[len(source_rel) :]
             if old == source_rel:
@@ -632,6 +786,29 @@ class AdlsEmulator:
         response = self._ok(request, 201, source)
         response.headers["Content-Length"] = "0"
         return response
+
+    def _rename_continues(self, request: web.Request, source: str, dest: str) -> bool:
+        """True when this rename answers with a continuation token instead of finishing.
+
+        ``Faults.rename_continuations`` starts a chain; a call carrying ``continuation``
+        must name a token of the same source and destination (else 400).
+        """
+        token = request.query.get("continuation")
+        if token is not None:
+            found = [entry for entry in self._continuations if entry[0] == token]
+            if not found or found[0][1:3] != (source, dest):
+                raise _AzureError(400, "InvalidQueryParameterValue")
+            self._continuations.remove(found[0])
+            left = found[0][3]
+        else:
+            left = self.faults.rename_continuations
+            self.faults.rename_continuations = 0
+        if left <= 0:
+            return False
+        self.stats["injected:rename_continuation"] += 1
+        token = _encode_token(f"rename:{uuid.uuid4()}")
+        self._continuations.append((token, source, dest, left - 1))
+        return True
 
     def _file(self, fs: FileSystem, rel: str) -> _Node:
         node = fs.get(rel)
@@ -709,6 +886,7 @@ class AdlsEmulator:
         return web.Response(status=206, headers=headers, body=node.data[first : last + 1])
 
     def _delete(self, request: web.Request, fs: FileSystem, rel: str) -> web.Response:
+        self._check_leases(request.headers)
         node = fs.get(rel)
         if node is None:
             raise _AzureError(404, "PathNotFound")
@@ -724,11 +902,14 @@ class AdlsEmulator:
         node = fs.get(directory)
         if node is None:
             raise _AzureError(404, "PathNotFound")
-        limit = min(int(query.get("maxResults", MAX_RESULTS)), MAX_RESULTS)
+        try:
+            limit = min(int(query.get("maxResults", MAX_RESULTS)), MAX_RESULTS)
+        except ValueError as error:
+            raise _AzureError(400, "InvalidQueryParameterValue") from error
         if limit <= 0:
             raise _AzureError(400, "InvalidQueryParameterValue")
         after = query.get("continuation")
-        after_name = base64.urlsafe_b64decode(after).decode() if after else None
+        after_name = _decode_token(after) if after else None
         names: list[str]
         if not node.is_dir:
             names = [directory]
@@ -736,9 +917,11 @@ class AdlsEmulator:
             names = list(fs.descendants(directory))
         else:
             names = [_join(directory, name) for name in node.sorted_children()]
-        start = bisect.bisect_right(names, after_name) if after_name is not None else 0
-        if query.get("recursive") == "true" and after_name is not None:
-            start = names.index(after_name) + 1 if after_name in names else len(names)
+        start = 0
+        if after_name is not None:
+            # listing order is by path segments: resume after the token's path even when
+            # that path was deleted between pages
+            start = bisect.bisect_right(names, _segments(after_name), key=_segments)
         chosen = names[start : start + limit]
         paths = []
         for name in chosen:
@@ -759,7 +942,7 @@ class AdlsEmulator:
         headers = self._base_headers(request)
         headers["Content-Type"] = "application/json;charset=utf-8"
         if start + limit < len(names):
-            headers["x-ms-continuation"] = base64.urlsafe_b64encode(chosen[-1].encode()).decode()
+            headers["x-ms-continuation"] = _encode_token(chosen[-1])
         return web.Response(status=200, headers=headers, body=json.dumps({"paths": paths}).encode())
 
 
@@ -834,6 +1017,8 @@ async def _serve(args: argparse.Namespace) -> None:
         latency_seconds=args.latency,
         throttle_probability=args.throttle,
         drop_rename_response_probability=args.drop_rename,
+        rename_parent_not_found_probability=args.rename_parent_not_found,
+        rename_continuations=args.rename_continuations,
         seed=args.seed,
     )
     async with run_adls_emulator(
@@ -861,6 +1046,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added per request")
     parser.add_argument("--throttle", type=float, default=0.0, help="503 ServerBusy probability")
     parser.add_argument("--drop-rename", type=float, default=0.0, help="lost rename probability")
+    parser.add_argument(
+        "--rename-parent-not-found",
+        type=float,
+        default=0.0,
+        help="transient 404 RenameDestinationParentPathNotFound probability (HADOOP-18242)",
+    )
+    parser.add_argument(
+        "--rename-continuations",
+        type=int,
+        default=0,
+        help="x-ms-continuation tokens the first rename answers with before it completes",
+    )
     parser.add_argument("--seed", type=int, default=0)
     asyncio.run(_serve(parser.parse_args(argv)))
 

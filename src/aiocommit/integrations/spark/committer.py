@@ -2,8 +2,10 @@
 
 * ``prepare_job`` (driver, in ``writer()``): finish earlier jobs' committed overwrites,
   then ``setup_job``;
+* ``open_task_attempt`` (executor, in ``write()``): for a local destination, the attempt
+  directory the task writes into directly;
 * ``commit_task_files`` (executor, in ``write()``): ``setup_task``, upload the closed
-  local files into the attempt directory, ``commit_task``;
+  local files into the attempt directory (unless written there), ``commit_task``;
 * ``commit_write`` (driver, in ``commit()``): plan an overwrite, ``commit_job`` with
   exactly the manifests the messages name (one per accepted attempt), then delete the
   replaced files;
@@ -34,6 +36,7 @@ from aiocommit.protocol.manifest import encode_manifest
 from aiocommit.protocol.success import SuccessData
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.faulty import Faults, FaultyStore
+from aiocommit.stores.local import LocalStore
 from aiocommit.stores.registry import open_store
 
 
@@ -102,6 +105,26 @@ def _should_fail(hooks: TestHooks, partition: int, attempt_number: int) -> bool:
     return hooks.fail_partition_on_first_attempt == partition and attempt_number == 0
 
 
+async def open_task_attempt(
+    settings: WriteSettings, job_id: str, *, partition: int, attempt_number: int
+) -> str | None:
+    """Executor side, before writing: for a local destination, set the attempt up and
+    return its directory, for the task to write its files straight into (no copy);
+    None for other stores (the task writes local files and ``commit_task_files`` uploads
+    them)."""
+    store, dest = _open(settings)
+    try:
+        if not isinstance(store, LocalStore):
+            return None
+        attempt = await setup_task(
+            dest, job_id, partition, attempt_number, store=store, options=settings.commit
+        )
+        return attempt.work_dir
+    finally:
+        with anyio.CancelScope(shield=True):
+            await store.aclose()
+
+
 async def commit_task_files(
     settings: WriteSettings,
     job_id: str,
@@ -129,7 +152,8 @@ async def commit_task_files(
         with overwrite.first_error_raised():
             async with anyio.create_task_group() as group:
                 for local in files:
-                    group.start_soon(upload, local)
+                    if not local.in_place:  # written into the attempt directory already
+                        group.start_soon(upload, local)
         if _should_fail(settings.hooks, partition, attempt_number):
             raise InjectedTaskFailure(
                 f"aiocommit.test hook: partition {partition} attempt {attempt_number} fails "

@@ -1,62 +1,93 @@
-"""Task side: turn Arrow batches into Parquet, CSV or JSON-lines files on local disk,
-split into Hive-style partition directories.
+"""Task side: turn Arrow batches into Parquet, CSV or JSON-lines files, split into
+Hive-style partition directories, with Spark's file count and names.
 
-A task writes its files into a private local directory and uploads them once they are
-closed (``store.upload_file``). Why local files and not bytes in memory: a task's output
-can be far larger than its memory, a local file streams to the store with the store's
-own multipart/resumable upload, and on ``file://`` the extra copy is a kernel
-``copyfile``. Only closed files are uploaded, so a task that dies leaves nothing
-half-written in its attempt directory.
+File count, as Spark's writer: one file per partition directory per task (Spark sorts a
+task's rows by the partition columns and keeps one file open), split after
+``maxRecordsPerFile`` rows into ``-c000``, ``-c001``, ... Here up to ``MAX_OPEN_FILES``
+partitions are written as their rows arrive; rows of further partitions go to an
+uncompressed Arrow spill file on local disk, which ``close`` sorts by partition and writes
+out one file at a time. Either way each partition gets exactly one file (per
+``maxRecordsPerFile`` rows).
 
-Parquet batches are buffered into row groups of ``rowGroupSize`` rows (Spark hands over
-batches of ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows, 10 000 by default;
-writing each as its own row group makes files slow to read), capped at
-``ROW_GROUP_BYTES`` of Arrow data per buffer and ``TASK_BUFFER_BYTES`` per task.
+Files are written into ``local_dir``: a private scratch directory whose closed files the
+caller uploads (``store.upload_file``), or, for a local destination, the task attempt
+directory itself, so nothing is copied (``LocalFile.in_place``). Why local files and not
+bytes in memory: a task's output can be far larger than its memory, and a local file
+streams to the store with the store's own multipart/resumable upload.
+
+Parquet: Spark's schema JSON in the footer (``org.apache.spark.sql.parquet.row.metadata``,
+so Spark reads back exactly the types it wrote: char/varchar, intervals); batches (Spark
+hands over ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows, 10 000 by default) are
+buffered into row groups of up to ``ROW_GROUP_BYTES`` of Arrow data (Spark's
+``parquet.block.size``, 128 MB, counts encoded bytes) or ``rowGroupSize`` rows, and at most
+``TASK_BUFFER_BYTES`` per task.
 """
 
 from __future__ import annotations
 
-import base64
-import datetime
 import decimal
 import gzip
-import json
-import math
 import os
-import struct
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from aiocommit.integrations.spark.paths import partition_path_string
 from aiocommit.integrations.spark.settings import ROW_GROUP_BYTES, TASK_BUFFER_BYTES
+from aiocommit.integrations.spark.text_formats import CsvSink, JsonSink, python_values
+from aiocommit.integrations.spark.values import (
+    date_string,
+    java_float_string,
+    partition_timestamp,
+    plain_decimal,
+    zone,
+)
 
-#: most files a task keeps open at once; the least recently used is finished beyond it
+#: partitions a task writes as their rows arrive; rows of more are spilled and sorted
 MAX_OPEN_FILES = 100
+
+#: buffered batches averaging fewer rows are combined into one chunk before encoding
+SMALL_CHUNK_ROWS = 2_000
+
+#: the footer key Spark's Parquet reader takes the schema from
+SPARK_ROW_METADATA = "org.apache.spark.sql.parquet.row.metadata"
+SPARK_VERSION_METADATA = "org.apache.spark.version"
+
+#: Parquet codec name -> Spark's file name infix (parquet-java's CompressionCodecName)
+PARQUET_EXTENSIONS = {
+    "snappy": ".snappy",
+    "gzip": ".gz",
+    "zstd": ".zstd",
+    "lz4": ".lz4hadoop",
+    "brotli": ".br",
+}
+
+_PARTITION_COLUMN = "__aiocommit_partition"
 
 
 @dataclass
 class LocalFile:
-    """One finished output file of a task, waiting on local disk for its upload."""
+    """One finished output file of a task, on local disk."""
 
     relative: str  # path below the destination, e.g. "k=a/part-00000-...-c000.snappy.parquet"
     partition: str  # its partition directory below the destination ("" when unpartitioned)
     local_path: str
     rows: int = 0
     size: int = 0
+    in_place: bool = False  # written straight into the task attempt directory: no upload
 
 
 class _Sink(Protocol):
     rows: int
     buffered_bytes: int
 
-    def add(self, batch: pa.RecordBatch) -> None: ...
+    def add(self, batch: pa.RecordBatch, nbytes: int | None = None) -> None:
+        """``nbytes``: the batch's Arrow size if the caller knows it (slices are slow
+        to measure)."""
 
     def flush(self) -> None: ...
 
@@ -65,22 +96,30 @@ class _Sink(Protocol):
 
 class ParquetSink:
     def __init__(
-        self, path: str, schema: pa.Schema, compression: str | None, row_group_size: int
+        self,
+        path: str,
+        schema: pa.Schema,
+        compression: str | None,
+        row_group_size: int,
+        metadata: dict[str, str] | None = None,
     ) -> None:
+        self.path = path
         self.schema = schema
+        self.compression = compression
+        self.metadata = metadata
         self.row_group_size = row_group_size
-        self.writer = pq.ParquetWriter(path, schema, compression=compression or "none")
+        self._writer: pq.ParquetWriter | None = None
         self.buffer: list[pa.RecordBatch] = []
         self.buffered_rows = 0
         self.buffered_bytes = 0
         self.rows = 0
 
-    def add(self, batch: pa.RecordBatch) -> None:
+    def add(self, batch: pa.RecordBatch, nbytes: int | None = None) -> None:
         if batch.num_rows == 0:
             return
         self.buffer.append(batch)
         self.buffered_rows += batch.num_rows
-        self.buffered_bytes += batch.nbytes
+        self.buffered_bytes += batch.nbytes if nbytes is None else nbytes
         self.rows += batch.num_rows
         if self.buffered_rows >= self.row_group_size:
             self._write(whole_groups_only=True)
@@ -91,20 +130,63 @@ class ParquetSink:
         if not self.buffer:
             return
         table = pa.Table.from_batches(self.buffer, schema=self.schema)
+        if self.buffered_rows < SMALL_CHUNK_ROWS * len(self.buffer):
+            # many small slices (partitions): one chunk encodes faster; Spark's 10,000-row
+            # batches are written as they are (combining them costs a copy of the buffer)
+            table = table.combine_chunks()
         size = self.row_group_size
         count = (table.num_rows // size) * size if whole_groups_only else table.num_rows
-        self.writer.write_table(table.slice(0, count), row_group_size=size)
+        self.writer(table).write_table(table.slice(0, count), row_group_size=size)
         rest = table.slice(count)
         self.buffer = rest.to_batches() if rest.num_rows else []
         self.buffered_rows = rest.num_rows
         self.buffered_bytes = rest.nbytes if rest.num_rows else 0
+
+    def writer(self, first: pa.Table | None) -> pq.ParquetWriter:
+        """The file's writer, opened with the first rows (or none, for an empty file):
+        which columns get a dictionary is decided on them."""
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(
+                self.path,
+                self.schema,
+                compression=self.compression or "none",
+                store_schema=not self.metadata,
+                use_dictionary=True if first is None else dictionary_columns(first),
+            )
+            if self.metadata:
+                self._writer.add_key_value_metadata(self.metadata)
+        return self._writer
 
     def flush(self) -> None:
         self._write(whole_groups_only=False)
 
     def close(self) -> None:
         self.flush()
-        self.writer.close()
+        self.writer(None).close()
+
+
+#: rows of the first row group that decide a column's encoding (parquet-java decides on
+#: its first page)
+DICTIONARY_SAMPLE_ROWS = 20_000
+
+
+def dictionary_columns(table: pa.Table) -> list[str]:
+    """The top-level primitive columns whose values a dictionary makes smaller, judged on
+    a sample as parquet-java judges its first page (dictionary plus indices smaller than
+    the plain values). pyarrow would dictionary-encode every column until the dictionary
+    reaches 1 MiB: near-unique columns of small files then grow by their indices."""
+    sample = table.slice(0, DICTIONARY_SAMPLE_ROWS)
+    rows = sample.num_rows
+    chosen: list[str] = []
+    for field, column in zip(sample.schema, sample.columns, strict=True):
+        if pa.types.is_nested(field.type) or pa.types.is_boolean(field.type) or rows == 0:
+            continue
+        distinct = pc.count_distinct(column, mode="all").as_py()
+        value_bytes = max(1.0, column.nbytes / rows)
+        index_bytes = max(1, distinct.bit_length()) / 8
+        if distinct * value_bytes + rows * index_bytes < rows * value_bytes:
+            chosen.append(field.name)
+    return chosen
 
 
 def _open_text(path: str, compression: str | None) -> BinaryIO:
@@ -113,80 +195,21 @@ def _open_text(path: str, compression: str | None) -> BinaryIO:
     return open(path, "wb")
 
 
-class CsvSink:
-    def __init__(self, path: str, schema: pa.Schema, compression: str | None, header: bool):
-        self.handle = _open_text(path, compression)
-        self.writer = pacsv.CSVWriter(
-            self.handle, schema, write_options=pacsv.WriteOptions(include_header=header)
-        )
-        self.rows = 0
-        self.buffered_bytes = 0
-
-    def add(self, batch: pa.RecordBatch) -> None:
-        if batch.num_rows:
-            self.writer.write_batch(batch)
-            self.rows += batch.num_rows
-
-    def flush(self) -> None:
-        return None
-
-    def close(self) -> None:
-        self.writer.close()
-        self.handle.close()
-
-
-def _json_value(value: Any) -> Any:
-    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
-    if isinstance(value, datetime.timedelta):
-        return value.total_seconds()
-    raise TypeError(f"cannot write {type(value).__name__} as JSON")
-
-
-class JsonSink:
-    """JSON lines, one object per row; null fields are left out, as Spark does."""
-
-    def __init__(self, path: str, compression: str | None):
-        self.handle = _open_text(path, compression)
-        self.rows = 0
-        self.buffered_bytes = 0
-
-    def add(self, batch: pa.RecordBatch) -> None:
-        if not batch.num_rows:
-            return
-        lines = [
-            json.dumps(
-                {k: v for k, v in row.items() if v is not None},
-                default=_json_value,
-                ensure_ascii=False,
-                separators=(",", ":"),
-                allow_nan=True,
-            )
-            for row in batch.to_pylist()
-        ]
-        self.handle.write(("\n".join(lines) + "\n").encode("utf-8"))
-        self.rows += batch.num_rows
-
-    def flush(self) -> None:
-        return None
-
-    def close(self) -> None:
-        self.handle.close()
-
-
 def extension(fmt: str, compression: str | None) -> str:
+    """Spark's file name suffix: ``.snappy.parquet``, ``.gz.parquet``, ``.csv.gz``."""
     if fmt == "parquet":
-        return f".{compression}.parquet" if compression else ".parquet"
+        return (
+            PARQUET_EXTENSIONS.get(compression, f".{compression}") + ".parquet"
+            if compression
+            else ".parquet"
+        )
     suffix = ".gz" if compression == "gzip" else ""
     return f".{fmt}{suffix}"
 
 
 class TaskOutput:
-    """A task's output files: one open file per partition directory, finished on close."""
+    """A task's output files: one per partition directory (and ``max_records_per_file``
+    rows), finished on close."""
 
     def __init__(
         self,
@@ -198,6 +221,10 @@ class TaskOutput:
         local_dir: str,
         base_name: str,
         partition_by: tuple[str, ...],
+        max_records_per_file: int = 0,
+        parquet_metadata: dict[str, str] | None = None,
+        in_place: bool = False,
+        scratch_dir: str | None = None,
     ) -> None:
         self.fmt = fmt
         self.compression = compression
@@ -206,9 +233,14 @@ class TaskOutput:
         self.local_dir = local_dir
         self.base_name = base_name
         self.partition_by = partition_by
-        self.open: OrderedDict[str, tuple[_Sink, LocalFile]] = OrderedDict()
+        self.max_records_per_file = max(0, max_records_per_file)
+        self.parquet_metadata = parquet_metadata
+        self.in_place = in_place
+        self.open: dict[str, tuple[_Sink, LocalFile]] = {}
         self.finished: list[LocalFile] = []
         self.file_numbers: dict[str, int] = {}
+        self.spill: pa.ipc.RecordBatchFileWriter | None = None
+        self.spill_path = os.path.join(scratch_dir or local_dir, "_aiocommit_spill.arrow")
         self.local_count = 0
         self.rows = 0
 
@@ -217,10 +249,14 @@ class TaskOutput:
             return
         self.rows += batch.num_rows
         if not self.partition_by:
-            self._sink("", batch.schema).add(batch)
+            self._write("", batch)
         else:
+            row_bytes = batch.nbytes / batch.num_rows
             for partition, part in split_by_partition(batch, self.partition_by):
-                self._sink(partition, part.schema).add(part)
+                if partition in self.file_numbers or len(self.open) < MAX_OPEN_FILES:
+                    self._write(partition, part, row_bytes)
+                else:
+                    self._spill(partition, part)
         self._bound_memory()
 
     def write_empty(self, schema: pa.Schema) -> None:
@@ -228,27 +264,54 @@ class TaskOutput:
         if not self.open and not self.finished:
             self._sink("", schema)
 
+    def _write(self, partition: str, part: pa.RecordBatch, row_bytes: float | None = None) -> None:
+        limit = self.max_records_per_file
+        while part.num_rows:
+            sink = self._sink(partition, part.schema)
+            take = min(part.num_rows, limit - sink.rows) if limit else part.num_rows
+            nbytes = None if row_bytes is None else int(row_bytes * take)
+            sink.add(part.slice(0, take) if take < part.num_rows else part, nbytes)
+            part = part.slice(take)
+            if limit and sink.rows >= limit:
+                self._finish(partition)
+
+    def _spill(self, partition: str, part: pa.RecordBatch) -> None:
+        keyed = part.append_column(
+            _PARTITION_COLUMN, pa.array([partition] * part.num_rows, pa.string())
+        )
+        if self.spill is None:
+            self.spill = pa.ipc.new_file(self.spill_path, keyed.schema)
+        self.spill.write_batch(keyed)
+
     def _sink(self, partition: str, schema: pa.Schema) -> _Sink:
         found = self.open.get(partition)
         if found is not None:
-            self.open.move_to_end(partition)
             return found[0]
-        if len(self.open) >= MAX_OPEN_FILES:
-            self._finish(next(iter(self.open)))
         number = self.file_numbers.get(partition, 0)
         self.file_numbers[partition] = number + 1
-        name = f"{self.base_name}-c{number:03d}{extension(self.fmt, self.compression)}"
-        self.local_count += 1
-        local_path = os.path.join(self.local_dir, f"{self.local_count:06d}.tmp")
+        # Spark's names: "-c000" unpartitioned, ".c000" in partition directories
+        counter = f"{'.' if partition else '-'}c{number:03d}"
+        name = f"{self.base_name}{counter}{extension(self.fmt, self.compression)}"
+        relative = f"{partition}/{name}" if partition else name
+        if self.in_place:
+            local_path = os.path.join(self.local_dir, *relative.split("/"))
+            os.makedirs(os.path.dirname(local_path), exist_ok=True)
+        else:
+            self.local_count += 1
+            local_path = os.path.join(self.local_dir, f"{self.local_count:06d}.tmp")
         sink: _Sink
         if self.fmt == "parquet":
-            sink = ParquetSink(local_path, schema, self.compression, self.row_group_size)
+            sink = ParquetSink(
+                local_path, schema, self.compression, self.row_group_size, self.parquet_metadata
+            )
         elif self.fmt == "csv":
-            sink = CsvSink(local_path, schema, self.compression, self.header)
+            sink = CsvSink(_open_text(local_path, self.compression), schema, self.header)
         else:
-            sink = JsonSink(local_path, self.compression)
-        relative = f"{partition}/{name}" if partition else name
-        self.open[partition] = (sink, LocalFile(relative, partition, local_path))
+            sink = JsonSink(_open_text(local_path, self.compression), schema)
+        self.open[partition] = (
+            sink,
+            LocalFile(relative, partition, local_path, in_place=self.in_place),
+        )
         return sink
 
     def _bound_memory(self) -> None:
@@ -266,10 +329,34 @@ class TaskOutput:
         self.finished.append(local)
 
     def close(self) -> list[LocalFile]:
-        """Finish every file; returns them all."""
+        """Finish every file, then write the spilled partitions one at a time, sorted;
+        returns every file."""
         for partition in list(self.open):
             self._finish(partition)
+        if self.spill is not None:
+            self.spill.close()
+            self.spill = None
+            self._write_spilled()
         return self.finished
+
+    def _write_spilled(self) -> None:
+        with pa.memory_map(self.spill_path) as source:
+            table = pa.ipc.open_file(source).read_all()
+            keys = pc.dictionary_encode(table.column(_PARTITION_COLUMN).combine_chunks())
+            data = table.drop_columns([_PARTITION_COLUMN])
+            names = keys.dictionary.to_pylist()
+            order = pc.sort_indices(keys.indices)
+            runs = pc.run_end_encode(pc.take(keys.indices, order))
+            start = 0
+            for end, key in zip(runs.run_ends.to_pylist(), runs.values.to_pylist(), strict=True):
+                rows = data.take(order.slice(start, end - start))
+                for batch in rows.to_batches():
+                    self._write(names[key], batch)
+                if names[key] in self.open:
+                    self._finish(names[key])
+                start = end
+            del table, data
+        os.unlink(self.spill_path)
 
     def abandon(self) -> None:
         """Close open files after a failure, ignoring errors (the files are discarded)."""
@@ -279,6 +366,12 @@ class TaskOutput:
             except Exception:
                 pass
         self.open.clear()
+        if self.spill is not None:
+            try:
+                self.spill.close()
+            except Exception:
+                pass
+            self.spill = None
 
 
 def split_by_partition(
@@ -293,7 +386,7 @@ def split_by_partition(
         fragments = pa.array(
             [
                 partition_path_string(column, value_to_string(v, array.type))
-                for v in encoded.dictionary.to_pylist()
+                for v in python_values(encoded.dictionary)
             ],
             pa.string(),
         )
@@ -316,7 +409,8 @@ def split_by_partition(
 
 
 def value_to_string(value: Any, arrow_type: pa.DataType) -> str | None:
-    """A partition value as Spark's ``CAST(value AS STRING)`` writes it."""
+    """A partition value as Spark's ``CAST(value AS STRING)`` writes it; dates and
+    timestamps arrive as integers (``text_formats.integer_type``)."""
     if value is None:
         return None
     if pa.types.is_boolean(arrow_type):
@@ -324,49 +418,11 @@ def value_to_string(value: Any, arrow_type: pa.DataType) -> str | None:
     if pa.types.is_floating(arrow_type):
         return java_float_string(float(value), single=pa.types.is_float32(arrow_type))
     if pa.types.is_timestamp(arrow_type):
-        return _timestamp_string(value)
-    if pa.types.is_date(arrow_type):
-        return str(value.isoformat())
+        return partition_timestamp(value, zone(arrow_type.tz) if arrow_type.tz else None)
+    if pa.types.is_date32(arrow_type):
+        return date_string(value)
     if isinstance(value, decimal.Decimal):
-        return str(value)
+        return plain_decimal(value)
     if isinstance(value, str | int):
         return str(value)
     raise ValueError(f"cannot partition by a column of type {arrow_type}")
-
-
-def _timestamp_string(value: datetime.datetime) -> str:
-    text = value.strftime("%Y-%m-%d %H:%M:%S")
-    if value.microsecond:
-        text += f".{value.microsecond:06d}".rstrip("0")
-    return text
-
-
-def java_float_string(value: float, *, single: bool = False) -> str:
-    """Java's ``Double.toString`` (``Float.toString`` when ``single``): the shortest digits
-    that read back the same value, plain between 1e-3 and 1e7 (``2.5``, ``100.0``), else
-    computerised scientific notation (``1.0E20``, ``1.5E-5``)."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    if value == 0:
-        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
-    exact = decimal.Decimal(_shortest(value, single))
-    if 1e-3 <= abs(value) < 1e7:
-        plain = format(exact, "f")
-        return plain if "." in plain else plain + ".0"
-    sign, digits, _ = exact.as_tuple()
-    significant = "".join(map(str, digits)).rstrip("0") or "0"
-    mantissa = significant[0] + "." + (significant[1:] or "0")
-    return f"{'-' if sign else ''}{mantissa}E{exact.adjusted()}"
-
-
-def _shortest(value: float, single: bool) -> str:
-    if not single:
-        return repr(value)
-    packed = struct.pack("f", value)
-    for precision in range(1, 10):
-        text = f"{value:.{precision}g}"
-        if struct.pack("f", float(text)) == packed:
-            return text
-    return repr(value)

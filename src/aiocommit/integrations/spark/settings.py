@@ -24,6 +24,9 @@ ROW_GROUP_BYTES = 128 * 1024 * 1024
 #: total buffered Arrow data per task before the largest buffer is flushed early
 TASK_BUFFER_BYTES = 512 * 1024 * 1024
 
+#: Parquet row group cap in rows: none to speak of, as Spark's (``ROW_GROUP_BYTES`` rules)
+DEFAULT_ROW_GROUP_ROWS = 64 * 1024 * 1024
+
 TEST_PREFIX = "aiocommit.test."
 
 
@@ -58,7 +61,9 @@ class WriteSettings:
     partition_by: tuple[str, ...] = ()
     partition_overwrite_mode: str = "static"
     compression: str | None = "snappy"
-    row_group_size: int = 1024 * 1024
+    row_group_size: int = DEFAULT_ROW_GROUP_ROWS
+    #: Spark's ``maxRecordsPerFile``: rows per file before the next ``-c001`` file; 0: no limit
+    max_records_per_file: int = 0
     header: bool = False
     local_dir: str | None = None
     commit: CommitOptions = field(default_factory=CommitOptions)
@@ -89,9 +94,10 @@ class WriteSettings:
         allowed = PARQUET_CODECS if fmt == "parquet" else TEXT_CODECS
         if codec not in allowed:
             raise ValueError(f"compression for {fmt} must be one of {', '.join(allowed)}")
-        row_group_size = int(lowered.get("rowgroupsize", str(1024 * 1024)))
+        row_group_size = int(lowered.get("rowgroupsize", str(DEFAULT_ROW_GROUP_ROWS)))
         if row_group_size < 1:
             raise ValueError(f"rowGroupSize must be >= 1, not {row_group_size}")
+        max_records = int(lowered.get("maxrecordsperfile", "0"))
         header = _bool("header", lowered.get("header", "false"))
         return cls(
             url=url,
@@ -100,6 +106,7 @@ class WriteSettings:
             partition_overwrite_mode=mode,
             compression=None if codec in ("none", "uncompressed") else codec,
             row_group_size=row_group_size,
+            max_records_per_file=max(0, max_records),
             header=header,
             local_dir=lowered.get("localdir") or None,
             commit=CommitOptions.from_mapping({**DRIVER_DEFAULTS, **lowered}),

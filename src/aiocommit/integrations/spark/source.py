@@ -7,8 +7,9 @@ Where each method runs (pyspark 4, see ``docs/spark.md``):
   it returns is pickled once; every task and ``commit()``/``abort()`` get a copy, so they
   all see the same job ID.
 * ``AiocommitWriter.write(batches)``: once per task attempt, on an executor. It writes
-  the attempt's files locally, uploads them into its own task attempt directory, runs
-  ``commit_task`` and returns an ``AiocommitCommitMessage`` naming its manifest.
+  the attempt's files locally and uploads them into its own task attempt directory (for
+  a local destination it writes them there directly), runs ``commit_task`` and returns
+  an ``AiocommitCommitMessage`` naming its manifest.
 * ``commit(messages)`` / ``abort(messages)``: on the driver host after every partition
   has one successful attempt / after the job (or ``commit()``) failed.
 """
@@ -50,9 +51,11 @@ from aiocommit.integrations.spark.committer import (
     abort_write,
     commit_task_files,
     commit_write,
+    open_task_attempt,
     prepare_job,
 )
 from aiocommit.integrations.spark.files import TaskOutput
+from aiocommit.integrations.spark.schema import parquet_metadata
 from aiocommit.integrations.spark.settings import WriteSettings
 from aiocommit.protocol.ids import new_job_id
 
@@ -171,14 +174,23 @@ class AiocommitWriter(DataSourceArrowWriter):
             prefix=f"aiocommit-{partition}-{spark_attempt}-", dir=_local_root(settings)
         )
         try:
+            attempt_dir = asyncio.run(
+                open_task_attempt(
+                    settings, self.job_id, partition=partition, attempt_number=attempt_number
+                )
+            )
             output = TaskOutput(
                 fmt=settings.format,
                 compression=settings.compression,
                 row_group_size=settings.row_group_size,
                 header=settings.header,
-                local_dir=local_dir,
+                local_dir=attempt_dir or local_dir,
+                scratch_dir=local_dir,
+                in_place=attempt_dir is not None,
                 base_name=f"part-{partition:05d}-{core}-{spark_attempt}",
                 partition_by=settings.partition_by,
+                max_records_per_file=settings.max_records_per_file,
+                parquet_metadata=parquet_metadata(self.schema, settings.partition_by),
             )
             try:
                 for batch in iterator:
