@@ -50,6 +50,11 @@ class UnknownOption(ValueError):
         self.closest = closest
 
 
+#: defaults of a process that exists to commit (the command line, a Spark driver), under
+#: the settings a user gives: the rename stage uses every core
+DRIVER_DEFAULTS: dict[str, object] = {"processes": 0}
+
+
 def _option(default: Any, hadoop: str | None, doc: str) -> Any:
     return field(default=default, metadata={"hadoop": hadoop, "doc": doc})
 
@@ -60,9 +65,11 @@ class CommitOptions:
     (see ``from_mapping``); ``docs/configuration.md`` lists them all."""
 
     concurrency: int = _option(
-        256,
+        2048,
         "mapreduce.manifest.committer.io.threads",
-        "Most store operations in flight for the job (the job limiter).",
+        "Most store operations in flight for the job (the job limiter), shared by its rename "
+        "processes and capped by what the store client serves at once; adaptive concurrency "
+        "backs off from it when the store throttles.",
     )
     adaptive_concurrency: bool = _option(
         True,
@@ -128,12 +135,21 @@ class CommitOptions:
     use_source_etag: bool = _option(
         True, None, "Rename with the manifest's etag as a source precondition where known."
     )
+    processes: int = _option(
+        1,
+        None,
+        "Worker processes for the rename stage, one event loop and store client each; 1 keeps "
+        "everything in the caller's event loop, 0 means one per CPU core. The command line "
+        "and the Spark driver default to 0 (DRIVER_DEFAULTS).",
+    )
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, not {self.concurrency}")
         if self.min_concurrency < 1:
             raise ValueError(f"min_concurrency must be >= 1, not {self.min_concurrency}")
+        if self.processes < 0:
+            raise ValueError(f"processes must be >= 0, not {self.processes}")
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, not {self.max_attempts}")
         for name in ("rate_limit", "delete_rate_limit"):

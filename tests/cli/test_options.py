@@ -54,7 +54,9 @@ def test_build_options_precedence() -> None:
     assert options.concurrency == 3
     assert options.validate_output is True
     assert options.rate_limit == 2.5
-    assert build_options({}, []) == CommitOptions()
+    # the command line's defaults are the library's, but for every core in the rename stage
+    assert build_options({}, []) == CommitOptions(processes=0)
+    assert build_options({"processes": 1}, []).processes == 1
     assert build_options({}, ["rate_limit="]).rate_limit is None
     with pytest.raises(click.UsageError, match="bad option value"):
         build_options({}, ["max_attempts=0"])

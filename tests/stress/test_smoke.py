@@ -132,15 +132,38 @@ def test_crash(tmp_path: Path) -> None:
     assert data["figures"]["correct_completions"] >= 2
 
 
-def test_bench_w1_small(tmp_path: Path) -> None:
+def test_bench_w1_small_side_by_side_with_hadoop(tmp_path: Path) -> None:
+    from aiocommit.stress import hadoop
+
     data = run(
         tmp_path, "bench", "w1", "--tasks", "4", "--files-per-task", "25", "--dirs", "3",
         "--latency-ms", "2", "--concurrency", "16", "--store", "local", "--workdir",
-        str(tmp_path),
+        str(tmp_path), "--hadoop-threads", "8",
     )  # fmt: skip
     figures = data["figures"]
     assert figures["ratio_to_ideal"] > 0
-    assert figures["ideal_ops_per_second"] <= 16 / 0.002
+    assert figures["ideal_ops_per_second"] == 16 / 0.002
+    assert figures["store_ops"] >= 100  # one rename per file at least
+    if hadoop.available() is None:  # Java here: Hadoop committed the same job shape
+        assert data["hadoop"][0]["files_committed"] == 100
+        assert figures["hadoop_8_threads_seconds"] > 0
+        assert figures["speedup_vs_hadoop_8"] > 0
+    else:
+        assert data["hadoop_missing"] == hadoop.available()
+
+
+def test_bench_versus_plots_both_committers(tmp_path: Path) -> None:
+    from aiocommit.stress import hadoop
+
+    data = run(
+        tmp_path, "bench", "versus", "--tasks", "3", "--files-per-task", "10", "--dirs", "2",
+        "--latency-ms", "2", "--concurrency", "8", "--workdir", str(tmp_path),
+    )  # fmt: skip
+    points = data["points"]
+    assert [p["concurrency"] for p in points] == [8]
+    assert all(p["aiocommit_ops_per_second"] > 0 for p in points)
+    assert all(("hadoop_ops_per_second" in p) == (hadoop.available() is None) for p in points)
+    assert Path(data["plots"][0]).stat().st_size > 10_000
 
 
 def test_bench_cpu_task_scan_and_scale(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from aiocommit.cli.units import parse_duration
-from aiocommit.options import CommitOptions, UnknownOption
+from aiocommit.options import DRIVER_DEFAULTS, CommitOptions, UnknownOption
 from aiocommit.protocol.layout import JobLayout
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -25,6 +25,7 @@ COMMIT_ONLY_OPTIONS = frozenset(
         "report_dir",
         "diagnostics_dir",
         "use_source_etag",
+        "processes",
     }
 )
 
@@ -118,7 +119,9 @@ def build_options(values: Mapping[str, Any], pairs: Sequence[str]) -> CommitOpti
     fields = CommitOptions.names()
     overrides = {k: v for k, v in values.items() if k in fields and v is not None}
     try:
-        return CommitOptions.from_mapping(settings, others="error", **overrides)
+        return CommitOptions.from_mapping(
+            {**DRIVER_DEFAULTS, **settings}, others="error", **overrides
+        )
     except UnknownOption as error:
         raise click.UsageError(f"--option {error}") from None
     except (ValueError, TypeError) as error:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -13,8 +14,8 @@ from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.stages.context import ProgressCallback, StageContext
-from aiocommit.stores.base import Store
-from aiocommit.stores.registry import open_store
+from aiocommit.stores.base import Store, opener_of
+from aiocommit.stores.registry import open_store, reopen_url
 
 
 def new_statistics() -> IOStatistics:
@@ -58,6 +59,13 @@ async def open_context(
     """A stage context for ``dest`` (a URL, or a path of ``store`` when one is given).
     A store opened here is closed on exit; a store passed in is the caller's to close."""
     async with open_operations(dest, store=store, options=options) as (ops, path):
+        # a store that knows how says so; one opened here from a URL is opened from it again
+        opened = ops.store
+        reopen = (
+            opener_of(opened)
+            if store is not None or hasattr(opened, "opener")
+            else functools.partial(reopen_url, dest)
+        )
         yield StageContext(
             layout=JobLayout(path, job_id, attempt),
             options=ops.options,
@@ -66,4 +74,5 @@ async def open_context(
             job_id_source=job_id_source,
             task_attempt_id=task_attempt_id,
             progress=progress,
+            reopen=reopen,
         )

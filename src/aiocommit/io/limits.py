@@ -71,6 +71,15 @@ class AdaptiveLimiter:
             self._in_flight += 1  # handed to the waiter
             self._waiters.popleft().set()
 
+    def try_acquire(self) -> int | None:
+        """Take a free slot without waiting: the epoch, or None when none is free."""
+        if self._in_flight < self._limit and not self._waiters:
+            self._in_flight += 1
+            if self._in_flight > self.peak_in_flight:
+                self.peak_in_flight = self._in_flight
+            return self._epoch
+        return None
+
     async def acquire(self) -> int:
         """Take a slot; returns the epoch to pass back to ``on_throttle``."""
         if self._in_flight < self._limit and not self._waiters:

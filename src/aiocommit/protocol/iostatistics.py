@@ -42,6 +42,8 @@ class IOStatistics:
         self.minimums: dict[str, int] = {}
         self.maximums: dict[str, int] = {}
         self.means: dict[str, MeanStatistic] = {}
+        #: duration key -> its (min key, max key, mean): no string building per record
+        self._slots: dict[str, tuple[str, str, MeanStatistic]] = {}
         for name in counters:
             self.counters.setdefault(name, 0)
         for name in durations:
@@ -62,14 +64,21 @@ class IOStatistics:
 
     def record_duration(self, name: str, milliseconds: float, *, failed: bool = False) -> None:
         key = name + ".failures" if failed else name
-        if key + ".mean" not in self.means:
+        slot = self._slots.get(key)
+        if slot is None:
             self.register_duration(name)
+            slot = self._slots[key] = (key + ".min", key + ".max", self.means[key + ".mean"])
+        low_key, high_key, mean = slot
         value = int(milliseconds)
-        self.counters[key] = self.counters.get(key, 0) + 1
-        low = self.minimums[key + ".min"]
-        self.minimums[key + ".min"] = value if low < 0 else min(low, value)
-        self.maximums[key + ".max"] = max(self.maximums[key + ".max"], value)
-        mean = self.means[key + ".mean"]
+        counters = self.counters
+        counters[key] = counters.get(key, 0) + 1
+        minimums = self.minimums
+        low = minimums[low_key]
+        if low < 0 or value < low:
+            minimums[low_key] = value
+        maximums = self.maximums
+        if value > maximums[high_key]:
+            maximums[high_key] = value
         mean.samples += 1
         mean.sum += value
 

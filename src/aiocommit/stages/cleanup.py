@@ -3,7 +3,7 @@
 pre:  none (idempotent; safe after a partial commit, a crash or an earlier cleanup).
 post: ``_temporary/JOB`` is gone: on stores whose directory delete is O(files), task
       attempt directories first and in parallel, to spread the work; on stores with a
-      cheap tree delete (local, ADLS with HNS), in one call; ``_temporary`` itself is
+      cheap tree delete (ADLS with HNS, memory), in one call; ``_temporary`` itself is
       removed when no other job uses it. Attempt directories that no loaded manifest
       named (failed, aborted or losing attempts) are counted.
 fail: raised unless ``cleanup_ignore_failures``; then logged and counted.

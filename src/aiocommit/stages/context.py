@@ -19,6 +19,7 @@ from aiocommit.options import CommitOptions
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.protocol.uris import manifest_path, manifest_uri
+from aiocommit.stores.base import StoreOpener
 
 T = TypeVar("T")
 
@@ -51,6 +52,8 @@ class StageContext:
     job_id_source: str = "JobID"
     task_attempt_id: str | None = None
     progress: ProgressCallback | None = None
+    #: opens this store again in a worker process; None where it cannot be (memory)
+    reopen: StoreOpener | None = None
     log: ContextAdapter = field(init=False)
 
     def __post_init__(self) -> None:

@@ -36,6 +36,9 @@ from aiocommit.stores.base import check_clean, is_under, join, parent_of, relati
 #: destination dir or None when it is the same, size, etag)
 SpilledEntry = tuple[str, str | None, int, str | None]
 
+#: manifests loaded at once at most (each is in memory while it loads)
+LOADS = 256
+
 _spill_encoder = msgspec.msgpack.Encoder()
 _spill_decoder = msgspec.msgpack.Decoder(list[tuple[str, str | None, int, str | None]])
 
@@ -73,19 +76,31 @@ class LoadedJob:
         self, manifest: LoadedManifest, dest_root: str
     ) -> Iterator[tuple[str, str, int, str | None]]:
         """(source, destination, size, etag) store paths of one manifest, from its spill."""
-        spilled = _spill_decoder.decode(
-            self.spill.read(manifest.spill_offset, manifest.spill_length)
-        )
-        for source, dest, size, etag in spilled:
-            yield (
-                join(manifest.attempt_dir, source),
-                join(dest_root, dest if dest is not None else source),
-                size,
-                etag,
-            )
+        return spilled_entries(self.spilled(manifest), manifest.attempt_dir, dest_root)
+
+    def spilled(self, manifest: LoadedManifest) -> bytes:
+        """One manifest's spilled entries, encoded (for ``spilled_entries``)."""
+        return self.spill.read(manifest.spill_offset, manifest.spill_length)
 
     def close(self) -> None:
         self.spill.close()
+
+
+def spilled_entries(
+    data: bytes, attempt_dir: str, dest_root: str
+) -> Iterator[tuple[str, str, int, str | None]]:
+    """Decode one manifest's spilled entries into (source, destination, size, etag) store
+    paths. Spilled paths are relative and checked clean, and the roots have no trailing
+    ``/``, so plain concatenation joins them."""
+    attempt_prefix = attempt_dir.rstrip("/") + "/"
+    dest_prefix = dest_root.rstrip("/") + "/"
+    for source, dest, size, etag in _spill_decoder.decode(data):
+        yield (
+            attempt_prefix + source,
+            dest_prefix + (dest if dest is not None else source),
+            size,
+            etag,
+        )
 
 
 async def list_manifest_names(context: StageContext) -> list[str]:
@@ -208,7 +223,8 @@ async def _load_all(
             )
         task_stats.aggregate(manifest.iostatistics)
 
-    await parallel(list(names), load_one, workers=context.options.concurrency)
+    # each load holds a whole manifest in memory: bounded apart from the store limit
+    await parallel(list(names), load_one, workers=min(context.options.concurrency, LOADS))
     loaded.manifests.sort(key=lambda m: m.name)
     context.stats.increment(S.COMMITTER_TASKS_COMPLETED, len(loaded.manifests))
     every_dir = _with_ancestors(loaded.directories, layout.dest)

@@ -147,6 +147,26 @@ async def _resolve_existing_dest(
 
 
 async def rename_files_stage(context: StageContext, loaded: LoadedJob) -> None:
+    """Rename every entry, in this event loop or over worker processes (``processes``)."""
+    from aiocommit.stages.rename_workers import rename_in_workers, worker_count
+
+    async with stage(context, S.JOB_STAGE_RENAME_FILES):
+        workers = worker_count(context, loaded)
+        context.stats.set_gauge("job_rename_processes", workers)
+        if workers > 1:
+            files_done, bytes_done = await rename_in_workers(context, loaded, workers)
+        else:
+            files_done, bytes_done = await _rename_here(context, loaded)
+    context.stats.increment(S.COMMITTER_FILES_COMMITTED, files_done)
+    context.stats.increment(S.COMMITTER_BYTES_COMMITTED, bytes_done)
+    context.report(
+        Progress(
+            S.JOB_STAGE_RENAME_FILES, files_done, loaded.file_count, bytes_done, loaded.total_size
+        )
+    )
+
+
+async def _rename_here(context: StageContext, loaded: LoadedJob) -> tuple[int, int]:
     files_done = 0
     bytes_done = 0
     last_report = 0.0
@@ -176,12 +196,5 @@ async def rename_files_stage(context: StageContext, loaded: LoadedJob) -> None:
                 )
             )
 
-    async with stage(context, S.JOB_STAGE_RENAME_FILES):
-        await parallel(entries(), worker, workers=context.options.concurrency)
-    context.stats.increment(S.COMMITTER_FILES_COMMITTED, files_done)
-    context.stats.increment(S.COMMITTER_BYTES_COMMITTED, bytes_done)
-    context.report(
-        Progress(
-            S.JOB_STAGE_RENAME_FILES, files_done, loaded.file_count, bytes_done, loaded.total_size
-        )
-    )
+    await parallel(entries(), worker, workers=context.options.concurrency)
+    return files_done, bytes_done

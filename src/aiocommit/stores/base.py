@@ -32,7 +32,7 @@ Contract (every adapter; checked by ``tests/contract``):
 from __future__ import annotations
 
 import posixpath
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Protocol, runtime_checkable
 
 import msgspec
@@ -64,8 +64,11 @@ class StoreCapabilities(msgspec.Struct, frozen=True):
             recognised at its destination by the etag recorded in the manifest.
         atomic_rename: a file rename is one atomic store operation.
         directories: the store has real directories (mkdirs and parents matter).
-        fast_directory_delete: deleting a directory tree is one cheap call (local disk,
-            ADLS Gen2 with HNS), so cleanup need not spread it over parallel deletes.
+        fast_directory_delete: deleting a directory tree is one cheap call (ADLS Gen2
+            with HNS, memory), so cleanup need not spread it over parallel deletes (a
+            local disk's tree delete is serial: spreading it pays).
+        max_in_flight: most calls this client serves at once (e.g. its connection pool);
+            the job's in-flight limit is capped to it. None: no limit of its own.
     """
 
     etags: bool = True
@@ -73,6 +76,7 @@ class StoreCapabilities(msgspec.Struct, frozen=True):
     atomic_rename: bool = True
     directories: bool = True
     fast_directory_delete: bool = False
+    max_in_flight: int | None = None
 
 
 @runtime_checkable
@@ -117,6 +121,17 @@ class Store(Protocol):
     ) -> FileStatus: ...
 
     async def aclose(self) -> None: ...
+
+
+#: a picklable callable that opens an equivalent store client in another process
+StoreOpener = Callable[[], Store]
+
+
+def opener_of(store: object) -> StoreOpener | None:
+    """How another process opens this store again: the store's ``opener()`` (a store may
+    define it; None where it cannot, e.g. data that lives in this process), else None."""
+    opener = getattr(store, "opener", None)
+    return opener() if callable(opener) else None
 
 
 def join(parent: str, *names: str) -> str:

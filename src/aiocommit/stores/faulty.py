@@ -17,6 +17,7 @@ Faults, each per operation kind (``list_dir``, ``stat``, ``mkdirs``, ``delete``,
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 from collections.abc import Awaitable, Callable
@@ -26,7 +27,7 @@ from typing import TypeVar
 import anyio
 
 from aiocommit.errors import StoreError, Throttled, Transient
-from aiocommit.stores.base import Store
+from aiocommit.stores.base import Store, StoreOpener, opener_of
 from aiocommit.stores.wrapper import StoreWrapper
 
 T = TypeVar("T")
@@ -113,6 +114,11 @@ class FaultyStore(StoreWrapper):
         self._window_start = time.monotonic()
         self._window_calls = 0
 
+    def opener(self) -> StoreOpener | None:
+        """The same faults around the inner store opened again (fresh counters)."""
+        inner = opener_of(self.inner)
+        return None if inner is None else functools.partial(_reopen_faulty, inner, self.faults)
+
     def _chance(self, operation: str, path: str, nth: int) -> Callable[[str], float]:
         seed = self.faults.seed
 
@@ -191,3 +197,7 @@ class FaultyStore(StoreWrapper):
             counts.lost_responses += 1
             raise Transient("injected lost response (applied)", path=path, operation=operation)
         return result
+
+
+def _reopen_faulty(inner: StoreOpener, faults: Faults) -> FaultyStore:
+    return FaultyStore(inner(), faults)

@@ -51,6 +51,10 @@ class MemoryStore:
             store = cls._named[name] = cls(name)
         return store
 
+    def opener(self) -> None:
+        """None: the files live in this process; another process cannot open them."""
+        return None
+
     @property
     def capabilities(self) -> StoreCapabilities:
         return _CAPABILITIES

@@ -56,3 +56,8 @@ def open_store(url: str) -> tuple[Store, str]:
         importlib.import_module(module_name), function_name
     )
     return opener(url)
+
+
+def reopen_url(url: str) -> Store:
+    """The store of ``url``, opened again (in another process): a picklable opener."""
+    return open_store(url)[0]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from aiocommit.stores.base import FileStatus, Store, StoreCapabilities
+from aiocommit.stores.base import FileStatus, Store, StoreCapabilities, StoreOpener
 from aiocommit.stores.multipart import Upload
 
 T = TypeVar("T")
@@ -26,6 +26,10 @@ class StoreWrapper:
     async def intercept(self, operation: str, path: str, call: Callable[[], Awaitable[T]]) -> T:
         """Run ``call`` (the wrapped store's ``operation`` on ``path``)."""
         return await call()
+
+    def opener(self) -> StoreOpener | None:
+        """None: re-opening only the inner store would drop what the wrapper adds."""
+        return None
 
     @property
     def capabilities(self) -> StoreCapabilities:

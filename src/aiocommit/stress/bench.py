@@ -2,7 +2,8 @@
 
 * W1/W2 (``latency``): job commit of T tasks x F files over D dirs with L ms injected
   per store call during the job commit only; ops/s against the ideal
-  min(concurrency / latency, the 0 ms ceiling measured in the same run).
+  min(concurrency / latency, store rate limit), and Apache Hadoop's ManifestCommitter on
+  the same job shape in the same run (``stress.hadoop``) when Java is present.
 * ``cpu``: the same job at 0 ms: CPU seconds per rename.
 * ``task-scan``: one task commit of a D-directory x F-file tree at L ms against the
   estimate for a sequential scan making the same calls.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -25,17 +27,42 @@ import anyio
 
 from aiocommit import CommitOptions, commit_job, commit_task, setup_job, setup_task
 from aiocommit.protocol import statistics as S
+from aiocommit.protocol.success import SuccessData
 from aiocommit.protocol.uris import manifest_path
+from aiocommit.stress import hadoop
 from aiocommit.stress.jobgen import JobSpec, Writer
 from aiocommit.stress.metering import CpuClock, MeteredStore
-from aiocommit.stress.report import Reporter, grid_table, subprocess_env
+from aiocommit.stress.report import Reporter, grid_table, plot, subprocess_env
 from aiocommit.stress.runner import measured_commit, prepare
 from aiocommit.stress.scenarios import Common, verdict
 from aiocommit.stress.targets import FaultOptions, open_target
 from aiocommit.stress.verify import Expected, ExpectedFile, verify_output
 
-#: Apache Hadoop 3.5.0 ManifestCommitter on the same workloads (seconds), for scale
-HADOOP_SECONDS = {("W1", 32): 41.6, ("W1", 256): 11.2, ("W2", 256): 28.1}
+#: store operations a job commit makes, from its statistics (workers' merged in); listings
+#: and stats are left out because ``_SUCCESS`` also aggregates the tasks' own (their
+#: directory scans), which would count work the job commit did not do
+OP_COUNTERS = (
+    S.OP_RENAME,
+    S.OP_LOAD_MANIFEST,
+    S.OP_LOAD_COMMIT_PLAN,
+    S.OP_LOAD_SUCCESS,
+    S.OP_MKDIRS,
+    S.OP_DELETE,
+    S.OP_DELETE_DIR,
+)
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's reaped children (the rename workers)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def store_ops(summary: SuccessData) -> int:
+    """Job-commit store calls (renames, manifest reads, mkdirs, deletes; the tasks' one
+    manifest rename each is in too, about 1%)."""
+    counters = summary.iostatistics.counters
+    return sum(counters.get(n, 0) + counters.get(n + ".failures", 0) for n in OP_COUNTERS)
 
 
 async def latency_bench(
@@ -45,19 +72,17 @@ async def latency_bench(
     latency_ms: float,
     options: CommitOptions,
     reporter: Reporter,
+    *,
+    hadoop_threads: list[int],
+    rate_limit: float | None = None,
 ) -> dict[str, Any]:
-    """W1/W2: ops/s at ``latency_ms`` against min(concurrency / latency, 0 ms ceiling)."""
+    """W1/W2: the job commit at ``latency_ms`` per store call, against the ideal
+    min(concurrency / latency, store rate limit), and Hadoop's committer on the same job
+    shape in the same run (when Java is here)."""
+    hadoop_missing = hadoop.available() if hadoop_threads else "not asked for"
     async with open_target(common.store, workdir=common.workdir, keep=common.keep) as target:
         with reporter.live():
-            ceiling_job = await prepare(
-                target,
-                spec,
-                reporter,
-                name="ceiling",
-                concurrency=common.prep_concurrency,
-                label="preparing the 0 ms job",
-            )
-            latency_job = await prepare(
+            job = await prepare(
                 target,
                 spec,
                 reporter,
@@ -65,58 +90,84 @@ async def latency_bench(
                 concurrency=common.prep_concurrency,
                 label=f"preparing the {latency_ms:g} ms job",
             )
-            ceiling = await measured_commit(
-                target,
-                ceiling_job,
-                faults=FaultOptions(always_wrap=True),
-                options=options,
-                reporter=reporter,
-                label="0 ms (ceiling)",
+        # not metered: the statistics count the calls, and the store stays re-openable
+        # in the rename workers
+        store = FaultOptions(latency_ms=latency_ms, always_wrap=True).wrap(target.store)
+        children_before = _children_cpu()
+        with CpuClock() as cpu:
+            begin = time.perf_counter()
+            summary = await commit_job(job.dest, job.job_id, store=store, options=options)
+            seconds = time.perf_counter() - begin
+        workers_cpu = _children_cpu() - children_before
+        verification = await verify_output(target.store, job.dest, [job.expected], summary=summary)
+    hadoop_runs: list[hadoop.HadoopRun] = []
+    if hadoop_missing is None:
+        for threads in hadoop_threads:
+            reporter.log(f"{name}: Hadoop ManifestCommitter, {threads} threads ...")
+            hadoop_runs.append(
+                await hadoop.commit_like_hadoop(
+                    tasks=spec.tasks,
+                    files_per_task=spec.files_per_task,
+                    dirs=spec.dirs,
+                    latency_ms=latency_ms,
+                    threads=threads,
+                    workdir=common.workdir,
+                )
             )
-            slow = await measured_commit(
-                target,
-                latency_job,
-                faults=FaultOptions(latency_ms=latency_ms, always_wrap=True),
-                options=options,
-                reporter=reporter,
-                label=f"{latency_ms:g} ms",
-                profile=common.profile,
-            )
-    ceiling_ops = ceiling.metered.calls / ceiling.seconds
+    ops = store_ops(summary)
     bound = options.concurrency / (latency_ms / 1000) if latency_ms else float("inf")
-    ideal = min(bound, ceiling_ops)
-    ops = slow.metered.calls / slow.seconds
-    ratio = ops / ideal
-    ok = ceiling.ok and slow.ok
-    hadoop = HADOOP_SECONDS.get((name, options.concurrency))
-    figures = {
-        "ops_per_second": round(ops, 1),
+    ideal = min(bound, rate_limit) if rate_limit else bound
+    ops_per_second = ops / seconds
+    ratio = ops_per_second / ideal
+    processes = summary.iostatistics.gauges.get("job_rename_processes", 1)
+    ok = summary.success and verification.ok and all(r.ok for r in hadoop_runs)
+    figures: dict[str, Any] = {
+        "commit_seconds": round(seconds, 3),
+        "store_ops": ops,
+        "ops_per_second": round(ops_per_second, 1),
         "ideal_ops_per_second": round(ideal, 1),
-        "latency_bound_ops_per_second": round(bound, 1),
-        "ceiling_ops_per_second": round(ceiling_ops, 1),
         "ratio_to_ideal": round(ratio, 3),
-        "commit_seconds": round(slow.seconds, 3),
-        "ceiling_commit_seconds": round(ceiling.seconds, 3),
-        "store_ops": slow.metered.calls,
-        "hadoop_seconds_same_workload": hadoop,
+        "concurrency": options.concurrency,
+        "processes": processes,
+        "cpu_seconds_parent": round(cpu.total, 3),
+        "cpu_seconds_total": round(cpu.total + workers_cpu, 3),
+        "cpu_us_per_store_op": round((cpu.total + workers_cpu) / ops * 1e6, 1),
+        "stages_ms": {
+            name: mean.sum
+            for name in S.JOB_STAGES
+            if (mean := summary.iostatistics.meanstatistics.get(name + ".mean")) and mean.samples
+        },
     }
-    reporter.table(slow.table(f"{name}: {latency_ms:g} ms per store call, {target.kind}"))
-    reporter.table(ceiling.table(f"{name}: 0 ms ceiling, {target.kind}"))
+    speedups: dict[int, float] = {}
+    for run in hadoop_runs:
+        figures[f"hadoop_{run.threads}_threads_stages_ms"] = run.raw.get("stage_ms", {})
+        speedups[run.threads] = run.job_commit_seconds / seconds
+        figures[f"hadoop_{run.threads}_threads_seconds"] = run.job_commit_seconds
+        figures[f"hadoop_{run.threads}_threads_ops"] = run.store_ops
+        figures[f"hadoop_{run.threads}_threads_cpu_seconds"] = run.job_commit_cpu_seconds
+        figures[f"speedup_vs_hadoop_{run.threads}"] = round(speedups[run.threads], 2)
     reporter.table(
         grid_table(
-            f"{name} against the ideal", ["figure", "value"], [[k, v] for k, v in figures.items()]
+            f"{name}: {spec.describe()} at {latency_ms:g} ms per store call, {target.kind}",
+            ["figure", "value"],
+            [[k, v] for k, v in figures.items()],
         )
     )
-    for run in (ceiling, slow):
-        if run.verification is not None and not run.verification.ok:
-            for problem in run.verification.problems:
-                reporter.out.print(f"[red]  {problem}")
-    reference = f"; Hadoop ManifestCommitter {hadoop} s" if hadoop else ""
+    for problem in verification.problems:
+        reporter.out.print(f"[red]  {problem}")
+    versus = (
+        "; ".join(
+            f"Hadoop@{t} {r.job_commit_seconds:.1f} s = {speedups[t]:.1f}x"
+            for t, r in zip(hadoop_threads, hadoop_runs, strict=False)
+        )
+        if hadoop_runs
+        else f"Hadoop not run: {hadoop_missing}"
+    )
     reporter.figure(
-        f"{name}: {ratio:.2f} of ideal ({ops:,.0f} ops/s vs ideal {ideal:,.0f} = min("
-        f"{options.concurrency}/{latency_ms:g} ms = {bound:,.0f}, 0 ms ceiling "
-        f"{ceiling_ops:,.0f})); job commit {slow.seconds:.1f} s{reference}; target >= 0.80: "
-        f"{verdict(ratio >= 0.8)}; verification {verdict(ok)}"
+        f"{name}: job commit {seconds:.2f} s ({ops:,} store ops, {ops_per_second:,.0f} ops/s, "
+        f"{ratio:.2f} of ideal {ideal:,.0f} = min({options.concurrency}/{latency_ms:g} ms"
+        + (f", rate limit {rate_limit:,.0f}/s" if rate_limit else "")
+        + f"); {processes} processes; {versus}; verification {verdict(ok)}"
     )
     return {
         "benchmark": name,
@@ -126,9 +177,118 @@ async def latency_bench(
         "concurrency": options.concurrency,
         "ok": ok,
         "figures": figures,
-        "latency_run": slow.figures(),
-        "ceiling_run": ceiling.figures(),
+        "hadoop": [r.raw for r in hadoop_runs],
+        "hadoop_missing": hadoop_missing,
     }
+
+
+async def versus_bench(
+    common: Common,
+    spec: JobSpec,
+    latency_ms: float,
+    concurrencies: list[int],
+    processes: int,
+    reporter: Reporter,
+) -> dict[str, Any]:
+    """Store ops/s against concurrency at ``latency_ms``: aiocommit at each in-flight
+    limit, Hadoop's committer at the same number of threads, in one run; plots both."""
+    missing = hadoop.available()
+    points: list[dict[str, Any]] = []
+    ok = True
+    async with open_target(common.store, workdir=common.workdir, keep=common.keep) as target:
+        for concurrency in concurrencies:
+            with reporter.live():
+                job = await prepare(target, spec, reporter, concurrency=common.prep_concurrency)
+            store = FaultOptions(latency_ms=latency_ms, always_wrap=True).wrap(target.store)
+            options = CommitOptions(concurrency=concurrency, processes=processes)
+            begin = time.perf_counter()
+            summary = await commit_job(job.dest, job.job_id, store=store, options=options)
+            seconds = time.perf_counter() - begin
+            verification = await verify_output(
+                target.store, job.dest, [job.expected], summary=summary
+            )
+            ok = ok and verification.ok
+            point: dict[str, Any] = {
+                "concurrency": concurrency,
+                "aiocommit_seconds": round(seconds, 3),
+                "aiocommit_ops_per_second": round(store_ops(summary) / seconds, 1),
+                "ideal_ops_per_second": round(concurrency / (latency_ms / 1000), 1),
+            }
+            if missing is None:
+                reporter.log(f"versus: Hadoop at {concurrency} threads ...")
+                run = await hadoop.commit_like_hadoop(
+                    tasks=spec.tasks,
+                    files_per_task=spec.files_per_task,
+                    dirs=spec.dirs,
+                    latency_ms=latency_ms,
+                    threads=concurrency,
+                    workdir=common.workdir,
+                )
+                ok = ok and run.ok
+                point["hadoop_seconds"] = run.job_commit_seconds
+                point["hadoop_ops_per_second"] = round(run.store_ops / run.job_commit_seconds, 1)
+            points.append(point)
+    png = plot_versus(
+        common.out / "versus_concurrency.png",
+        points,
+        f"{spec.tasks:,} tasks x {spec.files_per_task} files, {latency_ms:g} ms per store call",
+        latency_ms,
+    )
+    columns = ["concurrency", "aiocommit s", "aiocommit ops/s", "Hadoop s", "Hadoop ops/s"]
+    reporter.table(
+        grid_table(
+            f"versus: {latency_ms:g} ms per call",
+            columns,
+            [
+                [
+                    p["concurrency"],
+                    p["aiocommit_seconds"],
+                    f"{p['aiocommit_ops_per_second']:,.0f}",
+                    p.get("hadoop_seconds", "-"),
+                    f"{p.get('hadoop_ops_per_second', 0):,.0f}",
+                ]
+                for p in points
+            ],
+        )
+    )
+    best = max(points, key=lambda p: float(p["aiocommit_ops_per_second"]))
+    hadoop_best = max((float(p.get("hadoop_ops_per_second", 0)) for p in points), default=0)
+    reporter.figure(
+        f"versus: aiocommit best {best['aiocommit_ops_per_second']:,.0f} ops/s at "
+        f"{best['concurrency']}; Hadoop best {hadoop_best:,.0f} ops/s"
+        + (f" ({missing})" if missing else "")
+        + f"; plot {png}; verification {verdict(ok)}"
+    )
+    return {
+        "benchmark": "versus",
+        "job": spec.describe(),
+        "latency_ms": latency_ms,
+        "ok": ok,
+        "points": points,
+        "plots": [str(png)],
+    }
+
+
+def plot_versus(path: Path, points: list[dict[str, Any]], title: str, latency_ms: float) -> Path:
+    """The versus plot: store ops/s against concurrency, both committers and the ideal."""
+    xs = [float(p["concurrency"]) for p in points]
+    series = {"aiocommit": (xs, [float(p["aiocommit_ops_per_second"]) for p in points])}
+    if all("hadoop_ops_per_second" in p for p in points):
+        series["Hadoop ManifestCommitter"] = (
+            xs,
+            [float(p["hadoop_ops_per_second"]) for p in points],
+        )
+    series["ideal: concurrency / latency"] = (xs, [x / (latency_ms / 1000) for x in xs])
+    return plot(
+        path,
+        title=f"job commit, store ops/s against concurrency ({title})",
+        xlabel="concurrency (aiocommit: calls in flight; Hadoop: threads)",
+        ylabel="store ops/s (log)",
+        series=series,
+        logx=True,
+        logy=True,
+        dashed=["ideal: concurrency / latency"],
+    )
 
 
 async def cpu_bench(

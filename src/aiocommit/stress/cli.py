@@ -534,12 +534,25 @@ def bench() -> None:
     """The benchmark suite; each prints its figure last."""
 
 
-def _latency_command(name: str, latency_ms: float) -> Callable[..., None]:
+def _latency_command(name: str, latency_ms: float, hadoop_threads: str) -> Callable[..., None]:
     @click.option("--tasks", type=int, default=1000, show_default=True)
     @click.option("--files-per-task", type=int, default=100, show_default=True)
     @click.option("--dirs", type=int, default=10, show_default=True)
     @click.option("--latency-ms", type=float, default=latency_ms, show_default=True)
-    @click.option("--concurrency", type=int, default=256, show_default=True)
+    @click.option("--concurrency", type=int, default=2048, show_default=True)
+    @click.option(
+        "--processes",
+        type=int,
+        default=0,
+        show_default=True,
+        help="Rename worker processes (0: one per core, 1: the caller's event loop).",
+    )
+    @click.option(
+        "--hadoop-threads",
+        default=hadoop_threads,
+        show_default=True,
+        help="Hadoop ManifestCommitter thread counts to run in the same run ('' for none).",
+    )
     @target_options(store="local")
     @click.option("--seed", type=int, default=0, show_default=True)
     @output_options
@@ -553,19 +566,47 @@ def _latency_command(name: str, latency_ms: float) -> Callable[..., None]:
             seed=kw.pop("seed"),
         )
         latency = kw.pop("latency_ms")
-        options = CommitOptions(concurrency=kw.pop("concurrency"))
+        options = CommitOptions(concurrency=kw.pop("concurrency"), processes=kw.pop("processes"))
+        threads = _ints(kw.pop("hadoop_threads"))
         common = _common(kw)
-        _run(kw, lambda r: latency_bench(name, common, spec, latency, options, r))
+        _run(
+            kw,
+            lambda r: latency_bench(
+                name, common, spec, latency, options, r, hadoop_threads=threads
+            ),
+        )
 
     command.__doc__ = (
-        f"{name}: job commit of T tasks x F files over D dirs at "
-        f"{latency_ms:g} ms per store call; ratio to the ideal."
+        f"{name}: job commit of T tasks x F files over D dirs at {latency_ms:g} ms per store "
+        "call; ratio to the ideal, and Hadoop's committer on the same job in the same run."
     )
     return command
 
 
-bench.command("w1")(_latency_command("W1", 10.0))
-bench.command("w2")(_latency_command("W2", 50.0))
+bench.command("w1")(_latency_command("W1", 10.0, "32,256"))
+bench.command("w2")(_latency_command("W2", 50.0, "256"))
+
+
+@bench.command("versus")
+@click.option("--tasks", type=int, default=200, show_default=True)
+@click.option("--files-per-task", type=int, default=100, show_default=True)
+@click.option("--dirs", type=int, default=10, show_default=True)
+@click.option("--latency-ms", type=float, default=10.0, show_default=True)
+@click.option("--concurrency", "concurrencies", default="32,128,512,2048", show_default=True)
+@click.option("--processes", type=int, default=0, show_default=True)
+@target_options(store="local")
+@output_options
+def bench_versus(**kw: Any) -> None:
+    """Store ops/s against concurrency, aiocommit and Hadoop's committer (plot)."""
+    from aiocommit.stress.bench import versus_bench
+
+    spec = JobSpec(
+        tasks=kw.pop("tasks"), files_per_task=kw.pop("files_per_task"), dirs=kw.pop("dirs")
+    )
+    latency, processes = kw.pop("latency_ms"), kw.pop("processes")
+    concurrencies = _ints(kw.pop("concurrencies"))
+    common = _common(kw)
+    _run(kw, lambda r: versus_bench(common, spec, latency, concurrencies, processes, r))
 
 
 @bench.command("cpu")

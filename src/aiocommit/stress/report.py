@@ -173,6 +173,7 @@ def plot(
     ylabel: str,
     series: Mapping[str, tuple[Sequence[float], Sequence[float]]],
     logx: bool = False,
+    logy: bool = False,
     dashed: Sequence[str] = (),
     markers: bool = True,
     secondary: Mapping[str, tuple[Sequence[float], Sequence[float]]] | None = None,
@@ -191,6 +192,8 @@ def plot(
         axis.plot(xs, ys, style, label=name)
     if logx:
         axis.set_xscale("log", base=2)
+    if logy:
+        axis.set_yscale("log")
     axis.set_title(title)
     axis.set_xlabel(xlabel)
     axis.set_ylabel(ylabel)

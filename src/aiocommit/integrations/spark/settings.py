@@ -15,7 +15,12 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from aiocommit.options import HADOOP_ONLY_OPTIONS, SPARK_HADOOP_PREFIX, CommitOptions
+from aiocommit.options import (
+    DRIVER_DEFAULTS,
+    HADOOP_ONLY_OPTIONS,
+    SPARK_HADOOP_PREFIX,
+    CommitOptions,
+)
 
 FORMATS = ("parquet", "csv", "json")
 PARQUET_CODECS = ("snappy", "gzip", "zstd", "lz4", "brotli", "none", "uncompressed")
@@ -172,7 +177,7 @@ class WriteSettings:
             time_zone=lowered.get("timezone") or None,
             save_mode=save_mode if save_mode in ("errorifexists", "ignore") else "",
             commit=CommitOptions.from_mapping(
-                {k: v for k, v in lowered.items() if not _is_s3a_option(k)},
+                {**DRIVER_DEFAULTS, **{k: v for k, v in lowered.items() if not _is_s3a_option(k)}},
                 handled_prefixes=(TEST_PREFIX, SAVE_MODE_OPTION),
             ),
             hooks=_hooks(lowered),

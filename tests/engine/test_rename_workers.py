@@ -1,0 +1,259 @@
+"""The rename stage over worker processes: same output as in one event loop, one clear
+error for the first failure anywhere, and a SIGKILL of a worker or of the parent leaves a
+job that a re-run finishes or ``abort_job`` undoes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from aiocommit import CommitError, CommitOptions, OutputConflict, abort_job, commit_job
+from aiocommit.protocol import statistics as S
+from aiocommit.stages import rename_workers
+from aiocommit.stages.context import Progress
+from aiocommit.stores.base import join
+from aiocommit.stores.faulty import Faults, FaultyStore, Latency
+from aiocommit.stores.local import LocalStore
+from aiocommit.stores.memory import MemoryStore
+from tests.helpers import exists, output, run_tasks
+
+TWO = CommitOptions(processes=2, concurrency=16)
+
+
+@pytest.fixture(autouse=True)
+def small_jobs_use_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rename_workers, "MIN_FILES_PER_PROCESS", 4)
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> tuple[LocalStore, str]:
+    root = tmp_path / "store"
+    root.mkdir()
+    return LocalStore(), str(root)
+
+
+@pytest.fixture
+def only_workers_rename(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Faults aimed at the workers must not reach this (the test's) process."""
+    monkeypatch.setattr(rename_workers, "PARENT_RENAMES", False)
+
+
+def kill_self_on_rename_of_task_2(operation: str, path: str) -> bool:
+    """A fault that SIGKILLs the worker renaming task 2's third file (picklable)."""
+    if operation == "rename" and path.endswith("part-00002-0003.dat"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return False
+
+
+@pytest.mark.parametrize("parent_renames", [True, False])
+async def test_workers_commit_the_same_output_and_merge_statistics(
+    local: tuple[LocalStore, str], parent_renames: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rename_workers, "PARENT_RENAMES", parent_renames)
+    store, root = local
+    dest = join(root, "out")
+    job_id, expected = await run_tasks(store, dest, tasks=6, files_per_task=5)
+    reports: list[Progress] = []
+    summary = await commit_job(dest, job_id, store=store, options=TWO, progress=reports.append)
+    assert summary.success
+    assert await output(store, dest) == expected
+    stats = summary.iostatistics
+    assert stats.gauges["job_rename_processes"] == 2
+    assert stats.counters[S.COMMITTER_FILES_COMMITTED] == 30
+    assert stats.counters[S.OP_RENAME] >= 30  # the workers' renames, merged
+    assert stats.meanstatistics[S.COMMIT_FILE_RENAME + ".mean"].samples == 30
+    done = [r.files_done for r in reports if r.stage == S.JOB_STAGE_RENAME_FILES]
+    assert done == sorted(done) and done[-1] == 30
+    assert not await exists(store, join(dest, "_temporary"))
+
+
+async def test_a_store_of_this_process_renames_in_the_caller_loop(tmp_path: Path) -> None:
+    store = MemoryStore(f"workers-{id(tmp_path)}")
+    job_id, expected = await run_tasks(store, "/out", tasks=4, files_per_task=5)
+    summary = await commit_job("/out", job_id, store=store, options=TWO)
+    assert summary.iostatistics.gauges["job_rename_processes"] == 1
+    assert await output(store, "/out") == expected
+
+
+async def test_processes_one_stays_in_the_caller_loop(local: tuple[LocalStore, str]) -> None:
+    store, root = local
+    job_id, expected = await run_tasks(store, join(root, "o"), tasks=4, files_per_task=5)
+    options = CommitOptions(processes=1)
+    summary = await commit_job(join(root, "o"), job_id, store=store, options=options)
+    assert summary.iostatistics.gauges["job_rename_processes"] == 1
+    assert await output(store, join(root, "o")) == expected
+
+
+async def test_a_conflict_in_a_worker_is_raised_once_and_abort_undoes(
+    local: tuple[LocalStore, str],
+) -> None:
+    store, root = local
+    dest = join(root, "out")
+    job_id, _ = await run_tasks(store, dest, tasks=6, files_per_task=5)
+    taken = "part=1/part-00003-0001.dat"
+    await store.write_bytes(join(dest, taken), b"someone else's")
+    with pytest.raises(OutputConflict) as caught:
+        await commit_job(dest, job_id, store=store, options=TWO)
+    assert caught.value.stage == S.JOB_STAGE_RENAME_FILES
+    assert caught.value.path is not None and caught.value.path.endswith(taken)
+    await abort_job(dest, job_id, store=store)
+    assert await output(store, dest) == {taken: b"someone else's"}
+
+
+async def test_a_killed_worker_fails_the_commit_and_a_rerun_finishes(
+    local: tuple[LocalStore, str], only_workers_rename: None
+) -> None:
+    store, root = local
+    dest = join(root, "out")
+    job_id, expected = await run_tasks(store, dest, tasks=6, files_per_task=5)
+    faults = Faults(latency=Latency(fixed=0.002), fail_paths=kill_self_on_rename_of_task_2)
+    started = time.monotonic()
+    with pytest.raises(CommitError, match="died with exit code -9") as caught:
+        await commit_job(dest, job_id, store=FaultyStore(store, faults), options=TWO)
+    assert caught.value.stage == S.JOB_STAGE_RENAME_FILES
+    assert time.monotonic() - started < 30
+    summary = await commit_job(dest, job_id, store=store, options=TWO)
+    assert summary.success
+    assert await output(store, dest) == expected
+
+
+async def test_a_killed_worker_then_abort_leaves_nothing(
+    local: tuple[LocalStore, str], only_workers_rename: None
+) -> None:
+    store, root = local
+    dest = join(root, "out")
+    job_id, _ = await run_tasks(store, dest, tasks=6, files_per_task=5)
+    faults = Faults(fail_paths=kill_self_on_rename_of_task_2)
+    with pytest.raises(CommitError, match="died"):
+        await commit_job(dest, job_id, store=FaultyStore(store, faults), options=TWO)
+    await abort_job(dest, job_id, store=store)
+    assert await output(store, dest) == {}
+    assert not await exists(store, join(dest, "_temporary"))
+
+
+PARENT = textwrap.dedent(
+    """
+    import json, sys, anyio
+    from aiocommit import CommitOptions, commit_job
+    from aiocommit.stages import rename_workers
+    from aiocommit.stores.faulty import Faults, FaultyStore, Latency
+    from aiocommit.stores.local import LocalStore
+
+    rename_workers.MIN_FILES_PER_PROCESS = 4
+    dest, job_id = sys.argv[1], sys.argv[2]
+    store = FaultyStore(LocalStore(), Faults(latency=Latency(fixed=0.05)))
+    options = CommitOptions(processes=3, concurrency=3)
+    anyio.run(lambda: commit_job(dest, job_id, store=store, options=options))
+    """
+)
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(p) for p in (task / "children").read_text().split()]
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")
+@pytest.mark.parametrize("then", ["rerun", "abort"])
+async def test_sigkill_of_the_parent_stops_the_workers(
+    local: tuple[LocalStore, str], then: str
+) -> None:
+    store, root = local
+    dest = join(root, "out")
+    job_id, expected = await run_tasks(store, dest, tasks=6, files_per_task=5)
+    parent = await anyio.open_process([sys.executable, "-c", PARENT, dest, job_id])
+    try:
+        workers: list[int] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            workers = _children(parent.pid)
+            committed = [p for p in (await output(store, dest)) if p in expected]
+            if len(workers) == 2 and committed:
+                break
+            await anyio.sleep(0.05)
+        assert len(workers) == 2, "the workers never started"
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        await parent.wait()
+    deadline = time.monotonic() + 10
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:  # noqa: ASYNC110
+        await anyio.sleep(0.05)
+    assert not any(_alive(w) for w in workers), "a worker outlived its parent"
+    renamed = await output(store, dest)
+    assert 0 < len(renamed) < len(expected)
+    if then == "rerun":
+        summary = await commit_job(dest, job_id, store=store, options=TWO)
+        assert summary.success
+        assert await output(store, dest) == expected
+    else:
+        await abort_job(dest, job_id, store=store)
+        assert await output(store, dest) == {}
+
+
+def test_driver_defaults_use_every_core() -> None:
+    from aiocommit.options import DRIVER_DEFAULTS
+
+    assert CommitOptions().processes == 1
+    assert CommitOptions.from_mapping(DRIVER_DEFAULTS).processes == 0
+    with pytest.raises(ValueError, match="processes"):
+        CommitOptions(processes=-1)
+
+
+def test_stores_say_whether_another_process_can_open_them(tmp_path: Path) -> None:
+    from aiocommit.stores.base import opener_of
+
+    local = LocalStore(threads=3)
+    reopened = opener_of(FaultyStore(local, Faults(latency=Latency(fixed=0.01))))
+    assert reopened is not None
+    again = reopened()
+    assert isinstance(again, FaultyStore) and isinstance(again.inner, LocalStore)
+    assert again.inner.threads == 3 and again.faults.latency.fixed == 0.01
+    assert opener_of(MemoryStore(f"o-{id(tmp_path)}")) is None
+    assert opener_of(FaultyStore(MemoryStore(f"p-{id(tmp_path)}"))) is None
+
+
+def test_workers_split_the_limits() -> None:
+    options = rename_workers.worker_options(
+        CommitOptions(concurrency=2048, rate_limit=1000.0, processes=0), 3
+    )
+    assert (options.concurrency, options.rate_limit, options.processes) == (683, 1000 / 3, 1)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")
+async def test_cancelling_the_commit_kills_the_workers(local: tuple[LocalStore, str]) -> None:
+    store, root = local
+    dest = join(root, "out")
+    job_id, expected = await run_tasks(store, dest, tasks=6, files_per_task=5)
+    slow = FaultyStore(store, Faults(latency=Latency(fixed=0.2)))
+    options = CommitOptions(processes=3, concurrency=3)
+    before = set(_children(os.getpid()))
+    workers: set[int] = set()
+    async with anyio.create_task_group() as group:
+        group.start_soon(lambda: commit_job(dest, job_id, store=slow, options=options))
+        with anyio.fail_after(60):
+            while len(workers) < 2:
+                await anyio.sleep(0.05)
+                workers = {p for p in set(_children(os.getpid())) - before if _alive(p)}
+        await anyio.sleep(0.5)
+        group.cancel_scope.cancel()
+    assert not any(_alive(p) for p in workers)
+    summary = await commit_job(dest, job_id, store=store, options=TWO)
+    assert summary.success
+    assert await output(store, dest) == expected
