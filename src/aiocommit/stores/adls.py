@@ -30,6 +30,7 @@ translated here, once, into ``aiocommit.errors``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import email.utils
 import os
 import time
@@ -174,7 +175,7 @@ class AdlsStore:
         sas_token: str | None = None,
         connection_string: str | None = None,
         token_credential: AsyncTokenCredential | None = None,
-        connections: int = 256,
+        connections: int = 1024,
         page_size: int = 5000,
         connection_timeout: float = 20.0,
         read_timeout: float = 60.0,
@@ -186,6 +187,8 @@ class AdlsStore:
         self.scheme = scheme
         self.host = host or f"{account}.dfs.core.windows.net"
         self.connections = connections
+        #: the pool serves this many calls at once: the engine's concurrency is capped there
+        self._capabilities = dataclasses.replace(_CAPABILITIES, max_in_flight=connections)
         self.page_size = page_size
         self._connection_timeout = connection_timeout
         self._read_timeout = read_timeout
@@ -361,7 +364,7 @@ class AdlsStore:
 
     @property
     def capabilities(self) -> StoreCapabilities:
-        return _CAPABILITIES
+        return self._capabilities
 
     def qualify(self, path: str) -> str:
         return f"{self.scheme}://{self.filesystem}@{self.host}{path}"

@@ -228,7 +228,7 @@ class GcsStore:
         self,
         bucket: str,
         *,
-        connections: int = 256,
+        connections: int = 1024,
         api_root: str | None = None,
         api_is_dev: bool | None = None,
         service_file: str | None = None,
@@ -269,6 +269,7 @@ class GcsStore:
             etags_preserved_in_rename=False,
             atomic_rename=bool(self.atomic_move),
             directories=False,
+            max_in_flight=self.connections,
         )
 
     def qualify(self, path: str) -> str:

@@ -241,7 +241,11 @@ class S3Store:
     @property
     def capabilities(self) -> StoreCapabilities:
         return StoreCapabilities(
-            etags=True, etags_preserved_in_rename=False, atomic_rename=False, directories=False
+            etags=True,
+            etags_preserved_in_rename=False,
+            atomic_rename=False,
+            directories=False,
+            max_in_flight=self.connections,
         )
 
     def qualify(self, path: str) -> str:

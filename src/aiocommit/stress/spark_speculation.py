@@ -237,14 +237,20 @@ def coordinator_decisions(work: Path) -> dict[int, dict[str, str]]:
     return decisions
 
 
+#: ``part-00003-<job uuid>-17-c000.snappy.parquet`` or ``part-00003-<job uuid>-17.c000...``
+COMMITTED_NAME = re.compile(r"part-(?P<partition>\d+)-.*-(?P<tid>\d+)[.-]c\d{3}")
+
+
 def committed_tids(dest: Path) -> dict[int, set[str]]:
     """Partition -> Spark task attempt ids in the committed file names
-    (``part-<partition>-<job>-<taskAttemptId>-c<n>...``)."""
+    (``part-<partition>-<job>-<taskAttemptId>-c<n>...``, or ``.c<n>`` inside partition
+    directories, as Spark names them)."""
     found: dict[int, set[str]] = {}
     for path in dest.rglob("part-*"):
-        stem = path.name.rsplit("-c", 1)[0]
-        partition, tid = int(stem.split("-")[1]), stem.rsplit("-", 1)[1]
-        found.setdefault(partition, set()).add(tid)
+        match = COMMITTED_NAME.match(path.name)
+        if match is None:
+            raise ValueError(f"not a name the writer gives: {path}")
+        found.setdefault(int(match["partition"]), set()).add(match["tid"])
     return found
 
 

@@ -20,6 +20,7 @@ from aiocommit.options import (
     HADOOP_ONLY_OPTIONS,
     SPARK_HADOOP_PREFIX,
     CommitOptions,
+    UnknownOption,
 )
 
 FORMATS = ("parquet", "csv", "json")
@@ -221,11 +222,15 @@ def check_known(lowered: Mapping[str, str]) -> None:
     if not unknown:
         return
     hints = []
+    closest: list[str | None] = []
     for key in unknown:
         candidates = [*WRITE_OPTIONS, *sorted(commit_names)]
         close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.6)
+        closest.append(close[0] if close else None)
         hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-    raise ValueError(f"unknown option(s) for aiocommit: {', '.join(hints)}")
+    error = UnknownOption(unknown[0], closest[0])
+    error.args = (f"unknown option(s) for aiocommit: {', '.join(hints)}",)
+    raise error
 
 
 def _bool(name: str, text: str) -> bool:
