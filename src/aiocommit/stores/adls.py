@@ -30,7 +30,6 @@ translated here, once, into ``aiocommit.errors``.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import email.utils
 import os
 import time
@@ -39,6 +38,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import aiohttp
 import anyio
+import msgspec.structs
 from azure.core import MatchConditions
 from azure.core.credentials import AzureNamedKeyCredential, AzureSasCredential
 from azure.core.exceptions import (
@@ -188,7 +188,7 @@ class AdlsStore:
         self.host = host or f"{account}.dfs.core.windows.net"
         self.connections = connections
         #: the pool serves this many calls at once: the engine's concurrency is capped there
-        self._capabilities = dataclasses.replace(_CAPABILITIES, max_in_flight=connections)
+        self._capabilities = msgspec.structs.replace(_CAPABILITIES, max_in_flight=connections)
         self.page_size = page_size
         self._connection_timeout = connection_timeout
         self._read_timeout = read_timeout
