@@ -41,7 +41,6 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-import aiocommit
 from aiocommit.errors import CommitError
 from aiocommit.io.operations import StoreOperations
 from aiocommit.options import CommitOptions
@@ -131,7 +130,8 @@ class _Worker:
     def __init__(self, index: int) -> None:
         to_child_read, to_child_write = os.pipe()
         from_child_read, from_child_write = os.pipe()
-        source_root = os.path.dirname(os.path.dirname(os.path.abspath(aiocommit.__file__)))
+        # the directory holding the aiocommit package (aiocommit/stages/this file)
+        source_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (source_root, env.get("PYTHONPATH", "")) if p
