@@ -59,10 +59,8 @@ from aiobotocore.session import get_session
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
-    ConnectionClosedError,
     ConnectTimeoutError,
     EndpointConnectionError,
-    ReadTimeoutError,
 )
 
 from aiocommit.errors import (
@@ -140,10 +138,8 @@ def translate(
         return Transient(
             f"cannot connect to S3: {error}", path=path, operation=operation, maybe_applied=False
         )
-    if isinstance(error, ReadTimeoutError | ConnectionClosedError | TimeoutError | ConnectionError):
-        return Transient(
-            f"S3 call failed: {error!r}", path=path, operation=operation, maybe_applied=True
-        )
+    # a timeout, a dropped connection or another client-side failure after sending: the
+    # call may have been applied
     if isinstance(error, BotoCoreError | OSError):
         return Transient(
             f"S3 call failed: {error!r}", path=path, operation=operation, maybe_applied=True
