@@ -61,6 +61,29 @@ async def walk(store: Store, root: str) -> dict[str, bytes]:
     return found
 
 
+async def visible_paths(store: Store, dest: str) -> set[str]:
+    """Paths of the files a reader sees in ``dest`` now, listing only (no reads).
+
+    Safe to call while a commit runs: ``_temporary`` is not walked and a directory that
+    vanishes between its listing and ours is skipped.
+    """
+    found: set[str] = set()
+    pending = [dest]
+    while pending:
+        directory = pending.pop()
+        try:
+            async for page in store.list_dir(directory):
+                for status in page:
+                    relative = status.path[len(dest.rstrip("/")) + 1 :]
+                    if status.is_dir and relative != "_temporary":
+                        pending.append(status.path)
+                    elif not status.is_dir:
+                        found.add(relative)
+        except FileNotFoundError:
+            continue
+    return found
+
+
 async def output(
     store: Store, dest: str, *, ignore: Iterable[str] = ("_SUCCESS",)
 ) -> dict[str, bytes]:

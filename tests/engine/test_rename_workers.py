@@ -22,7 +22,7 @@ from aiocommit.stores.base import join
 from aiocommit.stores.faulty import Faults, FaultyStore, Latency
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.memory import MemoryStore
-from tests.helpers import exists, output, run_tasks
+from tests.helpers import exists, output, run_tasks, visible_paths
 
 TWO = CommitOptions(processes=2, concurrency=16)
 
@@ -184,7 +184,7 @@ async def test_sigkill_of_the_parent_stops_the_workers(
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             workers = _children(parent.pid)
-            committed = [p for p in (await output(store, dest)) if p in expected]
+            committed = (await visible_paths(store, dest)) & expected.keys()
             if len(workers) == 2 and committed:
                 break
             await anyio.sleep(0.05)
