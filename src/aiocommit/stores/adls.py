@@ -29,11 +29,9 @@ translated here, once, into ``aiocommit.errors``.
 
 from __future__ import annotations
 
-import contextlib
-import email.utils
 import os
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import aiohttp
@@ -65,6 +63,8 @@ from aiocommit.errors import (
 )
 from aiocommit.stores.adls_rest import DfsResponseError, LeanDfsClient
 from aiocommit.stores.base import FileStatus, Store, StoreCapabilities, check_clean, parent_of
+from aiocommit.stores.edge import retry_after as retry_after_seconds
+from aiocommit.stores.edge import translating
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
@@ -85,20 +85,6 @@ def _unquote_etag(etag: str | None) -> str | None:
     return etag.strip().removeprefix("W/").strip('"')
 
 
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        parsed = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, parsed.timestamp() - time.time())
-
-
 def _translate_status(
     status: int,
     code: str,
@@ -112,7 +98,7 @@ def _translate_status(
     message = f"{status} {code}: {message}"
     where: dict[str, Any] = {"path": path, "operation": operation}
     if status == 429 or status == 503 or (status == 500 and code == "OperationTimedOut"):
-        return Throttled(message, retry_after=_retry_after(retry_after), **where)
+        return Throttled(message, retry_after=retry_after_seconds(retry_after), **where)
     if status == 404:
         if code == "RenameDestinationParentPathNotFound" and dest is not None:
             where["path"] = parent_of(dest)
@@ -443,12 +429,11 @@ class AdlsStore:
         not_sent = isinstance(error, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError)
         return Transient(message, path=path, operation=operation, maybe_applied=not not_sent)
 
-    @contextlib.contextmanager
-    def _errors(self, operation: str, path: str, *, dest: str | None = None) -> Iterator[None]:
-        try:
-            yield
-        except AzureError as error:
-            raise self._translate(error, operation, path, dest=dest) from error
+    def _errors(
+        self, operation: str, path: str, *, dest: str | None = None
+    ) -> AbstractContextManager[None]:
+        """The SDK calls' edge: an ``AzureError`` becomes a store error."""
+        return translating(self._translate, AzureError)(operation, path, dest=dest)
 
     def _raise(self, error: AzureError, operation: str, path: str) -> NoReturn:
         raise self._translate(error, operation, path) from error

@@ -54,11 +54,9 @@ Design (what this adapter promises beyond the contract in ``stores.base``):
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import mimetypes
 import os
-import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -82,6 +80,7 @@ from aiocommit.errors import (
     Transient,
 )
 from aiocommit.stores.base import FileStatus, StoreCapabilities, check_clean
+from aiocommit.stores.edge import retry_after, translating
 
 _LIST_FIELDS = "items(name,size,generation,crc32c,md5Hash),prefixes,nextPageToken"
 
@@ -138,21 +137,6 @@ class ObjectInfo(msgspec.Struct, frozen=True):
         )
 
 
-def _retry_after(headers: Any) -> float | None:
-    value = headers.get("Retry-After") if headers is not None else None
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
 def translate(
     error: BaseException, path: str | None, operation: str, *, creating: bool = False
 ) -> StoreError:
@@ -176,9 +160,8 @@ def translate(
         if status in (401, 403):
             return PermissionDenied(message, path=path, operation=operation)
         if status in (429, 503):
-            return Throttled(
-                message, path=path, operation=operation, retry_after=_retry_after(error.headers)
-            )
+            wait = retry_after(error.headers.get("Retry-After") if error.headers else None)
+            return Throttled(message, path=path, operation=operation, retry_after=wait)
         if status in (408, 500, 502, 504):
             return Transient(message, path=path, operation=operation, maybe_applied=True)
         return StoreError(message, path=path, operation=operation)
@@ -193,14 +176,7 @@ def translate(
     return StoreError(f"GCS call failed: {error!r}", path=path, operation=operation)
 
 
-@contextlib.contextmanager
-def _edge(path: str | None, operation: str, *, creating: bool = False) -> Iterator[None]:
-    try:
-        yield
-    except StoreError:
-        raise
-    except Exception as error:
-        raise translate(error, path, operation, creating=creating) from error
+_edge = translating(translate, Exception)
 
 
 class GcsStore:

@@ -45,9 +45,8 @@ Design (beyond the contract in ``stores.base`` and ``stores.multipart``):
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -74,6 +73,7 @@ from aiocommit.errors import (
     Transient,
 )
 from aiocommit.stores.base import FileStatus, StoreCapabilities, check_clean
+from aiocommit.stores.edge import retry_after, translating
 from aiocommit.stores.multipart import Upload
 
 if TYPE_CHECKING:
@@ -119,12 +119,11 @@ def translate(
             return PermissionDenied(message, path=path, operation=operation)
         if code in _THROTTLED or status in (429, 503):
             headers = error.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
-            retry_after = headers.get("retry-after")
             return Throttled(
                 message,
                 path=path,
                 operation=operation,
-                retry_after=float(retry_after) if retry_after and retry_after.isdigit() else None,
+                retry_after=retry_after(headers.get("retry-after")),
             )
         if code in _TRANSIENT or status in (500, 502, 504):
             return Transient(
@@ -147,14 +146,7 @@ def translate(
     return StoreError(f"S3 call failed: {error!r}", path=path, operation=operation)
 
 
-@contextlib.contextmanager
-def _edge(path: str | None, operation: str, *, creating: bool = False) -> Iterator[None]:
-    try:
-        yield
-    except StoreError:
-        raise
-    except Exception as error:
-        raise translate(error, path, operation, creating=creating) from error
+_edge = translating(translate, Exception)
 
 
 def _etag(value: Any) -> str:
