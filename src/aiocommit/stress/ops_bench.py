@@ -14,7 +14,6 @@ import contextlib
 import cProfile
 import gc
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +27,7 @@ from aiocommit.errors import NotFound
 from aiocommit.stores.base import Store
 from aiocommit.stress.report import Reporter, grid_table, subprocess_env
 from aiocommit.stress.scenarios import verdict
+from aiocommit.testing.child_server import start_announcing, stop_process
 
 #: µs of client CPU per rename that issue #11 sets as targets
 TARGETS_US = {"adls": 400.0, "gcs": 650.0}
@@ -37,30 +37,15 @@ STORES = ("adls", "gcs", "local", "memory")
 @contextlib.contextmanager
 def server_process(*args: str) -> Iterator[dict[str, str]]:
     """Run ``python -m ARGS``; yield the ``NAME=VALUE`` lines it prints before serving."""
-    process = subprocess.Popen(
+    process, values = start_announcing(
         [sys.executable, "-m", *args],
-        stdout=subprocess.PIPE,
-        text=True,
+        lambda values: "PORT" in values or "AZURE_STORAGE_ACCOUNT_KEY" in values,
         env=subprocess_env(),
     )
     try:
-        assert process.stdout is not None
-        values: dict[str, str] = {}
-        while True:
-            line = process.stdout.readline()
-            if not line:
-                raise RuntimeError(f"server {args} exited with {process.wait()}")
-            name, sep, value = line.strip().partition("=")
-            if sep and not name.startswith("#"):
-                values[name] = value
-            if "PORT" in values or "AZURE_STORAGE_ACCOUNT_KEY" in values:
-                break
         yield values
     finally:
-        process.terminate()
-        process.wait(timeout=10)
-        if process.stdout is not None:
-            process.stdout.close()
+        stop_process(process)
 
 
 async def drive(

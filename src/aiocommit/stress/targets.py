@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,6 +25,7 @@ from aiocommit.stores.faulty import Faults, FaultyStore, Latency
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.memory import MemoryStore
 from aiocommit.stores.registry import open_store
+from aiocommit.testing.child_server import start_announcing, stop_process
 
 KINDS = ("memory", "local", "adls", "gcs")
 
@@ -171,10 +171,14 @@ async def _adls_target() -> AsyncIterator[Target]:
     except ImportError as error:
         raise _missing("adls", error) from error
     filesystem = "stress"
-    process = await anyio.to_thread.run_sync(_start_emulator, adls_emulator.__name__, filesystem)
+    names = ("AIOCOMMIT_ADLS_ENDPOINT", "AZURE_STORAGE_ACCOUNT_KEY")
+    argv = [sys.executable, "-m", adls_emulator.__name__, "--port", "0"]
+    process, settings = await anyio.to_thread.run_sync(
+        lambda: start_announcing(
+            [*argv, "--filesystem", filesystem], lambda found: all(n in found for n in names)
+        )
+    )
     try:
-        names = ("AIOCOMMIT_ADLS_ENDPOINT", "AZURE_STORAGE_ACCOUNT_KEY")
-        settings = await anyio.to_thread.run_sync(_read_settings, process, names)
         endpoint = settings["AIOCOMMIT_ADLS_ENDPOINT"]
         account = endpoint.rstrip("/").rsplit("/", 1)[-1]
         store = AdlsStore(
@@ -189,43 +193,7 @@ async def _adls_target() -> AsyncIterator[Target]:
         finally:
             await store.aclose()
     finally:
-        await anyio.to_thread.run_sync(_stop, process)
-
-
-def _start_emulator(module: str, filesystem: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", module, "--port", "0", "--filesystem", filesystem],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-
-
-def _read_settings(process: subprocess.Popen[str], names: tuple[str, ...]) -> dict[str, str]:
-    found: dict[str, str] = {}
-    assert process.stdout is not None
-    deadline = time.monotonic() + 30
-    while len(found) < len(names) and time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"emulator exited early (code {process.poll()})")
-        key, _, value = line.strip().partition("=")
-        if key in names:
-            found[key] = value
-    if len(found) < len(names):
-        raise RuntimeError("emulator did not report its endpoint in 30 s")
-    return found
-
-
-def _stop(process: subprocess.Popen[str]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    if process.stdout is not None:
-        process.stdout.close()
+        await anyio.to_thread.run_sync(stop_process, process)
 
 
 @asynccontextmanager

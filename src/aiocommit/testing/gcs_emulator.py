@@ -26,21 +26,20 @@ import importlib.util
 import json
 import os
 import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from types import FrameType
-from typing import IO
 from urllib.parse import quote
 
 import anyio
 import anyio.to_thread
+
+from aiocommit.testing.child_server import ChildServer, run_child_server
 
 
 def binary_path() -> Path:
@@ -66,102 +65,31 @@ def binary_path() -> Path:
     return candidate
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+class FakeGcsServer(ChildServer):
+    """One fake-gcs-server process (in-memory backend, plain HTTP) on 127.0.0.1."""
 
-
-class FakeGcsServer:
-    """One fake-gcs-server process. ``start``/``stop`` block; use ``run_fake_gcs_server``
-    from async code."""
+    name = "fake-gcs-server"
+    ready_path = "/storage/v1/b"
 
     def __init__(self, port: int = 0, *, ready_timeout: float = 15.0):
-        self.requested_port = port
-        self.port = port
-        self.ready_timeout = ready_timeout
-        self._process: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
+        super().__init__(port, ready_timeout=ready_timeout)
 
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
-    def start(self) -> None:
-        """Start the server and wait until it answers; retries a port taken meanwhile."""
-        attempts = 3 if self.requested_port == 0 else 1
-        for attempt in range(attempts):
-            self.port = self.requested_port or _free_port()
-            try:
-                self._spawn()
-                return
-            except RuntimeError:
-                if attempt == attempts - 1:
-                    raise
-
-    def _spawn(self) -> None:
-        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process
-        self._process = subprocess.Popen(
-            [
-                str(binary_path()),
-                "-scheme",
-                "http",
-                "-backend",
-                "memory",
-                "-host",
-                "127.0.0.1",
-                "-port",
-                str(self.port),
-                "-external-url",
-                self.endpoint,
-                "-log-level",
-                "error",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + self.ready_timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                output = self._read_log()
-                self.stop()
-                raise RuntimeError(f"fake-gcs-server exited at start: {output}")
-            try:
-                with urllib.request.urlopen(f"{self.endpoint}/storage/v1/b", timeout=1) as reply:
-                    if reply.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.05)
-        output = self._read_log()
-        self.stop()
-        raise RuntimeError(f"fake-gcs-server not ready after {self.ready_timeout}s: {output}")
-
-    def _read_log(self) -> str:
-        if self._log is None:
-            return ""
-        self._log.seek(0)
-        return self._log.read()[-2000:].decode(errors="replace")
-
-    def stop(self) -> None:
-        """Terminate the process (kill after 5 s) and drop its log."""
-        process, self._process = self._process, None
-        if process is not None:
-            process.terminate()
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        log, self._log = self._log, None
-        if log is not None:
-            log.close()
+    def command(self) -> list[str]:
+        return [
+            str(binary_path()),
+            "-scheme",
+            "http",
+            "-backend",
+            "memory",
+            "-host",
+            "127.0.0.1",
+            "-port",
+            str(self.port),
+            "-external-url",
+            self.endpoint,
+            "-log-level",
+            "error",
+        ]
 
     def create_bucket_sync(self, name: str) -> None:
         """Create a bucket (blocking)."""
@@ -189,16 +117,9 @@ async def create_bucket(endpoint: str, name: str) -> None:
     await anyio.to_thread.run_sync(create_bucket_sync, endpoint, name)
 
 
-@contextlib.asynccontextmanager
-async def run_fake_gcs_server(port: int = 0) -> AsyncIterator[FakeGcsServer]:
+def run_fake_gcs_server(port: int = 0) -> AbstractAsyncContextManager[FakeGcsServer]:
     """Run fake-gcs-server on ``127.0.0.1:port`` (a free port for 0) for the block."""
-    server = FakeGcsServer(port)
-    await anyio.to_thread.run_sync(server.start)
-    try:
-        yield server
-    finally:
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(server.stop)
+    return run_child_server(FakeGcsServer(port))
 
 
 _HOP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "keep-alive"}

@@ -22,20 +22,15 @@ test of the documented behaviour in ``tests/stores/test_s3_documented.py``):
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.error
-import urllib.request
-from collections.abc import AsyncIterator
-from typing import IO
+from contextlib import AbstractAsyncContextManager
 
-import anyio.to_thread
+import anyio
+
+from aiocommit.testing.child_server import ChildServer, run_child_server
 
 DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
@@ -46,93 +41,26 @@ def use_dummy_credentials() -> None:
         os.environ.setdefault(name, value)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class MotoServer:
+class MotoServer(ChildServer):
     """One moto server process on 127.0.0.1."""
 
+    name = "moto server"
+    ready_path = "/moto-api/"
+    poll_interval = 0.1
+
     def __init__(self, port: int = 0, *, ready_timeout: float = 30.0):
-        self.requested_port = port
-        self.port = port
-        self.ready_timeout = ready_timeout
-        self._process: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
+        super().__init__(port, ready_timeout=ready_timeout)
 
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
+    def before_start(self) -> None:
         use_dummy_credentials()
-        attempts = 3 if self.requested_port == 0 else 1
-        for attempt in range(attempts):
-            self.port = self.requested_port or _free_port()
-            try:
-                self._spawn()
-                return
-            except RuntimeError:
-                if attempt == attempts - 1:
-                    raise
 
-    def _spawn(self) -> None:
-        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + self.ready_timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                output = self._read_log()
-                self.stop()
-                raise RuntimeError(f"moto server exited at start: {output}")
-            try:
-                with urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1) as reply:
-                    if reply.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"moto server did not answer within {self.ready_timeout} s")
-
-    def _read_log(self) -> str:
-        if self._log is None:
-            return ""
-        self._log.seek(0)
-        return self._log.read()[-2000:].decode(errors="replace")
-
-    def stop(self) -> None:
-        process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
 
 
-@contextlib.asynccontextmanager
-async def run_moto_server(port: int = 0) -> AsyncIterator[MotoServer]:
+def run_moto_server(port: int = 0) -> AbstractAsyncContextManager[MotoServer]:
     """Start a moto server for the block."""
-    server = MotoServer(port)
-    await anyio.to_thread.run_sync(server.start)
-    try:
-        yield server
-    finally:
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(server.stop)
+    return run_child_server(MotoServer(port))
 
 
 async def create_bucket(endpoint: str, bucket: str) -> None:
