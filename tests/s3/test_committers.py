@@ -396,6 +396,40 @@ async def test_conflict_modes(
     assert await outstanding(store, root) == []
 
 
+async def test_partitioned_conflicts_are_whole_leaf_partitions(
+    s3_root: tuple[S3Store, str], tmp_path: Path
+) -> None:
+    """Multi-column partitions: the partition of ``a=1/b=2/new.dat`` is ``a=1/b=2`` with
+    everything below it (Hadoop: FAIL if it exists, REPLACE deletes it recursively); its
+    neighbours ``a=1/b=3`` and the parent's own file are other partitions, untouched."""
+    store, root = s3_root
+    new = {"a=1/b=2/new.dat": b"new"}
+    neighbours = {"a=1/b=3/other.dat": b"other partition", "a=1/top.dat": b"parent's file"}
+    old = {"a=1/b=2/c=9/deep.dat": b"inside the partition", **neighbours}
+    results = {}
+    for mode in ("fail", "append", "replace"):
+        dest = join(root, mode)
+        for relative, data in old.items():
+            await store.write_bytes(join(dest, relative), data)
+        job_id = await setup_s3_job(dest, store=store)
+        options = S3CommitterOptions(conflict_mode=mode, partitioned=True)
+        await staging_task(store, dest, job_id, 0, 0, new, tmp_path / mode)
+        if mode == "fail":
+            with pytest.raises(OutputConflict, match="partition already holds 1 file"):
+                await commit_s3_job(dest, job_id, store=store, s3_options=options)
+            await abort_s3_job(dest, job_id, store=store)
+            assert await output(store, dest) == old
+            continue
+        await commit_s3_job(dest, job_id, store=store, s3_options=options)
+        results[mode] = await output(store, dest)
+        # a re-run of the finished commit changes nothing (our own files are not conflicts)
+        await commit_s3_job(dest, job_id, store=store, s3_options=options)
+        assert await output(store, dest) == results[mode]
+    assert results["append"] == {**old, **new}
+    assert results["replace"] == {**neighbours, **new}
+    assert await outstanding(store, root) == []
+
+
 def test_options_from_hadoop_names() -> None:
     options = S3CommitterOptions.from_hadoop(
         {

@@ -16,8 +16,9 @@ Job side, in order
         outstanding or already completed into its destination (a re-run). Nothing visible
         changed on failure.
     ``resolve_conflicts_stage``: the conflict mode (``fail``, ``append``, ``replace``) for
-        the whole destination or per partition (the parent directories of the uploads),
-        ignoring this job's own destinations so a re-run passes again.
+        the whole destination or per partition: the directory each upload lands in (the
+        leaf of ``a=1/b=2/``) with everything below it, as Hadoop's partitioned committer
+        checks and deletes it; this job's own destinations are ignored so a re-run passes.
     ``complete_uploads_stage``: every upload completed, in parallel under the job's limits;
         an upload already completed (a lost response, a re-run) counts as done when its
         destination holds the etag the parts complete into.
@@ -336,19 +337,14 @@ async def resolve_conflicts_stage(
         return path in hidden or path in ours
 
     async with stage(context, S3.JOB_STAGE_RESOLVE_CONFLICTS):
-        roots = sorted({parent_of(p) for p in ours}) if partitioned else [dest]
+        roots = _outermost({parent_of(p) for p in ours}) if partitioned else [dest]
         existing: list[str] = []
 
         async def scan(root: str) -> None:
-            if partitioned:
-                # a partition's own files only: its sub-partitions are partitions too
-                try:
-                    async for page in context.ops.list_dir(root):
-                        existing.extend(s.path for s in page if not s.is_dir and not skip(s.path))
-                except NotFound:
-                    pass
-            else:
-                existing.extend(await walk_files(context, root, skip))
+            # a partition is the directory its files land in, with all below it (Hadoop's
+            # PartitionedStagingCommitter: FAIL if the partition path exists, REPLACE
+            # deletes it recursively); files directly in DEST make DEST a partition
+            existing.extend(await walk_files(context, root, skip))
 
         await parallel(roots, scan, workers=context.options.concurrency)
         if not existing:
@@ -367,6 +363,15 @@ async def resolve_conflicts_stage(
                 context.stats.increment(S3.COMMITTER_TARGET_FILES_DELETED)
 
         await parallel(sorted(existing), remove, workers=context.options.concurrency)
+
+
+def _outermost(directories: Iterable[str]) -> list[str]:
+    """The directories not below another of them, sorted: walking these covers all."""
+    kept: list[str] = []
+    for directory in sorted(directories):
+        if not any(is_under(directory, outer) for outer in kept):
+            kept.append(directory)
+    return kept
 
 
 async def complete_uploads_stage(
