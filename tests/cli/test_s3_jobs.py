@@ -7,18 +7,26 @@ from __future__ import annotations
 import itertools
 import json
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 import pytest
 
-from aiocommit.engine.zero_rename import setup_s3_job
+from aiocommit.cli.exits import EXIT_FAILED, EXIT_NOT_FOUND
+from aiocommit.engine.zero_rename import S3CommitterOptions, commit_s3_job, setup_s3_job
+from aiocommit.errors import CommitError
+from aiocommit.options import CommitOptions
+from aiocommit.protocol.success import decode_success
+from aiocommit.stores.faulty import Faults, FaultyStore
 from aiocommit.stores.s3 import S3Store
 from aiocommit.testing.s3_emulator import create_bucket
 from tests.cli.conftest import Cli
-from tests.helpers import task_files
+from tests.helpers import output, task_files
 from tests.s3.helpers import magic_task, outstanding, staging_task
 
+T = TypeVar("T")
 _buckets = itertools.count(1)
 
 
@@ -89,4 +97,101 @@ def test_cleanup_after_a_dead_driver(cli: Cli, s3_dest: tuple[str, str], tmp_pat
     assert open_uploads(bucket, endpoint) == 3
     result = cli("cleanup", f"s3://{bucket}/out", "--all")
     assert result.exit_code == 0, result.output
+    assert open_uploads(bucket, endpoint) == 0
+
+
+def _with_store(bucket: str, endpoint: str, work: Callable[[S3Store], Awaitable[T]]) -> T:
+    async def go() -> T:
+        store = S3Store(bucket, endpoint_url=endpoint)
+        try:
+            return await work(store)
+        finally:
+            await store.aclose()
+
+    return anyio.run(go)
+
+
+def test_commit_an_s3_job_left_by_a_dead_driver(
+    cli: Cli, s3_dest: tuple[str, str], tmp_path: Path
+) -> None:
+    """`aiocommit commit` completes an S3 job's pending sets (staging and magic tasks)."""
+    bucket, endpoint = s3_dest
+
+    async def tasks(store: S3Store) -> tuple[str, dict[str, bytes]]:
+        job_id = await setup_s3_job("/out", store=store)
+        files = {**task_files(0, 2), **task_files(1, 2)}
+        await staging_task(store, "/out", job_id, 0, 0, task_files(0, 2), tmp_path)
+        await magic_task(store, "/out", job_id, 1, 0, task_files(1, 2))
+        return job_id, files
+
+    job_id, expected = _with_store(bucket, endpoint, tasks)
+    url = f"s3://{bucket}/out"
+    assert _with_store(bucket, endpoint, lambda store: output(store, "/out")) == {}
+    result = cli("commit", url, "--job-id", job_id, "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["success"] is True and summary["already_committed"] is False
+    assert _with_store(bucket, endpoint, lambda store: output(store, "/out")) == expected
+    success = _with_store(bucket, endpoint, lambda store: store.read_bytes("/out/_SUCCESS"))
+    assert decode_success(success).job_id == job_id
+    assert open_uploads(bucket, endpoint) == 0
+    assert json.loads(cli("jobs", url, "--json").stdout) == []
+    again = cli("commit", url, "--job-id", job_id)
+    assert again.exit_code == 0, again.output
+    assert "was already committed" in again.stdout
+    missing = cli("commit", url, "--job-id", "job_200001010000_0001")
+    assert missing.exit_code == EXIT_NOT_FOUND, missing.output
+
+
+def test_commit_rerun_finishes_with_the_settings_it_started_with(
+    cli: Cli, s3_dest: tuple[str, str], tmp_path: Path
+) -> None:
+    """A partitioned `replace` commit dies before deleting the old partition's file; the
+    CLI's re-run (no settings given) finishes it as `replace`, not the default `append`;
+    other settings are refused before anything changes."""
+    bucket, endpoint = s3_dest
+    new = {"p=1/new.dat": b"new"}
+    replace = S3CommitterOptions(conflict_mode="replace", partitioned=True)
+
+    async def dying_commit(store: S3Store) -> str:
+        await store.write_bytes("/out/p=1/old.dat", b"old")
+        await store.write_bytes("/out/p=2/kept.dat", b"other partition")
+        job_id = await setup_s3_job("/out", store=store)
+        await staging_task(store, "/out", job_id, 0, 0, new, tmp_path)
+        dying = FaultyStore(
+            store, Faults(fail_paths=lambda op, path: op == "delete" and path.endswith("old.dat"))
+        )
+        with pytest.raises(CommitError):
+            await commit_s3_job(
+                "/out",
+                job_id,
+                store=dying,
+                options=CommitOptions(max_attempts=1),
+                s3_options=replace,
+            )
+        return job_id
+
+    job_id = _with_store(bucket, endpoint, dying_commit)
+    url = f"s3://{bucket}/out"
+    seen = _with_store(bucket, endpoint, lambda store: output(store, "/out"))
+    assert seen == {"p=1/old.dat": b"old", "p=2/kept.dat": b"other partition"}
+    other = cli(
+        "commit",
+        url,
+        "--job-id",
+        job_id,
+        "--option",
+        "fs.s3a.committer.staging.conflict-mode=append",
+    )
+    assert other.exit_code == EXIT_FAILED, other.output
+    assert "started earlier with conflict mode 'replace' per partition" in other.output
+    assert _with_store(bucket, endpoint, lambda store: output(store, "/out")) == seen
+    typo = cli("commit", url, "--job-id", job_id, "--option", "fs.s3a.committer.nmae=magic")
+    assert typo.exit_code == 2 and "fs.s3a.committer.name" in typo.output
+    result = cli("commit", url, "--job-id", job_id)
+    assert result.exit_code == 0, result.output
+    assert _with_store(bucket, endpoint, lambda store: output(store, "/out")) == {
+        "p=2/kept.dat": b"other partition",
+        **new,
+    }
     assert open_uploads(bucket, endpoint) == 0

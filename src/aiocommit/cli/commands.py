@@ -25,6 +25,7 @@ from aiocommit.cli.exits import (
 )
 from aiocommit.cli.flags import (
     build_options,
+    build_s3_options,
     commit_options,
     duration_flag,
     job_layout,
@@ -37,11 +38,18 @@ from aiocommit.cli.summary import decode_document, success_summary
 from aiocommit.cli.units import human_duration
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job
 from aiocommit.engine.jobs import JobInfo, job_info
-from aiocommit.engine.zero_rename import S3Uploads, abort_s3_job, cleanup_s3_job, s3_uploads
+from aiocommit.engine.zero_rename import (
+    S3Uploads,
+    abort_s3_job,
+    cleanup_s3_job,
+    commit_s3_job,
+    s3_uploads,
+)
 from aiocommit.errors import CommitError, NotFound
 from aiocommit.observability import configure_logging
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.layout import SUCCESS, TEMPORARY, JobLayout
+from aiocommit.protocol.pending import pendingsets_dir
 from aiocommit.protocol.success import SuccessData
 from aiocommit.stores.base import join
 from aiocommit.stores.multipart import supports_multipart
@@ -192,11 +200,17 @@ def commit(
 
     For a driver that died before or during job commit: renames every committed task's
     files into place, writes _SUCCESS and cleans up. Safe to re-run; a job already
-    committed is recognised and left as it is.
+    committed is recognised and left as it is. On S3 the job's pending sets are
+    committed (uploads completed, nothing renamed) with the settings its commit started
+    with, or those given as --option fs.s3a.committer.*=VALUE.
     """
     options = build_options(values, option_pairs)
+    s3_options = build_s3_options(option_pairs)
     store, path = open_url(dest)
     layout = job_layout(path, job_id, attempt)
+    s3 = supports_multipart(store)  # S3: the zero-rename committers' job
+    if s3 and manifests:
+        raise click.UsageError("--manifest names manifests; an S3 job has pending sets")
     started = time.perf_counter()
     console = console_for(stderr=True)
     already = False
@@ -206,12 +220,22 @@ def commit(
         try:
             success = await read_dest_success(store, path)
             already = success is not None and success.success and success.job_id == job_id
-            if not already and not await exists(store, layout.manifests_dir):
+            marker = pendingsets_dir(layout) if s3 else layout.manifests_dir
+            if not already and not await exists(store, marker):
                 await require_dir(store, path)
                 raise Problem(
                     EXIT_NOT_FOUND,
                     f"{store.qualify(layout.job_attempt_dir)}: no such job attempt "
                     "(nothing to commit; see `aiocommit jobs DEST`)",
+                )
+            if s3:
+                return await commit_s3_job(
+                    path,
+                    job_id,
+                    attempt=attempt,
+                    store=store,
+                    options=options,
+                    s3_options=s3_options,
                 )
             with ProgressBar(console, enabled=not no_progress) as bar:
                 return await commit_job(
@@ -274,6 +298,7 @@ def abort(
     """Abort job JOB_ID in DEST: undo an unfinished commit's renames, then delete the job's
     temporary files. A committed job is only cleaned up."""
     options = build_options(values, option_pairs)
+    s3_options = build_s3_options(option_pairs)
     store, path = open_url(dest)
     layout = job_layout(path, job_id, attempt)
 
@@ -284,7 +309,14 @@ def abort(
             if found is None:
                 return None  # never set up, or already aborted or cleaned up: idempotent
             if supports_multipart(store):  # S3: the zero-rename committers
-                await abort_s3_job(path, job_id, attempt=attempt, store=store, options=options)
+                await abort_s3_job(
+                    path,
+                    job_id,
+                    attempt=attempt,
+                    store=store,
+                    options=options,
+                    s3_options=s3_options,
+                )
             else:
                 await abort_job(
                     path,
@@ -343,6 +375,7 @@ def cleanup(
     if job_id is not None and all_jobs:
         raise click.UsageError("--job-id and --all exclude each other")
     options = build_options(values, option_pairs)
+    s3_options = build_s3_options(option_pairs)
     store, path = open_url(dest)
     if job_id is not None:
         job_layout(path, job_id)
@@ -380,7 +413,9 @@ def cleanup(
                     console.print(Text(f"would remove {where} (age {human_duration(age)})"))
                     continue
                 if supports_multipart(store):  # S3: also aborts open uploads
-                    await cleanup_s3_job(path, job.job_id, store=store, options=options)
+                    await cleanup_s3_job(
+                        path, job.job_id, store=store, options=options, s3_options=s3_options
+                    )
                 else:
                     await cleanup_job(path, job.job_id, store=store, options=options)
                 console.print(Text(f"removed {where} (age {human_duration(age)})"))

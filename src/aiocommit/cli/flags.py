@@ -10,10 +10,14 @@ from typing import Any, TypeVar
 import click
 
 from aiocommit.cli.units import parse_duration
+from aiocommit.engine.zero_rename import S3CommitterOptions
 from aiocommit.options import DRIVER_DEFAULTS, CommitOptions, UnknownOption
 from aiocommit.protocol.layout import JobLayout
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: keys under this prefix are the S3 committers' settings
+S3_PREFIX = "fs.s3a."
 
 #: options that only matter to a job commit (abort and cleanup do not take them)
 COMMIT_ONLY_OPTIONS = frozenset(
@@ -107,21 +111,41 @@ def option_name(key: str) -> str | None:
     return CommitOptions.option_for(key)
 
 
-def build_options(values: Mapping[str, Any], pairs: Sequence[str]) -> CommitOptions:
-    """``CommitOptions`` from ``--option KEY=VALUE`` pairs and flag values (flags win);
-    ``click.UsageError`` for an unknown key or a bad value."""
+def _settings(pairs: Sequence[str]) -> dict[str, str]:
     settings: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise click.UsageError(f"--option {pair!r}: expected KEY=VALUE")
         settings[key.strip()] = value
+    return settings
+
+
+def build_options(values: Mapping[str, Any], pairs: Sequence[str]) -> CommitOptions:
+    """``CommitOptions`` from ``--option KEY=VALUE`` pairs and flag values (flags win);
+    ``click.UsageError`` for an unknown key or a bad value. ``fs.s3a.*`` keys are the S3
+    committers' (``build_s3_options``)."""
+    settings = _settings(pairs)
     fields = CommitOptions.names()
     overrides = {k: v for k, v in values.items() if k in fields and v is not None}
     try:
         return CommitOptions.from_mapping(
-            {**DRIVER_DEFAULTS, **settings}, others="error", **overrides
+            {**DRIVER_DEFAULTS, **settings},
+            others="error",
+            handled_prefixes=(S3_PREFIX,),
+            **overrides,
         )
+    except UnknownOption as error:
+        raise click.UsageError(f"--option {error}") from None
+    except (ValueError, TypeError) as error:
+        raise click.UsageError(f"bad option value: {error}") from None
+
+
+def build_s3_options(pairs: Sequence[str]) -> S3CommitterOptions | None:
+    """The S3 committers' settings from ``--option fs.s3a.…=VALUE`` pairs, None without
+    any; ``click.UsageError`` for an unknown ``fs.s3a.*`` key or a bad value."""
+    try:
+        return S3CommitterOptions.from_settings(_settings(pairs))
     except UnknownOption as error:
         raise click.UsageError(f"--option {error}") from None
     except (ValueError, TypeError) as error:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from aiocommit.engine.session import open_context
 from aiocommit.errors import CommitError
 from aiocommit.options import CommitOptions
-from aiocommit.protocol.ids import check_id, task_attempt_id_for, task_id_for
+from aiocommit.protocol.ids import attempt_ids
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.protocol.manifest import TaskManifest
 from aiocommit.stages.context import StageContext
@@ -54,11 +54,8 @@ def task_attempt(
 ) -> TaskAttempt:
     """Name a task attempt. ``task`` is a task ID or a partition number (giving a Hadoop
     style ID); ``attempt`` an attempt number or a full attempt ID."""
-    task_id = task_id_for(job_id, task) if isinstance(task, int) else check_id("task ID", task)
-    attempt_id = task_attempt_id_for(task_id, attempt) if isinstance(attempt, int) else attempt
-    return TaskAttempt(
-        dest, dest_path, job_id, task_id, check_id("task attempt ID", attempt_id), job_attempt
-    )
+    task_id, attempt_id = attempt_ids(job_id, task, attempt)
+    return TaskAttempt(dest, dest_path, job_id, task_id, attempt_id, job_attempt)
 
 
 async def setup_task(

@@ -21,24 +21,24 @@ removes the job's directories.
 
 from __future__ import annotations
 
+import difflib
 import os
 import shutil
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 import anyio
 import anyio.to_thread
-import msgspec
 
-from aiocommit.engine.job import _combined, _diagnostics
 from aiocommit.engine.session import new_statistics, open_context
+from aiocommit.engine.summary import combined_statistics, committer_diagnostics, record_failure
 from aiocommit.errors import AlreadyExists, CommitError, ManifestError, NotFound
 from aiocommit.io.multipart import MultipartOperations
-from aiocommit.options import CommitOptions
+from aiocommit.options import CommitOptions, UnknownOption
 from aiocommit.protocol import s3_statistics as S3
 from aiocommit.protocol import statistics as S
-from aiocommit.protocol.ids import check_id, new_job_id, task_attempt_id_for, task_id_for
+from aiocommit.protocol.ids import attempt_ids, check_id, new_job_id
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.protocol.pending import (
     MAGIC_COMMITTER,
@@ -79,6 +79,17 @@ from aiocommit.stores.registry import open_store
 COMMITTERS = ("staging", "magic")
 
 
+#: the Hadoop settings of the zero-rename committers that ``S3CommitterOptions`` reads
+HADOOP_KEYS = frozenset(
+    {
+        "fs.s3a.committer.name",
+        "fs.s3a.committer.staging.conflict-mode",
+        "fs.s3a.multipart.size",
+        "fs.s3a.committer.abort.pending.uploads",
+    }
+)
+
+
 @dataclass(frozen=True)
 class S3CommitterOptions:
     """Settings of the zero-rename committers (Hadoop's names in brackets).
@@ -117,8 +128,47 @@ class S3CommitterOptions:
             return MAGIC_COMMITTER
         return PARTITIONED_COMMITTER if self.partitioned else STAGING_COMMITTER
 
+    def as_record(self) -> dict[str, str]:
+        """These settings as the commit plan records them (``from_record`` reads them)."""
+        return {
+            "committer": self.committer,
+            "conflict_mode": self.conflict_mode,
+            "partitioned": str(self.partitioned).lower(),
+            "part_size": str(self.part_size),
+            "abort_pending_uploads": str(self.abort_pending_uploads).lower(),
+        }
+
     @classmethod
-    def from_hadoop(cls, settings: dict[str, str]) -> S3CommitterOptions:
+    def from_record(cls, record: Mapping[str, str]) -> S3CommitterOptions:
+        try:
+            return cls(
+                committer=record["committer"],
+                conflict_mode=record["conflict_mode"],
+                partitioned=record["partitioned"] == "true",
+                part_size=int(record["part_size"]),
+                abort_pending_uploads=record["abort_pending_uploads"] == "true",
+            )
+        except (KeyError, ValueError) as error:
+            raise ManifestError(f"commit plan: bad committer settings {record}: {error}") from None
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, str]) -> S3CommitterOptions | None:
+        """From the ``fs.s3a.*`` keys of ``settings`` (with or without ``spark.hadoop.``),
+        None when there are none. ``UnknownOption`` for an ``fs.s3a.*`` key that is not a
+        committer setting (``HADOOP_KEYS``), ``ValueError`` for a bad value."""
+        found: dict[str, str] = {}
+        for key, value in settings.items():
+            bare = key.strip().removeprefix("spark.hadoop.")
+            if not bare.startswith("fs.s3a."):
+                continue
+            if bare not in HADOOP_KEYS:
+                close = difflib.get_close_matches(bare, sorted(HADOOP_KEYS), n=1)
+                raise UnknownOption(key, close[0] if close else None)
+            found[bare] = value
+        return cls.from_hadoop(found) if found else None
+
+    @classmethod
+    def from_hadoop(cls, settings: Mapping[str, str]) -> S3CommitterOptions:
         """From ``fs.s3a.*`` settings (unknown keys ignored)."""
         values: dict[str, object] = {}
         name = settings.get("fs.s3a.committer.name")
@@ -173,14 +223,15 @@ async def commit_s3_job(
     """Complete every committed task's uploads, then write ``_SUCCESS``. Re-runnable.
 
     ``pendingsets``: commit exactly these pending sets (file names in the job's pending
-    sets directory) instead of every one found there.
+    sets directory) instead of every one found there. ``s3_options``: the committer's
+    settings; a re-run of a commit that started earlier finishes it with the settings its
+    plan recorded (None takes them; a different conflict mode or scope is refused).
 
     Raises:
         CommitError: naming the stage, operation and path; ``ManifestError`` and
             ``OutputConflict`` for bad pending sets or conflicts, before any upload
             is completed.
     """
-    s3_options = s3_options or S3CommitterOptions()
     async with open_context(
         dest, job_id, attempt=attempt, store=store, options=options, job_id_source=job_id_source
     ) as context:
@@ -188,15 +239,12 @@ async def commit_s3_job(
 
 
 async def _commit(
-    context: StageContext, s3_options: S3CommitterOptions, requested: Sequence[str] | None
+    context: StageContext, given: S3CommitterOptions | None, requested: Sequence[str] | None
 ) -> SuccessData:
     layout = context.layout
     mops = MultipartOperations(context.ops)
     summary = SuccessData.now(layout.job_id, context.job_id_source)
-    summary.committer = s3_options.committer_name
-    summary.diagnostics.update(_diagnostics(context.options))
-    summary.diagnostics["fs.s3a.committer.name"] = s3_options.committer
-    summary.diagnostics["fs.s3a.committer.staging.conflict-mode"] = s3_options.conflict_mode
+    summary.diagnostics.update(committer_diagnostics(context.options))
     existing: SuccessData | None = None
     task_stats = new_statistics()
     try:
@@ -206,18 +254,23 @@ async def _commit(
                 context.log.info("job %s already committed; nothing to complete", layout.job_id)
                 summary = existing
                 if not context.options.cleanup_skip:
-                    await _cleanup(context, mops, s3_options)
+                    await _cleanup(context, mops, given or await _recorded_options(context))
                 return existing
-            names, plan = await _pendingsets_to_load(context, requested)
+            plan = await _read_plan(context)
+            s3_options = _settled_options(context, given, plan)
+            summary.committer = s3_options.committer_name
+            summary.diagnostics["fs.s3a.committer.name"] = s3_options.committer
+            summary.diagnostics["fs.s3a.committer.staging.conflict-mode"] = s3_options.conflict_mode
+            names = await _pendingsets_to_load(context, requested, plan)
             loaded = await load_pendingsets_stage(context, mops, names)
-            await _fix_plan(context, loaded, plan)
+            await _fix_plan(context, loaded, plan, s3_options)
             await resolve_conflicts_stage(
                 context, loaded, s3_options.conflict_mode, partitioned=s3_options.partitioned
             )
             await complete_uploads_stage(context, mops, loaded)
             summary.filenames = [c.uri for c in loaded.commits[:FILENAMES_LIMIT]]
             task_stats = loaded.task_stats
-            summary.iostatistics = _combined(context, task_stats)
+            summary.iostatistics = combined_statistics(context, task_stats)
             if context.options.write_success:
                 await save_success_stage(context, summary)
             if not context.options.cleanup_skip:
@@ -225,45 +278,72 @@ async def _commit(
         return summary
     except BaseException as raw:
         error = first_error(raw)
-        summary.success = False
-        summary.state = "FAILED"
-        summary.stage = getattr(error, "stage", None) or msgspec.UNSET
-        summary.diagnostics["exception"] = type(error).__name__
-        summary.diagnostics["exception.message"] = str(error)
+        record_failure(summary, error)
         raise
     finally:
         if summary is not existing:
-            summary.iostatistics = _combined(context, task_stats)
+            summary.iostatistics = combined_statistics(context, task_stats)
         with anyio.CancelScope(shield=True):
             await save_report(context, summary)
 
 
+async def _read_plan(context: StageContext) -> CommitPlan | None:
+    path = context.layout.commit_plan_path
+    try:
+        data = await context.ops.read_bytes(path, statistic=S.OP_LOAD_COMMIT_PLAN)
+    except NotFound:
+        return None
+    return decode_plan(data, path)
+
+
+def _settled_options(
+    context: StageContext, given: S3CommitterOptions | None, plan: CommitPlan | None
+) -> S3CommitterOptions:
+    """The settings a commit runs with: those its plan recorded when an earlier run
+    started it (a ``given`` conflict mode or scope that differs is refused), else
+    ``given``, else the defaults."""
+    if plan is None or not plan.committer:
+        return given or S3CommitterOptions()
+    recorded = S3CommitterOptions.from_record(plan.committer)
+    if given is None:
+        return recorded
+    if (given.conflict_mode, given.partitioned) != (recorded.conflict_mode, recorded.partitioned):
+        scope = "per partition" if recorded.partitioned else "for the whole destination"
+        raise ManifestError(
+            "this job's commit was started earlier with conflict mode "
+            f"'{recorded.conflict_mode}' {scope}; finish it with the same settings "
+            "(or give none)",
+            path=context.qualify(context.layout.commit_plan_path),
+        )
+    return given
+
+
 async def _pendingsets_to_load(
-    context: StageContext, requested: Sequence[str] | None
-) -> tuple[list[str], CommitPlan | None]:
-    layout = context.layout
+    context: StageContext, requested: Sequence[str] | None, plan: CommitPlan | None
+) -> list[str]:
     wanted = None if requested is None else sorted(set(requested))
     for name in wanted or ():
         check_id("pending set name", name)
-    try:
-        plan = decode_plan(
-            await context.ops.read_bytes(layout.commit_plan_path, statistic=S.OP_LOAD_COMMIT_PLAN),
-            layout.commit_plan_path,
-        )
-    except NotFound:
-        return (await list_pendingset_names(context) if wanted is None else wanted), None
+    if plan is None:
+        return await list_pendingset_names(context) if wanted is None else wanted
     planned = sorted(plan.manifests)
     if wanted is not None and wanted != planned:
         raise ManifestError(
             "this job's commit was started earlier with other pending sets; finish it with "
             f"the same ones ({len(planned)} planned, {len(wanted)} requested)",
-            path=context.qualify(layout.commit_plan_path),
+            path=context.qualify(context.layout.commit_plan_path),
         )
-    return planned, plan
+    return planned
 
 
-async def _fix_plan(context: StageContext, loaded: LoadedPending, plan: CommitPlan | None) -> None:
-    """Fix the pending sets before the first completion; a re-run must load the same."""
+async def _fix_plan(
+    context: StageContext,
+    loaded: LoadedPending,
+    plan: CommitPlan | None,
+    s3_options: S3CommitterOptions,
+) -> None:
+    """Fix the pending sets and the committer settings before the first completion; a
+    re-run must load the same."""
     if plan is not None:
         for name, digest in plan.manifests.items():
             if loaded.digests.get(name) != digest:
@@ -274,16 +354,20 @@ async def _fix_plan(context: StageContext, loaded: LoadedPending, plan: CommitPl
                 )
         return
     layout = context.layout
-    plan_bytes = encode_plan(CommitPlan(job_id=layout.job_id, manifests=loaded.digests))
+    fixed = CommitPlan(
+        job_id=layout.job_id, manifests=loaded.digests, committer=s3_options.as_record()
+    )
+    plan_bytes = encode_plan(fixed)
     try:  # a conditional put: of two drivers committing one job, one fixes the plan
         await context.ops.write_bytes(layout.commit_plan_path, plan_bytes, overwrite=False)
     except AlreadyExists:
         saved = await context.ops.read_bytes(
             layout.commit_plan_path, statistic=S.OP_LOAD_COMMIT_PLAN
         )
-        if decode_plan(saved, layout.commit_plan_path).manifests != loaded.digests:
+        other = decode_plan(saved, layout.commit_plan_path)
+        if (other.manifests, other.committer) != (fixed.manifests, fixed.committer):
             raise ManifestError(
-                "another commit of this job fixed other pending sets",
+                "another commit of this job fixed other pending sets or settings",
                 path=context.qualify(layout.commit_plan_path),
             ) from None
 
@@ -313,9 +397,10 @@ async def abort_s3_job(
 ) -> None:
     """Abort the job: abort every upload its pending sets and ``.pending`` files name,
     delete any it had completed (unless the job committed: then only clean up), abort
-    outstanding uploads under the destination, remove its directories. Idempotent."""
-    s3_options = s3_options or S3CommitterOptions()
+    outstanding uploads under the destination, remove its directories. Idempotent.
+    ``s3_options`` None: the settings the job's commit plan recorded, else the defaults."""
     async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
+        s3_options = s3_options or await _recorded_options(context)
         mops = MultipartOperations(context.ops)
         if await read_success(context) is None:
             async with stage(context, S.JOB_STAGE_ABORT):
@@ -334,10 +419,22 @@ async def cleanup_s3_job(
     s3_options: S3CommitterOptions | None = None,
 ) -> None:
     """Remove the job's directories and abort outstanding uploads under the destination
-    (``abort_pending_uploads``); never touches completed output."""
-    s3_options = s3_options or S3CommitterOptions()
+    (``abort_pending_uploads``); never touches completed output. ``s3_options`` None: the
+    settings the job's commit plan recorded, else the defaults."""
     async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
+        s3_options = s3_options or await _recorded_options(context)
         await _cleanup(context, MultipartOperations(context.ops), s3_options)
+
+
+async def _recorded_options(context: StageContext) -> S3CommitterOptions:
+    """The settings the job's commit plan recorded; the defaults without a readable one."""
+    try:
+        plan = await _read_plan(context)
+        if plan is not None and plan.committer:
+            return S3CommitterOptions.from_record(plan.committer)
+    except ManifestError as error:
+        context.log.warning("commit plan unreadable, using default settings: %s", error)
+    return S3CommitterOptions()
 
 
 async def _readable_pending(context: StageContext) -> list[SinglePendingCommit]:
@@ -466,8 +563,7 @@ def s3_task_attempt(
 ) -> S3TaskAttempt:
     """Name a task attempt (``task``: an ID or partition number; ``attempt``: a number or
     an attempt ID). ``dest`` is a URL, or a path of ``store``."""
-    task_id = task_id_for(job_id, task) if isinstance(task, int) else check_id("task ID", task)
-    attempt_id = task_attempt_id_for(task_id, attempt) if isinstance(attempt, int) else attempt
+    task_id, attempt_id = attempt_ids(job_id, task, attempt)
     if store is not None and dest.startswith("/"):
         url, path = store.qualify(dest), dest
     else:
@@ -479,7 +575,7 @@ def s3_task_attempt(
         path.rstrip("/") or "/",
         job_id,
         task_id,
-        check_id("task attempt ID", attempt_id),
+        attempt_id,
         job_attempt,
         local_dir,
     )

@@ -39,3 +39,11 @@ def task_id_for(job_id: str, partition: int) -> str:
 def task_attempt_id_for(task_id: str, attempt: int) -> str:
     core = task_id[len("task_") :] if task_id.startswith("task_") else task_id
     return f"attempt_{core}_{attempt}"
+
+
+def attempt_ids(job_id: str, task: str | int, attempt: int | str) -> tuple[str, str]:
+    """(task ID, task attempt ID), both checked. ``task`` is a task ID or a partition
+    number (giving a Hadoop style ID); ``attempt`` an attempt number or a full attempt ID."""
+    task_id = task_id_for(job_id, task) if isinstance(task, int) else check_id("task ID", task)
+    attempt_id = task_attempt_id_for(task_id, attempt) if isinstance(attempt, int) else attempt
+    return task_id, check_id("task attempt ID", attempt_id)
