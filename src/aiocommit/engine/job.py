@@ -19,19 +19,21 @@ from __future__ import annotations
 import dataclasses
 import posixpath
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 
 import anyio
-import msgspec
 
 from aiocommit.engine.session import new_statistics, open_context
+from aiocommit.engine.summary import combined_statistics as _combined
+from aiocommit.engine.summary import committer_diagnostics as _diagnostics
+from aiocommit.engine.summary import record_failure
 from aiocommit.errors import CommitError, ManifestError
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.ids import new_job_id
-from aiocommit.protocol.iostatistics import IOStatistics, IOStatisticsSnapshot
+from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.success import SuccessData
 from aiocommit.stages.abort import undo_commit_stage
+from aiocommit.stages.check_sources import check_sources_stage
 from aiocommit.stages.cleanup import cleanup_stage
 from aiocommit.stages.commit_plan import (
     ABORTED,
@@ -61,11 +63,6 @@ from aiocommit.stages.save_success import (
 )
 from aiocommit.stages.validate import validate_output_stage
 from aiocommit.stores.base import Store, parent_of
-
-try:
-    VERSION = version("aiocommit")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    VERSION = "0+unknown"
 
 
 async def setup_job(
@@ -150,6 +147,7 @@ async def _commit(context: StageContext, manifests: Sequence[str] | None) -> Suc
                 return existing
             loaded, plan = await _load_for_plan(context, manifests, task_stats)
             names = [m.name for m in loaded.manifests]
+            await check_sources_stage(context, loaded)
             if plan.state == COMMITTING:
                 # the destination changes from here on: an older job's _SUCCESS goes
                 await context.ops.delete(layout.success_path)
@@ -173,11 +171,7 @@ async def _commit(context: StageContext, manifests: Sequence[str] | None) -> Suc
         if loaded is not None and isinstance(error, Exception):
             with anyio.CancelScope(shield=True):
                 await remove_created_directories_after_failure(context, loaded.directories)
-        summary.success = False
-        summary.state = "FAILED"
-        summary.stage = getattr(error, "stage", None) or msgspec.UNSET
-        summary.diagnostics["exception"] = type(error).__name__
-        summary.diagnostics["exception.message"] = str(error)
+        record_failure(summary, error)
         raise
     finally:
         if summary is not existing:
@@ -186,27 +180,6 @@ async def _commit(context: StageContext, manifests: Sequence[str] | None) -> Suc
             loaded.close()
         with anyio.CancelScope(shield=True):
             await save_report(context, summary)
-
-
-def _combined(context: StageContext, task_stats: IOStatistics) -> IOStatisticsSnapshot:
-    combined = new_statistics()
-    combined.aggregate(context.stats)
-    combined.aggregate(task_stats)
-    limiter = context.ops.limiter
-    combined.set_gauge("store_io_concurrency_limit", limiter.limit)
-    combined.set_gauge("store_io_concurrency_peak", limiter.peak_in_flight)
-    return combined.snapshot()
-
-
-def _diagnostics(options: CommitOptions) -> dict[str, str]:
-    return {
-        "aiocommit.version": VERSION,
-        "mapreduce.manifest.committer.io.threads": str(options.concurrency),
-        "mapreduce.manifest.committer.validate.output": str(options.validate_output).lower(),
-        "mapreduce.manifest.committer.delete.target.files": str(
-            options.delete_target_files
-        ).lower(),
-    }
 
 
 async def _load_for_plan(

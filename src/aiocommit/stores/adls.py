@@ -133,13 +133,17 @@ def _parse_connection_string(text: str) -> dict[str, str]:
     return fields
 
 
-#: HNS accounts: renames keep etags and are atomic; a directory delete is one call
+#: HNS accounts: renames keep etags and are atomic; a directory delete is one call; a
+#: directory rename source is not refused by rename itself
 _CAPABILITIES = StoreCapabilities(
     etags=True,
     etags_preserved_in_rename=True,
     atomic_rename=True,
     directories=True,
     fast_directory_delete=True,
+    # one Path-Create renames a directory whole; refusing one here would cost a HEAD per
+    # rename, so the engine checks a job's sources with one listing per directory instead
+    rename_checks_source=False,
 )
 
 

@@ -22,7 +22,8 @@ Contract (every adapter; checked by ``tests/contract``):
   a missing destination parent raises ``NotFound`` whose ``path`` is that parent (stores
   without directories never do). With ``source_etag``, a source whose etag differs raises
   ``PreconditionFailed`` and nothing moves. A source that is a directory or a link raises
-  ``NotAFile`` and nothing moves (stores with real directories).
+  ``NotAFile`` and nothing moves (stores with real directories; a store that cannot
+  check cheaply says ``rename_checks_source=False`` and the engine checks before renaming).
 * ``read_bytes`` / ``write_bytes`` / ``upload_file`` move small files in and out;
   ``write_bytes`` makes missing parents; readers never see a partial file where
   the store allows it.
@@ -69,6 +70,9 @@ class StoreCapabilities(msgspec.Struct, frozen=True):
             local disk's tree delete is serial: spreading it pays).
         max_in_flight: most calls this client serves at once (e.g. its connection pool);
             the job's in-flight limit is capped to it. None: no limit of its own.
+        rename_checks_source: ``rename`` of a directory source raises ``NotAFile`` (as the
+            contract asks of stores with directories). False where checking would cost a
+            call per rename (ADLS Gen2): the engine then checks sources before renaming.
     """
 
     etags: bool = True
@@ -77,6 +81,7 @@ class StoreCapabilities(msgspec.Struct, frozen=True):
     directories: bool = True
     fast_directory_delete: bool = False
     max_in_flight: int | None = None
+    rename_checks_source: bool = True
 
 
 @runtime_checkable

@@ -1,0 +1,51 @@
+"""Refuse a rename source that is a directory, before any rename, on stores whose rename
+would move a directory whole (ADLS Gen2: one Path-Create call renames a directory tree).
+
+Stores whose ``rename`` refuses a directory source itself (local, memory: their
+``capabilities.rename_checks_source``) need nothing here; stores without directories
+(GCS, S3) have no directory to move.
+
+``check_sources_stage``:
+    pre:  the job's manifests are loaded; nothing of this commit is renamed yet.
+    post: no source of the commit is a directory; else ``NotAFile`` naming it, nothing
+          changed.
+    cost: one listing of each distinct directory holding sources (a task attempt's
+          partitions), never a call per file; one manifest's sources in memory at a time.
+"""
+
+from __future__ import annotations
+
+from aiocommit.errors import NotAFile, NotFound
+from aiocommit.stages.context import StageContext, parallel
+from aiocommit.stages.load_manifests import LoadedJob, LoadedManifest
+from aiocommit.stores.base import parent_of
+
+
+def needs_source_check(context: StageContext) -> bool:
+    """True where a directory source would be moved whole by the store's rename."""
+    capabilities = context.ops.store.capabilities
+    return capabilities.directories and not capabilities.rename_checks_source
+
+
+async def check_sources_stage(context: StageContext, loaded: LoadedJob) -> None:
+    if not needs_source_check(context):
+        return
+
+    async def check(manifest: LoadedManifest) -> None:
+        by_directory: dict[str, set[str]] = {}
+        for source, _dest, _size, _etag in loaded.entries(manifest, context.layout.dest):
+            by_directory.setdefault(parent_of(source), set()).add(source)
+        for directory, sources in sorted(by_directory.items()):
+            try:
+                async for page in context.ops.list_dir(directory):
+                    for status in page:
+                        if status.is_dir and status.path in sources:
+                            raise NotAFile(
+                                "rename source is a directory; only files are renamed",
+                                path=status.path,
+                                operation="rename",
+                            )
+            except NotFound:
+                continue  # a re-run: the directory's files were renamed already
+
+    await parallel(loaded.manifests, check, workers=context.options.concurrency)
