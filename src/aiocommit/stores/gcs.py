@@ -56,9 +56,8 @@ from __future__ import annotations
 import contextlib
 import mimetypes
 import os
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator
 from functools import partial
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -81,6 +80,13 @@ from aiocommit.errors import (
 )
 from aiocommit.stores.base import FileStatus, StoreCapabilities, check_clean
 from aiocommit.stores.edge import retry_after, translating
+from aiocommit.stores.prefixes import (
+    gather,
+    listing_prefix,
+    mkdirs_with_markers,
+    object_key,
+    read_local_file,
+)
 
 _LIST_FIELDS = "items(name,size,generation,crc32c,md5Hash),prefixes,nextPageToken"
 
@@ -282,18 +288,6 @@ class GcsStore:
     def _call_timeout(self) -> int:
         return max(1, round(self.timeout))
 
-    @staticmethod
-    def _name(path: str) -> str:
-        if not path.startswith("/"):
-            raise ValueError(f"not an absolute store path: {path!r}")
-        return path[1:]
-
-    @staticmethod
-    def _prefix(path: str) -> str:
-        """The listing prefix of the directory at ``path`` ("" for the root)."""
-        name = path.strip("/")
-        return f"{name}/" if name else ""
-
     def _url(self, name: str) -> str:
         return f"{self._storage()._api_root_read}/{self.bucket}/o/{quote(name, safe='')}"
 
@@ -304,7 +298,7 @@ class GcsStore:
     async def _info_or_none(self, path: str, operation: str) -> ObjectInfo | None:
         try:
             with _edge(path, operation):
-                body = await self._send("GET", self._url(self._name(path)), {})
+                body = await self._send("GET", self._url(object_key(path)), {})
         except NotFound:
             return None
         return ObjectInfo.from_resource(msgspec.json.decode(body))
@@ -318,7 +312,7 @@ class GcsStore:
     async def _under(self, path: str, limit: int, operation: str) -> list[str]:
         """Names of up to ``limit`` objects below directory ``path`` (placeholder included)."""
         data = await self._list(
-            {"prefix": self._prefix(path), "maxResults": str(limit), "fields": _LIST_FIELDS},
+            {"prefix": listing_prefix(path), "maxResults": str(limit), "fields": _LIST_FIELDS},
             path,
             operation,
         )
@@ -328,7 +322,7 @@ class GcsStore:
         self, path: str, data: bytes, *, overwrite: bool, operation: str
     ) -> dict[str, Any]:
         """One multipart upload (fake-gcs-server enforces preconditions only on these)."""
-        name = self._name(path)
+        name = object_key(path)
         content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
         params = {} if overwrite else {"ifGenerationMatch": "0"}
         with _edge(path, operation, creating=not overwrite):
@@ -346,7 +340,7 @@ class GcsStore:
     # -- the store contract ----------------------------------------------------------------
 
     async def list_dir(self, path: str) -> AsyncIterator[list[FileStatus]]:
-        prefix = self._prefix(path)
+        prefix = listing_prefix(path)
         params = {
             "prefix": prefix,
             "delimiter": "/",
@@ -393,38 +387,23 @@ class GcsStore:
         return info
 
     async def mkdirs(self, path: str) -> None:
-        check_clean(path)
-        segments = path.strip("/").split("/") if path != "/" else []
-        dirs = ["/" + "/".join(segments[: i + 1]) for i in range(len(segments))]
-        if not dirs:
-            return
-        found: dict[str, ObjectInfo | None] = {}
+        async def place(marker: str) -> None:
+            with contextlib.suppress(AlreadyExists):  # a concurrent mkdirs placed it
+                await self._upload(marker, b"", overwrite=False, operation="mkdirs")
 
-        async def probe(name: str) -> None:
-            found[name] = await self._info_or_none(name, "mkdirs")
-
-        await _gather(partial(probe, p) for d in dirs for p in (d, d + "/"))
-        for directory in dirs:
-            if found[directory] is not None:
-                raise AlreadyExists("a file is in the way", path=directory, operation="mkdirs")
-
-        async def place(directory: str) -> None:
-            with contextlib.suppress(AlreadyExists):
-                await self._upload(directory + "/", b"", overwrite=False, operation="mkdirs")
-
-        await _gather(partial(place, d) for d in dirs if found[d + "/"] is None)
+        await mkdirs_with_markers(path, lambda name: self._info_or_none(name, "mkdirs"), place)
 
     async def delete(self, path: str, *, recursive: bool = False) -> bool:
         if path.strip("/") == "":
             raise PreconditionFailed("refusing to delete the root", path=path, operation="delete")
-        name = self._name(path.rstrip("/"))
+        name = object_key(path.rstrip("/"))
         try:
             with _edge(path, "delete"):
                 await self._send("DELETE", self._url(name), {})
             return True
         except NotFound:
             pass
-        marker = self._prefix(path)
+        marker = listing_prefix(path)
         if not recursive:
             names = await self._under(path, 2, "delete")
             if any(n != marker for n in names):
@@ -459,7 +438,7 @@ class GcsStore:
                 except NotFound:
                     pass
 
-        await _gather(partial(one, n) for n in names)
+        await gather(partial(one, n) for n in names)
         return found
 
     async def rename(
@@ -488,8 +467,8 @@ class GcsStore:
         params: dict[str, str] = {} if overwrite else {"ifGenerationMatch": "0"}
         if generation is not None:
             params["ifSourceGenerationMatch"] = str(generation)
-        source_url = self._url(self._name(source))
-        dest_name = quote(self._name(dest), safe="")
+        source_url = self._url(object_key(source))
+        dest_name = quote(object_key(dest), safe="")
         try:
             with _edge(source, "rename"):
                 if move:
@@ -594,7 +573,7 @@ class GcsStore:
             with _edge(source, "rename"):
                 await self._storage().delete(
                     self.bucket,
-                    self._name(source),
+                    object_key(source),
                     params={"ifGenerationMatch": str(src.generation)},
                     timeout=self._call_timeout,
                 )
@@ -605,7 +584,7 @@ class GcsStore:
     async def read_bytes(self, path: str) -> bytes:
         with _edge(path, "read_bytes"):
             return await self._storage().download(
-                self.bucket, self._name(path), timeout=self._call_timeout
+                self.bucket, object_key(path), timeout=self._call_timeout
             )
 
     async def _write(self, path: str, data: bytes, overwrite: bool, operation: str) -> FileStatus:
@@ -621,15 +600,7 @@ class GcsStore:
     async def upload_file(
         self, local_path: str, path: str, *, overwrite: bool = True
     ) -> FileStatus:
-        try:
-            data = await anyio.to_thread.run_sync(Path(local_path).read_bytes)
-        except FileNotFoundError as error:
-            raise NotFound(
-                "no such local file", path=local_path, operation="upload_file"
-            ) from error
-        except OSError as error:
-            raise StoreError(str(error), path=local_path, operation="upload_file") from error
-        return await self._write(path, data, overwrite, "upload_file")
+        return await self._write(path, await read_local_file(local_path), overwrite, "upload_file")
 
     async def aclose(self) -> None:
         client, session = self._client, self._session
@@ -638,29 +609,6 @@ class GcsStore:
             await client.close()
         if session is not None:
             await session.close()
-
-
-async def _gather(calls: Iterable[Callable[[], Coroutine[Any, Any, None]]]) -> None:
-    """Run ``calls`` concurrently; the first failure cancels the rest and is raised as is."""
-    pending = list(calls)
-    if len(pending) == 1:
-        await pending[0]()
-        return
-    try:
-        async with anyio.create_task_group() as group:
-            for call in pending:
-                group.start_soon(call)
-    except BaseExceptionGroup as group_error:
-        raise _first_leaf(group_error) from None
-
-
-def _first_leaf(error: BaseExceptionGroup[BaseException]) -> BaseException:
-    for inner in error.exceptions:
-        if isinstance(inner, BaseExceptionGroup):
-            return _first_leaf(inner)
-        if not isinstance(inner, anyio.get_cancelled_exc_class()):
-            return inner
-    return error.exceptions[0]
 
 
 def open_gcs(url: str) -> tuple[GcsStore, str]:

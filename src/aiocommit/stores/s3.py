@@ -48,7 +48,6 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -75,6 +74,12 @@ from aiocommit.errors import (
 from aiocommit.stores.base import FileStatus, StoreCapabilities, check_clean
 from aiocommit.stores.edge import retry_after, translating
 from aiocommit.stores.multipart import Upload
+from aiocommit.stores.prefixes import (
+    listing_prefix,
+    mkdirs_with_markers,
+    object_key,
+    read_local_file,
+)
 
 if TYPE_CHECKING:
     from types_aiobotocore_s3 import S3Client
@@ -277,22 +282,11 @@ class S3Store:
         assert self._client is not None
         return self._client
 
-    @staticmethod
-    def _key(path: str) -> str:
-        if not path.startswith("/"):
-            raise ValueError(f"not an absolute store path: {path!r}")
-        return path[1:]
-
-    @staticmethod
-    def _prefix(path: str) -> str:
-        name = path.strip("/")
-        return f"{name}/" if name else ""
-
     async def _head(self, path: str, operation: str) -> FileStatus | None:
         client = await self.client()
         try:
             with _edge(path, operation):
-                head = await client.head_object(Bucket=self.bucket, Key=self._key(path))
+                head = await client.head_object(Bucket=self.bucket, Key=object_key(path))
         except NotFound:
             return None
         return _file(path, int(head["ContentLength"]), head.get("ETag"))
@@ -301,7 +295,7 @@ class S3Store:
         client = await self.client()
         with _edge(path, operation):
             answer = await client.list_objects_v2(
-                Bucket=self.bucket, Prefix=self._prefix(path), MaxKeys=limit
+                Bucket=self.bucket, Prefix=listing_prefix(path), MaxKeys=limit
             )
         return [str(item["Key"]) for item in answer.get("Contents", [])]
 
@@ -310,7 +304,7 @@ class S3Store:
         extra: dict[str, Any] = {} if overwrite else {"IfNoneMatch": "*"}
         with _edge(path, operation, creating=not overwrite):
             answer = await client.put_object(
-                Bucket=self.bucket, Key=self._key(path), Body=data, **extra
+                Bucket=self.bucket, Key=object_key(path), Body=data, **extra
             )
         return _file(path, len(data), answer.get("ETag"))
 
@@ -318,7 +312,7 @@ class S3Store:
 
     async def list_dir(self, path: str) -> AsyncIterator[list[FileStatus]]:
         client = await self.client()
-        prefix = self._prefix(path)
+        prefix = listing_prefix(path)
         params: dict[str, Any] = {
             "Bucket": self.bucket,
             "Prefix": prefix,
@@ -360,24 +354,10 @@ class S3Store:
         raise NotFound("no such file or directory", path=path, operation="stat")
 
     async def mkdirs(self, path: str) -> None:
-        check_clean(path)
-        segments = path.strip("/").split("/") if path != "/" else []
-        dirs = ["/" + "/".join(segments[: i + 1]) for i in range(len(segments))]
-        found: dict[str, FileStatus | None] = {}
+        async def place(marker: str) -> None:
+            await self._put(marker, b"", overwrite=True, operation="mkdirs")
 
-        async def probe(name: str) -> None:
-            found[name] = await self._head(name, "mkdirs")
-
-        async with anyio.create_task_group() as group:
-            for directory in dirs:
-                group.start_soon(probe, directory)
-                group.start_soon(probe, directory + "/")
-        for directory in dirs:
-            if found[directory] is not None:
-                raise AlreadyExists("a file is in the way", path=directory, operation="mkdirs")
-        for directory in dirs:
-            if found[directory + "/"] is None:
-                await self._put(directory + "/", b"", overwrite=True, operation="mkdirs")
+        await mkdirs_with_markers(path, lambda name: self._head(name, "mkdirs"), place)
 
     async def delete(self, path: str, *, recursive: bool = False) -> bool:
         if path.strip("/") == "":
@@ -386,9 +366,9 @@ class S3Store:
         file_path = path.rstrip("/")
         if await self._head(file_path, "delete") is not None:
             with _edge(path, "delete"):
-                await client.delete_object(Bucket=self.bucket, Key=self._key(file_path))
+                await client.delete_object(Bucket=self.bucket, Key=object_key(file_path))
             return True
-        marker = self._prefix(path)
+        marker = listing_prefix(path)
         if not recursive:
             keys = await self._keys_under(path, 2, "delete")
             if any(k != marker for k in keys):
@@ -456,19 +436,19 @@ class S3Store:
             with _edge(source, "rename"):
                 await client.copy_object(
                     Bucket=self.bucket,
-                    Key=self._key(dest),
-                    CopySource={"Bucket": self.bucket, "Key": self._key(source)},
+                    Key=object_key(dest),
+                    CopySource={"Bucket": self.bucket, "Key": object_key(source)},
                     **extra,
                 )
         except NotFound as error:
             raise NotFound("rename source not found", path=source, operation="rename") from error
         with _edge(source, "rename"):
-            await client.delete_object(Bucket=self.bucket, Key=self._key(source))
+            await client.delete_object(Bucket=self.bucket, Key=object_key(source))
 
     async def read_bytes(self, path: str) -> bytes:
         client = await self.client()
         with _edge(path, "read_bytes"):
-            answer = await client.get_object(Bucket=self.bucket, Key=self._key(path))
+            answer = await client.get_object(Bucket=self.bucket, Key=object_key(path))
             async with answer["Body"] as body:
                 return await body.read()
 
@@ -480,14 +460,7 @@ class S3Store:
         self, local_path: str, path: str, *, overwrite: bool = True
     ) -> FileStatus:
         check_clean(path)
-        try:
-            data = await anyio.to_thread.run_sync(Path(local_path).read_bytes)
-        except FileNotFoundError as error:
-            raise NotFound(
-                "no such local file", path=local_path, operation="upload_file"
-            ) from error
-        except OSError as error:
-            raise StoreError(str(error), path=local_path, operation="upload_file") from error
+        data = await read_local_file(local_path)
         return await self._put(path, data, overwrite=overwrite, operation="upload_file")
 
     # -- multipart uploads -----------------------------------------------------------------
@@ -496,7 +469,7 @@ class S3Store:
         check_clean(path)
         client = await self.client()
         with _edge(path, "create_upload"):
-            answer = await client.create_multipart_upload(Bucket=self.bucket, Key=self._key(path))
+            answer = await client.create_multipart_upload(Bucket=self.bucket, Key=object_key(path))
         return str(answer["UploadId"])
 
     async def upload_part(self, path: str, upload_id: str, number: int, data: bytes) -> str:
@@ -504,7 +477,7 @@ class S3Store:
         with _edge(path, "upload_part"):
             answer = await client.upload_part(
                 Bucket=self.bucket,
-                Key=self._key(path),
+                Key=object_key(path),
                 UploadId=upload_id,
                 PartNumber=number,
                 Body=data,
@@ -520,7 +493,7 @@ class S3Store:
         with _edge(path, "complete_upload", creating=if_none_match):
             answer = await client.complete_multipart_upload(
                 Bucket=self.bucket,
-                Key=self._key(path),
+                Key=object_key(path),
                 UploadId=upload_id,
                 MultipartUpload={"Parts": parts},  # type: ignore[typeddict-item]
                 **extra,
@@ -532,7 +505,7 @@ class S3Store:
         try:
             with _edge(path, "abort_upload"):
                 await client.abort_multipart_upload(
-                    Bucket=self.bucket, Key=self._key(path), UploadId=upload_id
+                    Bucket=self.bucket, Key=object_key(path), UploadId=upload_id
                 )
         except NotFound:
             return False
@@ -542,7 +515,7 @@ class S3Store:
         client = await self.client()
         params: dict[str, Any] = {
             "Bucket": self.bucket,
-            "Prefix": self._key(prefix) if prefix.startswith("/") else prefix,
+            "Prefix": object_key(prefix) if prefix.startswith("/") else prefix,
             "MaxUploads": self.page_size,
         }
         while True:
