@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -12,11 +11,11 @@ import pytest
 from aiocommit.stores.base import Store
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.memory import MemoryStore
+from aiocommit.testing.s3_emulator import use_dummy_credentials
 
 # moto accepts any credentials and botocore needs some to sign; set before any Spark
 # session starts, so its Python workers inherit them (credentials never go in options)
-for _name, _value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
-    os.environ.setdefault(_name, _value)
+use_dummy_credentials()
 
 StoreFactory = Callable[[Path], AbstractAsyncContextManager[tuple[Store, str]]]
 
@@ -51,12 +50,8 @@ def gcs_endpoint() -> Iterator[str]:
     """One fake-gcs-server (the real Go binary) on loopback for the whole run."""
     from aiocommit.testing.gcs_emulator import FakeGcsServer
 
-    server = FakeGcsServer()
-    server.start()
-    try:
+    with FakeGcsServer() as server:
         yield server.endpoint
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")
@@ -64,12 +59,8 @@ def s3_endpoint() -> Iterator[str]:
     """One moto server (server mode, real HTTP) on loopback for the whole run."""
     from aiocommit.testing.s3_emulator import MotoServer
 
-    server = MotoServer()
-    server.start()
-    try:
+    with MotoServer() as server:
         yield server.endpoint
-    finally:
-        server.stop()
 
 
 @asynccontextmanager

@@ -12,7 +12,7 @@ The one implementation of that life cycle for the emulators that run as processe
         def command(self) -> list[str]:
             return ["my-server", "--port", str(self.port)]
 
-    async with run_child_server(MyServer()) as server:
+    async with run_child_server(MyServer()) as server:  # or ``with MyServer() as server``
         ... server.endpoint ...
 """
 
@@ -26,7 +26,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import IO, Any, TypeVar
+from typing import IO, Any, Self, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -156,6 +156,13 @@ class ChildServer:
             return ""
         self._log.seek(0)
         return self._log.read()[-2000:].decode(errors="replace")
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
 
     def stop(self) -> None:
         """Terminate the process (kill it if it lingers) and drop its log. Idempotent."""
