@@ -363,13 +363,18 @@ async def test_two_tasks_claiming_one_destination(
 # -- conflict modes -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("partitioned", [False, True])
-async def test_conflict_modes(
-    s3_root: tuple[S3Store, str], tmp_path: Path, partitioned: bool
-) -> None:
-    store, root = s3_root
-    new = {"p=1/new.dat": b"new"}
-    old = {"p=1/old.dat": b"old", "p=2/other.dat": b"untouched partition"}
+async def _each_conflict_mode(
+    store: S3Store,
+    root: str,
+    tmp_path: Path,
+    old: dict[str, bytes],
+    new: dict[str, bytes],
+    *,
+    partitioned: bool,
+) -> dict[str, dict[str, bytes]]:
+    """One job per conflict mode writing ``new`` over ``old``: ``fail`` must refuse and
+    leave ``old``; what a reader sees after ``append`` and ``replace``, each also after a
+    re-run of the finished commit (our own files are never conflicts)."""
     results = {}
     for mode in ("fail", "append", "replace"):
         dest = join(root, f"{mode}-{partitioned}")
@@ -379,21 +384,34 @@ async def test_conflict_modes(
         options = S3CommitterOptions(conflict_mode=mode, partitioned=partitioned)
         await staging_task(store, dest, job_id, 0, 0, new, tmp_path / mode)
         if mode == "fail":
-            with pytest.raises(OutputConflict, match="conflict mode is 'fail'"):
+            where = "partition" if partitioned else "destination"
+            with pytest.raises(OutputConflict, match=f"the {where} already holds .* is 'fail'"):
                 await commit_s3_job(dest, job_id, store=store, s3_options=options)
             await abort_s3_job(dest, job_id, store=store)
             assert await output(store, dest) == old
             continue
         summary = await commit_s3_job(dest, job_id, store=store, s3_options=options)
+        assert summary.committer == (PARTITIONED_COMMITTER if partitioned else STAGING_COMMITTER)
         results[mode] = await output(store, dest)
-        if partitioned:
-            assert summary.committer == PARTITIONED_COMMITTER
+        await commit_s3_job(dest, job_id, store=store, s3_options=options)
+        assert await output(store, dest) == results[mode]
+    assert await outstanding(store, root) == []
+    return results
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+async def test_conflict_modes(
+    s3_root: tuple[S3Store, str], tmp_path: Path, partitioned: bool
+) -> None:
+    store, root = s3_root
+    new = {"p=1/new.dat": b"new"}
+    old = {"p=1/old.dat": b"old", "p=2/other.dat": b"untouched partition"}
+    results = await _each_conflict_mode(store, root, tmp_path, old, new, partitioned=partitioned)
     assert results["append"] == {**old, **new}
     if partitioned:
         assert results["replace"] == {"p=2/other.dat": b"untouched partition", **new}
     else:
         assert results["replace"] == new
-    assert await outstanding(store, root) == []
 
 
 async def test_partitioned_conflicts_are_whole_leaf_partitions(
@@ -406,28 +424,9 @@ async def test_partitioned_conflicts_are_whole_leaf_partitions(
     new = {"a=1/b=2/new.dat": b"new"}
     neighbours = {"a=1/b=3/other.dat": b"other partition", "a=1/top.dat": b"parent's file"}
     old = {"a=1/b=2/c=9/deep.dat": b"inside the partition", **neighbours}
-    results = {}
-    for mode in ("fail", "append", "replace"):
-        dest = join(root, mode)
-        for relative, data in old.items():
-            await store.write_bytes(join(dest, relative), data)
-        job_id = await setup_s3_job(dest, store=store)
-        options = S3CommitterOptions(conflict_mode=mode, partitioned=True)
-        await staging_task(store, dest, job_id, 0, 0, new, tmp_path / mode)
-        if mode == "fail":
-            with pytest.raises(OutputConflict, match="partition already holds 1 file"):
-                await commit_s3_job(dest, job_id, store=store, s3_options=options)
-            await abort_s3_job(dest, job_id, store=store)
-            assert await output(store, dest) == old
-            continue
-        await commit_s3_job(dest, job_id, store=store, s3_options=options)
-        results[mode] = await output(store, dest)
-        # a re-run of the finished commit changes nothing (our own files are not conflicts)
-        await commit_s3_job(dest, job_id, store=store, s3_options=options)
-        assert await output(store, dest) == results[mode]
+    results = await _each_conflict_mode(store, root, tmp_path, old, new, partitioned=True)
     assert results["append"] == {**old, **new}
     assert results["replace"] == {**neighbours, **new}
-    assert await outstanding(store, root) == []
 
 
 def test_options_from_hadoop_names() -> None:
