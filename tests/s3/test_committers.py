@@ -11,6 +11,7 @@ from typing import TypeVar
 import msgspec
 import pytest
 
+from aiocommit.engine.jobs import list_jobs
 from aiocommit.engine.zero_rename import (
     S3CommitterOptions,
     abort_magic_task,
@@ -167,6 +168,29 @@ async def test_abort_job_before_commit(
     assert await output(store, dest) == {"existing.dat": b"keep me"}
     assert await outstanding(store, root) == []
     assert not await exists(store, join(dest, "_temporary"))
+
+
+async def test_abort_never_deletes_a_committed_jobs_output(
+    s3_root: tuple[S3Store, str], tmp_path: Path
+) -> None:
+    """#12 case 1 on S3: job OLD committed with its cleanup skipped; job NEW then commits
+    to the same destination (its _SUCCESS replaces OLD's). OLD is still 'committed' (its
+    plan says so), and its abort only cleans up: its completed files stay."""
+    store, root = s3_root
+    dest = join(root, "out")
+    old_id = await setup_s3_job(dest, store=store)
+    old = await run_s3_tasks(store, dest, old_id, 2, 2, tmp_path / "old")
+    await commit_s3_job(dest, old_id, store=store, options=CommitOptions(cleanup_skip=True))
+    new_id = await setup_s3_job(dest, store=store)
+    new = {"p=9/new.dat": b"new job"}
+    await staging_task(store, dest, new_id, 0, 0, new, tmp_path / "new")
+    await commit_s3_job(dest, new_id, store=store)
+    assert decode_success(await store.read_bytes(join(dest, "_SUCCESS"))).job_id == new_id
+    (info,) = await list_jobs(dest, store=store)
+    assert (info.job_id, info.state) == (old_id, "committed")
+    await abort_s3_job(dest, old_id, store=store)
+    assert await output(store, dest) == {**old, **new}
+    assert not await exists(store, JobLayout(dest, old_id).job_dir)
 
 
 async def test_abort_after_a_partial_commit_reverts(

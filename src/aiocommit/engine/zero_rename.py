@@ -55,7 +55,14 @@ from aiocommit.protocol.pending import (
 )
 from aiocommit.protocol.success import FILENAMES_LIMIT, SuccessData
 from aiocommit.stages.cleanup import cleanup_stage
-from aiocommit.stages.commit_plan import CommitPlan, decode_plan, encode_plan
+from aiocommit.stages.commit_plan import (
+    COMMITTED,
+    CommitPlan,
+    decode_plan,
+    encode_plan,
+    read_plan,
+    save_plan,
+)
 from aiocommit.stages.context import StageContext, first_error, parallel, stage
 from aiocommit.stages.pending import (
     CONFLICT_MODES,
@@ -256,18 +263,23 @@ async def _commit(
                 if not context.options.cleanup_skip:
                     await _cleanup(context, mops, given or await _recorded_options(context))
                 return existing
-            plan = await _read_plan(context)
+            plan = await read_plan(context)
             s3_options = _settled_options(context, given, plan)
             summary.committer = s3_options.committer_name
             summary.diagnostics["fs.s3a.committer.name"] = s3_options.committer
             summary.diagnostics["fs.s3a.committer.staging.conflict-mode"] = s3_options.conflict_mode
             names = await _pendingsets_to_load(context, requested, plan)
             loaded = await load_pendingsets_stage(context, mops, names)
-            await _fix_plan(context, loaded, plan, s3_options)
+            plan = await _fix_plan(context, loaded, plan, s3_options)
             await resolve_conflicts_stage(
                 context, loaded, s3_options.conflict_mode, partitioned=s3_options.partitioned
             )
             await complete_uploads_stage(context, mops, loaded)
+            if plan.state != COMMITTED:
+                # the commit point, recorded with the job (another job may replace
+                # _SUCCESS): abort no longer reverts anything
+                plan.state = COMMITTED
+                await save_plan(context, plan)
             summary.filenames = [c.uri for c in loaded.commits[:FILENAMES_LIMIT]]
             task_stats = loaded.task_stats
             summary.iostatistics = combined_statistics(context, task_stats)
@@ -285,15 +297,6 @@ async def _commit(
             summary.iostatistics = combined_statistics(context, task_stats)
         with anyio.CancelScope(shield=True):
             await save_report(context, summary)
-
-
-async def _read_plan(context: StageContext) -> CommitPlan | None:
-    path = context.layout.commit_plan_path
-    try:
-        data = await context.ops.read_bytes(path, statistic=S.OP_LOAD_COMMIT_PLAN)
-    except NotFound:
-        return None
-    return decode_plan(data, path)
 
 
 def _settled_options(
@@ -341,9 +344,9 @@ async def _fix_plan(
     loaded: LoadedPending,
     plan: CommitPlan | None,
     s3_options: S3CommitterOptions,
-) -> None:
+) -> CommitPlan:
     """Fix the pending sets and the committer settings before the first completion; a
-    re-run must load the same."""
+    re-run must load the same. Returns the plan in force."""
     if plan is not None:
         for name, digest in plan.manifests.items():
             if loaded.digests.get(name) != digest:
@@ -352,7 +355,7 @@ async def _fix_plan(
                     "attempt?); refusing to mix two attempts' output",
                     path=context.qualify(join(pendingsets_dir(context.layout), name)),
                 )
-        return
+        return plan
     layout = context.layout
     fixed = CommitPlan(
         job_id=layout.job_id, manifests=loaded.digests, committer=s3_options.as_record()
@@ -370,6 +373,8 @@ async def _fix_plan(
                 "another commit of this job fixed other pending sets or settings",
                 path=context.qualify(layout.commit_plan_path),
             ) from None
+        return other
+    return fixed
 
 
 async def _cleanup(
@@ -396,13 +401,14 @@ async def abort_s3_job(
     s3_options: S3CommitterOptions | None = None,
 ) -> None:
     """Abort the job: abort every upload its pending sets and ``.pending`` files name,
-    delete any it had completed (unless the job committed: then only clean up), abort
-    outstanding uploads under the destination, remove its directories. Idempotent.
+    delete any it had completed (unless the job committed, as its plan records: then only
+    clean up), abort outstanding uploads under the destination, remove its directories.
+    Idempotent.
     ``s3_options`` None: the settings the job's commit plan recorded, else the defaults."""
     async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
         s3_options = s3_options or await _recorded_options(context)
         mops = MultipartOperations(context.ops)
-        if await read_success(context) is None:
+        if not await _committed(context):
             async with stage(context, S.JOB_STAGE_ABORT):
                 commits = await _readable_pending(context)
                 await abort_pending_stage(context, mops, commits, revert=True)
@@ -426,10 +432,19 @@ async def cleanup_s3_job(
         await _cleanup(context, MultipartOperations(context.ops), s3_options)
 
 
+async def _committed(context: StageContext) -> bool:
+    """The job committed: its plan says so (written before ``_SUCCESS``, which a later job
+    may replace), or the destination's ``_SUCCESS`` is its own."""
+    plan = await read_plan(context)
+    if plan is not None and plan.state == COMMITTED:
+        return True
+    return await read_success(context) is not None
+
+
 async def _recorded_options(context: StageContext) -> S3CommitterOptions:
     """The settings the job's commit plan recorded; the defaults without a readable one."""
     try:
-        plan = await _read_plan(context)
+        plan = await read_plan(context)
         if plan is not None and plan.committer:
             return S3CommitterOptions.from_record(plan.committer)
     except ManifestError as error:
