@@ -137,3 +137,37 @@ async def test_gcs_thousand_files(gcs_endpoint: str) -> None:
         summary = await commit_job(dest, job_id, store=faulty, options=options)
         assert await output(store, dest) == expected
         assert summary.iostatistics.counters[S.COMMITTER_FILES_COMMITTED] == 1000
+
+
+async def test_adls_source_check_costs_one_listing_per_source_directory() -> None:
+    """ADLS's rename moves a directory whole, so the job commit checks its sources first
+    (#12 case 9): one listing per directory holding sources (tasks x partitions), no call
+    per file. Measured against the same commit without the check."""
+    import msgspec
+
+    from aiocommit.stores.base import StoreCapabilities
+    from tests.stores.adls_fixtures import adls_store_factory
+
+    def counting(store: Store, *, check: bool) -> FaultyStore:
+        capabilities = msgspec.structs.replace(store.capabilities, rename_checks_source=not check)
+
+        class Counting(FaultyStore):
+            @property
+            def capabilities(self) -> StoreCapabilities:
+                return capabilities
+
+        return Counting(store, Faults())
+
+    tasks, partitions = 4, 3
+    calls = {}
+    async with adls_store_factory(page_size=5000) as (store, root):
+        for check in (False, True):
+            dest = join(root, f"out-{check}")
+            job_id, expected = await run_tasks(store, dest, tasks=tasks, files_per_task=60)
+            counted = counting(store, check=check)
+            await commit_job(dest, job_id, store=counted)
+            assert await output(store, dest) == expected
+            calls[check] = dict(counted.counts.by_operation)
+    assert calls[True]["list_dir"] - calls[False]["list_dir"] == tasks * partitions
+    del calls[True]["list_dir"], calls[False]["list_dir"]
+    assert calls[True] == calls[False]
