@@ -23,7 +23,8 @@ from aiocommit.stores.faulty import Faults, FaultyStore
 from aiocommit.stores.s3 import S3Store
 from aiocommit.testing.s3_emulator import create_bucket
 from tests.cli.conftest import Cli
-from tests.helpers import output, task_files
+from tests.engine.test_job_states import part_way_commit
+from tests.helpers import output, run_tasks, task_files
 from tests.s3.helpers import magic_task, outstanding, staging_task
 
 T = TypeVar("T")
@@ -195,3 +196,28 @@ def test_commit_rerun_finishes_with_the_settings_it_started_with(
         **new,
     }
     assert open_uploads(bucket, endpoint) == 0
+
+
+def test_a_manifest_committer_job_on_s3_is_undone_and_finished_as_one(
+    cli: Cli, s3_dest: tuple[str, str]
+) -> None:
+    """On S3 both committers may write: a manifest committer's part-way commit is undone
+    by `aiocommit abort` (its renames moved back), and `aiocommit commit` finishes one;
+    neither is taken for a zero-rename job."""
+    bucket, endpoint = s3_dest
+    url = f"s3://{bucket}"
+
+    async def part_way(store: S3Store, dest: str) -> tuple[str, dict[str, bytes]]:
+        job_id, expected = await run_tasks(store, dest, tasks=2, files_per_task=6)
+        await part_way_commit(store, dest, job_id)
+        assert await output(store, dest) != {}  # some files are visible
+        return job_id, expected
+
+    job_id, _ = _with_store(bucket, endpoint, lambda store: part_way(store, "/undone"))
+    aborted = cli("abort", f"{url}/undone", "--job-id", job_id)
+    assert aborted.exit_code == 0, aborted.output
+    assert _with_store(bucket, endpoint, lambda store: output(store, "/undone")) == {}
+    job_id, expected = _with_store(bucket, endpoint, lambda store: part_way(store, "/done"))
+    committed = cli("commit", f"{url}/done", "--job-id", job_id)
+    assert committed.exit_code == 0, committed.output
+    assert _with_store(bucket, endpoint, lambda store: output(store, "/done")) == expected

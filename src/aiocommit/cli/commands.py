@@ -15,6 +15,7 @@ from aiocommit.cli.exits import (
     EXIT_FAILED,
     EXIT_NOT_FOUND,
     EXIT_UNAVAILABLE,
+    EXIT_USAGE,
     Problem,
     fail,
     leaf,
@@ -43,6 +44,7 @@ from aiocommit.engine.zero_rename import (
     abort_s3_job,
     cleanup_s3_job,
     commit_s3_job,
+    is_zero_rename_job,
     s3_uploads,
 )
 from aiocommit.errors import CommitError, NotFound
@@ -208,9 +210,6 @@ def commit(
     s3_options = build_s3_options(option_pairs)
     store, path = open_url(dest)
     layout = job_layout(path, job_id, attempt)
-    s3 = supports_multipart(store)  # S3: the zero-rename committers' job
-    if s3 and manifests:
-        raise click.UsageError("--manifest names manifests; an S3 job has pending sets")
     started = time.perf_counter()
     console = console_for(stderr=True)
     already = False
@@ -220,6 +219,10 @@ def commit(
         try:
             success = await read_dest_success(store, path)
             already = success is not None and success.success and success.job_id == job_id
+            # on S3, the zero-rename committers' job (pending sets) or the manifest one's
+            s3 = await is_zero_rename_job(path, job_id, store=store, attempt=attempt)
+            if s3 and manifests:
+                raise Problem(EXIT_USAGE, "--manifest names manifests; this job has pending sets")
             marker = pendingsets_dir(layout) if s3 else layout.manifests_dir
             if not already and not await exists(store, marker):
                 await require_dir(store, path)
@@ -308,7 +311,7 @@ def abort(
             found = await job_info(path, job_id, store=store)
             if found is None:
                 return None  # never set up, or already aborted or cleaned up: idempotent
-            if supports_multipart(store):  # S3: the zero-rename committers
+            if await is_zero_rename_job(path, job_id, store=store, attempt=attempt):
                 await abort_s3_job(
                     path,
                     job_id,

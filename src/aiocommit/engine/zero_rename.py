@@ -80,7 +80,7 @@ from aiocommit.stages.pending import (
 )
 from aiocommit.stages.save_success import read_success, save_report, save_success_stage
 from aiocommit.stores.base import Store, join, relative_to
-from aiocommit.stores.multipart import Upload
+from aiocommit.stores.multipart import Upload, supports_multipart
 from aiocommit.stores.registry import open_store
 
 COMMITTERS = ("staging", "magic")
@@ -484,6 +484,17 @@ async def _readable_pending(context: StageContext) -> list[SinglePendingCommit]:
     return commits
 
 
+async def is_zero_rename_job(dest: str, job_id: str, *, store: Store, attempt: int = 0) -> bool:
+    """Whether job ``job_id`` in ``dest`` is the zero-rename committers': on a store with
+    multipart uploads (S3), any job but the manifest committer's (whose attempt holds a
+    manifests directory); never elsewhere. On S3 both committers may write, and commit
+    and abort must run the job's own."""
+    if not supports_multipart(store):
+        return False
+    async with open_context(dest, job_id, attempt=attempt, store=store) as context:
+        return await context.ops.stat_or_none(context.layout.manifests_dir) is None
+
+
 @dataclass(frozen=True)
 class S3JobFacts:
     """What the zero-rename committers left of one job (for ``aiocommit jobs``)."""
@@ -845,6 +856,7 @@ __all__ = [
     "commit_s3_job",
     "commit_staging_task",
     "describe_s3_job",
+    "is_zero_rename_job",
     "list_outstanding_uploads",
     "s3_task_attempt",
     "setup_magic_task",
