@@ -10,7 +10,10 @@ write starts the planner and commit workers). Prints rows/s of each (median and 
 the rounds), the ratio aiocommit/native per variant (target >= 0.9), rows per CPU-second
 of the JVM and all Python workers (steadier than wall time on a shared machine), output
 sizes and the job commit's share of the aiocommit write's wall time, taken from the job's
-summary report. The last line is the lower of the two median ratios.
+summary report, and the load average at start and end. The last line is the lower of
+the two median ratios. ``register(spark)`` lifts Spark's per-row Arrow batch byte check
+while aiocommit writes (see ``aiocommit.integrations.spark.transfer``); the line
+``Arrow batch byte cap`` says whether it was.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from aiocommit.integrations.spark.transfer import ARROW_MAX_BYTES_CONF
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -164,6 +169,9 @@ def run(
     writers = {"aiocommit": aiocommit_write, "native": native_write}
     variants = {"flat": False, "partitioned": True}
     print(f"load average at start   {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    cap = spark.conf.getAll.get(ARROW_MAX_BYTES_CONF)
+    state = f"{cap} (set by the user)" if cap else "lifted while aiocommit writes"
+    print(f"Arrow batch byte cap    {state} ({ARROW_MAX_BYTES_CONF})", flush=True)
     for name, write in writers.items():  # warm-up: worker daemons, imports, JIT
         write(dataset(spark, 10_000), work / f"warmup-{name}", False)
     results = {(n, v): Series(f"{n} {v}") for v in variants for n in writers}
