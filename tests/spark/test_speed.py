@@ -146,3 +146,6 @@ def test_spark_bench_smoke(
     assert out.count("ratio aiocommit/native  ") == 2
     assert "ratio aiocommit/native (lower of the two medians): " in out.splitlines()[-1]
     assert "MB in 1 files" not in out.split("-- partitioned")[1]  # 50 partition files
+    rounds = [line.split() for line in out.splitlines() if line.startswith("round ")]
+    assert len(rounds) == 4
+    assert all(float(fields[fields.index("CPU-s") - 1]) >= 0 for fields in rounds)

@@ -94,19 +94,29 @@ def dataset(spark: SparkSession, rows: int) -> DataFrame:
     )
 
 
-def cpu_seconds() -> float:
-    """User + system CPU of this process's descendants: the JVM and every Python worker
-    (with their reaped children). Steadier than wall time on a shared machine."""
+def cpu_snapshot() -> dict[tuple[int, float], float]:
+    """User + system CPU of each of this process's descendants (the JVM and every Python
+    worker, with their reaped children), by (pid, start time)."""
     import psutil
 
-    total = 0.0
+    seen: dict[tuple[int, float], float] = {}
     for process in psutil.Process().children(recursive=True):
         try:
             times = process.cpu_times()
+            key = (process.pid, process.create_time())
         except psutil.NoSuchProcess:
             continue
-        total += times.user + times.system + times.children_user + times.children_system
-    return total
+        seen[key] = times.user + times.system + times.children_user + times.children_system
+    return seen
+
+
+def cpu_seconds(before: dict[tuple[int, float], float]) -> float:
+    """CPU the descendants used since ``before``: processes alive then and now count
+    their difference, new ones all of theirs. A process that ended in between is left
+    out rather than subtracted (Spark's daemon retires idle Python workers while the
+    native writer runs); its last seconds are not counted."""
+    after = cpu_snapshot()
+    return sum(used - before.get(key, 0.0) for key, used in after.items())
 
 
 def tree_size(root: Path) -> int:
@@ -182,12 +192,12 @@ def run(
             for name in order:
                 dest = work / f"{name}-{variant}-{round_number}"
                 series = results[(name, variant)]
-                cpu_before = cpu_seconds()
+                cpu_before = cpu_snapshot()
                 started = time.perf_counter()
                 writers[name](df, dest, partitioned)
                 elapsed = time.perf_counter() - started
                 series.seconds.append(elapsed)
-                series.cpu.append(cpu_seconds() - cpu_before)
+                series.cpu.append(cpu_seconds(cpu_before))
                 series.sizes.append(tree_size(dest))
                 series.files.append(sum(1 for p in dest.rglob("*.parquet")))
                 line = f"round {round_number} {variant:<11} {name:<9} {elapsed:6.2f} s"
