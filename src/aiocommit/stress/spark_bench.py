@@ -10,7 +10,10 @@ write starts the planner and commit workers). Prints rows/s of each (median and 
 the rounds), the ratio aiocommit/native per variant (target >= 0.9), rows per CPU-second
 of the JVM and all Python workers (steadier than wall time on a shared machine), output
 sizes and the job commit's share of the aiocommit write's wall time, taken from the job's
-summary report. The last line is the lower of the two median ratios.
+summary report, and the load average at start and end. The last line is the lower of
+the two median ratios. ``register(spark)`` lifts Spark's per-row Arrow batch byte check
+while aiocommit writes (see ``aiocommit.integrations.spark.transfer``); the line
+``Arrow batch byte cap`` says whether it was.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from aiocommit.integrations.spark.transfer import ARROW_MAX_BYTES_CONF
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -89,19 +94,29 @@ def dataset(spark: SparkSession, rows: int) -> DataFrame:
     )
 
 
-def cpu_seconds() -> float:
-    """User + system CPU of this process's descendants: the JVM and every Python worker
-    (with their reaped children). Steadier than wall time on a shared machine."""
+def cpu_snapshot() -> dict[tuple[int, float], float]:
+    """User + system CPU of each of this process's descendants (the JVM and every Python
+    worker, with their reaped children), by (pid, start time)."""
     import psutil
 
-    total = 0.0
+    seen: dict[tuple[int, float], float] = {}
     for process in psutil.Process().children(recursive=True):
         try:
             times = process.cpu_times()
+            key = (process.pid, process.create_time())
         except psutil.NoSuchProcess:
             continue
-        total += times.user + times.system + times.children_user + times.children_system
-    return total
+        seen[key] = times.user + times.system + times.children_user + times.children_system
+    return seen
+
+
+def cpu_seconds(before: dict[tuple[int, float], float]) -> float:
+    """CPU the descendants used since ``before``: processes alive then and now count
+    their difference, new ones all of theirs. A process that ended in between is left
+    out rather than subtracted (Spark's daemon retires idle Python workers while the
+    native writer runs); its last seconds are not counted."""
+    after = cpu_snapshot()
+    return sum(used - before.get(key, 0.0) for key, used in after.items())
 
 
 def tree_size(root: Path) -> int:
@@ -130,95 +145,111 @@ def main(argv: list[str] | None = None) -> None:
     from aiocommit.integrations.spark import register
 
     work = Path(tempfile.mkdtemp(prefix="aiocommit-spark-bench-"))
-    reports = work / "reports"
     spark = start(args.master, work)
     try:
         register(spark)
-        df = dataset(spark, args.rows)
-
-        def aiocommit_write(frame: DataFrame, dest: Path, partitioned: bool) -> None:
-            writer = frame.write.format("aiocommit").mode("append")
-            if partitioned:
-                writer = writer.option("partitionBy", "p")
-            writer.option("aiocommit.report_dir", str(reports)).save(str(dest))
-
-        def native_write(frame: DataFrame, dest: Path, partitioned: bool) -> None:
-            writer = frame.write.mode("append")
-            if partitioned:
-                writer = writer.partitionBy("p")
-            writer.parquet(str(dest))
-
-        writers = {"aiocommit": aiocommit_write, "native": native_write}
-        variants = {"flat": False, "partitioned": True}
-        for name, write in writers.items():  # warm-up: worker daemons, imports, JIT
-            write(dataset(spark, 10_000), work / f"warmup-{name}", False)
-        results = {(n, v): Series(f"{n} {v}") for v in variants for n in writers}
-        commit_share: list[float] = []
-        for round_number in range(args.rounds):
-            for variant, partitioned in variants.items():
-                order = list(writers) if round_number % 2 == 0 else list(reversed(writers))
-                for name in order:
-                    dest = work / f"{name}-{variant}-{round_number}"
-                    series = results[(name, variant)]
-                    cpu_before = cpu_seconds()
-                    started = time.perf_counter()
-                    writers[name](df, dest, partitioned)
-                    elapsed = time.perf_counter() - started
-                    series.seconds.append(elapsed)
-                    series.cpu.append(cpu_seconds() - cpu_before)
-                    series.sizes.append(tree_size(dest))
-                    series.files.append(sum(1 for p in dest.rglob("*.parquet")))
-                    line = f"round {round_number} {variant:<11} {name:<9} {elapsed:6.2f} s"
-                    line += f" {args.rows / elapsed / 1e6:5.2f} M rows/s"
-                    line += f" {series.cpu[-1]:6.1f} CPU-s"
-                    if name == "aiocommit":
-                        seconds = commit_seconds(reports)
-                        commit_share.append(seconds / elapsed)
-                        line += f"  (job commit {seconds:.3f} s)"
-                    print(line, flush=True)
-                    if not args.keep:
-                        shutil.rmtree(dest, ignore_errors=True)
-
-        print()
-        print(f"rows per write          {args.rows:,} ({args.master}, {args.rounds} rounds)")
-        print(f"load average            {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-        ratios: list[float] = []
-        for variant in variants:
-            ours, theirs = results[("aiocommit", variant)], results[("native", variant)]
-            ours_median, ours_best = ours.rates(args.rows)
-            native_median, native_best = theirs.rates(args.rows)
-            ratio = ours_median / native_median
-            ratios.append(ratio)
-            print(f"-- {variant}")
-            for label, series, median, best in (
-                ("aiocommit", ours, ours_median, ours_best),
-                ("native", theirs, native_median, native_best),
-            ):
-                print(
-                    f"{label:<23} {median / 1e6:.2f} M rows/s median, {best / 1e6:.2f} best, "
-                    f"{statistics.median(series.sizes) / 1e6:.0f} MB in "
-                    f"{statistics.median(series.files):.0f} files"
-                )
-            verdict = "meets" if ratio >= TARGET else "MISSES"
-            print(
-                f"ratio aiocommit/native  {ratio:.2f} median, {ours_best / native_best:.2f} best "
-                f"({verdict} the {TARGET} target)"
-            )
-            ours_cpu, native_cpu = statistics.median(ours.cpu), statistics.median(theirs.cpu)
-            print(
-                f"rows per CPU-second     aiocommit {args.rows / ours_cpu / 1e6:.2f} M,"
-                f" native {args.rows / native_cpu / 1e6:.2f} M"
-                f" (ratio {native_cpu / ours_cpu:.2f})"
-            )
-        print(
-            f"job commit share        {statistics.median(commit_share) * 100:.1f} % "
-            "of the aiocommit write's wall time"
-        )
-        print(f"ratio aiocommit/native (lower of the two medians): {min(ratios):.2f}")
+        run(spark, work, rows=args.rows, rounds=args.rounds, keep=args.keep, label=args.master)
     finally:
         spark.stop()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def run(
+    spark: SparkSession, work: Path, *, rows: int, rounds: int, keep: bool = False, label: str = ""
+) -> list[float]:
+    """The benchmark in a session where aiocommit is registered, writing below ``work``;
+    prints as it goes and returns the median ratio aiocommit/native per variant (flat,
+    partitioned)."""
+    reports = work / "reports"
+    df = dataset(spark, rows)
+
+    def aiocommit_write(frame: DataFrame, dest: Path, partitioned: bool) -> None:
+        writer = frame.write.format("aiocommit").mode("append")
+        if partitioned:
+            writer = writer.option("partitionBy", "p")
+        writer.option("aiocommit.report_dir", str(reports)).save(str(dest))
+
+    def native_write(frame: DataFrame, dest: Path, partitioned: bool) -> None:
+        writer = frame.write.mode("append")
+        if partitioned:
+            writer = writer.partitionBy("p")
+        writer.parquet(str(dest))
+
+    writers = {"aiocommit": aiocommit_write, "native": native_write}
+    variants = {"flat": False, "partitioned": True}
+    print(f"load average at start   {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    cap = spark.conf.getAll.get(ARROW_MAX_BYTES_CONF)
+    state = f"{cap} (set by the user)" if cap else "lifted while aiocommit writes"
+    print(f"Arrow batch byte cap    {state} ({ARROW_MAX_BYTES_CONF})", flush=True)
+    for name, write in writers.items():  # warm-up: worker daemons, imports, JIT
+        write(dataset(spark, 10_000), work / f"warmup-{name}", False)
+    results = {(n, v): Series(f"{n} {v}") for v in variants for n in writers}
+    commit_share: list[float] = []
+    for round_number in range(rounds):
+        for variant, partitioned in variants.items():
+            order = list(writers) if round_number % 2 == 0 else list(reversed(writers))
+            for name in order:
+                dest = work / f"{name}-{variant}-{round_number}"
+                series = results[(name, variant)]
+                cpu_before = cpu_snapshot()
+                started = time.perf_counter()
+                writers[name](df, dest, partitioned)
+                elapsed = time.perf_counter() - started
+                series.seconds.append(elapsed)
+                series.cpu.append(cpu_seconds(cpu_before))
+                series.sizes.append(tree_size(dest))
+                series.files.append(sum(1 for p in dest.rglob("*.parquet")))
+                line = f"round {round_number} {variant:<11} {name:<9} {elapsed:6.2f} s"
+                line += f" {rows / elapsed / 1e6:5.2f} M rows/s"
+                line += f" {series.cpu[-1]:6.1f} CPU-s"
+                if name == "aiocommit":
+                    seconds = commit_seconds(reports)
+                    commit_share.append(seconds / elapsed)
+                    line += f"  (job commit {seconds:.3f} s)"
+                print(line, flush=True)
+                if not keep:
+                    shutil.rmtree(dest, ignore_errors=True)
+
+    print()
+    print(f"rows per write          {rows:,} ({label or 'session'}, {rounds} rounds)")
+    print(f"load average at end     {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    ratios: list[float] = []
+    for variant in variants:
+        ours, theirs = results[("aiocommit", variant)], results[("native", variant)]
+        ours_median, ours_best = ours.rates(rows)
+        native_median, native_best = theirs.rates(rows)
+        ratio = ours_median / native_median
+        ratios.append(ratio)
+        print(f"-- {variant}")
+        for name, series, median, best in (
+            ("aiocommit", ours, ours_median, ours_best),
+            ("native", theirs, native_median, native_best),
+        ):
+            print(
+                f"{name:<23} {median / 1e6:.2f} M rows/s median, {best / 1e6:.2f} best, "
+                f"{statistics.median(series.sizes) / 1e6:.1f} MB in "
+                f"{statistics.median(series.files):.0f} files"
+            )
+        verdict = "meets" if ratio >= TARGET else "MISSES"
+        print(
+            f"ratio aiocommit/native  {ratio:.2f} median, {ours_best / native_best:.2f} best "
+            f"({verdict} the {TARGET} target)"
+        )
+        # tiny smoke runs can measure no CPU at all
+        ours_cpu = max(statistics.median(ours.cpu), 1e-3)
+        native_cpu = max(statistics.median(theirs.cpu), 1e-3)
+        print(
+            f"rows per CPU-second     aiocommit {rows / ours_cpu / 1e6:.2f} M,"
+            f" native {rows / native_cpu / 1e6:.2f} M"
+            f" (ratio {native_cpu / ours_cpu:.2f})"
+        )
+    print(
+        f"job commit share        {statistics.median(commit_share) * 100:.1f} % "
+        "of the aiocommit write's wall time"
+    )
+    print(f"ratio aiocommit/native (lower of the two medians): {min(ratios):.2f}")
+    return ratios
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ Spark's Python data source API cannot do these things by itself (pyspark 4.3):
 * a write from a thread other than the one that created the session fails with
   ``DATA_SOURCE_NOT_FOUND`` (the JVM looks the source up in the thread's active
   session): the DataFrame's session is made active for the calling thread;
+* Spark checks every row's Arrow batch size for Python workers, which costs more CPU
+  than the rest of the transfer: the check is lifted for the write (``transfer``);
 * a failure's useful line is the last of a long Python traceback inside Spark's
   message: it is repeated as the first line;
 * ``saveAsTable`` and ``insertInto`` give a Python data source no path: they are
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiocommit.integrations.spark import tables
 from aiocommit.integrations.spark.settings import SAVE_MODE_OPTION
+from aiocommit.integrations.spark.transfer import lifted_arrow_byte_cap
 
 if TYPE_CHECKING:
     from pyspark.sql.readwriter import DataFrameWriter
@@ -129,7 +132,8 @@ def install() -> None:
             return
         _prepare(self, original_partition_by, original_option, original_mode)
         try:
-            original_save(self, path)
+            with lifted_arrow_byte_cap(self._spark):
+                original_save(self, path)
         except Exception as error:
             _put_cause_first(error)
             raise

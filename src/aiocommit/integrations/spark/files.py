@@ -20,7 +20,9 @@ so Spark reads back exactly the types it wrote: char/varchar, intervals); batche
 hands over ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows, 10 000 by default) are
 buffered into row groups of up to ``ROW_GROUP_BYTES`` of Arrow data (Spark's
 ``parquet.block.size``, 128 MB, counts encoded bytes) or ``rowGroupSize`` rows, and at most
-``TASK_BUFFER_BYTES`` per task.
+``TASK_BUFFER_BYTES`` per task. A task encodes its row groups on a thread of its own
+(``Encoder``; pyarrow releases the GIL), so it keeps reading the next batches from Spark
+while a row group is encoded, where Spark's own writer encodes as it goes.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from __future__ import annotations
 import decimal
 import gzip
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol, cast
 
@@ -94,6 +97,42 @@ class _Sink(Protocol):
     def close(self) -> None: ...
 
 
+class Encoder:
+    """Runs a task's Parquet encoding jobs on one background thread, in the order
+    given, at most one at a time: ``submit`` first waits for the previous job, so a
+    task holds at most one row group in encoding besides the batches it buffers. A
+    job's failure is raised by the next ``submit`` or ``wait``."""
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: Future[None] | None = None
+        #: Arrow bytes of the row group being encoded (counted in the task's buffer bound)
+        self.pending_bytes = 0
+
+    def submit(self, job: Callable[[], None], nbytes: int = 0) -> None:
+        self.wait()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aiocommit-encode")
+        self._pending = self._pool.submit(job)
+        self.pending_bytes = nbytes
+
+    def wait(self) -> None:
+        """Until the submitted job has finished; raises its error."""
+        pending, self._pending = self._pending, None
+        self.pending_bytes = 0
+        if pending is not None:
+            pending.result()
+
+    def shutdown(self) -> None:
+        """Wait for the job in hand (raising its error) and stop the thread."""
+        try:
+            self.wait()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
+
+
 class ParquetSink:
     def __init__(
         self,
@@ -102,12 +141,14 @@ class ParquetSink:
         compression: str | None,
         row_group_size: int,
         metadata: dict[str, str] | None = None,
+        encoder: Encoder | None = None,
     ) -> None:
         self.path = path
         self.schema = schema
         self.compression = compression
         self.metadata = metadata
         self.row_group_size = row_group_size
+        self.encoder = encoder
         self._writer: pq.ParquetWriter | None = None
         self.buffer: list[pa.RecordBatch] = []
         self.buffered_rows = 0
@@ -130,17 +171,30 @@ class ParquetSink:
         if not self.buffer:
             return
         table = pa.Table.from_batches(self.buffer, schema=self.schema)
-        if self.buffered_rows < SMALL_CHUNK_ROWS * len(self.buffer):
-            # many small slices (partitions): one chunk encodes faster; Spark's 10,000-row
-            # batches are written as they are (combining them costs a copy of the buffer)
-            table = table.combine_chunks()
+        # many small slices (partitions): one chunk encodes faster; Spark's 10,000-row
+        # batches are written as they are (combining them costs a copy of the buffer)
+        combine = self.buffered_rows < SMALL_CHUNK_ROWS * len(self.buffer)
         size = self.row_group_size
         count = (table.num_rows // size) * size if whole_groups_only else table.num_rows
-        self.writer(table).write_table(table.slice(0, count), row_group_size=size)
+        group = table.slice(0, count)
         rest = table.slice(count)
+        left = rest.nbytes if rest.num_rows else 0
+        nbytes = max(0, self.buffered_bytes - left)
         self.buffer = rest.to_batches() if rest.num_rows else []
         self.buffered_rows = rest.num_rows
-        self.buffered_bytes = rest.nbytes if rest.num_rows else 0
+        self.buffered_bytes = left
+
+        def encode() -> None:
+            rows = group.combine_chunks() if combine else group
+            self.writer(rows).write_table(rows, row_group_size=size)
+
+        self._run(encode, nbytes)
+
+    def _run(self, job: Callable[[], None], nbytes: int = 0) -> None:
+        if self.encoder is None:
+            job()
+        else:
+            self.encoder.submit(job, nbytes)
 
     def writer(self, first: pa.Table | None) -> pq.ParquetWriter:
         """The file's writer, opened with the first rows (or none, for an empty file):
@@ -161,8 +215,11 @@ class ParquetSink:
         self._write(whole_groups_only=False)
 
     def close(self) -> None:
+        """Write what is buffered and the footer; returns once the file is complete."""
         self.flush()
-        self.writer(None).close()
+        self._run(lambda: self.writer(None).close())
+        if self.encoder is not None:
+            self.encoder.wait()
 
 
 #: rows of the first row group that decide a column's encoding (parquet-java decides on
@@ -241,6 +298,7 @@ class TaskOutput:
         self.file_numbers: dict[str, int] = {}
         self.spill: pa.ipc.RecordBatchFileWriter | None = None
         self.spill_path = os.path.join(scratch_dir or local_dir, "_aiocommit_spill.arrow")
+        self.encoder = Encoder()
         self.local_count = 0
         self.rows = 0
 
@@ -302,7 +360,12 @@ class TaskOutput:
         sink: _Sink
         if self.fmt == "parquet":
             sink = ParquetSink(
-                local_path, schema, self.compression, self.row_group_size, self.parquet_metadata
+                local_path,
+                schema,
+                self.compression,
+                self.row_group_size,
+                self.parquet_metadata,
+                self.encoder,
             )
         elif self.fmt == "csv":
             sink = CsvSink(_open_text(local_path, self.compression), schema, self.header)
@@ -315,7 +378,8 @@ class TaskOutput:
         return sink
 
     def _bound_memory(self) -> None:
-        total = sum(sink.buffered_bytes for sink, _ in self.open.values())
+        total = self.encoder.pending_bytes
+        total += sum(sink.buffered_bytes for sink, _ in self.open.values())
         while total > TASK_BUFFER_BYTES:
             sink = max((s for s, _ in self.open.values()), key=lambda s: s.buffered_bytes)
             total -= sink.buffered_bytes
@@ -337,6 +401,7 @@ class TaskOutput:
             self.spill.close()
             self.spill = None
             self._write_spilled()
+        self.encoder.shutdown()
         return self.finished
 
     def _write_spilled(self) -> None:
@@ -366,6 +431,10 @@ class TaskOutput:
             except Exception:
                 pass
         self.open.clear()
+        try:
+            self.encoder.shutdown()
+        except Exception:
+            pass
         if self.spill is not None:
             try:
                 self.spill.close()
