@@ -133,7 +133,18 @@ def test_settings_from_lower_cased_spark_options() -> None:
         ({}, "needs a destination"),
         ({"format": "orc"}, "format must be"),
         ({"compression": "lzo"}, "compression for parquet"),
-        ({"format": "json", "compression": "snappy"}, "compression for json"),
+        ({"format": "json", "compression": "zstd"}, "compression for json"),
+        ({"format": "csv", "codec": "brotli"}, "compression for csv"),
+        ({"format": "csv", "inferschema": "true"}, "'inferschema' is an option of Spark's readers"),
+        ({"format": "json", "pretty": "true"}, "does not honour"),
+        ({"format": "json", "sep": ";"}, "not an option of Spark's json writer"),
+        ({"header": "true"}, "not an option of Spark's parquet writer"),
+        ({"format": "csv", "quote": "ab"}, "one character"),
+        ({"format": "csv", "quoteall": "yes"}, "quoteAll must be true or false"),
+        ({"format": "csv", "encoding": "no-such-charset"}, "unknown charset"),
+        ({"format": "csv", "linesep": ""}, "lineSep"),
+        ({"format": "json", "timestampformat": "yyyy-MM-dd zzz"}, "timestampFormat"),
+        ({"format": "csv", "dateformat": "YYYY-ww"}, "Spark refuses it too"),
         ({"partitionby": "a,a"}, "twice"),
         ({"rowgroupsize": "0"}, "rowGroupSize"),
         ({"aiocommit.test.nosuchhook": "1"}, "unknown test hook"),
@@ -447,3 +458,41 @@ def test_text_formats_refuse_intervals_with_the_way_out() -> None:
     for encoder in (json_encoder, csv_field_encoder):
         with pytest.raises(TypeError, match="cast them to string first"):
             encoder(pa.duration("us"))
+
+
+def test_datetime_patterns_print_as_javas_formatter() -> None:
+    """Expected strings as Spark 4.3's writer printed them (tests/spark/test_parity.py
+    checks the same patterns against Spark itself)."""
+    from aiocommit.integrations.spark.datetime_patterns import compile_pattern
+    from aiocommit.integrations.spark.values import local_time
+
+    tz = zone("America/Los_Angeles")
+    micros = 1_710_037_800_000_500  # 2024-03-10 02:30:00.0005 UTC
+    text = compile_pattern("yyyy-MM-dd HH:mm:ss.SSSSSS XX a hh")(*local_time(micros, tz))
+    assert text == "2024-03-09 18:30:00.000500 -0800 PM 06"
+    day = compile_pattern("dd/MM/yyyy EEE 'at' MMM '' G")(*local_time(19727 * 86_400_000_000, None))
+    assert day == "05/01/2024 Fri at Jan ' AD"
+    assert compile_pattern("XXX x Z")(*local_time(0, zone("UTC"))) == "Z +00 +0000"
+
+
+def test_csv_quoting_as_sparks_writer_with_its_defaults() -> None:
+    """Spark 4.3's own output for these values (univocity's rules, Spark's settings)."""
+    from aiocommit.integrations.spark.text_formats import CsvQuoting
+    from aiocommit.integrations.spark.text_options import TextOptions
+
+    field = CsvQuoting(TextOptions()).field
+    written = [field(v, i) for i, v in enumerate(["#hash", 'a"b', "back\\slash", "  sp  "])]
+    assert written == ['"#hash"', '"a\\"b"', "back\\slash", "sp"]
+    assert [field(v, 1) for v in ["", None, "x,y", "l\ni", "q'"]] == [
+        '""',
+        "",
+        '"x,y"',
+        '"l\ni"',
+        "q'",
+    ]
+    quote_all = CsvQuoting(TextOptions(quote_all=True, escape_quotes=False)).field
+    assert [quote_all(v, 1) for v in ["back\\slash", None, 'a"b']] == [
+        '"back\\\\slash"',
+        '""',
+        '"a\\"b"',
+    ]

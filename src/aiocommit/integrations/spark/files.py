@@ -26,11 +26,10 @@ buffered into row groups of up to ``ROW_GROUP_BYTES`` of Arrow data (Spark's
 from __future__ import annotations
 
 import decimal
-import gzip
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Protocol, cast
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,7 +37,9 @@ import pyarrow.parquet as pq
 
 from aiocommit.integrations.spark.paths import partition_path_string
 from aiocommit.integrations.spark.settings import ROW_GROUP_BYTES, TASK_BUFFER_BYTES
+from aiocommit.integrations.spark.text_compression import open_text, text_extension
 from aiocommit.integrations.spark.text_formats import CsvSink, JsonSink, python_values
+from aiocommit.integrations.spark.text_options import TextOptions
 from aiocommit.integrations.spark.values import (
     date_string,
     java_float_string,
@@ -189,12 +190,6 @@ def dictionary_columns(table: pa.Table) -> list[str]:
     return chosen
 
 
-def _open_text(path: str, compression: str | None) -> BinaryIO:
-    if compression == "gzip":
-        return cast(BinaryIO, gzip.open(path, "wb", compresslevel=6))
-    return open(path, "wb")
-
-
 def extension(fmt: str, compression: str | None) -> str:
     """Spark's file name suffix: ``.snappy.parquet``, ``.gz.parquet``, ``.csv.gz``."""
     if fmt == "parquet":
@@ -203,8 +198,7 @@ def extension(fmt: str, compression: str | None) -> str:
             if compression
             else ".parquet"
         )
-    suffix = ".gz" if compression == "gzip" else ""
-    return f".{fmt}{suffix}"
+    return text_extension(fmt, compression)
 
 
 class TaskOutput:
@@ -217,7 +211,7 @@ class TaskOutput:
         fmt: str,
         compression: str | None,
         row_group_size: int,
-        header: bool,
+        header: bool = False,
         local_dir: str,
         base_name: str,
         partition_by: tuple[str, ...],
@@ -225,11 +219,12 @@ class TaskOutput:
         parquet_metadata: dict[str, str] | None = None,
         in_place: bool = False,
         scratch_dir: str | None = None,
+        text_options: TextOptions | None = None,
     ) -> None:
         self.fmt = fmt
         self.compression = compression
         self.row_group_size = row_group_size
-        self.header = header
+        self.text_options = text_options or TextOptions(header=header)
         self.local_dir = local_dir
         self.base_name = base_name
         self.partition_by = partition_by
@@ -305,9 +300,9 @@ class TaskOutput:
                 local_path, schema, self.compression, self.row_group_size, self.parquet_metadata
             )
         elif self.fmt == "csv":
-            sink = CsvSink(_open_text(local_path, self.compression), schema, self.header)
+            sink = CsvSink(open_text(local_path, self.compression), schema, self.text_options)
         else:
-            sink = JsonSink(_open_text(local_path, self.compression), schema)
+            sink = JsonSink(open_text(local_path, self.compression), schema, self.text_options)
         self.open[partition] = (
             sink,
             LocalFile(relative, partition, local_path, in_place=self.in_place),

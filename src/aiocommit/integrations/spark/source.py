@@ -243,7 +243,7 @@ class AiocommitWriter(DataSourceArrowWriter):
                 fmt=settings.format,
                 compression=settings.compression,
                 row_group_size=settings.row_group_size,
-                header=settings.header,
+                text_options=settings.text,
                 local_dir=attempt_dir or local_dir,
                 scratch_dir=local_dir,
                 in_place=attempt_dir is not None,

@@ -27,7 +27,7 @@ _EPOCH = datetime.datetime(1970, 1, 1)
 _EPOCH_DATE = datetime.date(1970, 1, 1)
 _CYCLE_DAYS = 146_097  # days in 400 Gregorian years
 _CYCLE_YEARS = 400
-_MICROS_PER_DAY = 86_400 * 1_000_000
+MICROS_PER_DAY = 86_400 * 1_000_000
 
 
 @lru_cache(maxsize=64)
@@ -56,7 +56,7 @@ def local_time(
     shift = 0
     while True:
         try:
-            wall = _EPOCH + datetime.timedelta(microseconds=micros + shift * _MICROS_PER_DAY)
+            wall = _EPOCH + datetime.timedelta(microseconds=micros + shift * MICROS_PER_DAY)
             if tz is None:
                 return wall.year - _years(shift), wall, None
             aware = wall.replace(tzinfo=datetime.UTC).astimezone(tz)
