@@ -430,3 +430,82 @@ def test_text_writer_options_write_what_sparks_writer_writes(
     assert read_back(spark, ours, fmt, **read_options) == read_back(
         spark, native, fmt, **read_options
     )
+
+
+def test_errorifexists_and_ignore_as_sparks_writer(spark: SparkSession, tmp_path: Path) -> None:
+    """The default mode (errorifexists) and ignore: on a new path both write what Spark's
+    writer writes; on an existing path errorifexists raises Spark's own error
+    (``AnalysisException``, condition ``PATH_ALREADY_EXISTS``) and ignore leaves the data."""
+    from pyspark.errors import AnalysisException
+
+    first = typed_frame(spark, SCALARS[:3], rows=12)
+    second = typed_frame(spark, SCALARS[:3], rows=5)
+    for mode in ("errorifexists", "ignore"):
+        ours, native = write_both(first, tmp_path / mode, "csv", partition_by=["part"], mode=mode)
+        assert_parity(spark, ours, native, "csv")
+        before = (data_files(ours), data_files(native))
+        if mode == "ignore":
+            write_both(second, tmp_path / mode, "csv", partition_by=["part"], mode=mode)
+        else:
+            conditions = []
+            for writer, target in (
+                (second.write.format("csv"), native),  # Spark's default mode: errorifexists
+                (second.write.format("aiocommit").option("format", "csv"), ours),
+            ):
+                with pytest.raises(AnalysisException) as raised:
+                    writer.save(str(target))
+                conditions.append(raised.value.getCondition())
+            assert conditions == ["PATH_ALREADY_EXISTS"] * 2
+        assert (data_files(ours), data_files(native)) == before
+        assert_parity(spark, ours, native, "csv")
+
+
+def footer_schema(root: Path) -> Any:
+    """Spark's schema JSON from the footer of the first data file below ``root``."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    first = sorted(data_files(root))[0]
+    metadata = pq.read_schema(root / first).metadata
+    return json.loads(metadata[b"org.apache.spark.sql.parquet.row.metadata"])
+
+
+def test_variant_char_varchar_and_intervals(spark: SparkSession, tmp_path: Path) -> None:
+    """variant, char(n)/varchar(n) (from a table) and day-time intervals as Spark's own
+    writers write them; a year-month interval (which pyspark's Arrow transfer cannot carry)
+    and, for text, a day-time interval are refused before any task, naming the column and
+    the cast to use."""
+    from pyspark.errors import AnalysisException
+
+    table = f"chars_{tmp_path.name}".replace("-", "_")
+    spark.sql(
+        f"CREATE TABLE {table} (id INT, c CHAR(5), v VARCHAR(8)) USING parquet "
+        f"LOCATION '{tmp_path / 'table'}'"
+    )
+    spark.sql(f"INSERT INTO {table} VALUES (1, 'ab', 'xyz'), (2, NULL, ''), (3, 'abcde', 'é')")
+    typed = spark.sql(
+        'SELECT id, c, v, parse_json(\'{"a":\' || id || \',"b":[1.5,null,"s"],'
+        "\"t\":{\"u\":true}}') AS j, INTERVAL '1' DAY * id + INTERVAL '0.000007' SECOND AS dt "
+        f"FROM {table}"
+    )
+    ours, native = write_both(typed, tmp_path / "parquet", "parquet")
+    assert_parity(spark, ours, native, "parquet")
+    assert footer_schema(ours) == footer_schema(native)
+    assert '"__CHAR_VARCHAR_TYPE_STRING":"char(5)"' in json_text(footer_schema(ours))
+    ours, native = write_both(typed.drop("dt"), tmp_path / "json", "json")
+    assert decoded_files(ours, None, "utf-8") == decoded_files(native, None, "utf-8")
+    assert_parity(spark, ours, native, "json")
+
+    months = spark.sql("SELECT id, INTERVAL '1-2' YEAR TO MONTH AS ym FROM range(2)")
+    for df, fmt, column in ((months, "parquet", "ym"), (typed, "csv", "dt")):
+        target = tmp_path / f"refused-{fmt}"
+        with pytest.raises(AnalysisException, match=rf"column '{column}' .*cast\('string'\)"):
+            df.write.format("aiocommit").option("format", fmt).save(str(target))
+        assert not data_files(target)
+
+
+def json_text(value: Any) -> str:
+    import json
+
+    return json.dumps(value, separators=(",", ":"))

@@ -47,6 +47,7 @@ SESSION_CONFS = (
     ("spark.sql.session.timeZone", "timezone"),
 )
 PARQUET_CODEC_CONF = "spark.sql.parquet.compression.codec"
+JSON_NULL_FIELDS_CONF = "spark.sql.jsonGenerator.ignoreNullFields"
 
 #: Spark's names for errorifexists
 ERROR_MODES = ("error", "errorifexists", "default")
@@ -132,7 +133,10 @@ def install() -> None:
             original_save(self, path)
         except Exception as error:
             _put_cause_first(error)
-            raise
+            sparks = as_sparks_error(error, path)
+            if sparks is error:
+                raise
+            raise sparks from error
 
     def saveAsTable(
         self: DataFrameWriter,
@@ -198,8 +202,11 @@ def _prepare(
         original_partition_by(writer)  # Spark refuses partition columns; the option has them
         original_option(writer, "partitionBy", columns)
     confs = list(SESSION_CONFS)
-    if given.get("format", "parquet").lower() == "parquet":
+    fmt = given.get("format", "parquet").lower()
+    if fmt == "parquet":
         confs.append((PARQUET_CODEC_CONF, "compression"))
+    elif fmt == "json":
+        confs.append((JSON_NULL_FIELDS_CONF, "ignorenullfields"))
     for conf, key in confs:
         value = _conf(spark, conf)
         if key not in given and value:
@@ -214,6 +221,23 @@ def _prepare(
     jvm = spark.sparkContext._jvm
     if jvm is not None:
         spark._get_j_spark_session_class(jvm).setActiveSession(spark._jsparkSession)
+
+
+def as_sparks_error(error: Exception, path: str | None) -> Exception:
+    """Spark's own error for a destination that exists in ``errorifexists`` mode
+    (``AnalysisException`` with condition ``PATH_ALREADY_EXISTS``, as
+    ``df.write.parquet`` raises it) instead of the data source's wrapper; else ``error``."""
+    from pyspark.errors import AnalysisException
+
+    desc = getattr(error, "_desc", None) or str(error)
+    if "[PATH_ALREADY_EXISTS]" not in desc.split("\n", 1)[0]:
+        return error
+    return AnalysisException(
+        message=f"[PATH_ALREADY_EXISTS] Path {path} already exists. Set mode as "
+        '"overwrite" to overwrite the existing path. SQLSTATE: 42K04',
+        errorClass="PATH_ALREADY_EXISTS",
+        messageParameters={"outputPath": str(path)},
+    )
 
 
 def _conf(spark: Any, key: str) -> str | None:

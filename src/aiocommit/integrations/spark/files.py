@@ -220,11 +220,13 @@ class TaskOutput:
         in_place: bool = False,
         scratch_dir: str | None = None,
         text_options: TextOptions | None = None,
+        text_schema: pa.Schema | None = None,
     ) -> None:
         self.fmt = fmt
         self.compression = compression
         self.row_group_size = row_group_size
         self.text_options = text_options or TextOptions(header=header)
+        self.text_schema = text_schema  # the Spark schema's Arrow form: marks variants
         self.local_dir = local_dir
         self.base_name = base_name
         self.partition_by = partition_by
@@ -302,7 +304,8 @@ class TaskOutput:
         elif self.fmt == "csv":
             sink = CsvSink(open_text(local_path, self.compression), schema, self.text_options)
         else:
-            sink = JsonSink(open_text(local_path, self.compression), schema, self.text_options)
+            handle = open_text(local_path, self.compression)
+            sink = JsonSink(handle, schema, self.text_options, self.text_schema)
         self.open[partition] = (
             sink,
             LocalFile(relative, partition, local_path, in_place=self.in_place),

@@ -32,9 +32,11 @@ from pyspark.sql.types import (
     ArrayType,
     BooleanType,
     ByteType,
+    CalendarIntervalType,
     CharType,
     DataType,
     DateType,
+    DayTimeIntervalType,
     DecimalType,
     DoubleType,
     FloatType,
@@ -48,6 +50,7 @@ from pyspark.sql.types import (
     TimestampType,
     VarcharType,
     VariantType,
+    YearMonthIntervalType,
 )
 
 from aiocommit.integrations.spark.committer import (
@@ -59,7 +62,7 @@ from aiocommit.integrations.spark.committer import (
     prepare_job,
 )
 from aiocommit.integrations.spark.files import TaskOutput
-from aiocommit.integrations.spark.schema import parquet_metadata
+from aiocommit.integrations.spark.schema import data_schema, parquet_metadata
 from aiocommit.integrations.spark.settings import WriteSettings
 from aiocommit.protocol.ids import new_job_id
 
@@ -145,8 +148,42 @@ def qualify_on_driver(url: str) -> str:
 FLAT_FORMATS = ("csv",)
 
 
+def _types(name: str, data_type: DataType) -> Iterator[tuple[str, DataType]]:
+    """(column path, type) of a column and of every type nested in it."""
+    yield name, data_type
+    if isinstance(data_type, StructType):
+        for field in data_type.fields:
+            yield from _types(f"{name}.{field.name}", field.dataType)
+    elif isinstance(data_type, ArrayType):
+        yield from _types(f"{name}[]", data_type.elementType)
+    elif isinstance(data_type, MapType):
+        yield from _types(f"{name}{{key}}", data_type.keyType)
+        yield from _types(f"{name}{{value}}", data_type.valueType)
+
+
 def check_types(schema: StructType, settings: WriteSettings) -> None:
-    """``TypeError`` before any task runs for a column the format cannot hold."""
+    """``TypeError`` before any task runs for a column the format cannot hold, or that
+    pyspark's Arrow transfer to a Python data source cannot carry, naming the column and
+    the cast that writes it."""
+    for field in schema.fields:
+        for path, data_type in _types(field.name, field.dataType):
+            kind = data_type.simpleString()
+            if isinstance(data_type, YearMonthIntervalType | CalendarIntervalType):
+                raise TypeError(
+                    f"column {path!r} has type {kind}, which pyspark's Arrow transfer to a "
+                    "Python data source cannot carry: cast it first, e.g. "
+                    f"df.withColumn({field.name!r}, col({field.name!r}).cast('string')) "
+                    "(the text Spark's CSV/JSON writers write), or write it with "
+                    "df.write.parquet"
+                )
+            if isinstance(data_type, DayTimeIntervalType) and settings.format != "parquet":
+                raise TypeError(
+                    f"column {path!r} has type {kind}: aiocommit writes intervals as Parquet "
+                    f"only; for {settings.format.upper()} cast it to a string first, e.g. "
+                    f"df.withColumn({field.name!r}, col({field.name!r}).cast('string')), "
+                    "which is what Spark's own writer writes (INTERVAL '1 00:00:00' DAY TO "
+                    "SECOND)"
+                )
     if settings.format in FLAT_FORMATS:
         for field in schema.fields:
             if isinstance(field.dataType, StructType | ArrayType | MapType | VariantType):
@@ -217,6 +254,13 @@ class AiocommitWriter(DataSourceArrowWriter):
         )
         return to_arrow_schema(data, timezone="UTC")
 
+    def _text_schema(self) -> pa.Schema | None:
+        """For JSON: the data columns' Arrow form from the Spark schema (it marks variant
+        columns, which Spark's Arrow batches do not)."""
+        if self.settings.format != "json":
+            return None
+        return to_arrow_schema(data_schema(self.schema, self.settings.partition_by), timezone="UTC")
+
     def write(self, iterator: Iterator[pa.RecordBatch]) -> AiocommitCommitMessage:
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
@@ -244,6 +288,7 @@ class AiocommitWriter(DataSourceArrowWriter):
                 compression=settings.compression,
                 row_group_size=settings.row_group_size,
                 text_options=settings.text,
+                text_schema=self._text_schema(),
                 local_dir=attempt_dir or local_dir,
                 scratch_dir=local_dir,
                 in_place=attempt_dir is not None,

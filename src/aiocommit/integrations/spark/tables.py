@@ -42,9 +42,14 @@ def save_as_table(writer: DataFrameWriter, state: Recorded, name: str) -> None:
         _refresh(spark, name, partition_by)
         return
     if mode in ERROR_MODES:
-        raise ValueError(
-            f"[TABLE_OR_VIEW_ALREADY_EXISTS] table {name} already exists: use "
-            'mode("append"), mode("overwrite") or mode("ignore")'
+        from pyspark.errors import AnalysisException
+
+        raise AnalysisException(  # Spark's own error for saveAsTable of an existing table
+            message=f"[TABLE_OR_VIEW_ALREADY_EXISTS] Cannot create table or view {name} "
+            'because it already exists: use mode("append"), mode("overwrite") or '
+            'mode("ignore"). SQLSTATE: 42P07',
+            errorClass="TABLE_OR_VIEW_ALREADY_EXISTS",
+            messageParameters={"relationName": name},
         )
     if mode == "ignore":
         return

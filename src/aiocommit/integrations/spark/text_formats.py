@@ -159,14 +159,44 @@ def _scalar(arrow_type: pa.DataType, options: TextOptions, *, for_json: bool) ->
     raise TypeError(f"Spark's JSON and CSV writers cannot write a column of type {arrow_type}")
 
 
-def json_encoder(arrow_type: pa.DataType, options: TextOptions = DEFAULTS) -> Encoder:
-    """JSON text of one non-null value of ``arrow_type`` (as ``python_values`` gives it)."""
+def is_variant(field: pa.Field) -> bool:
+    """Spark's Arrow form of ``variant``: a struct (value, metadata) whose ``metadata``
+    child is marked ``variant: true``."""
+    kind = field.type
+    return pa.types.is_struct(kind) and any(
+        (kind.field(i).metadata or {}).get(b"variant") == b"true" for i in range(kind.num_fields)
+    )
+
+
+def json_field_encoder(
+    field: pa.Field, options: TextOptions = DEFAULTS, reference: pa.Field | None = None
+) -> Encoder:
+    """``json_encoder`` of the field's type; a variant is written as the JSON it holds, as
+    Spark's JSON writer writes it. ``reference``: the same field as ``to_arrow_schema``
+    makes it from the Spark schema, which marks variants (Spark's Arrow batches do not)."""
+    if is_variant(field) or (reference is not None and is_variant(reference)):
+        from pyspark.sql.variant_utils import VariantUtils
+
+        zone_id = options.time_zone or "UTC"
+        return lambda v: VariantUtils.to_json(v["value"], v["metadata"], zone_id)
+    return json_encoder(field.type, options, None if reference is None else reference.type)
+
+
+def json_encoder(
+    arrow_type: pa.DataType,
+    options: TextOptions = DEFAULTS,
+    reference: pa.DataType | None = None,
+) -> Encoder:
+    """JSON text of one non-null value of ``arrow_type`` (as ``python_values`` gives it);
+    ``reference`` as in ``json_field_encoder``."""
     scalar = _scalar(arrow_type, options, for_json=True)
     if scalar is not None:
         return scalar
     if pa.types.is_map(arrow_type):
         key = csv_field_encoder(arrow_type.key_type, options)
-        item = json_encoder(arrow_type.item_type, options)
+        item = json_field_encoder(
+            arrow_type.item_field, options, _child(reference, "item_field", pa.types.is_map)
+        )
         return lambda v: (
             "{"
             + ",".join(
@@ -176,13 +206,26 @@ def json_encoder(arrow_type: pa.DataType, options: TextOptions = DEFAULTS) -> En
             + "}"
         )
     if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
-        element = json_encoder(arrow_type.value_type, options)
+        element = json_field_encoder(
+            arrow_type.value_field,
+            options,
+            _child(
+                reference, "value_field", lambda t: pa.types.is_list(t) or pa.types.is_large_list(t)
+            ),
+        )
         return lambda v: "[" + ",".join("null" if x is None else element(x) for x in v) + "]"
     if pa.types.is_struct(arrow_type):
         fields = [arrow_type.field(i) for i in range(arrow_type.num_fields)]
+        references: list[pa.Field | None] = [None] * len(fields)
+        if reference is not None and pa.types.is_struct(reference):
+            references = [reference.field(i) for i in range(len(fields))]
         named = [
-            (f.name, json.dumps(f.name, ensure_ascii=False) + ":", json_encoder(f.type, options))
-            for f in fields
+            (
+                f.name,
+                json.dumps(f.name, ensure_ascii=False) + ":",
+                json_field_encoder(f, options, r),
+            )
+            for f, r in zip(fields, references, strict=True)
         ]
         if not options.ignore_null_fields:
             return lambda v: (
@@ -199,6 +242,15 @@ def json_encoder(arrow_type: pa.DataType, options: TextOptions = DEFAULTS) -> En
             + "}"
         )
     raise TypeError(f"Spark's JSON writer cannot write a column of type {arrow_type}")
+
+
+def _child(
+    reference: pa.DataType | None, attribute: str, kind: Callable[[pa.DataType], bool]
+) -> pa.Field | None:
+    if reference is None or not kind(reference):
+        return None
+    child: pa.Field = getattr(reference, attribute)
+    return child
 
 
 def csv_field_encoder(arrow_type: pa.DataType, options: TextOptions = DEFAULTS) -> Encoder:
@@ -346,11 +398,17 @@ class JsonSink(_TextSink):
     """JSON lines, one object per row."""
 
     def __init__(
-        self, handle: BinaryIO, schema: pa.Schema, options: TextOptions = DEFAULTS
+        self,
+        handle: BinaryIO,
+        schema: pa.Schema,
+        options: TextOptions = DEFAULTS,
+        reference: pa.Schema | None = None,
     ) -> None:
+        """``reference``: the Spark schema's Arrow form (``json_field_encoder``)."""
         super().__init__(handle, options)
         self.names = [json.dumps(n, ensure_ascii=False) + ":" for n in schema.names]
-        self.encoders = [json_encoder(t, options) for t in schema.types]
+        references = {f.name: f for f in reference} if reference is not None else {}
+        self.encoders = [json_field_encoder(f, options, references.get(f.name)) for f in schema]
 
     def _lines(self, batch: pa.RecordBatch) -> list[str]:
         columns = [python_values(c) for c in batch.columns]
