@@ -509,3 +509,40 @@ def json_text(value: Any) -> str:
     import json
 
     return json.dumps(value, separators=(",", ":"))
+
+
+def parquet_column_types(root: Path) -> set[tuple[str, str, str]]:
+    """(column, physical type, logical type) of every data file's columns."""
+    import pyarrow.parquet as pq
+
+    found = set()
+    for name in data_files(root):
+        schema = pq.ParquetFile(root / name).schema
+        for i in range(len(schema)):
+            column = schema.column(i)
+            found.add((column.name, column.physical_type, str(column.logical_type)))
+    return found
+
+
+def test_parquet_timestamps_follow_sparks_output_timestamp_type(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """``spark.sql.parquet.outputTimestampType``: INT96 (Spark's default), TIMESTAMP_MICROS
+    and TIMESTAMP_MILLIS (values truncated, as Spark truncates them) stored as Spark stores
+    them; with a timestamp_ntz column beside them, timestamps stay INT64 microseconds
+    (pyarrow applies one setting to all timestamps) and read back the same."""
+    conf = "spark.sql.parquet.outputTimestampType"
+    stamps = typed_frame(spark, [SCALARS[10]], rows=12)  # c_ts
+    both = typed_frame(spark, SCALARS[10:12], rows=12)  # c_ts and c_ntz
+    try:
+        for timestamp_type in ("INT96", "TIMESTAMP_MILLIS", "TIMESTAMP_MICROS"):
+            spark.conf.set(conf, timestamp_type)
+            base = tmp_path / timestamp_type
+            ours, native = write_both(stamps, base / "ts", "parquet")
+            assert parquet_column_types(ours) == parquet_column_types(native)
+            assert read_back(spark, ours, "parquet") == read_back(spark, native, "parquet")
+            ours, native = write_both(both, base / "ntz", "parquet")
+            assert read_back(spark, ours, "parquet") == read_back(spark, native, "parquet")
+        assert ("c_ts", "INT96", "None") in parquet_column_types(tmp_path / "INT96" / "ts" / "ours")
+    finally:
+        spark.conf.unset(conf)

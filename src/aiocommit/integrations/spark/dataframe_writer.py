@@ -48,6 +48,7 @@ SESSION_CONFS = (
 )
 PARQUET_CODEC_CONF = "spark.sql.parquet.compression.codec"
 JSON_NULL_FIELDS_CONF = "spark.sql.jsonGenerator.ignoreNullFields"
+PARQUET_TIMESTAMP_CONF = "spark.sql.parquet.outputTimestampType"
 
 #: Spark's names for errorifexists
 ERROR_MODES = ("error", "errorifexists", "default")
@@ -205,6 +206,7 @@ def _prepare(
     fmt = given.get("format", "parquet").lower()
     if fmt == "parquet":
         confs.append((PARQUET_CODEC_CONF, "compression"))
+        confs.append((PARQUET_TIMESTAMP_CONF, "outputtimestamptype"))
     elif fmt == "json":
         confs.append((JSON_NULL_FIELDS_CONF, "ignorenullfields"))
     for conf, key in confs:

@@ -103,8 +103,11 @@ class ParquetSink:
         compression: str | None,
         row_group_size: int,
         metadata: dict[str, str] | None = None,
+        writer_options: dict[str, Any] | None = None,
     ) -> None:
         self.path = path
+        #: extra ``pq.ParquetWriter`` arguments (timestamps: ``schema.parquet_writer_options``)
+        self.writer_options = writer_options or {}
         self.schema = schema
         self.compression = compression
         self.metadata = metadata
@@ -153,6 +156,7 @@ class ParquetSink:
                 compression=self.compression or "none",
                 store_schema=not self.metadata,
                 use_dictionary=True if first is None else dictionary_columns(first),
+                **self.writer_options,
             )
             if self.metadata:
                 self._writer.add_key_value_metadata(self.metadata)
@@ -221,12 +225,14 @@ class TaskOutput:
         scratch_dir: str | None = None,
         text_options: TextOptions | None = None,
         text_schema: pa.Schema | None = None,
+        parquet_writer_options: dict[str, Any] | None = None,
     ) -> None:
         self.fmt = fmt
         self.compression = compression
         self.row_group_size = row_group_size
         self.text_options = text_options or TextOptions(header=header)
         self.text_schema = text_schema  # the Spark schema's Arrow form: marks variants
+        self.parquet_writer_options = parquet_writer_options
         self.local_dir = local_dir
         self.base_name = base_name
         self.partition_by = partition_by
@@ -299,7 +305,12 @@ class TaskOutput:
         sink: _Sink
         if self.fmt == "parquet":
             sink = ParquetSink(
-                local_path, schema, self.compression, self.row_group_size, self.parquet_metadata
+                local_path,
+                schema,
+                self.compression,
+                self.row_group_size,
+                self.parquet_metadata,
+                self.parquet_writer_options,
             )
         elif self.fmt == "csv":
             sink = CsvSink(open_text(local_path, self.compression), schema, self.text_options)

@@ -27,6 +27,8 @@ from aiocommit.options import (
 
 FORMATS = ("parquet", "csv", "json")
 PARQUET_CODECS = ("snappy", "gzip", "zstd", "lz4", "brotli", "none", "uncompressed")
+#: Spark's ``spark.sql.parquet.outputTimestampType`` values (INT96 is Spark's default)
+TIMESTAMP_TYPES = ("INT96", "TIMESTAMP_MICROS", "TIMESTAMP_MILLIS")
 
 #: row group ceiling in bytes of buffered Arrow data, whatever ``rowGroupSize`` says
 ROW_GROUP_BYTES = 128 * 1024 * 1024
@@ -60,6 +62,7 @@ WRITE_OPTIONS = (
     "maxrecordsperfile",
     "timezone",
     "committer",
+    "outputtimestamptype",
     SAVE_MODE_OPTION,
     *TEXT_OPTIONS,
 )
@@ -100,6 +103,8 @@ class WriteSettings:
     #: Spark's ``maxRecordsPerFile``: rows per file before the next ``-c001`` file; 0: no limit
     max_records_per_file: int = 0
     header: bool = False
+    #: Parquet timestamps: ``spark.sql.parquet.outputTimestampType`` (Spark's default INT96)
+    timestamp_type: str = "INT96"
     #: CSV and JSON writer options (Spark's names and defaults)
     text: TextOptions = field(default_factory=TextOptions)
     local_dir: str | None = None
@@ -148,6 +153,14 @@ class WriteSettings:
             raise ValueError(f"rowGroupSize must be >= 1, not {row_group_size}")
         max_records = int(lowered.get("maxrecordsperfile", "0"))
         text = TextOptions.from_options(fmt, lowered)
+        timestamp_type = lowered.get("outputtimestamptype", "INT96").strip().upper()
+        if timestamp_type not in TIMESTAMP_TYPES:
+            raise ValueError(
+                f"outputTimestampType must be one of {', '.join(TIMESTAMP_TYPES)}, "
+                f"not {timestamp_type!r}"
+            )
+        if fmt != "parquet" and "outputtimestamptype" in lowered:
+            raise ValueError("outputTimestampType applies to parquet only")
         secrets = sorted(
             k for k in lowered if k.removeprefix(SPARK_HADOOP_PREFIX) in _S3A_CREDENTIAL_KEYS
         )
@@ -173,6 +186,7 @@ class WriteSettings:
             max_records_per_file=max(0, max_records),
             header=text.header,
             text=text,
+            timestamp_type=timestamp_type,
             local_dir=lowered.get("localdir") or None,
             committer=committer,
             s3a={

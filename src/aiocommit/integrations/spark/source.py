@@ -62,7 +62,12 @@ from aiocommit.integrations.spark.committer import (
     prepare_job,
 )
 from aiocommit.integrations.spark.files import TaskOutput
-from aiocommit.integrations.spark.schema import data_schema, parquet_metadata
+from aiocommit.integrations.spark.schema import (
+    data_schema,
+    floor_to_millis,
+    parquet_metadata,
+    parquet_writer_options,
+)
 from aiocommit.integrations.spark.settings import WriteSettings
 from aiocommit.protocol.ids import new_job_id
 
@@ -296,8 +301,13 @@ class AiocommitWriter(DataSourceArrowWriter):
                 partition_by=settings.partition_by,
                 max_records_per_file=settings.max_records_per_file,
                 parquet_metadata=parquet_metadata(self.schema, settings.partition_by),
+                parquet_writer_options=parquet_writer_options(
+                    self.schema, settings.partition_by, settings.timestamp_type
+                ),
             )
             try:
+                if settings.format == "parquet" and settings.timestamp_type == "TIMESTAMP_MILLIS":
+                    iterator = floor_to_millis(iterator)
                 for batch in iterator:
                     output.add(batch)
                 if output.rows == 0 and partition == 0 and not settings.partition_by:
