@@ -297,7 +297,7 @@ TRICKY = ["#hash", 'a"b', "back\\slash", "  sp  ", "", "x,y", "x;y", "l\ni", "q'
 def text_frame(spark: SparkSession) -> DataFrame:
     columns: list[tuple[str, DataType, list[Any]]] = [
         ("c_str", StringType(), TRICKY),
-        ("c_other", StringType(), ["'quoted'", "\\", "é日", " "]),
+        ("c_other", StringType(), ["'quoted'", "\\", "é日", " ", "c\x01t\x1fl"]),
         ("c_date", DateType(), DATES),
         ("c_ts", TimestampType(), STAMPS),
         ("c_ntz", TimestampNTZType(), STAMPS[:2]),
@@ -546,3 +546,32 @@ def test_parquet_timestamps_follow_sparks_output_timestamp_type(
         assert ("c_ts", "INT96", "None") in parquet_column_types(tmp_path / "INT96" / "ts" / "ours")
     finally:
         spark.conf.unset(conf)
+
+
+def test_save_as_table_without_a_path_makes_a_managed_table(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """As Spark's own ``saveAsTable``: no ``path`` option makes a managed table in the
+    warehouse (``DROP TABLE`` deletes its files), with the same rows."""
+    df = typed_frame(spark, SCALARS[:3], rows=10)
+    names = {"ours": f"managed_ours_{tmp_path.name}", "native": f"managed_native_{tmp_path.name}"}
+    names = {k: v.replace("-", "_") for k, v in names.items()}
+    try:
+        df.write.partitionBy("part").saveAsTable(names["native"])
+        df.write.format("aiocommit").partitionBy("part").saveAsTable(names["ours"])
+        described = {}
+        for who, name in names.items():
+            rows = spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()
+            details = {str(r[0]).strip(): str(r[1] or "").strip() for r in rows if r[0]}
+            described[who] = (details["Type"], details["Provider"], Path(details["Location"]))
+            assert described[who][2].name == name
+        assert described["ours"][:2] == described["native"][:2] == ("MANAGED", "parquet")
+        ours = spark.table(names["ours"]).select(*sorted(df.columns))
+        native = spark.table(names["native"]).select(*sorted(df.columns))
+        assert sorted(map(repr, ours.collect())) == sorted(map(repr, native.collect()))
+    finally:
+        for name in names.values():
+            spark.sql(f"DROP TABLE IF EXISTS {name}")
+    for who in names:
+        location = described[who][2]
+        assert not location.exists(), location  # managed: the files went with the table

@@ -178,8 +178,7 @@ def check_types(schema: StructType, settings: WriteSettings) -> None:
                     f"column {path!r} has type {kind}, which pyspark's Arrow transfer to a "
                     "Python data source cannot carry: cast it first, e.g. "
                     f"df.withColumn({field.name!r}, col({field.name!r}).cast('string')) "
-                    "(the text Spark's CSV/JSON writers write), or write it with "
-                    "df.write.parquet"
+                    "(the text Spark's CSV/JSON writers write)"
                 )
             if isinstance(data_type, DayTimeIntervalType) and settings.format != "parquet":
                 raise TypeError(

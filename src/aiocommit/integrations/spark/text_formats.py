@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import datetime
 import json
+import re
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
@@ -85,6 +86,20 @@ def _float(single: bool, quote_special: bool) -> Encoder:
     return encode
 
 
+#: control characters JSON escapes as ``\\u00XX`` (the rest have short escapes)
+_HEX_ESCAPED = re.compile("[\x00-\x07\x0b\x0e-\x1f]")
+_LOWER_HEX = re.compile(r"(?<!\\)((?:\\\\)*\\u00)([0-9a-f]{2})")
+
+
+def json_string(value: str) -> str:
+    """A JSON string as Jackson (Spark's JSON writer) writes it: non-ASCII as it is,
+    control characters as ``\\n``... or ``\\u001F`` (upper-case hex)."""
+    text = json.dumps(value, ensure_ascii=False)
+    if _HEX_ESCAPED.search(value):
+        text = _LOWER_HEX.sub(lambda m: m.group(1) + m.group(2).upper(), text)
+    return text
+
+
 def date_encoder(options: TextOptions) -> Callable[[int], str]:
     """A date (days since the epoch) in ``dateFormat``."""
     if options.date_format == DEFAULT_DATE_FORMAT:
@@ -131,9 +146,7 @@ def _scalar(arrow_type: pa.DataType, options: TextOptions, *, for_json: bool) ->
     if types.is_decimal(arrow_type):
         return str
     if types.is_string(arrow_type) or types.is_large_string(arrow_type):
-        if for_json:
-            return lambda v: json.dumps(v, ensure_ascii=False)
-        return str
+        return json_string if for_json else str
     if types.is_binary(arrow_type) or types.is_large_binary(arrow_type):
         if for_json:
             return lambda v: '"' + base64.b64encode(v).decode("ascii") + '"'
@@ -145,7 +158,7 @@ def _scalar(arrow_type: pa.DataType, options: TextOptions, *, for_json: bool) ->
             else timestamp_encoder(arrow_type, options)
         )
         if for_json:
-            return lambda v: json.dumps(encode(v), ensure_ascii=False)
+            return lambda v: json_string(encode(v))
         return encode
     if types.is_null(arrow_type):
         return lambda v: "null"
@@ -199,10 +212,7 @@ def json_encoder(
         )
         return lambda v: (
             "{"
-            + ",".join(
-                json.dumps(key(k), ensure_ascii=False) + ":" + ("null" if x is None else item(x))
-                for k, x in v
-            )
+            + ",".join(json_string(key(k)) + ":" + ("null" if x is None else item(x)) for k, x in v)
             + "}"
         )
     if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
@@ -222,7 +232,7 @@ def json_encoder(
         named = [
             (
                 f.name,
-                json.dumps(f.name, ensure_ascii=False) + ":",
+                json_string(f.name) + ":",
                 json_field_encoder(f, options, r),
             )
             for f, r in zip(fields, references, strict=True)
@@ -406,7 +416,7 @@ class JsonSink(_TextSink):
     ) -> None:
         """``reference``: the Spark schema's Arrow form (``json_field_encoder``)."""
         super().__init__(handle, options)
-        self.names = [json.dumps(n, ensure_ascii=False) + ":" for n in schema.names]
+        self.names = [json_string(n) + ":" for n in schema.names]
         references = {f.name: f for f in reference} if reference is not None else {}
         self.encoders = [json_field_encoder(f, options, references.get(f.name)) for f in schema]
 
