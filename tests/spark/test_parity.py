@@ -548,6 +548,11 @@ def test_parquet_timestamps_follow_sparks_output_timestamp_type(
         spark.conf.unset(conf)
 
 
+def table_details(spark: SparkSession, name: str) -> dict[str, str]:
+    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()
+    return {str(r[0]).strip(): str(r[1] or "").strip() for r in rows if r[0]}
+
+
 def test_save_as_table_without_a_path_makes_a_managed_table(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -561,17 +566,51 @@ def test_save_as_table_without_a_path_makes_a_managed_table(
         df.write.format("aiocommit").partitionBy("part").saveAsTable(names["ours"])
         described = {}
         for who, name in names.items():
-            rows = spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()
-            details = {str(r[0]).strip(): str(r[1] or "").strip() for r in rows if r[0]}
+            details = table_details(spark, name)
             described[who] = (details["Type"], details["Provider"], Path(details["Location"]))
             assert described[who][2].name == name
         assert described["ours"][:2] == described["native"][:2] == ("MANAGED", "parquet")
         ours = spark.table(names["ours"]).select(*sorted(df.columns))
         native = spark.table(names["native"]).select(*sorted(df.columns))
         assert sorted(map(repr, ours.collect())) == sorted(map(repr, native.collect()))
+        # a CSV table keeps its writer options, so its reader reads what was written
+        names["csv"] = names["ours"] + "_csv"
+        csv_options = {"format": "csv", "sep": ";", "header": "true", "nullValue": "-"}
+        df.write.format("aiocommit").options(**csv_options).saveAsTable(names["csv"])
+        from_csv = spark.table(names["csv"]).select(*sorted(df.columns))
+        assert sorted(map(repr, from_csv.collect())) == sorted(map(repr, native.collect()))
+        details = table_details(spark, names["csv"])
+        described["csv"] = (details["Type"], details["Provider"], Path(details["Location"]))
     finally:
         for name in names.values():
             spark.sql(f"DROP TABLE IF EXISTS {name}")
     for who in names:
         location = described[who][2]
         assert not location.exists(), location  # managed: the files went with the table
+
+
+def test_spark_connect_client_writes_with_every_mode_and_partition_by(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Through Spark Connect (a server in the test session's driver, a client in its own
+    process): ``register(spark)`` wraps Connect's DataFrameWriter too, so the default save
+    mode and ``partitionBy`` work there as on a classic session."""
+    import json
+    import subprocess
+    import sys
+
+    pytest.importorskip("grpc")  # the spark-connect extra (in dev) installs the client
+    port = spark.conf.get("spark.connect.grpc.binding.port")
+    dest = tmp_path / "connect"
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.spark.connect_client", str(port), str(dest)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).parents[2],
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {"session": "pyspark.sql.connect.session", "existing": "PATH_ALREADY_EXISTS"}
+    assert leaf_dirs(dest) == {"k=0", "k=1", "k=2"}
+    assert sorted(r.id for r in spark.read.parquet(str(dest)).collect()) == list(range(12))

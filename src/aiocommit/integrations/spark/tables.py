@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from aiocommit.integrations.spark.settings import FORMATS
+from aiocommit.integrations.spark.text_options import COMMON_OPTIONS, CSV_OPTIONS, JSON_OPTIONS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -26,6 +27,11 @@ if TYPE_CHECKING:
     from aiocommit.integrations.spark.dataframe_writer import Recorded
 
 ERROR_MODES = ("error", "errorifexists", "default")
+
+#: text writer options a CSV/JSON table keeps, so that its readers read what was written
+TABLE_READ_OPTIONS = frozenset(
+    k for k in (*COMMON_OPTIONS, *CSV_OPTIONS, *JSON_OPTIONS, "timezone") if k != "codec"
+)
 
 
 def save_as_table(writer: DataFrameWriter, state: Recorded, name: str) -> None:
@@ -144,6 +150,10 @@ def _write(
     writer.save(location)
 
 
+def _literal(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
@@ -160,8 +170,10 @@ def _create_table(
     or managed (in the warehouse) without one."""
     columns = ", ".join(f"{_quote(f.name)} {f.dataType.simpleString()}" for f in df.schema)
     sql = f"CREATE TABLE {name} ({columns}) USING {fmt}"
-    if fmt == "csv" and "header" in options:
-        sql += f" OPTIONS (header '{options['header']}')"
+    stored = {k: v for k, v in options.items() if k in TABLE_READ_OPTIONS}
+    if fmt in ("csv", "json") and stored:  # the table's readers read what was written
+        sql += " OPTIONS (" + ", ".join(f"`{k}` {_literal(str(v))}" for k, v in stored.items())
+        sql += ")"
     if partition_by:
         sql += f" PARTITIONED BY ({', '.join(_quote(c) for c in partition_by)})"
     if location is None:
