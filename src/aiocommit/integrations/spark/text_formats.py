@@ -1,15 +1,16 @@
-"""JSON lines and CSV written as Spark's own writers write them (default options), so
-Spark's readers read them back to the same rows, inferred schemas included:
+"""JSON lines and CSV written as Spark's own writers write them, with Spark's writer
+options (``text_options``), so the files are byte for byte Spark's and Spark's readers
+read them back to the same rows, inferred schemas included:
 
-* JSON: null fields of rows and structs left out, nulls inside arrays and maps kept; maps
-  as objects; decimals as bare numbers (``BigDecimal.toString``); NaN and ±Infinity as
-  the strings ``"NaN"``/``"Infinity"`` (Jackson's default, which Spark's reader accepts);
-  binary as base64; dates and timestamps as in ``values``.
-* CSV: no header unless asked; null as an empty field, the empty string as ``""``;
-  leading and trailing whitespace trimmed (Spark's ``ignore*WhiteSpace`` default on write);
-  a field with a comma, quote, backslash or line break quoted, ``"`` escaped as ``\\"``
-  (Spark's default ``escape``); binary as ``[0A FF]``. Arrays, maps and structs are
-  refused, as Spark refuses them.
+* JSON (Jackson, as Spark): null fields of rows and structs left out unless
+  ``ignoreNullFields=false``, nulls inside arrays and maps kept; maps as objects; decimals
+  as bare numbers (``BigDecimal.toString``); NaN and ±Infinity as the strings
+  ``"NaN"``/``"Infinity"``; binary as base64; variants as the JSON they hold; dates and
+  timestamps in ``dateFormat``/``timestampFormat``.
+* CSV (univocity, as Spark configures it; ``CsvQuoting``): no header unless asked; null
+  as ``nullValue`` (empty), the empty string as ``emptyValue`` (``""``); whitespace
+  trimmed at both ends by default; quoted where univocity quotes; binary as ``[0A FF]``.
+  Arrays, maps, structs and variants are refused, as Spark refuses them.
 
 Values go through Python one by one (after a vectorised cast of dates and timestamps to
 integers): text formats are for interchange, not for bulk data.
