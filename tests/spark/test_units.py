@@ -145,6 +145,7 @@ def test_settings_from_lower_cased_spark_options() -> None:
         ({"format": "csv", "linesep": ""}, "lineSep"),
         ({"format": "json", "timestampformat": "yyyy-MM-dd zzz"}, "timestampFormat"),
         ({"format": "csv", "dateformat": "YYYY-ww"}, "Spark refuses it too"),
+        ({"format": "json", "locale": "de-DE"}, "locale 'de-DE'"),
         ({"partitionby": "a,a"}, "twice"),
         ({"rowgroupsize": "0"}, "rowGroupSize"),
         ({"aiocommit.test.nosuchhook": "1"}, "unknown test hook"),

@@ -28,6 +28,7 @@ COMMON_OPTIONS = (
     "encoding",
     "charset",
     "codec",
+    "locale",
 )
 CSV_OPTIONS = (
     "sep",
@@ -69,7 +70,6 @@ READ_ONLY_OPTIONS = (
     "allowbackslashescapingAnyCharacter".lower(),
     "allowunquotedcontrolchars",
     "dropfieldifallnull",
-    "locale",
 )
 #: options of Spark's text writers that aiocommit does not write (refused)
 UNSUPPORTED_WRITE_OPTIONS = ("pretty", "writenonasciicharacterascodepoint")
@@ -148,6 +148,12 @@ class TextOptions:
         if not line_sep or len(line_sep) > 2:
             raise ValueError("lineSep: one character (or \\r\\n)")
         encoding, bom = python_encoding(text("encoding", "charset", default="UTF-8"))
+        locale = lowered.get("locale", "en-US")
+        if locale.replace("_", "-").lower() not in ("en-us", "en"):
+            raise ValueError(
+                f"locale {locale!r}: aiocommit writes month and day names as Spark's default "
+                "locale (en-US) does; format them yourself or leave locale out"
+            )
         options = cls(
             sep=sep,
             quote=quote,
