@@ -472,10 +472,10 @@ def footer_schema(root: Path) -> Any:
 
 
 def test_variant_char_varchar_and_intervals(spark: SparkSession, tmp_path: Path) -> None:
-    """variant, char(n)/varchar(n) (from a table) and day-time intervals as Spark's own
-    writers write them; a year-month interval (which pyspark's Arrow transfer cannot carry)
-    and, for text, a day-time interval are refused before any task, naming the column and
-    the cast to use."""
+    """variant, char(n)/varchar(n) (from a table) and day-time intervals (Parquet, and CSV/
+    JSON as ``INTERVAL '...' DAY TO SECOND`` text) as Spark's own writers write them; a
+    year-month interval (which pyspark's Arrow transfer cannot carry) and, for text, a
+    nested day-time interval are refused before any task, naming the column and the cast."""
     from pyspark.errors import AnalysisException
 
     table = f"chars_{tmp_path.name}".replace("-", "_")
@@ -493,14 +493,18 @@ def test_variant_char_varchar_and_intervals(spark: SparkSession, tmp_path: Path)
     assert_parity(spark, ours, native, "parquet")
     assert footer_schema(ours) == footer_schema(native)
     assert '"__CHAR_VARCHAR_TYPE_STRING":"char(5)"' in json_text(footer_schema(ours))
-    ours, native = write_both(typed.drop("dt"), tmp_path / "json", "json")
-    assert decoded_files(ours, None, "utf-8") == decoded_files(native, None, "utf-8")
-    assert_parity(spark, ours, native, "json")
+    hours = typed.selectExpr("*", "CAST(dt AS INTERVAL HOUR TO MINUTE) AS hm")
+    for df, fmt in ((hours, "json"), (hours.drop("j"), "csv")):
+        ours, native = write_both(df, tmp_path / fmt, fmt)
+        assert decoded_files(ours, None, "utf-8") == decoded_files(native, None, "utf-8")
+        assert_parity(spark, ours, native, fmt)
 
     months = spark.sql("SELECT id, INTERVAL '1-2' YEAR TO MONTH AS ym FROM range(2)")
-    for df, fmt, column in ((months, "parquet", "ym"), (typed, "csv", "dt")):
+    nested = typed.selectExpr("id", "array(dt) AS dts")
+    for df, fmt, column in ((months, "parquet", "ym"), (nested, "json", "dts[]")):
         target = tmp_path / f"refused-{fmt}"
-        with pytest.raises(AnalysisException, match=rf"column '{column}' .*cast\('string'\)"):
+        pattern = rf"column {re.escape(repr(column))} .*cast\('string'\)"
+        with pytest.raises(AnalysisException, match=pattern):
             df.write.format("aiocommit").option("format", fmt).save(str(target))
         assert not data_files(target)
 

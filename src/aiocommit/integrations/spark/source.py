@@ -127,6 +127,7 @@ class AiocommitDataSource(DataSource):
             partition_by=resolve_partition_columns(schema, settings.partition_by),
         )
         check_types(schema, settings)
+        settings = with_interval_columns(schema, settings)
         job_id = new_job_id()
         if settings.save_mode and asyncio.run(destination_exists(settings)):
             if settings.save_mode == "errorifexists":
@@ -180,13 +181,18 @@ def check_types(schema: StructType, settings: WriteSettings) -> None:
                     f"df.withColumn({field.name!r}, col({field.name!r}).cast('string')) "
                     "(the text Spark's CSV/JSON writers write)"
                 )
-            if isinstance(data_type, DayTimeIntervalType) and settings.format != "parquet":
+            nested = path != field.name
+            if (
+                isinstance(data_type, DayTimeIntervalType)
+                and settings.format != "parquet"
+                and (nested)
+            ):
                 raise TypeError(
-                    f"column {path!r} has type {kind}: aiocommit writes intervals as Parquet "
-                    f"only; for {settings.format.upper()} cast it to a string first, e.g. "
-                    f"df.withColumn({field.name!r}, col({field.name!r}).cast('string')), "
-                    "which is what Spark's own writer writes (INTERVAL '1 00:00:00' DAY TO "
-                    "SECOND)"
+                    f"column {path!r} has type {kind} inside {field.name!r}: aiocommit writes "
+                    f"top-level intervals only as {settings.format.upper()}; cast it to a "
+                    f"string first, e.g. df.withColumn({field.name!r}, "
+                    f"col({field.name!r}).cast('string')), which is the text Spark's own "
+                    "writer writes (INTERVAL '1 00:00:00' DAY TO SECOND)"
                 )
     if settings.format in FLAT_FORMATS:
         for field in schema.fields:
@@ -200,6 +206,23 @@ def check_types(schema: StructType, settings: WriteSettings) -> None:
         to_arrow_schema(schema, timezone="UTC")
     except Exception as error:
         raise TypeError(f"cannot write this schema as {settings.format}: {error}") from None
+
+
+def with_interval_columns(schema: StructType, settings: WriteSettings) -> WriteSettings:
+    """``settings`` with the CSV/JSON writer told the DAY/HOUR/MINUTE/SECOND fields of the
+    top-level day-time interval columns, which Spark's Arrow batches do not carry."""
+    if settings.format == "parquet":
+        return settings
+    intervals = tuple(
+        (f.name, f.dataType.startField, f.dataType.endField)
+        for f in schema.fields
+        if isinstance(f.dataType, DayTimeIntervalType) and f.name not in settings.partition_by
+    )
+    if not intervals:
+        return settings
+    return dataclasses.replace(
+        settings, text=dataclasses.replace(settings.text, intervals=intervals)
+    )
 
 
 def resolve_partition_columns(schema: StructType, names: tuple[str, ...]) -> tuple[str, ...]:

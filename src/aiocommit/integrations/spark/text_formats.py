@@ -37,6 +37,7 @@ from aiocommit.integrations.spark.text_options import (
 from aiocommit.integrations.spark.values import (
     MICROS_PER_DAY,
     date_string,
+    day_time_interval_string,
     java_float_string,
     local_time,
     text_timestamp,
@@ -51,7 +52,7 @@ Encoder = Callable[[Any], str]
 def integer_type(arrow_type: pa.DataType) -> pa.DataType:
     """``arrow_type`` with dates as int32 days and timestamps as int64 microseconds, at any
     depth: Python's ``datetime`` cannot hold every value Spark can (year 0, year 10000)."""
-    if pa.types.is_timestamp(arrow_type):
+    if pa.types.is_timestamp(arrow_type) or pa.types.is_duration(arrow_type):
         return pa.int64()
     if pa.types.is_date32(arrow_type):
         return pa.int32()
@@ -72,6 +73,8 @@ def integer_type(arrow_type: pa.DataType) -> pa.DataType:
 def python_values(array: pa.Array) -> list[Any]:
     if pa.types.is_timestamp(array.type) and array.type.unit != "us":
         array = array.cast(pa.timestamp("us", array.type.tz))
+    if pa.types.is_duration(array.type) and array.type.unit != "us":
+        array = array.cast(pa.duration("us"))
     plain = integer_type(array.type)
     values: list[Any] = (array.cast(plain) if plain != array.type else array).to_pylist()
     return values
@@ -264,6 +267,20 @@ def _child(
     return child
 
 
+def interval_encoders(options: TextOptions) -> dict[str, Encoder]:
+    """Column name -> encoder of the write's top-level day-time interval columns (Spark's
+    Arrow batches carry them as durations, without their DAY/HOUR/... fields)."""
+
+    def encoder(start: int, end: int) -> Encoder:
+        return lambda v: day_time_interval_string(v, start, end)
+
+    return {name: encoder(start, end) for name, start, end in options.intervals}
+
+
+def _quoted(encode: Encoder) -> Encoder:
+    return lambda v: json_string(encode(v))
+
+
 def csv_field_encoder(arrow_type: pa.DataType, options: TextOptions = DEFAULTS) -> Encoder:
     """Unquoted text of one non-null value; ``TypeError`` for types Spark's CSV refuses."""
     scalar = _scalar(arrow_type, options, for_json=False)
@@ -419,7 +436,13 @@ class JsonSink(_TextSink):
         super().__init__(handle, options)
         self.names = [json_string(n) + ":" for n in schema.names]
         references = {f.name: f for f in reference} if reference is not None else {}
-        self.encoders = [json_field_encoder(f, options, references.get(f.name)) for f in schema]
+        intervals = interval_encoders(options)
+        self.encoders = [
+            _quoted(intervals[f.name])
+            if f.name in intervals
+            else json_field_encoder(f, options, references.get(f.name))
+            for f in schema
+        ]
 
     def _lines(self, batch: pa.RecordBatch) -> list[str]:
         columns = [python_values(c) for c in batch.columns]
@@ -449,7 +472,10 @@ class CsvSink(_TextSink):
         self, handle: BinaryIO, schema: pa.Schema, options: TextOptions = DEFAULTS
     ) -> None:
         super().__init__(handle, options)
-        self.encoders = [csv_field_encoder(t, options) for t in schema.types]
+        intervals = interval_encoders(options)
+        self.encoders = [
+            intervals.get(f.name) or csv_field_encoder(f.type, options) for f in schema
+        ]
         self.quoting = CsvQuoting(options)
         if options.header:
             self._put("".join(self._line(list(schema.names))))

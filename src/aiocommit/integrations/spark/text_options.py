@@ -110,6 +110,9 @@ class TextOptions:
     time_zone: str | None = None
     # JSON
     ignore_null_fields: bool = True
+    #: (column, start field, end field) of the top-level day-time interval columns, set by
+    #: ``writer()`` from the Spark schema: written as Spark writes them (``INTERVAL '...'``)
+    intervals: tuple[tuple[str, int, int], ...] = ()
 
     @classmethod
     def from_options(cls, fmt: str, lowered: Mapping[str, str]) -> TextOptions:
