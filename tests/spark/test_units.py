@@ -497,3 +497,18 @@ def test_csv_quoting_as_sparks_writer_with_its_defaults() -> None:
         '""',
         '"a\\"b"',
     ]
+
+
+def test_day_time_intervals_as_sparks_text() -> None:
+    """``CAST(interval AS STRING)`` as Spark 4.3 prints it (DAY TO SECOND and HOUR TO
+    MINUTE are also compared with Spark's own CSV/JSON files in test_parity.py)."""
+    from aiocommit.integrations.spark.values import day_time_interval_string as text
+
+    day = 86_400_000_000
+    assert text(day + 7, 0, 3) == "INTERVAL '1 00:00:00.000007' DAY TO SECOND"
+    assert text(0, 0, 3) == "INTERVAL '0 00:00:00' DAY TO SECOND"
+    assert text(-(5_400_000_000 + 1_500_000), 1, 3) == "INTERVAL '-01:30:01.5' HOUR TO SECOND"
+    assert text(25 * 3_600_000_000, 1, 2) == "INTERVAL '25:00' HOUR TO MINUTE"
+    assert text(61_500_000, 3, 3) == "INTERVAL '61.5' SECOND"
+    assert text(2 * day + 18_000_000_000, 0, 1) == "INTERVAL '2 05' DAY TO HOUR"
+    assert text(day, 0, 0) == "INTERVAL '1' DAY"
