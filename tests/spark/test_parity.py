@@ -402,6 +402,7 @@ def decoded_files(root: Path, codec: str | None, encoding: str) -> list[str]:
                 "compression": "snappy",
                 "timestampNTZFormat": "yyyy-MM-dd HH:mm:ss.SSSSSS",
                 "timeZone": "Asia/Kolkata",
+                "pretty": "true",
             },
             "utf-8",
         ),
@@ -427,6 +428,8 @@ def test_text_writer_options_write_what_sparks_writer_writes(
         Path(p).suffixes[-1] for p in data_files(native)
     }
     read_options = {k: v for k, v in options.items() if k not in ("compression", "codec")}
+    if read_options.pop("pretty", None):
+        read_options["multiLine"] = "true"  # one object over several lines
     assert read_back(spark, ours, fmt, **read_options) == read_back(
         spark, native, fmt, **read_options
     )

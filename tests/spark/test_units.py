@@ -136,7 +136,8 @@ def test_settings_from_lower_cased_spark_options() -> None:
         ({"format": "json", "compression": "zstd"}, "compression for json"),
         ({"format": "csv", "codec": "brotli"}, "compression for csv"),
         ({"format": "csv", "inferschema": "true"}, "'inferschema' is an option of Spark's readers"),
-        ({"format": "json", "pretty": "true"}, "does not honour"),
+        ({"format": "json", "writenonasciicharacterascodepoint": "true"}, "does not honour"),
+        ({"format": "csv", "pretty": "true"}, "not an option of Spark's csv writer"),
         ({"format": "json", "sep": ";"}, "not an option of Spark's json writer"),
         ({"header": "true"}, "not an option of Spark's parquet writer"),
         ({"format": "csv", "quote": "ab"}, "one character"),
@@ -512,3 +513,15 @@ def test_day_time_intervals_as_sparks_text() -> None:
     assert text(61_500_000, 3, 3) == "INTERVAL '61.5' SECOND"
     assert text(2 * day + 18_000_000_000, 0, 1) == "INTERVAL '2 05' DAY TO HOUR"
     assert text(day, 0, 0) == "INTERVAL '1' DAY"
+
+
+def test_pretty_json_lays_out_as_sparks_pretty_option() -> None:
+    """Spark 4.3's ``df.write.option("pretty", "true").json(...)`` output for this row."""
+    from aiocommit.integrations.spark.text_formats import pretty_json
+
+    compact = '{"id":0,"a":[1.5,null],"e":[],"m":{"k":{"x":0,"y":[{"z":1}]}},"s":{},"t":"a\\",:{["}'
+    assert pretty_json(compact) == (
+        '{\n  "id" : 0,\n  "a" : [ 1.5, null ],\n  "e" : [ ],\n  "m" : {\n    "k" : {\n'
+        '      "x" : 0,\n      "y" : [ {\n        "z" : 1\n      } ]\n    }\n  },\n'
+        '  "s" : { },\n  "t" : "a\\",:{["\n}'
+    )

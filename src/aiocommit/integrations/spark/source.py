@@ -181,6 +181,12 @@ def check_types(schema: StructType, settings: WriteSettings) -> None:
                     f"df.withColumn({field.name!r}, col({field.name!r}).cast('string')) "
                     "(the text Spark's CSV/JSON writers write)"
                 )
+            if isinstance(data_type, VariantType) and settings.text.pretty:
+                raise TypeError(
+                    f"column {path!r} is a variant: aiocommit does not write variants with "
+                    "JSON's pretty option; leave pretty out, or cast it to a string first "
+                    f"(to_json({field.name}))"
+                )
             nested = path != field.name
             if (
                 isinstance(data_type, DayTimeIntervalType)

@@ -392,6 +392,51 @@ class CsvQuoting:
         return self._trim_end("".join(out))
 
 
+def pretty_json(text: str) -> str:
+    """Compact JSON (as the encoders write it) laid out as Jackson's default pretty printer
+    lays it out, as Spark's ``pretty`` option writes: objects one field a line, indented
+    by two spaces per object level, ``"name" : value``; arrays on one line, ``[ 1, 2 ]``;
+    empty ones ``{ }`` and ``[ ]``. Strings are copied as they are."""
+    out: list[str] = []
+    stack: list[str] = []
+    level, i, n = 0, 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i : j + 1])
+            i = j + 1
+            continue
+        if c in "{[" and i + 1 < n and text[i + 1] == ("}" if c == "{" else "]"):
+            out.append(f"{c} {text[i + 1]}")
+            i += 2
+            continue
+        if c == "{":
+            level += 1
+            stack.append(c)
+            out.append("{\n" + "  " * level)
+        elif c == "[":
+            stack.append(c)
+            out.append("[ ")
+        elif c == "}":
+            level -= 1
+            stack.pop()
+            out.append("\n" + "  " * level + "}")
+        elif c == "]":
+            stack.pop()
+            out.append(" ]")
+        elif c == ",":
+            out.append(",\n" + "  " * level if stack[-1] == "{" else ", ")
+        elif c == ":":
+            out.append(" : ")
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
 class _TextSink:
     """Lines of text appended to an open (possibly compressed) file, in ``encoding``."""
 
@@ -448,6 +493,13 @@ class JsonSink(_TextSink):
         columns = [python_values(c) for c in batch.columns]
         named = list(zip(self.names, self.encoders, columns, strict=True))
         end = "}" + self.options.line_sep
+        if self.options.pretty:
+            sep = self.options.line_sep
+            lines = self._objects(batch, named, "}")
+            return [pretty_json(line) + sep for line in lines]
+        return self._objects(batch, named, end)
+
+    def _objects(self, batch: pa.RecordBatch, named: list[Any], end: str) -> list[str]:
         if not self.options.ignore_null_fields:
             return [
                 "{"

@@ -3,7 +3,7 @@
 Names, defaults and checks are Spark's (``CSVOptions``, ``JSONOptions``, pyspark 4.3):
 an option one of Spark's text writers takes is honoured; a read-only option (``inferSchema``,
 ``multiLine``...), the other format's option or one aiocommit cannot honour (JSON
-``pretty``) is refused, never silently ignored. Compression codecs are in
+``writeNonAsciiCharacterAsCodePoint``) is refused, never silently ignored. Compression codecs are in
 ``text_compression``, date and time patterns in ``datetime_patterns``.
 """
 
@@ -45,7 +45,7 @@ CSV_OPTIONS = (
     "ignoreleadingwhitespace",
     "ignoretrailingwhitespace",
 )
-JSON_OPTIONS = ("ignorenullfields",)
+JSON_OPTIONS = ("ignorenullfields", "pretty")
 #: Spark's text readers' options, which its writers ignore: refused here, with the reason
 READ_ONLY_OPTIONS = (
     "inferschema",
@@ -72,7 +72,7 @@ READ_ONLY_OPTIONS = (
     "dropfieldifallnull",
 )
 #: options of Spark's text writers that aiocommit does not write (refused)
-UNSUPPORTED_WRITE_OPTIONS = ("pretty", "writenonasciicharacterascodepoint")
+UNSUPPORTED_WRITE_OPTIONS = ("writenonasciicharacterascodepoint",)
 TEXT_OPTIONS = (
     *COMMON_OPTIONS,
     *CSV_OPTIONS,
@@ -110,6 +110,8 @@ class TextOptions:
     time_zone: str | None = None
     # JSON
     ignore_null_fields: bool = True
+    #: Jackson's pretty printer, as Spark's ``pretty`` option
+    pretty: bool = False
     #: (column, start field, end field) of the top-level day-time interval columns, set by
     #: ``writer()`` from the Spark schema: written as Spark writes them (``INTERVAL '...'``)
     intervals: tuple[tuple[str, int, int], ...] = ()
@@ -182,6 +184,7 @@ class TextOptions:
             timestamp_ntz_format=lowered.get("timestampntzformat", DEFAULT_TIMESTAMP_NTZ_FORMAT),
             time_zone=lowered.get("timezone") or None,
             ignore_null_fields=_bool("ignoreNullFields", lowered.get("ignorenullfields", "true")),
+            pretty=_bool("pretty", lowered.get("pretty", "false")),
         )
         for name, pattern in (
             ("dateFormat", options.date_format),
