@@ -171,6 +171,8 @@ def _create_table(
     columns = ", ".join(f"{_quote(f.name)} {f.dataType.simpleString()}" for f in df.schema)
     sql = f"CREATE TABLE {name} ({columns}) USING {fmt}"
     stored = {k: v for k, v in options.items() if k in TABLE_READ_OPTIONS}
+    if str(stored.pop("pretty", "false")).lower() == "true":
+        stored["multiline"] = "true"  # pretty JSON spans lines: its reader needs multiLine
     if fmt in ("csv", "json") and stored:  # the table's readers read what was written
         sql += " OPTIONS (" + ", ".join(f"`{k}` {_literal(str(v))}" for k, v in stored.items())
         sql += ")"
