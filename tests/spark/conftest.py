@@ -8,6 +8,7 @@ Skipped only when pyspark cannot be imported (the ``dev`` extra installs it).
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -47,6 +48,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     # the JVM starts, never later
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    with socket.socket() as probe:  # a free port for the Spark Connect server
+        probe.bind(("127.0.0.1", 0))
+        connect_port = probe.getsockname()[1]
     log4j = base / "log4j2.properties"
     log4j.write_text(LOG4J)
     session = (
@@ -62,6 +66,10 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         .config("spark.sql.warehouse.dir", str(base / "warehouse"))
         .config("spark.sql.session.timeZone", SESSION_TIME_ZONE)
         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+        # a Spark Connect server in the same driver, for the Connect client test
+        .config("spark.plugins", "org.apache.spark.sql.connect.SparkConnectPlugin")
+        .config("spark.connect.grpc.binding.address", "127.0.0.1")
+        .config("spark.connect.grpc.binding.port", str(connect_port))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -288,3 +288,336 @@ def test_many_partitions_match_sparks_file_count(spark: SparkSession, tmp_path: 
     assert len(data_files(ours)) == len(data_files(native)) == 120
     assert leaf_dirs(ours) == leaf_dirs(native)
     assert read_back(spark, ours, "parquet") == read_back(spark, native, "parquet")
+
+
+#: values that exercise every quoting rule of Spark's CSV writer (first column: comment)
+TRICKY = ["#hash", 'a"b', "back\\slash", "  sp  ", "", "x,y", "x;y", "l\ni", "q'", "t\tab", "x||y"]
+
+
+def text_frame(spark: SparkSession) -> DataFrame:
+    columns: list[tuple[str, DataType, list[Any]]] = [
+        ("c_str", StringType(), TRICKY),
+        ("c_other", StringType(), ["'quoted'", "\\", "é日", " ", "c\x01t\x1fl"]),
+        ("c_date", DateType(), DATES),
+        ("c_ts", TimestampType(), STAMPS),
+        ("c_ntz", TimestampNTZType(), STAMPS[:2]),
+        ("c_double", DoubleType(), [NAN, -0.0, 1e7, 0.1]),
+        ("c_dec", DecimalType(38, 18), [Decimal("1e-7"), Decimal("-12.5")]),
+    ]
+    schema = StructType([StructField(n, t) for n, t, _ in columns])
+    data = [
+        tuple([[*values, None][i % (len(values) + 1)] for _, _, values in columns])
+        for i in range(24)
+    ]
+    return frame(spark, data, schema)
+
+
+def decoded_files(root: Path, codec: str | None, encoding: str) -> list[str]:
+    """Every data file's text (decompressed with Hadoop's codec, decoded), sorted."""
+    import bz2
+    import gzip
+    import struct
+    import zlib
+
+    import pyarrow as pa
+
+    def hadoop_blocks(data: bytes, name: str) -> bytes:
+        out, i = b"", 0
+        while i < len(data):
+            raw_length, packed_length = struct.unpack(">II", data[i : i + 8])
+            packed = data[i + 8 : i + 8 + packed_length]
+            out += pa.decompress(packed, raw_length, codec=name, asbytes=True)
+            i += 8 + packed_length
+        return out
+
+    unpack: Callable[[bytes], bytes] = {
+        None: lambda d: d,
+        "gzip": gzip.decompress,
+        "bzip2": bz2.decompress,
+        "deflate": zlib.decompress,
+        "lz4": lambda d: hadoop_blocks(d, "lz4_raw"),
+        "snappy": lambda d: hadoop_blocks(d, "snappy"),
+    }[codec]
+    return sorted(unpack((root / name).read_bytes()).decode(encoding) for name in data_files(root))
+
+
+@pytest.mark.parametrize(
+    ("fmt", "options", "encoding"),
+    [
+        (
+            "csv",
+            {
+                "sep": "||",
+                "quote": "'",
+                "escape": "'",
+                "header": "true",
+                "nullValue": "NULL",
+                "emptyValue": "EMPTY",
+                "compression": "bzip2",
+                "dateFormat": "dd/MM/yyyy EEE",
+                "timestampFormat": "yyyy-MM-dd HH:mm:ss.SSSSSS XX a hh",
+                "timestampNTZFormat": "yyyy/MM/dd HH:mm",
+            },
+            "utf-8",
+        ),
+        (
+            "csv",
+            {
+                "quoteAll": "true",
+                "escapeQuotes": "false",
+                "ignoreLeadingWhiteSpace": "false",
+                "ignoreTrailingWhiteSpace": "false",
+                "lineSep": "\r\n",
+                "encoding": "UTF-16",
+                "compression": "deflate",
+                "charToEscapeQuoteEscaping": "#",
+            },
+            "utf-16",
+        ),
+        (
+            "csv",
+            {"quote": "", "lineSep": ";", "charset": "ISO-8859-1", "codec": "lz4", "sep": "\\t"},
+            "iso-8859-1",
+        ),
+        (
+            "csv",
+            {"escape": '"', "compression": "snappy", "comment": "x", "header": "true"},
+            "utf-8",
+        ),
+        (
+            "json",
+            {
+                "ignoreNullFields": "false",
+                "lineSep": "\r\n",
+                "dateFormat": "yyyyMMdd",
+                "timestampFormat": "yyyy-MM-dd'T'HH:mm:ssZ",
+                "encoding": "UTF-16LE",
+                "compression": "gzip",
+            },
+            "utf-16-le",
+        ),
+        (
+            "json",
+            {
+                "compression": "snappy",
+                "timestampNTZFormat": "yyyy-MM-dd HH:mm:ss.SSSSSS",
+                "timeZone": "Asia/Kolkata",
+                "pretty": "true",
+            },
+            "utf-8",
+        ),
+    ],
+    ids=[
+        "csv-sep-quote-null",
+        "csv-quoteall-utf16",
+        "csv-noquote-latin1",
+        "csv-escape",
+        "json-nulls",
+        "json-zone",
+    ],
+)
+def test_text_writer_options_write_what_sparks_writer_writes(
+    spark: SparkSession, tmp_path: Path, fmt: str, options: dict[str, str], encoding: str
+) -> None:
+    """Spark's CSV/JSON writer options: the same bytes (decompressed and decoded) as
+    Spark's own writer, and the same rows through Spark's reader with those options."""
+    ours, native = write_both(text_frame(spark), tmp_path, fmt, options=options)
+    codec = options.get("compression", options.get("codec"))
+    assert decoded_files(ours, codec, encoding) == decoded_files(native, codec, encoding)
+    assert sorted(data_files(ours)) and {Path(p).suffixes[-1] for p in data_files(ours)} == {
+        Path(p).suffixes[-1] for p in data_files(native)
+    }
+    read_options = {k: v for k, v in options.items() if k not in ("compression", "codec")}
+    if read_options.pop("pretty", None):
+        read_options["multiLine"] = "true"  # one object over several lines
+    assert read_back(spark, ours, fmt, **read_options) == read_back(
+        spark, native, fmt, **read_options
+    )
+
+
+def test_errorifexists_and_ignore_as_sparks_writer(spark: SparkSession, tmp_path: Path) -> None:
+    """The default mode (errorifexists) and ignore: on a new path both write what Spark's
+    writer writes; on an existing path errorifexists raises Spark's own error
+    (``AnalysisException``, condition ``PATH_ALREADY_EXISTS``) and ignore leaves the data."""
+    from pyspark.errors import AnalysisException
+
+    first = typed_frame(spark, SCALARS[:3], rows=12)
+    second = typed_frame(spark, SCALARS[:3], rows=5)
+    for mode in ("errorifexists", "ignore"):
+        ours, native = write_both(first, tmp_path / mode, "csv", partition_by=["part"], mode=mode)
+        assert_parity(spark, ours, native, "csv")
+        before = (data_files(ours), data_files(native))
+        if mode == "ignore":
+            write_both(second, tmp_path / mode, "csv", partition_by=["part"], mode=mode)
+        else:
+            conditions = []
+            for writer, target in (
+                (second.write.format("csv"), native),  # Spark's default mode: errorifexists
+                (second.write.format("aiocommit").option("format", "csv"), ours),
+            ):
+                with pytest.raises(AnalysisException) as raised:
+                    writer.save(str(target))
+                conditions.append(raised.value.getCondition())
+            assert conditions == ["PATH_ALREADY_EXISTS"] * 2
+        assert (data_files(ours), data_files(native)) == before
+        assert_parity(spark, ours, native, "csv")
+
+
+def footer_schema(root: Path) -> Any:
+    """Spark's schema JSON from the footer of the first data file below ``root``."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    first = sorted(data_files(root))[0]
+    metadata = pq.read_schema(root / first).metadata
+    return json.loads(metadata[b"org.apache.spark.sql.parquet.row.metadata"])
+
+
+def test_variant_char_varchar_and_intervals(spark: SparkSession, tmp_path: Path) -> None:
+    """variant, char(n)/varchar(n) (from a table) and day-time intervals (Parquet, and CSV/
+    JSON as ``INTERVAL '...' DAY TO SECOND`` text) as Spark's own writers write them; a
+    year-month interval (which pyspark's Arrow transfer cannot carry) and, for text, a
+    nested day-time interval are refused before any task, naming the column and the cast."""
+    from pyspark.errors import AnalysisException
+
+    table = f"chars_{tmp_path.name}".replace("-", "_")
+    spark.sql(
+        f"CREATE TABLE {table} (id INT, c CHAR(5), v VARCHAR(8)) USING parquet "
+        f"LOCATION '{tmp_path / 'table'}'"
+    )
+    spark.sql(f"INSERT INTO {table} VALUES (1, 'ab', 'xyz'), (2, NULL, ''), (3, 'abcde', 'é')")
+    typed = spark.sql(
+        'SELECT id, c, v, parse_json(\'{"a":\' || id || \',"b":[1.5,null,"s"],'
+        "\"t\":{\"u\":true}}') AS j, INTERVAL '1' DAY * id + INTERVAL '0.000007' SECOND AS dt "
+        f"FROM {table}"
+    )
+    ours, native = write_both(typed, tmp_path / "parquet", "parquet")
+    assert_parity(spark, ours, native, "parquet")
+    assert footer_schema(ours) == footer_schema(native)
+    assert '"__CHAR_VARCHAR_TYPE_STRING":"char(5)"' in json_text(footer_schema(ours))
+    hours = typed.selectExpr("*", "CAST(dt AS INTERVAL HOUR TO MINUTE) AS hm")
+    for df, fmt in ((hours, "json"), (hours.drop("j"), "csv")):
+        ours, native = write_both(df, tmp_path / fmt, fmt)
+        assert decoded_files(ours, None, "utf-8") == decoded_files(native, None, "utf-8")
+        assert_parity(spark, ours, native, fmt)
+
+    months = spark.sql("SELECT id, INTERVAL '1-2' YEAR TO MONTH AS ym FROM range(2)")
+    nested = typed.selectExpr("id", "array(dt) AS dts")
+    for df, fmt, column in ((months, "parquet", "ym"), (nested, "json", "dts[]")):
+        target = tmp_path / f"refused-{fmt}"
+        pattern = rf"column {re.escape(repr(column))} .*cast\('string'\)"
+        with pytest.raises(AnalysisException, match=pattern):
+            df.write.format("aiocommit").option("format", fmt).save(str(target))
+        assert not data_files(target)
+
+
+def json_text(value: Any) -> str:
+    import json
+
+    return json.dumps(value, separators=(",", ":"))
+
+
+def parquet_column_types(root: Path) -> set[tuple[str, str, str]]:
+    """(column, physical type, logical type) of every data file's columns."""
+    import pyarrow.parquet as pq
+
+    found = set()
+    for name in data_files(root):
+        schema = pq.ParquetFile(root / name).schema
+        for i in range(len(schema)):
+            column = schema.column(i)
+            found.add((column.name, column.physical_type, str(column.logical_type)))
+    return found
+
+
+def test_parquet_timestamps_follow_sparks_output_timestamp_type(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """``spark.sql.parquet.outputTimestampType``: INT96 (Spark's default), TIMESTAMP_MICROS
+    and TIMESTAMP_MILLIS (values truncated, as Spark truncates them) stored as Spark stores
+    them; with a timestamp_ntz column beside them, timestamps stay INT64 microseconds
+    (pyarrow applies one setting to all timestamps) and read back the same."""
+    conf = "spark.sql.parquet.outputTimestampType"
+    stamps = typed_frame(spark, [SCALARS[10]], rows=12)  # c_ts
+    both = typed_frame(spark, SCALARS[10:12], rows=12)  # c_ts and c_ntz
+    try:
+        for timestamp_type in ("INT96", "TIMESTAMP_MILLIS", "TIMESTAMP_MICROS"):
+            spark.conf.set(conf, timestamp_type)
+            base = tmp_path / timestamp_type
+            ours, native = write_both(stamps, base / "ts", "parquet")
+            assert parquet_column_types(ours) == parquet_column_types(native)
+            assert read_back(spark, ours, "parquet") == read_back(spark, native, "parquet")
+            ours, native = write_both(both, base / "ntz", "parquet")
+            assert read_back(spark, ours, "parquet") == read_back(spark, native, "parquet")
+        assert ("c_ts", "INT96", "None") in parquet_column_types(tmp_path / "INT96" / "ts" / "ours")
+    finally:
+        spark.conf.unset(conf)
+
+
+def table_details(spark: SparkSession, name: str) -> dict[str, str]:
+    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()
+    return {str(r[0]).strip(): str(r[1] or "").strip() for r in rows if r[0]}
+
+
+def test_save_as_table_without_a_path_makes_a_managed_table(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """As Spark's own ``saveAsTable``: no ``path`` option makes a managed table in the
+    warehouse (``DROP TABLE`` deletes its files), with the same rows."""
+    df = typed_frame(spark, SCALARS[:3], rows=10)
+    names = {"ours": f"managed_ours_{tmp_path.name}", "native": f"managed_native_{tmp_path.name}"}
+    names = {k: v.replace("-", "_") for k, v in names.items()}
+    try:
+        df.write.partitionBy("part").saveAsTable(names["native"])
+        df.write.format("aiocommit").partitionBy("part").saveAsTable(names["ours"])
+        described = {}
+        for who, name in names.items():
+            details = table_details(spark, name)
+            described[who] = (details["Type"], details["Provider"], Path(details["Location"]))
+            assert described[who][2].name == name
+        assert described["ours"][:2] == described["native"][:2] == ("MANAGED", "parquet")
+        ours = spark.table(names["ours"]).select(*sorted(df.columns))
+        native = spark.table(names["native"]).select(*sorted(df.columns))
+        assert sorted(map(repr, ours.collect())) == sorted(map(repr, native.collect()))
+        # a CSV table keeps its writer options, so its reader reads what was written
+        names["csv"] = names["ours"] + "_csv"
+        csv_options = {"format": "csv", "sep": ";", "header": "true", "nullValue": "-"}
+        df.write.format("aiocommit").options(**csv_options).saveAsTable(names["csv"])
+        from_csv = spark.table(names["csv"]).select(*sorted(df.columns))
+        assert sorted(map(repr, from_csv.collect())) == sorted(map(repr, native.collect()))
+        details = table_details(spark, names["csv"])
+        described["csv"] = (details["Type"], details["Provider"], Path(details["Location"]))
+    finally:
+        for name in names.values():
+            spark.sql(f"DROP TABLE IF EXISTS {name}")
+    for who in names:
+        location = described[who][2]
+        assert not location.exists(), location  # managed: the files went with the table
+
+
+def test_spark_connect_client_writes_with_every_mode_and_partition_by(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Through Spark Connect (a server in the test session's driver, a client in its own
+    process): ``register(spark)`` wraps Connect's DataFrameWriter too, so the default save
+    mode and ``partitionBy`` work there as on a classic session."""
+    import json
+    import subprocess
+    import sys
+
+    pytest.importorskip("grpc")  # the spark-connect extra (in dev) installs the client
+    port = spark.conf.get("spark.connect.grpc.binding.port")
+    dest = tmp_path / "connect"
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.spark.connect_client", str(port), str(dest)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).parents[2],
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {"session": "pyspark.sql.connect.session", "existing": "PATH_ALREADY_EXISTS"}
+    assert leaf_dirs(dest) == {"k=0", "k=1", "k=2"}
+    assert sorted(r.id for r in spark.read.parquet(str(dest)).collect()) == list(range(12))

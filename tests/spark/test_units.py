@@ -133,7 +133,20 @@ def test_settings_from_lower_cased_spark_options() -> None:
         ({}, "needs a destination"),
         ({"format": "orc"}, "format must be"),
         ({"compression": "lzo"}, "compression for parquet"),
-        ({"format": "json", "compression": "snappy"}, "compression for json"),
+        ({"format": "json", "compression": "zstd"}, "compression for json"),
+        ({"format": "csv", "codec": "brotli"}, "compression for csv"),
+        ({"format": "csv", "inferschema": "true"}, "'inferschema' is an option of Spark's readers"),
+        ({"format": "json", "writenonasciicharacterascodepoint": "true"}, "does not honour"),
+        ({"format": "csv", "pretty": "true"}, "not an option of Spark's csv writer"),
+        ({"format": "json", "sep": ";"}, "not an option of Spark's json writer"),
+        ({"header": "true"}, "not an option of Spark's parquet writer"),
+        ({"format": "csv", "quote": "ab"}, "one character"),
+        ({"format": "csv", "quoteall": "yes"}, "quoteAll must be true or false"),
+        ({"format": "csv", "encoding": "no-such-charset"}, "unknown charset"),
+        ({"format": "csv", "linesep": ""}, "lineSep"),
+        ({"format": "json", "timestampformat": "yyyy-MM-dd zzz"}, "timestampFormat"),
+        ({"format": "csv", "dateformat": "YYYY-ww"}, "Spark refuses it too"),
+        ({"format": "json", "locale": "de-DE"}, "locale 'de-DE'"),
         ({"partitionby": "a,a"}, "twice"),
         ({"rowgroupsize": "0"}, "rowGroupSize"),
         ({"aiocommit.test.nosuchhook": "1"}, "unknown test hook"),
@@ -447,3 +460,68 @@ def test_text_formats_refuse_intervals_with_the_way_out() -> None:
     for encoder in (json_encoder, csv_field_encoder):
         with pytest.raises(TypeError, match="cast them to string first"):
             encoder(pa.duration("us"))
+
+
+def test_datetime_patterns_print_as_javas_formatter() -> None:
+    """Expected strings as Spark 4.3's writer printed them (tests/spark/test_parity.py
+    checks the same patterns against Spark itself)."""
+    from aiocommit.integrations.spark.datetime_patterns import compile_pattern
+    from aiocommit.integrations.spark.values import local_time
+
+    tz = zone("America/Los_Angeles")
+    micros = 1_710_037_800_000_500  # 2024-03-10 02:30:00.0005 UTC
+    text = compile_pattern("yyyy-MM-dd HH:mm:ss.SSSSSS XX a hh")(*local_time(micros, tz))
+    assert text == "2024-03-09 18:30:00.000500 -0800 PM 06"
+    day = compile_pattern("dd/MM/yyyy EEE 'at' MMM '' G")(*local_time(19727 * 86_400_000_000, None))
+    assert day == "05/01/2024 Fri at Jan ' AD"
+    assert compile_pattern("XXX x Z")(*local_time(0, zone("UTC"))) == "Z +00 +0000"
+
+
+def test_csv_quoting_as_sparks_writer_with_its_defaults() -> None:
+    """Spark 4.3's own output for these values (univocity's rules, Spark's settings)."""
+    from aiocommit.integrations.spark.text_formats import CsvQuoting
+    from aiocommit.integrations.spark.text_options import TextOptions
+
+    field = CsvQuoting(TextOptions()).field
+    written = [field(v, i) for i, v in enumerate(["#hash", 'a"b', "back\\slash", "  sp  "])]
+    assert written == ['"#hash"', '"a\\"b"', "back\\slash", "sp"]
+    assert [field(v, 1) for v in ["", None, "x,y", "l\ni", "q'"]] == [
+        '""',
+        "",
+        '"x,y"',
+        '"l\ni"',
+        "q'",
+    ]
+    quote_all = CsvQuoting(TextOptions(quote_all=True, escape_quotes=False)).field
+    assert [quote_all(v, 1) for v in ["back\\slash", None, 'a"b']] == [
+        '"back\\\\slash"',
+        '""',
+        '"a\\"b"',
+    ]
+
+
+def test_day_time_intervals_as_sparks_text() -> None:
+    """``CAST(interval AS STRING)`` as Spark 4.3 prints it (DAY TO SECOND and HOUR TO
+    MINUTE are also compared with Spark's own CSV/JSON files in test_parity.py)."""
+    from aiocommit.integrations.spark.values import day_time_interval_string as text
+
+    day = 86_400_000_000
+    assert text(day + 7, 0, 3) == "INTERVAL '1 00:00:00.000007' DAY TO SECOND"
+    assert text(0, 0, 3) == "INTERVAL '0 00:00:00' DAY TO SECOND"
+    assert text(-(5_400_000_000 + 1_500_000), 1, 3) == "INTERVAL '-01:30:01.5' HOUR TO SECOND"
+    assert text(25 * 3_600_000_000, 1, 2) == "INTERVAL '25:00' HOUR TO MINUTE"
+    assert text(61_500_000, 3, 3) == "INTERVAL '61.5' SECOND"
+    assert text(2 * day + 18_000_000_000, 0, 1) == "INTERVAL '2 05' DAY TO HOUR"
+    assert text(day, 0, 0) == "INTERVAL '1' DAY"
+
+
+def test_pretty_json_lays_out_as_sparks_pretty_option() -> None:
+    """Spark 4.3's ``df.write.option("pretty", "true").json(...)`` output for this row."""
+    from aiocommit.integrations.spark.text_formats import pretty_json
+
+    compact = '{"id":0,"a":[1.5,null],"e":[],"m":{"k":{"x":0,"y":[{"z":1}]}},"s":{},"t":"a\\",:{["}'
+    assert pretty_json(compact) == (
+        '{\n  "id" : 0,\n  "a" : [ 1.5, null ],\n  "e" : [ ],\n  "m" : {\n    "k" : {\n'
+        '      "x" : 0,\n      "y" : [ {\n        "z" : 1\n      } ]\n    }\n  },\n'
+        '  "s" : { },\n  "t" : "a\\",:{["\n}'
+    )

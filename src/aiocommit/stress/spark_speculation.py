@@ -244,9 +244,13 @@ COMMITTED_NAME = re.compile(r"part-(?P<partition>\d+)-.*-(?P<tid>\d+)[.-]c\d{3}"
 def committed_tids(dest: Path) -> dict[int, set[str]]:
     """Partition -> Spark task attempt ids in the committed file names
     (``part-<partition>-<job>-<taskAttemptId>-c<n>...``, or ``.c<n>`` inside partition
-    directories, as Spark names them)."""
+    directories, as Spark names them). Not below ``_temporary/``: a losing attempt still
+    writing after the commit leaves files there, which never reach the destination (and
+    ``aiocommit cleanup`` removes)."""
     found: dict[int, set[str]] = {}
     for path in dest.rglob("part-*"):
+        if path.relative_to(dest).parts[0] == "_temporary":
+            continue
         match = COMMITTED_NAME.match(path.name)
         if match is None:
             raise ValueError(f"not a name the writer gives: {path}")

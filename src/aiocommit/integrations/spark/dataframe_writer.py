@@ -25,7 +25,9 @@ Spark's Python data source API cannot do these things by itself (pyspark 4.3):
   LOCATION``) or refreshed, so catalog readers use Spark's own file readers.
 
 Every other format goes through the original methods unchanged. Spark Connect's
-``DataFrameWriter`` is a different class and is not changed.
+``DataFrameWriter`` (a different class) gets the same wrapping where pyspark's Connect
+client is installed, except ``saveAsTable``/``insertInto``: its writer holds a plan, not a
+DataFrame, so table writes there are Spark's (and fail for a Python data source).
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ SESSION_CONFS = (
     ("spark.sql.session.timeZone", "timezone"),
 )
 PARQUET_CODEC_CONF = "spark.sql.parquet.compression.codec"
+JSON_NULL_FIELDS_CONF = "spark.sql.jsonGenerator.ignoreNullFields"
+PARQUET_TIMESTAMP_CONF = "spark.sql.parquet.outputTimestampType"
 
 #: Spark's names for errorifexists
 ERROR_MODES = ("error", "errorifexists", "default")
@@ -77,19 +81,30 @@ def _recorded(writer: DataFrameWriter) -> Recorded:
 
 
 def install() -> None:
-    """Wrap ``DataFrameWriter``'s methods (once per process; idempotent)."""
+    """Wrap the methods of pyspark's classic ``DataFrameWriter`` and, where pyspark's
+    Connect client is installed, of Spark Connect's (once per process; idempotent)."""
     from pyspark.sql.readwriter import DataFrameWriter
 
-    if getattr(DataFrameWriter, _INSTALLED, False):
+    _install_on(DataFrameWriter, tables_too=True)
+    try:
+        from pyspark.sql.connect.readwriter import DataFrameWriter as ConnectWriter
+    except ImportError:  # the Connect client's dependencies (grpcio, pandas) are optional
         return
-    original_format = DataFrameWriter.format
-    original_mode = DataFrameWriter.mode
-    original_partition_by = DataFrameWriter.partitionBy
-    original_option = DataFrameWriter.option
-    original_options = DataFrameWriter.options
-    original_save = DataFrameWriter.save
-    original_save_as_table = DataFrameWriter.saveAsTable
-    original_insert_into = DataFrameWriter.insertInto
+    # Connect's writer holds a plan, not a DataFrame: saveAsTable/insertInto stay Spark's
+    _install_on(ConnectWriter, tables_too=False)  # type: ignore[arg-type]
+
+
+def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> None:
+    if getattr(writer_class, _INSTALLED, False):
+        return
+    original_format = writer_class.format
+    original_mode = writer_class.mode
+    original_partition_by = writer_class.partitionBy
+    original_option = writer_class.option
+    original_options = writer_class.options
+    original_save = writer_class.save
+    original_save_as_table = writer_class.saveAsTable
+    original_insert_into = writer_class.insertInto
 
     def format(self: DataFrameWriter, source: str) -> DataFrameWriter:
         _recorded(self).format = source.strip().lower()
@@ -136,7 +151,10 @@ def install() -> None:
                 original_save(self, path)
         except Exception as error:
             _put_cause_first(error)
-            raise
+            sparks = as_sparks_error(error, path)
+            if sparks is error:
+                raise
+            raise sparks from error
 
     def saveAsTable(
         self: DataFrameWriter,
@@ -165,15 +183,16 @@ def install() -> None:
             state.mode = "overwrite" if overwrite else "append"
         tables.insert_into(self, state, tableName)
 
-    DataFrameWriter.saveAsTable = saveAsTable  # type: ignore[method-assign]
-    DataFrameWriter.insertInto = insertInto  # type: ignore[method-assign]
-    DataFrameWriter.format = format  # type: ignore[method-assign]
-    DataFrameWriter.mode = mode  # type: ignore[method-assign]
-    DataFrameWriter.partitionBy = partitionBy  # type: ignore[method-assign]
-    DataFrameWriter.option = option  # type: ignore[method-assign]
-    DataFrameWriter.options = options  # type: ignore[method-assign]
-    DataFrameWriter.save = save  # type: ignore[method-assign]
-    setattr(DataFrameWriter, _INSTALLED, True)
+    if tables_too:
+        writer_class.saveAsTable = saveAsTable  # type: ignore[method-assign]
+        writer_class.insertInto = insertInto  # type: ignore[method-assign]
+    writer_class.format = format  # type: ignore[method-assign]
+    writer_class.mode = mode  # type: ignore[method-assign]
+    writer_class.partitionBy = partitionBy  # type: ignore[method-assign]
+    writer_class.option = option  # type: ignore[method-assign]
+    writer_class.options = options  # type: ignore[method-assign]
+    writer_class.save = save  # type: ignore[method-assign]
+    setattr(writer_class, _INSTALLED, True)
 
 
 def _text(value: Any) -> str:
@@ -202,8 +221,12 @@ def _prepare(
         original_partition_by(writer)  # Spark refuses partition columns; the option has them
         original_option(writer, "partitionBy", columns)
     confs = list(SESSION_CONFS)
-    if given.get("format", "parquet").lower() == "parquet":
+    fmt = given.get("format", "parquet").lower()
+    if fmt == "parquet":
         confs.append((PARQUET_CODEC_CONF, "compression"))
+        confs.append((PARQUET_TIMESTAMP_CONF, "outputtimestamptype"))
+    elif fmt == "json":
+        confs.append((JSON_NULL_FIELDS_CONF, "ignorenullfields"))
     for conf, key in confs:
         value = _conf(spark, conf)
         if key not in given and value:
@@ -214,10 +237,30 @@ def _prepare(
         original_option(writer, SAVE_MODE_OPTION, "ignore" if mode == "ignore" else "errorifexists")
     else:  # set on every save: a reused writer must not keep an earlier save's mode
         original_option(writer, SAVE_MODE_OPTION, "")
-    # the JVM looks the data source up in the calling thread's active session
-    jvm = spark.sparkContext._jvm
-    if jvm is not None:
-        spark._get_j_spark_session_class(jvm).setActiveSession(spark._jsparkSession)
+    # the JVM looks the data source up in the calling thread's active session (classic
+    # sessions only: a Connect server resolves it in the client's session)
+    if hasattr(spark, "_jsparkSession"):
+        jvm = spark.sparkContext._jvm
+        if jvm is not None:
+            spark._get_j_spark_session_class(jvm).setActiveSession(spark._jsparkSession)
+
+
+def as_sparks_error(error: Exception, path: str | None) -> Exception:
+    """Spark's own error for a destination that exists in ``errorifexists`` mode
+    (``AnalysisException`` with condition ``PATH_ALREADY_EXISTS``, as
+    ``df.write.parquet`` raises it) instead of the data source's wrapper; else ``error``."""
+    from pyspark.errors import AnalysisException
+
+    desc = getattr(error, "_desc", None)
+    cause = one_line_cause(desc if isinstance(desc, str) else str(error)) or ""
+    if not cause.startswith("FileExistsError: [PATH_ALREADY_EXISTS]"):
+        return error
+    return AnalysisException(
+        message=f"[PATH_ALREADY_EXISTS] Path {path} already exists. Set mode as "
+        '"overwrite" to overwrite the existing path. SQLSTATE: 42K04',
+        errorClass="PATH_ALREADY_EXISTS",
+        messageParameters={"outputPath": str(path)},
+    )
 
 
 def _conf(spark: Any, key: str) -> str | None:

@@ -28,12 +28,11 @@ while a row group is encoded, where Spark's own writer encodes as it goes.
 from __future__ import annotations
 
 import decimal
-import gzip
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Protocol, cast
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,7 +40,9 @@ import pyarrow.parquet as pq
 
 from aiocommit.integrations.spark.paths import partition_path_string
 from aiocommit.integrations.spark.settings import ROW_GROUP_BYTES, TASK_BUFFER_BYTES
+from aiocommit.integrations.spark.text_compression import open_text, text_extension
 from aiocommit.integrations.spark.text_formats import CsvSink, JsonSink, python_values
+from aiocommit.integrations.spark.text_options import TextOptions
 from aiocommit.integrations.spark.values import (
     date_string,
     java_float_string,
@@ -142,8 +143,11 @@ class ParquetSink:
         row_group_size: int,
         metadata: dict[str, str] | None = None,
         encoder: Encoder | None = None,
+        writer_options: dict[str, Any] | None = None,
     ) -> None:
         self.path = path
+        #: extra ``pq.ParquetWriter`` arguments (timestamps: ``schema.parquet_writer_options``)
+        self.writer_options = writer_options or {}
         self.schema = schema
         self.compression = compression
         self.metadata = metadata
@@ -206,6 +210,7 @@ class ParquetSink:
                 compression=self.compression or "none",
                 store_schema=not self.metadata,
                 use_dictionary=True if first is None else dictionary_columns(first),
+                **self.writer_options,
             )
             if self.metadata:
                 self._writer.add_key_value_metadata(self.metadata)
@@ -246,12 +251,6 @@ def dictionary_columns(table: pa.Table) -> list[str]:
     return chosen
 
 
-def _open_text(path: str, compression: str | None) -> BinaryIO:
-    if compression == "gzip":
-        return cast(BinaryIO, gzip.open(path, "wb", compresslevel=6))
-    return open(path, "wb")
-
-
 def extension(fmt: str, compression: str | None) -> str:
     """Spark's file name suffix: ``.snappy.parquet``, ``.gz.parquet``, ``.csv.gz``."""
     if fmt == "parquet":
@@ -260,8 +259,7 @@ def extension(fmt: str, compression: str | None) -> str:
             if compression
             else ".parquet"
         )
-    suffix = ".gz" if compression == "gzip" else ""
-    return f".{fmt}{suffix}"
+    return text_extension(fmt, compression)
 
 
 class TaskOutput:
@@ -274,7 +272,7 @@ class TaskOutput:
         fmt: str,
         compression: str | None,
         row_group_size: int,
-        header: bool,
+        header: bool = False,
         local_dir: str,
         base_name: str,
         partition_by: tuple[str, ...],
@@ -282,11 +280,16 @@ class TaskOutput:
         parquet_metadata: dict[str, str] | None = None,
         in_place: bool = False,
         scratch_dir: str | None = None,
+        text_options: TextOptions | None = None,
+        text_schema: pa.Schema | None = None,
+        parquet_writer_options: dict[str, Any] | None = None,
     ) -> None:
         self.fmt = fmt
         self.compression = compression
         self.row_group_size = row_group_size
-        self.header = header
+        self.text_options = text_options or TextOptions(header=header)
+        self.text_schema = text_schema  # the Spark schema's Arrow form: marks variants
+        self.parquet_writer_options = parquet_writer_options
         self.local_dir = local_dir
         self.base_name = base_name
         self.partition_by = partition_by
@@ -366,11 +369,13 @@ class TaskOutput:
                 self.row_group_size,
                 self.parquet_metadata,
                 self.encoder,
+                self.parquet_writer_options,
             )
         elif self.fmt == "csv":
-            sink = CsvSink(_open_text(local_path, self.compression), schema, self.header)
+            sink = CsvSink(open_text(local_path, self.compression), schema, self.text_options)
         else:
-            sink = JsonSink(_open_text(local_path, self.compression), schema)
+            handle = open_text(local_path, self.compression)
+            sink = JsonSink(handle, schema, self.text_options, self.text_schema)
         self.open[partition] = (
             sink,
             LocalFile(relative, partition, local_path, in_place=self.in_place),

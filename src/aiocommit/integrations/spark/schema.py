@@ -2,8 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyspark
-from pyspark.sql.types import CharType, StringType, StructField, StructType, VarcharType
+from pyspark.sql.types import (
+    ArrayType,
+    CharType,
+    DataType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    VarcharType,
+)
 
 from aiocommit.integrations.spark.files import SPARK_ROW_METADATA, SPARK_VERSION_METADATA
 
@@ -32,3 +47,46 @@ def parquet_metadata(schema: StructType, partition_by: tuple[str, ...]) -> dict[
         SPARK_ROW_METADATA: data_schema(schema, partition_by).json(),
         SPARK_VERSION_METADATA: pyspark.__version__,
     }
+
+
+def _has_ntz(data_type: DataType) -> bool:
+    if isinstance(data_type, TimestampNTZType):
+        return True
+    if isinstance(data_type, StructType):
+        return any(_has_ntz(f.dataType) for f in data_type.fields)
+    if isinstance(data_type, ArrayType):
+        return _has_ntz(data_type.elementType)
+    if isinstance(data_type, MapType):
+        return _has_ntz(data_type.keyType) or _has_ntz(data_type.valueType)
+    return False
+
+
+def parquet_writer_options(
+    schema: StructType, partition_by: tuple[str, ...], timestamp_type: str
+) -> dict[str, Any]:
+    """``pq.ParquetWriter`` arguments that store ``timestamp`` columns as Spark's
+    ``outputTimestampType`` does: INT96, INT64 microseconds or INT64 milliseconds (values
+    truncated, as Spark truncates them). Spark writes ``timestamp_ntz`` as INT64
+    microseconds whatever the setting; pyarrow applies its timestamp setting to every
+    timestamp column, so with a ``timestamp_ntz`` column in the files all timestamps stay
+    INT64 microseconds (lossless; Spark reads both back the same)."""
+    if timestamp_type == "TIMESTAMP_MICROS" or _has_ntz(data_schema(schema, partition_by)):
+        return {}
+    if timestamp_type == "INT96":
+        return {"use_deprecated_int96_timestamps": True}
+    return {"coerce_timestamps": "ms", "allow_truncated_timestamps": True}
+
+
+def floor_to_millis(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Top-level ``timestamp`` columns floored to milliseconds, as Spark's
+    TIMESTAMP_MILLIS floors them (pyarrow's ``coerce_timestamps`` truncates toward zero,
+    one millisecond later than Spark before 1970). Nested timestamps keep pyarrow's
+    truncation."""
+    for batch in batches:
+        columns = [
+            pc.floor_temporal(column, unit="millisecond")
+            if pa.types.is_timestamp(column.type) and column.type.tz
+            else column
+            for column in batch.columns
+        ]
+        yield pa.RecordBatch.from_arrays(columns, schema=batch.schema)

@@ -15,6 +15,8 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from aiocommit.integrations.spark.text_compression import TEXT_CODECS
+from aiocommit.integrations.spark.text_options import TEXT_OPTIONS, TextOptions
 from aiocommit.options import (
     DRIVER_DEFAULTS,
     HADOOP_ONLY_OPTIONS,
@@ -25,7 +27,8 @@ from aiocommit.options import (
 
 FORMATS = ("parquet", "csv", "json")
 PARQUET_CODECS = ("snappy", "gzip", "zstd", "lz4", "brotli", "none", "uncompressed")
-TEXT_CODECS = ("none", "uncompressed", "gzip")
+#: Spark's ``spark.sql.parquet.outputTimestampType`` values (INT96 is Spark's default)
+TIMESTAMP_TYPES = ("INT96", "TIMESTAMP_MICROS", "TIMESTAMP_MILLIS")
 
 #: row group ceiling in bytes of buffered Arrow data, whatever ``rowGroupSize`` says
 ROW_GROUP_BYTES = 128 * 1024 * 1024
@@ -59,7 +62,9 @@ WRITE_OPTIONS = (
     "maxrecordsperfile",
     "timezone",
     "committer",
+    "outputtimestamptype",
     SAVE_MODE_OPTION,
+    *TEXT_OPTIONS,
 )
 
 
@@ -98,6 +103,10 @@ class WriteSettings:
     #: Spark's ``maxRecordsPerFile``: rows per file before the next ``-c001`` file; 0: no limit
     max_records_per_file: int = 0
     header: bool = False
+    #: Parquet timestamps: ``spark.sql.parquet.outputTimestampType`` (Spark's default INT96)
+    timestamp_type: str = "INT96"
+    #: CSV and JSON writer options (Spark's names and defaults)
+    text: TextOptions = field(default_factory=TextOptions)
     local_dir: str | None = None
     #: on S3: the zero-rename committer, ``staging`` (default) or ``magic``
     committer: str = "staging"
@@ -135,7 +144,7 @@ class WriteSettings:
         if mode not in ("static", "dynamic"):
             raise ValueError(f"partitionOverwriteMode must be static or dynamic, not {mode!r}")
         default_codec = "snappy" if fmt == "parquet" else "none"
-        codec = lowered.get("compression", default_codec).strip().lower()
+        codec = lowered.get("compression", lowered.get("codec", default_codec)).strip().lower()
         allowed = PARQUET_CODECS if fmt == "parquet" else TEXT_CODECS
         if codec not in allowed:
             raise ValueError(f"compression for {fmt} must be one of {', '.join(allowed)}")
@@ -143,7 +152,15 @@ class WriteSettings:
         if row_group_size < 1:
             raise ValueError(f"rowGroupSize must be >= 1, not {row_group_size}")
         max_records = int(lowered.get("maxrecordsperfile", "0"))
-        header = _bool("header", lowered.get("header", "false"))
+        text = TextOptions.from_options(fmt, lowered)
+        timestamp_type = lowered.get("outputtimestamptype", "INT96").strip().upper()
+        if timestamp_type not in TIMESTAMP_TYPES:
+            raise ValueError(
+                f"outputTimestampType must be one of {', '.join(TIMESTAMP_TYPES)}, "
+                f"not {timestamp_type!r}"
+            )
+        if fmt != "parquet" and "outputtimestamptype" in lowered:
+            raise ValueError("outputTimestampType applies to parquet only")
         secrets = sorted(
             k for k in lowered if k.removeprefix(SPARK_HADOOP_PREFIX) in _S3A_CREDENTIAL_KEYS
         )
@@ -167,7 +184,9 @@ class WriteSettings:
             compression=None if codec in ("none", "uncompressed") else codec,
             row_group_size=row_group_size,
             max_records_per_file=max(0, max_records),
-            header=header,
+            header=text.header,
+            text=text,
+            timestamp_type=timestamp_type,
             local_dir=lowered.get("localdir") or None,
             committer=committer,
             s3a={
@@ -231,15 +250,6 @@ def check_known(lowered: Mapping[str, str]) -> None:
     error = UnknownOption(unknown[0], closest[0])
     error.args = (f"unknown option(s) for aiocommit: {', '.join(hints)}",)
     raise error
-
-
-def _bool(name: str, text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("true", "1", "yes", "on"):
-        return True
-    if value in ("false", "0", "no", "off"):
-        return False
-    raise ValueError(f"{name}: not a boolean: {text!r}")
 
 
 def _fault(name: str, text: str | None) -> tuple[str, str] | None:

@@ -32,9 +32,11 @@ from pyspark.sql.types import (
     ArrayType,
     BooleanType,
     ByteType,
+    CalendarIntervalType,
     CharType,
     DataType,
     DateType,
+    DayTimeIntervalType,
     DecimalType,
     DoubleType,
     FloatType,
@@ -48,6 +50,7 @@ from pyspark.sql.types import (
     TimestampType,
     VarcharType,
     VariantType,
+    YearMonthIntervalType,
 )
 
 from aiocommit.integrations.spark.committer import (
@@ -59,7 +62,12 @@ from aiocommit.integrations.spark.committer import (
     prepare_job,
 )
 from aiocommit.integrations.spark.files import TaskOutput
-from aiocommit.integrations.spark.schema import parquet_metadata
+from aiocommit.integrations.spark.schema import (
+    data_schema,
+    floor_to_millis,
+    parquet_metadata,
+    parquet_writer_options,
+)
 from aiocommit.integrations.spark.settings import WriteSettings
 from aiocommit.protocol.ids import new_job_id
 
@@ -119,6 +127,7 @@ class AiocommitDataSource(DataSource):
             partition_by=resolve_partition_columns(schema, settings.partition_by),
         )
         check_types(schema, settings)
+        settings = with_interval_columns(schema, settings)
         job_id = new_job_id()
         if settings.save_mode and asyncio.run(destination_exists(settings)):
             if settings.save_mode == "errorifexists":
@@ -145,8 +154,52 @@ def qualify_on_driver(url: str) -> str:
 FLAT_FORMATS = ("csv",)
 
 
+def _types(name: str, data_type: DataType) -> Iterator[tuple[str, DataType]]:
+    """(column path, type) of a column and of every type nested in it."""
+    yield name, data_type
+    if isinstance(data_type, StructType):
+        for field in data_type.fields:
+            yield from _types(f"{name}.{field.name}", field.dataType)
+    elif isinstance(data_type, ArrayType):
+        yield from _types(f"{name}[]", data_type.elementType)
+    elif isinstance(data_type, MapType):
+        yield from _types(f"{name}{{key}}", data_type.keyType)
+        yield from _types(f"{name}{{value}}", data_type.valueType)
+
+
 def check_types(schema: StructType, settings: WriteSettings) -> None:
-    """``TypeError`` before any task runs for a column the format cannot hold."""
+    """``TypeError`` before any task runs for a column the format cannot hold, or that
+    pyspark's Arrow transfer to a Python data source cannot carry, naming the column and
+    the cast that writes it."""
+    for field in schema.fields:
+        for path, data_type in _types(field.name, field.dataType):
+            kind = data_type.simpleString()
+            if isinstance(data_type, YearMonthIntervalType | CalendarIntervalType):
+                raise TypeError(
+                    f"column {path!r} has type {kind}, which pyspark's Arrow transfer to a "
+                    "Python data source cannot carry: cast it first, e.g. "
+                    f"df.withColumn({field.name!r}, col({field.name!r}).cast('string')) "
+                    "(the text Spark's CSV/JSON writers write)"
+                )
+            if isinstance(data_type, VariantType) and settings.text.pretty:
+                raise TypeError(
+                    f"column {path!r} is a variant: aiocommit does not write variants with "
+                    "JSON's pretty option; leave pretty out, or cast it to a string first "
+                    f"(to_json({field.name}))"
+                )
+            nested = path != field.name
+            if (
+                isinstance(data_type, DayTimeIntervalType)
+                and settings.format != "parquet"
+                and (nested)
+            ):
+                raise TypeError(
+                    f"column {path!r} has type {kind} inside {field.name!r}: aiocommit writes "
+                    f"top-level intervals only as {settings.format.upper()}; cast it to a "
+                    f"string first, e.g. df.withColumn({field.name!r}, "
+                    f"col({field.name!r}).cast('string')), which is the text Spark's own "
+                    "writer writes (INTERVAL '1 00:00:00' DAY TO SECOND)"
+                )
     if settings.format in FLAT_FORMATS:
         for field in schema.fields:
             if isinstance(field.dataType, StructType | ArrayType | MapType | VariantType):
@@ -159,6 +212,23 @@ def check_types(schema: StructType, settings: WriteSettings) -> None:
         to_arrow_schema(schema, timezone="UTC")
     except Exception as error:
         raise TypeError(f"cannot write this schema as {settings.format}: {error}") from None
+
+
+def with_interval_columns(schema: StructType, settings: WriteSettings) -> WriteSettings:
+    """``settings`` with the CSV/JSON writer told the DAY/HOUR/MINUTE/SECOND fields of the
+    top-level day-time interval columns, which Spark's Arrow batches do not carry."""
+    if settings.format == "parquet":
+        return settings
+    intervals = tuple(
+        (f.name, f.dataType.startField, f.dataType.endField)
+        for f in schema.fields
+        if isinstance(f.dataType, DayTimeIntervalType) and f.name not in settings.partition_by
+    )
+    if not intervals:
+        return settings
+    return dataclasses.replace(
+        settings, text=dataclasses.replace(settings.text, intervals=intervals)
+    )
 
 
 def resolve_partition_columns(schema: StructType, names: tuple[str, ...]) -> tuple[str, ...]:
@@ -217,6 +287,13 @@ class AiocommitWriter(DataSourceArrowWriter):
         )
         return to_arrow_schema(data, timezone="UTC")
 
+    def _text_schema(self) -> pa.Schema | None:
+        """For JSON: the data columns' Arrow form from the Spark schema (it marks variant
+        columns, which Spark's Arrow batches do not)."""
+        if self.settings.format != "json":
+            return None
+        return to_arrow_schema(data_schema(self.schema, self.settings.partition_by), timezone="UTC")
+
     def write(self, iterator: Iterator[pa.RecordBatch]) -> AiocommitCommitMessage:
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
@@ -243,7 +320,8 @@ class AiocommitWriter(DataSourceArrowWriter):
                 fmt=settings.format,
                 compression=settings.compression,
                 row_group_size=settings.row_group_size,
-                header=settings.header,
+                text_options=settings.text,
+                text_schema=self._text_schema(),
                 local_dir=attempt_dir or local_dir,
                 scratch_dir=local_dir,
                 in_place=attempt_dir is not None,
@@ -251,8 +329,13 @@ class AiocommitWriter(DataSourceArrowWriter):
                 partition_by=settings.partition_by,
                 max_records_per_file=settings.max_records_per_file,
                 parquet_metadata=parquet_metadata(self.schema, settings.partition_by),
+                parquet_writer_options=parquet_writer_options(
+                    self.schema, settings.partition_by, settings.timestamp_type
+                ),
             )
             try:
+                if settings.format == "parquet" and settings.timestamp_type == "TIMESTAMP_MILLIS":
+                    iterator = floor_to_millis(iterator)
                 for batch in iterator:
                     output.add(batch)
                 if output.rows == 0 and partition == 0 and not settings.partition_by:

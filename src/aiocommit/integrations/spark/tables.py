@@ -4,19 +4,21 @@
 Spark's Python data source API gives the writer neither a path nor options for table
 writes, so the table is resolved here, in the user's process: its location, format
 and partition columns come from the catalog; the DataFrame is written there with
-``save(location)`` (so every commit guarantee holds), then the catalog is told: a new
-table is created over the location with Spark's own ``parquet``/``csv``/``json``
-provider (an external table: ``DROP TABLE`` keeps the files), an existing one is
-refreshed and its partitions synchronised. Readers use Spark's own file readers.
+``save(location)`` (so every commit guarantee holds), and the catalog is told. A new
+table uses Spark's own ``parquet``/``csv``/``json`` provider: without a ``path`` option
+it is a managed table, created (empty) in the warehouse first and then written (and
+dropped again if the write fails), as Spark's ``saveAsTable`` makes one; with a ``path``
+it is an external table over the written files. An existing table is refreshed and its
+partitions synchronised. Readers use Spark's own file readers.
 """
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from aiocommit.integrations.spark.settings import FORMATS
+from aiocommit.integrations.spark.text_options import COMMON_OPTIONS, CSV_OPTIONS, JSON_OPTIONS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -25,6 +27,11 @@ if TYPE_CHECKING:
     from aiocommit.integrations.spark.dataframe_writer import Recorded
 
 ERROR_MODES = ("error", "errorifexists", "default")
+
+#: text writer options a CSV/JSON table keeps, so that its readers read what was written
+TABLE_READ_OPTIONS = frozenset(
+    k for k in (*COMMON_OPTIONS, *CSV_OPTIONS, *JSON_OPTIONS, "timezone") if k != "codec"
+)
 
 
 def save_as_table(writer: DataFrameWriter, state: Recorded, name: str) -> None:
@@ -36,15 +43,28 @@ def save_as_table(writer: DataFrameWriter, state: Recorded, name: str) -> None:
     partition_by = _partition_columns(state)
     if not spark.catalog.tableExists(name):
         fmt = options.pop("format", "parquet").lower()
-        location = state.options.get("path") or _warehouse_location(spark, name)
-        _write(df, location, "errorifexists", fmt, partition_by, options)
-        spark.sql(_create_table(df, name, fmt, partition_by, location, options))
+        path = state.options.get("path")
+        if path:  # an external table, as Spark's saveAsTable with a path makes
+            _write(df, path, "errorifexists", fmt, partition_by, options)
+            spark.sql(_create_table(df, name, fmt, partition_by, path, options))
+        else:  # a managed table in the warehouse: the catalog owns (and drops) the files
+            spark.sql(_create_table(df, name, fmt, partition_by, None, options))
+            try:
+                _write(df, describe(spark, name)[0], "append", fmt, partition_by, options)
+            except BaseException:
+                spark.sql(f"DROP TABLE IF EXISTS {name}")
+                raise
         _refresh(spark, name, partition_by)
         return
     if mode in ERROR_MODES:
-        raise ValueError(
-            f"[TABLE_OR_VIEW_ALREADY_EXISTS] table {name} already exists: use "
-            'mode("append"), mode("overwrite") or mode("ignore")'
+        from pyspark.errors import AnalysisException
+
+        raise AnalysisException(  # Spark's own error for saveAsTable of an existing table
+            message=f"[TABLE_OR_VIEW_ALREADY_EXISTS] Cannot create table or view {name} "
+            'because it already exists: use mode("append"), mode("overwrite") or '
+            'mode("ignore"). SQLSTATE: 42P07',
+            errorClass="TABLE_OR_VIEW_ALREADY_EXISTS",
+            messageParameters={"relationName": name},
         )
     if mode == "ignore":
         return
@@ -109,16 +129,6 @@ def _local(location: str) -> str:
     return location
 
 
-def _warehouse_location(spark: SparkSession, name: str) -> str:
-    parts = [p.strip("`") for p in name.split(".")]
-    table = parts[-1].lower()
-    database = parts[-2].lower() if len(parts) > 1 else spark.catalog.currentDatabase()
-    warehouse = _local(str(spark.conf.get("spark.sql.warehouse.dir")))
-    if database == "default":
-        return os.path.join(warehouse, table)
-    return os.path.join(warehouse, f"{database}.db", table)
-
-
 def _partition_columns(state: Recorded) -> list[str]:
     if state.partition_by:
         return list(state.partition_by)
@@ -140,6 +150,10 @@ def _write(
     writer.save(location)
 
 
+def _literal(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
@@ -149,16 +163,23 @@ def _create_table(
     name: str,
     fmt: str,
     partition_by: list[str],
-    location: str,
+    location: str | None,
     options: dict[str, Any],
 ) -> str:
-    """The DDL of an external table over ``location`` with the DataFrame's exact schema."""
+    """The DDL of a table with the DataFrame's exact schema: external over ``location``,
+    or managed (in the warehouse) without one."""
     columns = ", ".join(f"{_quote(f.name)} {f.dataType.simpleString()}" for f in df.schema)
     sql = f"CREATE TABLE {name} ({columns}) USING {fmt}"
-    if fmt == "csv" and "header" in options:
-        sql += f" OPTIONS (header '{options['header']}')"
+    stored = {k: v for k, v in options.items() if k in TABLE_READ_OPTIONS}
+    if str(stored.pop("pretty", "false")).lower() == "true":
+        stored["multiline"] = "true"  # pretty JSON spans lines: its reader needs multiLine
+    if fmt in ("csv", "json") and stored:  # the table's readers read what was written
+        sql += " OPTIONS (" + ", ".join(f"`{k}` {_literal(str(v))}" for k, v in stored.items())
+        sql += ")"
     if partition_by:
         sql += f" PARTITIONED BY ({', '.join(_quote(c) for c in partition_by)})"
+    if location is None:
+        return sql
     return sql + " LOCATION '" + location.replace("'", "\\'") + "'"
 
 

@@ -27,7 +27,7 @@ _EPOCH = datetime.datetime(1970, 1, 1)
 _EPOCH_DATE = datetime.date(1970, 1, 1)
 _CYCLE_DAYS = 146_097  # days in 400 Gregorian years
 _CYCLE_YEARS = 400
-_MICROS_PER_DAY = 86_400 * 1_000_000
+MICROS_PER_DAY = 86_400 * 1_000_000
 
 
 @lru_cache(maxsize=64)
@@ -56,7 +56,7 @@ def local_time(
     shift = 0
     while True:
         try:
-            wall = _EPOCH + datetime.timedelta(microseconds=micros + shift * _MICROS_PER_DAY)
+            wall = _EPOCH + datetime.timedelta(microseconds=micros + shift * MICROS_PER_DAY)
             if tz is None:
                 return wall.year - _years(shift), wall, None
             aware = wall.replace(tzinfo=datetime.UTC).astimezone(tz)
@@ -155,3 +155,44 @@ def _shortest(value: float, single: bool) -> str:
         if struct.pack("f", float(text)) == packed:
             return text
     return repr(value)
+
+
+_INTERVAL_FIELDS = ("DAY", "HOUR", "MINUTE", "SECOND")
+_MICROS_PER_HOUR = 3_600_000_000
+_MICROS_PER_MINUTE = 60_000_000
+_MICROS_PER_SECOND = 1_000_000
+
+
+def _seconds(rest: int) -> str:
+    """``BigDecimal(rest, 6).stripTrailingZeros.toPlainString`` with a leading zero below 10."""
+    text = format(decimal.Decimal(rest).scaleb(-6).normalize(), "f")
+    return ("0" if rest < 10 * _MICROS_PER_SECOND else "") + text
+
+
+def day_time_interval_string(micros: int, start: int, end: int) -> str:
+    """A day-time interval as Spark's CSV/JSON writers write it (``CAST(i AS STRING)``, ANSI
+    style): ``INTERVAL '1 00:00:00.000007' DAY TO SECOND``; ``start``/``end`` are
+    ``DayTimeIntervalType``'s fields (0 DAY ... 3 SECOND)."""
+    first, last = _INTERVAL_FIELDS[start], _INTERVAL_FIELDS[end]
+    suffix = f"' {first if start == end else f'{first} TO {last}'}"
+    sign, rest = ("-", -micros) if micros < 0 else ("", micros)
+    if start == 0:
+        text = f"{sign}{rest // MICROS_PER_DAY}"
+        rest %= MICROS_PER_DAY
+        if end >= 1:
+            text += f" {rest // _MICROS_PER_HOUR:02d}"
+            rest %= _MICROS_PER_HOUR
+    elif start == 1:
+        text = f"{sign}{rest // _MICROS_PER_HOUR:02d}"
+        rest %= _MICROS_PER_HOUR
+    elif start == 2:
+        text = f"{sign}{rest // _MICROS_PER_MINUTE:02d}"
+        rest %= _MICROS_PER_MINUTE
+    else:
+        return f"INTERVAL '{sign}{_seconds(rest)}{suffix}"
+    if start <= 1 and end >= 2:
+        text += f":{rest // _MICROS_PER_MINUTE:02d}"
+        rest %= _MICROS_PER_MINUTE
+    if end == 3:
+        text += f":{_seconds(rest)}"
+    return f"INTERVAL '{text}{suffix}"
