@@ -64,11 +64,12 @@ async def file_done(context: StageContext, countdown: AttemptCountdown, early: b
     if countdown.left or not early:
         return
     try:
-        await context.ops.delete(countdown.attempt_dir, recursive=True)
+        deleted = await context.ops.delete(countdown.attempt_dir, recursive=True)
     except StoreError as error:
         context.log.info("task attempt directory left for cleanup: %s", error)
         return
-    context.stats.increment(S.COMMITTER_TASK_ATTEMPT_DIRECTORIES_DELETED)
+    if deleted:  # a re-run finds the directories of manifests it had finished gone
+        context.stats.increment(S.COMMITTER_TASK_ATTEMPT_DIRECTORIES_DELETED)
 
 
 def holds(status: FileStatus | None, size: int, etag: str | None, *, etags_kept: bool) -> bool:
