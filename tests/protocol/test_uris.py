@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from aiocommit.integrations.spark.paths import escape_path_name
 from aiocommit.protocol.manifest import decode_manifest
 from aiocommit.protocol.success import decode_success
-from aiocommit.protocol.uris import UNICODE_SPACES, manifest_path, manifest_uri
+from aiocommit.protocol.uris import UNICODE_SPACES, manifest_path, manifest_uri, plain_suffix
+from aiocommit.stores.base import check_clean
 from aiocommit.stores.local import LocalStore
 
 NAMES = Path(__file__).parent.parent / "data" / "hadoop" / "names"
@@ -116,3 +117,34 @@ def test_spark_partition_values_round_trip(partitions: list[tuple[str, str]]) ->
 def test_special_characters_round_trip(special: str, path: str) -> None:
     qualified = f"{ROOT}{path}{special}x/{special}"
     assert manifest_path(manifest_uri(qualified)) == qualified
+
+
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [
+        ("file:/d/x/a/b.dat", "a/b.dat"),
+        ("file:/d/x/a%20b", None),  # escaped: the general path unescapes it
+        ("file:/d/x/a b", None),  # illegal in a URI: the general path refuses it
+        ("file:/d/x/é", None),
+        ("file:/d/x/a//b", None),
+        ("file:/d/x//a", None),
+        ("file:/d/x/./a", None),
+        ("file:/d/x/a/../b", None),
+        ("file:/d/x/..", None),
+        ("file:/d/x/a/", None),
+        ("file:/d/x/", None),
+        ("file:/d/xy/a", None),  # another directory sharing the prefix's characters
+        ("file:/d/x/a\x00b", None),
+    ],
+)
+def test_plain_suffix_takes_only_clean_relative_paths(uri: str, expected: str | None) -> None:
+    assert plain_suffix(uri, "file:/d/x/") == expected
+
+
+@given(st.text(alphabet=st.sampled_from("ab/.%é \x00#?"), min_size=1, max_size=10))
+def test_plain_suffix_agrees_with_the_general_path(rest: str) -> None:
+    suffix = plain_suffix("file:/d/x/" + rest, "file:/d/x/")
+    if suffix is not None:
+        assert suffix == rest
+        assert manifest_path("file:/d/x/" + rest) == "file:/d/x/" + rest
+        check_clean("/d/x/" + rest)  # raises if the fast path let a bad path through

@@ -55,6 +55,7 @@ from aiocommit.stages.create_dirs import (
 from aiocommit.stages.job_state import read_job_record
 from aiocommit.stages.load_manifests import LoadedJob, list_manifest_names, load_manifests_stage
 from aiocommit.stages.rename_files import rename_files_stage
+from aiocommit.stages.rename_workers import job_commit_collections
 from aiocommit.stages.save_success import (
     copy_manifests_for_diagnostics,
     read_success,
@@ -125,7 +126,8 @@ async def commit_job(
         progress=progress,
         job_id_source=job_id_source,
     ) as context:
-        return await _commit(context, manifests)
+        with job_commit_collections(context.options):
+            return await _commit(context, manifests)
 
 
 async def _commit(context: StageContext, manifests: Sequence[str] | None) -> SuccessData:

@@ -59,6 +59,27 @@ def manifest_uri(qualified: str) -> str:
     return _TO_ESCAPE.sub(_escape, qualified)
 
 
+def plain_suffix(uri: str, prefix: str) -> str | None:
+    """What follows ``prefix`` in ``uri`` when it is a clean relative store path needing
+    no unescaping (ASCII, nothing escaped or illegal, no empty, ``.`` or ``..`` segment,
+    no trailing ``/``); else None, and the caller takes the general path. The fast path
+    of reading a manifest's entries, which nearly all share their directory's prefix."""
+    if not uri.startswith(prefix):
+        return None
+    rest = uri[len(prefix) :]
+    if (
+        not rest
+        or not rest.isascii()
+        or _ASCII_TO_ESCAPE.search(rest) is not None
+        or rest[0] in "./"
+        or "//" in rest
+        or "/." in rest
+        or rest[-1] == "/"
+    ):
+        return None
+    return rest
+
+
 def manifest_path(uri: str) -> str:
     """The qualified store path (for ``Store.unqualify``) of a path in Hadoop's URI form:
     ``file:/d/a%20b`` -> ``file:/d/a b``. ``ValueError`` names the first character that

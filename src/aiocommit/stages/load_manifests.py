@@ -28,6 +28,7 @@ from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.layout import MANIFEST_SUFFIX
 from aiocommit.protocol.manifest import DirState, TaskManifest, decode_manifest
+from aiocommit.protocol.uris import plain_suffix
 from aiocommit.stages.context import StageContext, parallel, stage
 from aiocommit.stages.spill import DestinationHashes, SpillFile
 from aiocommit.stores.base import check_clean, is_under, join, parent_of, relative_to
@@ -297,18 +298,33 @@ def _check_manifest(context: StageContext, manifest: TaskManifest, path: str) ->
     hashes: array[int] = array("q")
     directories: dict[str, bool] = {}
     total = 0
+    # the fast path: a URI that is its directory's URI plus a plain relative path is
+    # that directory's path plus the same relative path (checked once per manifest)
+    source_prefix = _uri_prefix(context, attempt_dir)
+    dest_prefix = _uri_prefix(context, dest_root)
+    dest_base = dest_root.rstrip("/") + "/"
+    root = dest_root.rstrip("/")
     for entry in manifest.files:
-        source = local(entry.source, "source")
-        if not source.startswith(attempt_dir + "/"):
-            raise ManifestError(
-                f"source {entry.source!r} is outside the task attempt directory {attempt_dir!r}",
-                path=path,
-            )
-        dest = local(entry.dest, "destination")
-        dest_relative = check_dest(dest, "destination")
+        source_relative = (
+            plain_suffix(entry.source, source_prefix) if source_prefix is not None else None
+        )
+        if source_relative is None:
+            source = local(entry.source, "source")
+            if not source.startswith(attempt_dir + "/"):
+                raise ManifestError(
+                    f"source {entry.source!r} is outside the task attempt directory "
+                    f"{attempt_dir!r}",
+                    path=path,
+                )
+            source_relative = source[len(attempt_dir) + 1 :]
+        dest_relative = plain_suffix(entry.dest, dest_prefix) if dest_prefix is not None else None
+        if dest_relative is None or dest_relative.startswith(_RESERVED):
+            dest = local(entry.dest, "destination")
+            dest_relative = check_dest(dest, "destination")
+        else:
+            dest = dest_base + dest_relative
         if entry.size < 0:
             raise ManifestError(f"negative size for {entry.source!r}", path=path)
-        source_relative = source[len(attempt_dir) + 1 :]
         entries.append(
             (
                 source_relative,
@@ -319,14 +335,34 @@ def _check_manifest(context: StageContext, manifest: TaskManifest, path: str) ->
         )
         hashes.append(hash(name_key(dest)))
         total += entry.size
-        parent = parent_of(dest)
-        if parent != dest_root.rstrip("/") and parent not in directories:
+        cut = dest.rfind("/")
+        parent = dest[:cut] if cut > 0 else "/"
+        if parent != root and parent not in directories:
             directories[parent] = True
     for dir_entry in manifest.directories:
         directory = local(dir_entry.dest, "directory")
         check_dest(directory, "directory")
         directories[directory] = dir_entry.state != DirState.DIR
     return _CheckedManifest(attempt_dir, entries, hashes, directories, total)
+
+
+#: destination names that take the general path (which refuses them, or their children)
+_RESERVED = ("_temporary", "_SUCCESS")
+
+
+def _uri_prefix(context: StageContext, directory: str) -> str | None:
+    """The URI form of ``directory`` plus ``/``, when a plain relative path appended to
+    it maps back to the directory's path plus that path (else None: no fast path)."""
+    base = directory.rstrip("/")
+    if not base:
+        return None
+    try:
+        prefix = context.to_uri(base) + "/"
+        if context.from_uri(prefix + "a/b") != base + "/a/b":
+            return None
+    except ValueError:
+        return None
+    return prefix
 
 
 def _check_attempt_binding(manifest: TaskManifest, attempt_dir: str, path: str) -> None:

@@ -3,7 +3,13 @@
 pre:  every manifest loaded and checked; target directories exist; the commit plan is
       saved, so a re-run commits exactly these manifests.
 post: every entry's file is at its destination, with the manifest's etag (where the
-      store keeps etags through renames) or size.
+      store keeps etags through renames) or size. Where cleanup would delete task attempt
+      directories one by one (``deletes_attempt_dirs_early``), each manifest's attempt
+      directory is deleted as soon as its last file is in place, overlapping the other
+      renames; a failed delete is left to cleanup. This is safe before the commit point:
+      the directory then holds no file of the plan, a re-run finds each source gone and
+      its file at the destination, and ``abort_job`` recreates a source's parent before
+      moving the file back.
 fail: the first failure cancels the other renames and is raised naming source and
       destination. Already-renamed files stay renamed; a re-run finishes the rest, and
       ``abort_job`` moves them back.
@@ -21,13 +27,49 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from aiocommit.errors import AlreadyExists, CommitError, NotFound, OutputConflict
+from aiocommit.errors import AlreadyExists, CommitError, NotFound, OutputConflict, StoreError
 from aiocommit.protocol import statistics as S
 from aiocommit.stages.context import Progress, StageContext, parallel, stage
 from aiocommit.stages.load_manifests import LoadedJob
 from aiocommit.stores.base import FileStatus, parent_of
 
 Entry = tuple[str, str, int, str | None]
+
+
+class AttemptCountdown:
+    """One manifest's files still to rename, and its task attempt directory."""
+
+    __slots__ = ("attempt_dir", "left")
+
+    def __init__(self, attempt_dir: str, left: int) -> None:
+        self.attempt_dir = attempt_dir
+        self.left = left
+
+
+def deletes_attempt_dirs_early(context: StageContext) -> bool:
+    """Are task attempt directories deleted as their manifests finish? Only where cleanup
+    would delete them one by one anyway (the same calls, moved earlier)."""
+    options = context.options
+    return (
+        not options.cleanup_skip
+        and options.cleanup_parallel_delete
+        and not context.ops.capabilities.fast_directory_delete
+    )
+
+
+async def file_done(context: StageContext, countdown: AttemptCountdown, early: bool) -> None:
+    """Count one renamed file of ``countdown``'s manifest; after its last one, delete its
+    task attempt directory when ``early`` (best effort: cleanup deletes what is left)."""
+    countdown.left -= 1
+    if countdown.left or not early:
+        return
+    try:
+        deleted = await context.ops.delete(countdown.attempt_dir, recursive=True)
+    except StoreError as error:
+        context.log.info("task attempt directory left for cleanup: %s", error)
+        return
+    if deleted:  # a re-run finds the directories of manifests it had finished gone
+        context.stats.increment(S.COMMITTER_TASK_ATTEMPT_DIRECTORIES_DELETED)
 
 
 def holds(status: FileStatus | None, size: int, etag: str | None, *, etags_kept: bool) -> bool:
@@ -172,13 +214,19 @@ async def _rename_here(context: StageContext, loaded: LoadedJob) -> tuple[int, i
     last_report = 0.0
     dest_root = context.layout.dest
 
-    def entries() -> Iterator[Entry]:
-        for manifest in loaded.manifests:
-            yield from loaded.entries(manifest, dest_root)
+    early = deletes_attempt_dirs_early(context)
 
-    async def worker(entry: Entry) -> None:
+    def entries() -> Iterator[tuple[Entry, AttemptCountdown]]:
+        for manifest in loaded.manifests:
+            countdown = AttemptCountdown(manifest.attempt_dir, manifest.file_count)
+            for entry in loaded.entries(manifest, dest_root):
+                yield entry, countdown
+
+    async def worker(item: tuple[Entry, AttemptCountdown]) -> None:
         nonlocal files_done, bytes_done, last_report
+        entry = item[0]
         await commit_file(context, entry)
+        await file_done(context, item[1], early)
         files_done += 1
         bytes_done += entry[2]
         if files_done & 63:

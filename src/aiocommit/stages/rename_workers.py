@@ -49,6 +49,13 @@ from aiocommit.protocol.iostatistics import IOStatistics, IOStatisticsSnapshot
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.stages.context import Progress, StageContext, parallel
 from aiocommit.stages.load_manifests import LoadedJob, spilled_entries
+from aiocommit.stages.rename_files import (
+    AttemptCountdown,
+    Entry,
+    commit_file,
+    deletes_attempt_dirs_early,
+    file_done,
+)
 from aiocommit.stores.base import StoreOpener
 
 #: below this many files per worker, starting a process costs more than it saves
@@ -96,21 +103,43 @@ def worker_count(context: StageContext, loaded: LoadedJob) -> int:
     return count
 
 
+_collections_lowered = 0
+
+
 @contextmanager
 def fewer_collections() -> Iterator[None]:
     """Garbage collection made cheap for the rename loop, in processes that exist to
     commit: what is alive now is frozen (never scanned again) and the youngest generation
     collects every 100,000 allocations instead of 700. Each rename allocates coroutines,
     futures and handles that die young without cycles; at 2,048 calls in flight the
-    default collections cost ~20 us per file (a third of the CPU) on this machine."""
+    default collections cost ~20 us per file (a third of the CPU) on this machine.
+    Nested uses are no-ops: the outermost restores the settings."""
+    global _collections_lowered
+    if _collections_lowered:
+        yield
+        return
     threshold = gc.get_threshold()
     gc.freeze()
     gc.set_threshold(max(threshold[0], 100_000), threshold[1], threshold[2])
+    _collections_lowered += 1
     try:
         yield
     finally:
+        _collections_lowered -= 1
         gc.set_threshold(*threshold)
         gc.unfreeze()
+
+
+@contextmanager
+def job_commit_collections(options: CommitOptions) -> Iterator[None]:
+    """``fewer_collections`` for a whole job commit that runs with worker processes
+    (``processes`` other than 1: a driver or the command line, which exist to commit);
+    with ``processes=1`` an embedding service's settings are left alone."""
+    if options.processes == 1:
+        yield
+        return
+    with fewer_collections():
+        yield
 
 
 def worker_options(options: CommitOptions, workers: int) -> CommitOptions:
@@ -181,9 +210,8 @@ async def rename_in_workers(
     This process starts renaming at once, while the workers start; every renamer takes
     the next manifest (largest first) from one queue when it needs more, so the workers
     get what is left when they are ready and nobody waits at the end for a big shard."""
-    from aiocommit.stages.rename_files import commit_file  # the per-file rule
-
     options = worker_options(context.options, processes)
+    early = deletes_attempt_dirs_early(context)
     queue = deque(sorted(loaded.manifests, key=lambda m: -m.file_count))
     assert context.reopen is not None
     reopen = context.reopen
@@ -209,12 +237,17 @@ async def rename_in_workers(
                 )
             )
 
-    def entries_here() -> Iterator[tuple[str, str, int, str | None]]:
+    def entries_here() -> Iterator[tuple[Entry, AttemptCountdown]]:
         while queue:
-            yield from loaded.entries(queue.popleft(), dest_root)
+            manifest = queue.popleft()
+            countdown = AttemptCountdown(manifest.attempt_dir, manifest.file_count)
+            for entry in loaded.entries(manifest, dest_root):
+                yield entry, countdown
 
-    async def rename_here(entry: tuple[str, str, int, str | None]) -> None:
+    async def rename_here(item: tuple[Entry, AttemptCountdown]) -> None:
+        entry = item[0]
         await commit_file(context, entry)
+        await file_done(context, item[1], early)
         here[0] += 1
         here[1] += entry[2]
         if here[0] & 63 == 0:
@@ -323,7 +356,7 @@ class _Feed:
         self.inbox = inbox
         self.dest_root = dest_root
         self.low = low
-        self.pending: deque[tuple[str, str, int, str | None]] = deque()
+        self.pending: deque[tuple[Entry, AttemptCountdown]] = deque()
         self.done = False
         self.hungry = anyio.Event()
         self._ready = anyio.Event()
@@ -337,7 +370,9 @@ class _Feed:
             if batch is None:
                 break
             for attempt_dir, data in batch:
-                self.pending.extend(spilled_entries(data, attempt_dir, self.dest_root))
+                entries = list(spilled_entries(data, attempt_dir, self.dest_root))
+                countdown = AttemptCountdown(attempt_dir, len(entries))
+                self.pending.extend((entry, countdown) for entry in entries)
             self._wake()
             while len(self.pending) > self.low:
                 await self.hungry.wait()
@@ -400,8 +435,6 @@ def _exit_with_parent(parent: int) -> None:
 async def _work(
     setup: WorkerSetup, inbox: Connection, outbox: Connection
 ) -> tuple[int, int, IOStatisticsSnapshot]:
-    from aiocommit.stages.rename_files import commit_file  # the per-file rule
-
     stats = IOStatistics(durations=S.STORE_OPERATIONS, counters=S.COUNTERS)
     store = setup.reopen()
     outbox.send(("ready",))
@@ -418,6 +451,7 @@ async def _work(
         last = time.monotonic()
 
         feed = _Feed(inbox, dest_root, low=4 * setup.options.concurrency)
+        early = deletes_attempt_dirs_early(context)
 
         async def renamer() -> None:
             nonlocal files, size, last
@@ -428,10 +462,11 @@ async def _work(
                         return
                     await feed.wait()
                     continue
-                entry = pending.popleft()
+                entry, countdown = pending.popleft()
                 if len(pending) <= feed.low:
                     feed.hungry.set()
                 await commit_file(context, entry)
+                await file_done(context, countdown, early)
                 files += 1
                 size += entry[2]
                 if files & 31 == 0:

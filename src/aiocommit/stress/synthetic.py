@@ -148,6 +148,7 @@ class SyntheticStore:
     renamed_bytes: int = 0
     manifests_read: int = 0
     attempt_dirs_deleted: int = 0
+    deleted_attempt_dirs: set[str] = field(default_factory=set)
     created_dirs: set[str] = field(default_factory=set)
     job_dir_deleted: bool = False
     success: bytes | None = None
@@ -222,10 +223,11 @@ class SyntheticStore:
                 ]
         elif path == layout.tasks_dir and not self.job_dir_deleted:
             for start in range(0, self.job.tasks, PAGE):
-                yield [
+                page = [
                     FileStatus(self.job.tasks_prefix + self.job.attempt_id(t), True)
                     for t in range(start, min(start + PAGE, self.job.tasks))
                 ]
+                yield [s for s in page if s.path not in self.deleted_attempt_dirs]
         else:
             raise NotFound("no such directory", path=path, operation="list_dir")
 
@@ -245,8 +247,11 @@ class SyntheticStore:
     async def delete(self, path: str, *, recursive: bool = False) -> bool:
         layout = self.job.layout
         if path.startswith(self.job.tasks_prefix) and recursive:
+            if path in self.deleted_attempt_dirs or self.job_dir_deleted:
+                return False
+            self.deleted_attempt_dirs.add(path)
             self.attempt_dirs_deleted += 1
-            return not self.job_dir_deleted
+            return True
         if path == layout.job_dir and recursive:
             existed = not self.job_dir_deleted
             self.job_dir_deleted = True
