@@ -72,6 +72,21 @@ class Recorded:
         self.options: dict[str, str] = {}
 
 
+def _apply_arguments(
+    writer: DataFrameWriter,
+    mode: str | None,
+    partition_by: str | list[str] | None,
+    format: str | None,
+    values: dict[str, Any],
+) -> None:
+    """Apply ``save``/``saveAsTable``'s keyword arguments as Spark's own methods do."""
+    writer.mode(mode).options(**values)
+    if partition_by is not None:
+        writer.partitionBy(partition_by)
+    if format is not None:
+        writer.format(format)
+
+
 def _recorded(writer: DataFrameWriter) -> Recorded:
     state = writer.__dict__.get(_STATE)
     if state is None:
@@ -137,11 +152,7 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
         partitionBy: str | list[str] | None = None,
         **values: Any,
     ) -> None:
-        self.mode(mode).options(**values)
-        if partitionBy is not None:
-            self.partitionBy(partitionBy)
-        if format is not None:
-            self.format(format)
+        _apply_arguments(self, mode, partitionBy, format, values)
         if _recorded(self).format != SOURCE_NAME:
             original_save(self, path)
             return
@@ -164,11 +175,7 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
         partitionBy: str | list[str] | None = None,
         **values: Any,
     ) -> None:
-        self.mode(mode).options(**values)
-        if partitionBy is not None:
-            self.partitionBy(partitionBy)
-        if format is not None:
-            self.format(format)
+        _apply_arguments(self, mode, partitionBy, format, values)
         if _recorded(self).format != SOURCE_NAME:
             original_save_as_table(self, name)
             return
