@@ -14,7 +14,15 @@ from pathlib import Path
 import anyio
 import pytest
 
-from aiocommit import CommitError, CommitOptions, OutputConflict, abort_job, commit_job
+from aiocommit import (
+    CommitError,
+    CommitOptions,
+    OutputConflict,
+    abort_job,
+    commit_job,
+    commit_task,
+)
+from aiocommit.engine.session import open_context
 from aiocommit.protocol import statistics as S
 from aiocommit.stages import rename_workers
 from aiocommit.stages.context import Progress
@@ -22,7 +30,7 @@ from aiocommit.stores.base import join
 from aiocommit.stores.faulty import Faults, FaultyStore, Latency
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.memory import MemoryStore
-from tests.helpers import exists, output, run_tasks, visible_paths
+from tests.helpers import exists, output, run_tasks, task_files, visible_paths, write_task
 
 TWO = CommitOptions(processes=2, concurrency=16)
 
@@ -257,3 +265,87 @@ async def test_cancelling_the_commit_kills_the_workers(local: tuple[LocalStore, 
     summary = await commit_job(dest, job_id, store=store, options=TWO)
     assert summary.success
     assert await output(store, dest) == expected
+
+
+class _SpawnSpy:
+    """Records every worker process started, and when the rename stage began."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.spawned: list[tuple[float, rename_workers._Worker]] = []
+        self.rename_began: list[float] = []
+        spawn = rename_workers._Worker.__init__
+        rename = rename_workers.rename_in_workers
+
+        def spawning(handle: rename_workers._Worker, *args: object) -> None:
+            spawn(handle, *args)  # type: ignore[arg-type]
+            self.spawned.append((time.monotonic(), handle))
+
+        async def renaming(*args: object, **kwargs: object) -> tuple[int, int]:
+            self.rename_began.append(time.monotonic())
+            return await rename(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(rename_workers._Worker, "__init__", spawning)
+        monkeypatch.setattr(rename_workers, "rename_in_workers", renaming)
+
+    def all_dead(self) -> bool:
+        return all(handle.process.poll() is not None for _, handle in self.spawned)
+
+
+async def test_workers_start_while_the_manifests_load(
+    local: tuple[LocalStore, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the first manifests load, the job's size is estimated from them and the
+    workers start then: the rename stage uses those, and starts no others."""
+    monkeypatch.setattr(rename_workers.RenameWorkers, "SAMPLE_MANIFESTS", 2)
+    spy = _SpawnSpy(monkeypatch)
+    store, root = local
+    dest = join(root, "out")
+    job_id, expected = await run_tasks(store, dest, tasks=8, files_per_task=5)
+    summary = await commit_job(dest, job_id, store=store, options=CommitOptions(processes=3))
+    assert await output(store, dest) == expected
+    assert summary.iostatistics.gauges["job_rename_processes"] == 3
+    assert len(spy.spawned) == 2, "two workers besides this process, started once"
+    assert len(spy.rename_began) == 1
+    assert all(at < spy.rename_began[0] for at, _ in spy.spawned)
+    assert spy.all_dead()
+
+
+async def test_workers_started_ahead_die_when_loading_fails(
+    local: tuple[LocalStore, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rename_workers.RenameWorkers, "SAMPLE_MANIFESTS", 2)
+    spy = _SpawnSpy(monkeypatch)
+    store, root = local
+    dest = join(root, "out")
+    job_id, _ = await run_tasks(store, dest, tasks=8, files_per_task=5)
+    # a ninth task writes task 0's files: a clash found once every manifest has loaded
+    await commit_task(await write_task(store, dest, job_id, 8, 0, task_files(0, 5)))
+    with pytest.raises(OutputConflict):
+        await commit_job(dest, job_id, store=store, options=CommitOptions(processes=3))
+    assert spy.spawned, "the workers had been started ahead"
+    assert not spy.rename_began
+    assert spy.all_dead(), "a failed load leaves no worker process behind"
+    assert not any(name.startswith("part=") for name in await visible_paths(store, dest))
+
+
+async def test_a_worker_started_ahead_and_not_needed_is_killed(
+    local: tuple[LocalStore, str],
+) -> None:
+    store, root = local
+    dest = join(root, "out")
+    job_id, _ = await run_tasks(store, dest, tasks=1, files_per_task=1)
+    options = CommitOptions(processes=3)
+    async with open_context(dest, job_id, store=store, options=options) as context:
+        async with rename_workers.RenameWorkers(context) as ahead:
+            ahead.manifests_loaded(32, 32 * 5, 100)  # an estimate of 500 files: 3 renamers
+            started = list(ahead.handles)
+            assert len(started) == 2
+            assert context.reopen is not None
+            taken = ahead.take(1, context.reopen)
+            assert taken == started[:1]
+            try:
+                started[1].process.wait(timeout=30)  # the extra one is killed at once
+            finally:
+                taken[0].kill()
+                taken[0].reap()
+        assert all(handle.process.poll() is not None for handle in started)

@@ -53,9 +53,14 @@ from aiocommit.stages.create_dirs import (
     remove_created_directories_after_failure,
 )
 from aiocommit.stages.job_state import read_job_record
-from aiocommit.stages.load_manifests import LoadedJob, list_manifest_names, load_manifests_stage
+from aiocommit.stages.load_manifests import (
+    LoadedCallback,
+    LoadedJob,
+    list_manifest_names,
+    load_manifests_stage,
+)
 from aiocommit.stages.rename_files import rename_files_stage
-from aiocommit.stages.rename_workers import job_commit_collections
+from aiocommit.stages.rename_workers import RenameWorkers, job_commit_collections
 from aiocommit.stages.save_success import (
     copy_manifests_for_diagnostics,
     read_success,
@@ -139,7 +144,7 @@ async def _commit(context: StageContext, manifests: Sequence[str] | None) -> Suc
     loaded: LoadedJob | None = None
     existing: SuccessData | None = None
     try:
-        async with stage(context, S.COMMITTER_COMMIT_JOB):
+        async with stage(context, S.COMMITTER_COMMIT_JOB), RenameWorkers(context) as workers:
             existing = await read_success(context)
             if existing is not None:
                 context.log.info("job %s already committed; nothing to rename", layout.job_id)
@@ -147,14 +152,16 @@ async def _commit(context: StageContext, manifests: Sequence[str] | None) -> Suc
                 if not options.cleanup_skip:
                     await cleanup_stage(context)
                 return existing
-            loaded, plan = await _load_for_plan(context, manifests, task_stats)
+            loaded, plan = await _load_for_plan(
+                context, manifests, task_stats, workers.manifests_loaded
+            )
             names = [m.name for m in loaded.manifests]
             await check_sources_stage(context, loaded)
             if plan.state == COMMITTING:
                 # the destination changes from here on: an older job's _SUCCESS goes
                 await context.ops.delete(layout.success_path)
             await create_directories_stage(context, loaded.directories)
-            await rename_files_stage(context, loaded)
+            await rename_files_stage(context, loaded, workers)
             if options.validate_output:
                 await validate_output_stage(context, loaded)
             await copy_manifests_for_diagnostics(context, names)
@@ -185,7 +192,10 @@ async def _commit(context: StageContext, manifests: Sequence[str] | None) -> Suc
 
 
 async def _load_for_plan(
-    context: StageContext, manifests: Sequence[str] | None, task_stats: IOStatistics
+    context: StageContext,
+    manifests: Sequence[str] | None,
+    task_stats: IOStatistics,
+    on_loaded: LoadedCallback,
 ) -> tuple[LoadedJob, CommitPlan]:
     """Load the manifests this commit renames and fix them in the plan.
 
@@ -201,7 +211,9 @@ async def _load_for_plan(
     plan = await read_plan(context)
     if plan is None:
         names = requested if requested is not None else await list_manifest_names(context)
-        loaded = await load_manifests_stage(context, names, task_stats, keep_bytes=True)
+        loaded = await load_manifests_stage(
+            context, names, task_stats, keep_bytes=True, on_loaded=on_loaded
+        )
         try:
             plan = CommitPlan(
                 job_id=layout.job_id,
@@ -231,9 +243,10 @@ async def _load_for_plan(
             task_stats,
             read=copies_reader(context, plan),
             digests=plan.manifests,
+            on_loaded=on_loaded,
         )
         return loaded, plan
-    loaded = await load_manifests_stage(context, planned, task_stats)
+    loaded = await load_manifests_stage(context, planned, task_stats, on_loaded=on_loaded)
     try:
         check_unchanged(context, plan, {m.name: m.digest for m in loaded.manifests})
     except BaseException:

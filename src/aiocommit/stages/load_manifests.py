@@ -37,6 +37,9 @@ from aiocommit.stores.base import check_clean, is_under, join, parent_of, relati
 #: destination dir or None when it is the same, size, etag)
 SpilledEntry = tuple[str, str | None, int, str | None]
 
+#: ``on_loaded(manifests, files, of_manifests)``: the totals after each loaded manifest
+LoadedCallback = Callable[[int, int, int], None]
+
 #: manifests loaded at once at most (each is in memory while it loads)
 LOADS = 256
 
@@ -126,11 +129,13 @@ async def load_manifests_stage(
     read: Callable[[str], Awaitable[bytes]] | None = None,
     keep_bytes: bool = False,
     digests: dict[str, str] | None = None,
+    on_loaded: LoadedCallback | None = None,
 ) -> LoadedJob:
     """Load the named manifests concurrently, read by ``read(name)`` (by default from the
     job's ``manifests/``). With ``keep_bytes``, each manifest's bytes are kept in the
     spill file too (for the commit plan's copies); with ``digests``, a manifest whose
-    bytes hash otherwise is refused."""
+    bytes hash otherwise is refused. ``on_loaded(manifests, files, of_manifests)`` is
+    called after each manifest is loaded, with the totals so far."""
     async with stage(context, S.JOB_STAGE_LOAD_MANIFESTS):
         loaded = LoadedJob(SpillFile())
         try:
@@ -142,6 +147,7 @@ async def load_manifests_stage(
                 read,
                 keep_bytes,
                 digests,
+                on_loaded,
             )
         except BaseException:
             loaded.close()
@@ -157,8 +163,10 @@ async def _load_all(
     read: Callable[[str], Awaitable[bytes]] | None,
     keep_bytes: bool,
     digests: dict[str, str] | None,
+    on_loaded: LoadedCallback | None,
 ) -> None:
     layout = context.layout
+    of_manifests = len(names)
     seen_tasks: dict[str, str] = {}
     seen_attempt_dirs: dict[str, str] = {}
     hashes = DestinationHashes(loaded.spill)
@@ -223,6 +231,8 @@ async def _load_all(
                 context.to_uri(join(layout.dest, e[1] or e[0])) for e in checked.entries[:room]
             )
         task_stats.aggregate(manifest.iostatistics)
+        if on_loaded is not None:
+            on_loaded(len(loaded.manifests), loaded.file_count, of_manifests)
 
     # each load holds a whole manifest in memory: bounded apart from the store limit
     await parallel(list(names), load_one, workers=min(context.options.concurrency, LOADS))

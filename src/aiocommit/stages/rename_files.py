@@ -26,12 +26,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from aiocommit.errors import AlreadyExists, CommitError, NotFound, OutputConflict, StoreError
 from aiocommit.protocol import statistics as S
 from aiocommit.stages.context import Progress, StageContext, parallel, stage
 from aiocommit.stages.load_manifests import LoadedJob
 from aiocommit.stores.base import FileStatus, parent_of
+
+if TYPE_CHECKING:
+    from aiocommit.stages.rename_workers import RenameWorkers
 
 Entry = tuple[str, str, int, str | None]
 
@@ -188,15 +192,18 @@ async def _resolve_existing_dest(
     )
 
 
-async def rename_files_stage(context: StageContext, loaded: LoadedJob) -> None:
-    """Rename every entry, in this event loop or over worker processes (``processes``)."""
+async def rename_files_stage(
+    context: StageContext, loaded: LoadedJob, started: RenameWorkers | None = None
+) -> None:
+    """Rename every entry, in this event loop or over worker processes (``processes``;
+    those ``started`` ahead are used first)."""
     from aiocommit.stages.rename_workers import rename_in_workers, worker_count
 
     async with stage(context, S.JOB_STAGE_RENAME_FILES):
         workers = worker_count(context, loaded)
         context.stats.set_gauge("job_rename_processes", workers)
         if workers > 1:
-            files_done, bytes_done = await rename_in_workers(context, loaded, workers)
+            files_done, bytes_done = await rename_in_workers(context, loaded, workers, started)
         else:
             files_done, bytes_done = await _rename_here(context, loaded)
     context.stats.increment(S.COMMITTER_FILES_COMMITTED, files_done)

@@ -12,8 +12,10 @@ fail: the first failure in any worker, a worker's death, or a cancellation of th
 
 Each worker is a fresh interpreter (``python -c``, not ``multiprocessing``: no re-import
 of the caller's ``__main__``, safe under any embedding) with its own event loop, store
-client and ``StoreOperations`` holding its share of the concurrency and rate limits. The
-calling process renames too, from the first moment, while the workers start. Renamers
+client and ``StoreOperations`` holding its share of the concurrency and rate limits.
+Workers are started while the manifests load (``RenameWorkers``) when the first ones
+show the job will want them, else when the stage begins; the calling process renames
+too, from the first moment, while any worker still starts. Renamers
 take whole manifests (the shard unit) from one queue, largest first, as they need them:
 the parent sends a worker its manifests' spilled entries (already checked at load) in
 batches over a pipe that blocks while the worker is busy, so memory stays bounded and
@@ -33,7 +35,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from multiprocessing.connection import Connection
 
@@ -60,8 +62,8 @@ from aiocommit.stores.base import StoreOpener
 
 #: below this many files per worker, starting a process costs more than it saves
 MIN_FILES_PER_PROCESS = 10_000
-#: bytes of spilled entries sent to a worker in one message
-BATCH_BYTES = 1 << 16
+#: bytes of spilled entries sent to a worker in one message (~4,000 entries)
+BATCH_BYTES = 1 << 18
 #: the calling process renames too (tests turn it off to aim faults at the workers)
 PARENT_RENAMES = True
 #: how often a worker checks that its parent is alive, and reports progress
@@ -72,11 +74,17 @@ Batch = list[tuple[str, bytes]]
 
 
 @dataclasses.dataclass(frozen=True)
-class WorkerSetup:
-    """What a worker needs besides its entries (the first message it reads)."""
+class WorkerOpen:
+    """The first message a worker reads, as it starts: how to open its store client."""
 
     index: int
     reopen: StoreOpener
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerSetup:
+    """The second message, when the rename stage begins: its share of the options."""
+
     options: CommitOptions
     layout: JobLayout
 
@@ -85,8 +93,12 @@ def worker_count(context: StageContext, loaded: LoadedJob) -> int:
     """Processes the rename stage uses: ``options.processes`` (0: one per core), at most
     one per manifest and per ``MIN_FILES_PER_PROCESS`` files; 1 when the store cannot be
     opened in another process."""
+    return _process_count(context, len(loaded.manifests), loaded.file_count)
+
+
+def _process_count(context: StageContext, manifests: int, files: int) -> int:
     wanted = context.options.processes or os.cpu_count() or 1
-    count = min(wanted, len(loaded.manifests), loaded.file_count // MIN_FILES_PER_PROCESS)
+    count = min(wanted, manifests, files // MIN_FILES_PER_PROCESS)
     if count <= 1:
         return 1
     if context.reopen is None:
@@ -156,7 +168,7 @@ def worker_options(options: CommitOptions, workers: int) -> CommitOptions:
 class _Worker:
     """The parent's handle on one worker process."""
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, reopen: StoreOpener) -> None:
         to_child_read, to_child_write = os.pipe()
         from_child_read, from_child_write = os.pipe()
         # the directory holding the aiocommit package (aiocommit/stages/this file)
@@ -187,7 +199,10 @@ class _Worker:
         self.outbox = Connection(from_child_read, writable=False)
         self.files_done = 0
         self.bytes_done = 0
-        self.ready = anyio.Event()
+        #: set when the worker has opened its store (the feeding thread waits for it)
+        self.ready_now = threading.Event()
+        # the child reads this first thing: a short wait at most
+        self.inbox.send(WorkerOpen(index, reopen))
 
     def kill(self) -> None:
         if self.process.poll() is None:
@@ -201,11 +216,68 @@ class _Worker:
         self.outbox.close()
 
 
+def _workers_besides_this(processes: int) -> int:
+    return processes - 1 if PARENT_RENAMES else processes
+
+
+class RenameWorkers:
+    """Rename worker processes started ahead of the rename stage, while the manifests
+    load, so that their start (a fresh interpreter, its imports, the store client) costs
+    the rename stage nothing. After ``SAMPLE_MANIFESTS`` manifests have loaded (or all of
+    them), ``manifests_loaded`` estimates the job's files from them and starts the workers
+    ``worker_count`` would then ask for; the rename stage takes them. An async
+    context manager: at exit every process it started is killed and reaped."""
+
+    #: manifests loaded before the file count is estimated from them
+    SAMPLE_MANIFESTS = 32
+
+    def __init__(self, context: StageContext) -> None:
+        self.context = context
+        self.handles: list[_Worker] = []
+        self._estimated = False
+
+    def manifests_loaded(self, manifests: int, files: int, of_manifests: int) -> None:
+        """A ``load_manifests_stage`` progress callback: starts the workers once."""
+        if self._estimated or manifests < min(self.SAMPLE_MANIFESTS, of_manifests):
+            return
+        self._estimated = True
+        reopen = self.context.reopen
+        estimate = files * of_manifests // max(manifests, 1)
+        processes = _process_count(self.context, of_manifests, estimate)
+        if processes <= 1 or reopen is None:
+            return
+        for index in range(_workers_besides_this(processes)):
+            self.handles.append(_Worker(index, reopen))
+
+    def take(self, count: int, reopen: StoreOpener) -> list[_Worker]:
+        """``count`` workers: those started ahead first, then new ones; the extras are
+        killed. The caller kills and reaps what it takes."""
+        taken, self.handles = self.handles[:count], self.handles[count:]
+        for handle in self.handles:
+            handle.kill()  # reaped at exit
+        taken.extend(_Worker(index, reopen) for index in range(len(taken), count))
+        return taken
+
+    async def __aenter__(self) -> RenameWorkers:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        handles, self.handles = self.handles, []
+        for handle in handles:
+            handle.kill()
+        with anyio.CancelScope(shield=True):
+            for handle in handles:
+                await anyio.to_thread.run_sync(handle.reap)
+
+
 async def rename_in_workers(
-    context: StageContext, loaded: LoadedJob, processes: int
+    context: StageContext,
+    loaded: LoadedJob,
+    processes: int,
+    started: RenameWorkers | None = None,
 ) -> tuple[int, int]:
-    """Rename every entry of ``loaded`` in ``processes`` processes, this one included;
-    (files, bytes) renamed.
+    """Rename every entry of ``loaded`` in ``processes`` processes, this one included,
+    using the workers ``started`` ahead first; (files, bytes) renamed.
 
     This process starts renaming at once, while the workers start; every renamer takes
     the next manifest (largest first) from one queue when it needs more, so the workers
@@ -215,7 +287,7 @@ async def rename_in_workers(
     queue = deque(sorted(loaded.manifests, key=lambda m: -m.file_count))
     assert context.reopen is not None
     reopen = context.reopen
-    workers = processes - 1 if PARENT_RENAMES else processes
+    workers = _workers_besides_this(processes)
     threads = anyio.CapacityLimiter(2 * workers)
     handles: list[_Worker] = []
     here = [0, 0]  # files, bytes renamed in this process
@@ -253,30 +325,34 @@ async def rename_in_workers(
         if here[0] & 63 == 0:
             report()
 
-    async def feed(handle: _Worker) -> None:
+    def feed(handle: _Worker) -> None:
+        # A thread of its own per worker, never the event loop: this loop is busy
+        # renaming, and a batch that waited for its turn here would starve the worker.
+        # Sends block while the worker is busy (a full pipe), so it takes manifests only
+        # as it needs them; the kill that ends the stage ends a blocked send.
         try:
-            await send(handle, WorkerSetup(handle.index, reopen, options, context.layout))
-            await handle.ready.wait()
+            handle.inbox.send(WorkerSetup(options, context.layout))
+            while not handle.ready_now.wait(PARENT_POLL_SECONDS):
+                if handle.process.poll() is not None:
+                    return  # its watcher says why
             batch: Batch = []
             size = 0
-            while queue:
-                manifest = queue.popleft()
+            while True:
+                try:
+                    manifest = queue.popleft()  # shared with this loop's renamers
+                except IndexError:
+                    break
                 data = loaded.spilled(manifest)
                 batch.append((manifest.attempt_dir, data))
                 size += len(data)
-                if size >= BATCH_BYTES or not queue:
-                    await send(handle, batch)
+                if size >= BATCH_BYTES:
+                    handle.inbox.send(batch)
                     batch, size = [], 0
-            await send(handle, None)
+            if batch:
+                handle.inbox.send(batch)
+            handle.inbox.send(None)
         except OSError:
             return  # the worker is gone; its watcher says why
-
-    async def send(handle: _Worker, message: object) -> None:
-        # blocks while the worker is busy (a full pipe), so it takes manifests only as it
-        # needs them; abandoned on cancel: the kill that follows ends a blocked send
-        await anyio.to_thread.run_sync(
-            handle.inbox.send, message, abandon_on_cancel=True, limiter=threads
-        )
 
     async def watch(handle: _Worker) -> None:
         while True:
@@ -294,7 +370,7 @@ async def rename_in_workers(
                 ) from None
             kind = message[0]
             if kind == "ready":
-                handle.ready.set()
+                handle.ready_now.set()
             elif kind == "progress":
                 handle.files_done, handle.bytes_done = message[1], message[2]
                 report()
@@ -307,12 +383,14 @@ async def rename_in_workers(
                 raise _error_from(message[1], handle)
 
     try:
-        for index in range(workers):
-            handles.append(_Worker(index))
+        if started is not None:
+            handles.extend(started.take(workers, reopen))
+        else:
+            handles.extend(_Worker(index, reopen) for index in range(workers))
         with fewer_collections():
             async with anyio.create_task_group() as group:
                 for handle in handles:
-                    group.start_soon(feed, handle)
+                    group.start_soon(_in_thread, feed, handle, threads)
                     group.start_soon(watch, handle)
                 if PARENT_RENAMES:
                     await parallel(entries_here(), rename_here, workers=options.concurrency)
@@ -327,6 +405,12 @@ async def rename_in_workers(
         here[0] + sum(h.files_done for h in handles),
         here[1] + sum(h.bytes_done for h in handles),
     )
+
+
+async def _in_thread(
+    function: Callable[[_Worker], None], handle: _Worker, limiter: anyio.CapacityLimiter
+) -> None:
+    await anyio.to_thread.run_sync(function, handle, abandon_on_cancel=True, limiter=limiter)
 
 
 def _error_from(pickled: bytes | str, handle: _Worker) -> BaseException:
@@ -392,9 +476,9 @@ def worker_main() -> None:
     parent = int(sys.argv[3])
     _exit_with_parent(parent)
     try:
-        setup: WorkerSetup = inbox.recv()
+        opening: WorkerOpen = inbox.recv()
         with fewer_collections():
-            files, size, stats = anyio.run(_work, setup, inbox, outbox)
+            files, size, stats = anyio.run(_work, opening, inbox, outbox)
     except BaseException as raised:  # every failure is reported, then exit 1
         error = _first_leaf(raised)
         try:
@@ -433,12 +517,13 @@ def _exit_with_parent(parent: int) -> None:
 
 
 async def _work(
-    setup: WorkerSetup, inbox: Connection, outbox: Connection
+    opening: WorkerOpen, inbox: Connection, outbox: Connection
 ) -> tuple[int, int, IOStatisticsSnapshot]:
     stats = IOStatistics(durations=S.STORE_OPERATIONS, counters=S.COUNTERS)
-    store = setup.reopen()
+    store = opening.reopen()
     outbox.send(("ready",))
     try:
+        setup: WorkerSetup = await anyio.to_thread.run_sync(inbox.recv)
         context = StageContext(
             layout=setup.layout,
             options=setup.options,

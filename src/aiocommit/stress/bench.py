@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import cProfile
 import functools
 import json
 import resource
@@ -33,7 +34,7 @@ from aiocommit.stress import hadoop
 from aiocommit.stress.jobgen import JobSpec, Writer
 from aiocommit.stress.metering import CpuClock, MeteredStore
 from aiocommit.stress.report import Reporter, grid_table, plot, subprocess_env
-from aiocommit.stress.runner import measured_commit, prepare
+from aiocommit.stress.runner import measured_commit, prepare, save_profile
 from aiocommit.stress.scenarios import Common, verdict
 from aiocommit.stress.targets import FaultOptions, open_target
 from aiocommit.stress.verify import Expected, ExpectedFile, verify_output
@@ -94,11 +95,21 @@ async def latency_bench(
         # in the rename workers
         store = FaultOptions(latency_ms=latency_ms, always_wrap=True).wrap(target.store)
         children_before = _children_cpu()
+        profiler = cProfile.Profile() if common.profile is not None else None
         with CpuClock() as cpu:
             begin = time.perf_counter()
-            summary = await commit_job(job.dest, job.job_id, store=store, options=options)
+            if profiler is not None:
+                profiler.enable()
+            try:
+                summary = await commit_job(job.dest, job.job_id, store=store, options=options)
+            finally:
+                if profiler is not None:
+                    profiler.disable()
             seconds = time.perf_counter() - begin
         workers_cpu = _children_cpu() - children_before
+        if profiler is not None and common.profile is not None:
+            save_profile(profiler, common.profile)  # this process only, not the workers'
+            reporter.log(f"{name}: profile of this process in {common.profile}")
         verification = await verify_output(target.store, job.dest, [job.expected], summary=summary)
     hadoop_runs: list[hadoop.HadoopRun] = []
     if hadoop_missing is None:

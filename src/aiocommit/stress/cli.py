@@ -235,7 +235,7 @@ def output_options(function: F) -> F:
             "--profile",
             type=click.Path(dir_okay=False, path_type=Path),
             default=None,
-            help="cProfile the (measured) job commit into this file.",
+            help="cProfile the job commit into this file (this process, not rename workers).",
         ),
     )(function)
 
