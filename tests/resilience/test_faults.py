@@ -111,3 +111,25 @@ async def test_adaptive_concurrency_finds_the_store_capacity() -> None:
     goodput = 1600 / rename_seconds
     assert goodput >= 0.7 * capacity, f"goodput {goodput:.0f}/s vs capacity {capacity}/s"
     assert summary.iostatistics.counters[S.STORE_IO_CONCURRENCY_DECREASED] > 0
+
+
+@pytest.mark.parametrize(
+    "latency",
+    [Latency(fixed=0.02), Latency(fixed=0.02, jitter=0.001)],
+    ids=["fixed only (short path)", "with jitter (general path)"],
+)
+async def test_injected_latency_delays_and_counts_every_call(latency: Latency) -> None:
+    """The short path taken for fixed latency alone delays, counts and passes calls
+    through exactly as the general one."""
+    inner = MemoryStore(f"latency-{latency.jitter}")
+    await inner.write_bytes("/a/x", b"x")
+    store = FaultyStore(inner, Faults(latency=latency, operations=("rename", "stat")))
+    started = time.perf_counter()
+    await store.rename("/a/x", "/a/y")
+    assert time.perf_counter() - started >= 0.02
+    assert (await store.stat("/a/y")).size == 1
+    await store.write_bytes("/a/z", b"zz")  # not a faulted operation: not counted
+    assert store.counts.calls == 2
+    assert store.counts.by_operation == {"rename": 1, "stat": 1}
+    assert sorted(store._seen) == [("rename", "/a/x"), ("stat", "/a/y")]
+    assert await inner.read_bytes("/a/y") == b"x"

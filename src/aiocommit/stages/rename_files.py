@@ -61,12 +61,15 @@ def deletes_attempt_dirs_early(context: StageContext) -> bool:
     )
 
 
-async def file_done(context: StageContext, countdown: AttemptCountdown, early: bool) -> None:
-    """Count one renamed file of ``countdown``'s manifest; after its last one, delete its
-    task attempt directory when ``early`` (best effort: cleanup deletes what is left)."""
+def file_done(countdown: AttemptCountdown) -> bool:
+    """Count one renamed file of ``countdown``'s manifest: True after its last one."""
     countdown.left -= 1
-    if countdown.left or not early:
-        return
+    return not countdown.left
+
+
+async def delete_attempt_dir(context: StageContext, countdown: AttemptCountdown) -> None:
+    """Delete a finished manifest's task attempt directory (best effort: cleanup deletes
+    what is left)."""
     try:
         deleted = await context.ops.delete(countdown.attempt_dir, recursive=True)
     except StoreError as error:
@@ -233,7 +236,8 @@ async def _rename_here(context: StageContext, loaded: LoadedJob) -> tuple[int, i
         nonlocal files_done, bytes_done, last_report
         entry = item[0]
         await commit_file(context, entry)
-        await file_done(context, item[1], early)
+        if file_done(item[1]) and early:
+            await delete_attempt_dir(context, item[1])
         files_done += 1
         bytes_done += entry[2]
         if files_done & 63:

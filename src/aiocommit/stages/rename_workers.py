@@ -55,6 +55,7 @@ from aiocommit.stages.rename_files import (
     AttemptCountdown,
     Entry,
     commit_file,
+    delete_attempt_dir,
     deletes_attempt_dirs_early,
     file_done,
 )
@@ -319,7 +320,8 @@ async def rename_in_workers(
     async def rename_here(item: tuple[Entry, AttemptCountdown]) -> None:
         entry = item[0]
         await commit_file(context, entry)
-        await file_done(context, item[1], early)
+        if file_done(item[1]) and early:
+            await delete_attempt_dir(context, item[1])
         here[0] += 1
         here[1] += entry[2]
         if here[0] & 63 == 0:
@@ -551,7 +553,8 @@ async def _work(
                 if len(pending) <= feed.low:
                     feed.hungry.set()
                 await commit_file(context, entry)
-                await file_done(context, countdown, early)
+                if file_done(countdown) and early:
+                    await delete_attempt_dir(context, countdown)
                 files += 1
                 size += entry[2]
                 if files & 31 == 0:
