@@ -18,6 +18,7 @@ from aiocommit import (
 )
 from aiocommit.engine.session import open_context
 from aiocommit.protocol.layout import JobLayout
+from aiocommit.stages import commit_plan
 from aiocommit.stages.job_state import read_job_record
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.faulty import Faults, FaultyStore
@@ -123,10 +124,13 @@ async def test_setup_keeps_an_older_success_until_renaming_starts(
     assert b'"jobId": "' + new_id.encode() in await store.read_bytes(success)
 
 
+@pytest.mark.parametrize("part_bytes", [commit_plan.PART_BYTES, 1], ids=["one part", "a part each"])
 async def test_abort_after_a_late_attempt_replaced_a_manifest(
-    store_root: tuple[Store, str],
+    store_root: tuple[Store, str], part_bytes: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Case 2: the plan's own copies of the manifests drive the undo."""
+    """Case 2: the plan's own copies of the manifests drive the undo (kept in one part,
+    or in one part per manifest, written several at once)."""
+    monkeypatch.setattr(commit_plan, "PART_BYTES", part_bytes)
     store, root = store_root
     dest = join(root, "out")
     await store.write_bytes(join(dest, "old.dat"), b"old")

@@ -29,8 +29,8 @@ from aiocommit.errors import ManifestError, NotFound
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.codec import decode_or_raise, encode_pretty
 from aiocommit.protocol.layout import JobLayout
-from aiocommit.stages.context import StageContext
-from aiocommit.stages.load_manifests import LoadedJob
+from aiocommit.stages.context import StageContext, parallel
+from aiocommit.stages.load_manifests import LoadedJob, LoadedManifest
 
 PlanState = Literal["committing", "committed", "aborted"]
 COMMITTING: PlanState = "committing"
@@ -83,23 +83,29 @@ async def save_plan(context: StageContext, plan: CommitPlan) -> None:
 
 #: the most bytes of manifest copies written in one call
 PART_BYTES = 8 << 20
+#: parts written at once (each is in memory while it is written)
+PART_WRITES = 4
 
 
 async def save_copies(context: StageContext, loaded: LoadedJob) -> dict[str, tuple[int, int, int]]:
     """Write the loaded manifests' bytes (kept in the spill file) into parts of up to
-    ``PART_BYTES``; returns where each manifest's copy is."""
+    ``PART_BYTES``, ``PART_WRITES`` at once; returns where each manifest's copy is."""
     copies: dict[str, tuple[int, int, int]] = {}
-    part = 0
-    buffer = bytearray()
+    parts: list[list[LoadedManifest]] = []
+    size = 0
     for manifest in loaded.manifests:
-        if buffer and len(buffer) + manifest.kept_length > PART_BYTES:
-            await context.ops.write_bytes(context.layout.plan_manifests_part(part), bytes(buffer))
-            part += 1
-            buffer = bytearray()
-        copies[manifest.name] = (part, len(buffer), manifest.kept_length)
-        buffer += loaded.spill.read(manifest.kept_offset, manifest.kept_length)
-    if buffer:
-        await context.ops.write_bytes(context.layout.plan_manifests_part(part), bytes(buffer))
+        if not parts or (size and size + manifest.kept_length > PART_BYTES):
+            parts.append([])
+            size = 0
+        copies[manifest.name] = (len(parts) - 1, size, manifest.kept_length)
+        parts[-1].append(manifest)
+        size += manifest.kept_length
+
+    async def write_part(number: int) -> None:
+        data = b"".join(loaded.spill.read(m.kept_offset, m.kept_length) for m in parts[number])
+        await context.ops.write_bytes(context.layout.plan_manifests_part(number), data)
+
+    await parallel(range(len(parts)), write_part, workers=PART_WRITES)
     return copies
 
 
