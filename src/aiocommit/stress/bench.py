@@ -2,8 +2,9 @@
 
 * W1/W2 (``latency``): job commit of T tasks x F files over D dirs with L ms injected
   per store call during the job commit only; ops/s against the ideal
-  min(concurrency / latency, store rate limit), and Apache Hadoop's ManifestCommitter on
-  the same job shape in the same run (``stress.hadoop``) when Java is present.
+  min(concurrency / latency, store rate limit; on the local store also the filesystem's
+  own rename rate, ``stress.fs_floor``), and Apache Hadoop's ManifestCommitter on the
+  same job shape in the same run (``stress.hadoop``) when Java is present.
 * ``cpu``: the same job at 0 ms: CPU seconds per rename.
 * ``task-scan``: one task commit of a D-directory x F-file tree at L ms against the
   estimate for a sequential scan making the same calls.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import cProfile
 import functools
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -30,7 +32,7 @@ from aiocommit import CommitOptions, commit_job, commit_task, setup_job, setup_t
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.success import SuccessData
 from aiocommit.protocol.uris import manifest_path
-from aiocommit.stress import hadoop
+from aiocommit.stress import fs_floor, hadoop
 from aiocommit.stress.jobgen import JobSpec, Writer
 from aiocommit.stress.metering import CpuClock, MeteredStore
 from aiocommit.stress.report import Reporter, grid_table, plot, subprocess_env
@@ -78,8 +80,9 @@ async def latency_bench(
     rate_limit: float | None = None,
 ) -> dict[str, Any]:
     """W1/W2: the job commit at ``latency_ms`` per store call, against the ideal
-    min(concurrency / latency, store rate limit), and Hadoop's committer on the same job
-    shape in the same run (when Java is here)."""
+    min(concurrency / latency, store rate limit, on the local store the filesystem's own
+    rename rate), and Hadoop's committer on the same job shape in the same run (when
+    Java is here)."""
     hadoop_missing = hadoop.available() if hadoop_threads else "not asked for"
     async with open_target(common.store, workdir=common.workdir, keep=common.keep) as target:
         with reporter.live():
@@ -107,6 +110,19 @@ async def latency_bench(
                     profiler.disable()
             seconds = time.perf_counter() - begin
         workers_cpu = _children_cpu() - children_before
+        floor: float | None = None
+        if target.local_root is not None:
+            reporter.log(f"{name}: the filesystem's own rename rate on the same job shape ...")
+            floor = await anyio.to_thread.run_sync(
+                functools.partial(
+                    fs_floor.renames_per_second,
+                    target.local_root,
+                    tasks=spec.tasks,
+                    files_per_task=spec.files_per_task,
+                    dirs=spec.dirs,
+                    processes=os.cpu_count() or 1,
+                )
+            )
         if profiler is not None and common.profile is not None:
             save_profile(profiler, common.profile)  # this process only, not the workers'
             reporter.log(f"{name}: profile of this process in {common.profile}")
@@ -127,7 +143,7 @@ async def latency_bench(
             )
     ops = store_ops(summary)
     bound = options.concurrency / (latency_ms / 1000) if latency_ms else float("inf")
-    ideal = min(bound, rate_limit) if rate_limit else bound
+    ideal = min(bound, rate_limit or bound, floor or bound)
     ops_per_second = ops / seconds
     ratio = ops_per_second / ideal
     processes = summary.iostatistics.gauges.get("job_rename_processes", 1)
@@ -137,6 +153,7 @@ async def latency_bench(
         "store_ops": ops,
         "ops_per_second": round(ops_per_second, 1),
         "ideal_ops_per_second": round(ideal, 1),
+        "filesystem_renames_per_second": round(floor, 1) if floor else None,
         "ratio_to_ideal": round(ratio, 3),
         "concurrency": options.concurrency,
         "processes": processes,
@@ -178,6 +195,7 @@ async def latency_bench(
         f"{name}: job commit {seconds:.2f} s ({ops:,} store ops, {ops_per_second:,.0f} ops/s, "
         f"{ratio:.2f} of ideal {ideal:,.0f} = min({options.concurrency}/{latency_ms:g} ms"
         + (f", rate limit {rate_limit:,.0f}/s" if rate_limit else "")
+        + (f", the filesystem's {floor:,.0f} renames/s" if floor else "")
         + f"); {processes} processes; {versus}; verification {verdict(ok)}"
     )
     return {
