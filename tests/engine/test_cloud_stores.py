@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from aiocommit import (
@@ -171,3 +173,30 @@ async def test_adls_source_check_costs_one_listing_per_source_directory() -> Non
     assert calls[True]["list_dir"] - calls[False]["list_dir"] == tasks * partitions
     del calls[True]["list_dir"], calls[False]["list_dir"]
     assert calls[True] == calls[False]
+
+
+async def test_rename_workers_open_a_cloud_store_from_its_url(
+    s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rename stage over worker processes on a cloud store opened from its URL: each
+    worker opens its own client from the URL (the SDK over HTTP to the same moto), and
+    the workers start while the manifests load."""
+    from aiocommit.stages import rename_workers
+    from aiocommit.stores.s3 import S3Store
+    from aiocommit.testing.s3_emulator import create_bucket
+
+    monkeypatch.setattr(rename_workers, "MIN_FILES_PER_PROCESS", 4)
+    monkeypatch.setattr(rename_workers.RenameWorkers, "SAMPLE_MANIFESTS", 2)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_endpoint)  # the workers inherit it
+    bucket = f"workers-{os.getpid()}"
+    await create_bucket(s3_endpoint, bucket)
+    store = S3Store(bucket, endpoint_url=s3_endpoint)
+    try:
+        job_id, expected = await run_tasks(store, "/out", tasks=6, files_per_task=8)
+        summary = await commit_job(f"s3://{bucket}/out", job_id, options=CommitOptions(processes=2))
+        assert summary.iostatistics.gauges["job_rename_processes"] == 2
+        assert summary.iostatistics.counters[S.COMMITTER_FILES_COMMITTED] == 48
+        assert await output(store, "/out") == expected
+        assert not await exists(store, "/out/_temporary")
+    finally:
+        await store.aclose()
