@@ -10,8 +10,9 @@ from aiocommit import CommitError, CommitOptions, abort_job, commit_job
 from aiocommit.io.operations import StoreOperations
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
-from aiocommit.stores.base import Store, join
+from aiocommit.stores.base import Store, join, parent_of
 from aiocommit.stores.faulty import Faults, FaultyStore, InjectedFailure, Latency
+from aiocommit.stores.wrapper import StoreWrapper
 from tests.helpers import exists, output, run_tasks
 
 NO_RETRY = CommitOptions(max_attempts=1, concurrency=8)
@@ -128,3 +129,54 @@ async def test_first_failure_cancels_the_rest_promptly(store_root: tuple[Store, 
         await commit_job(dest, job_id, store=faulty, options=CommitOptions(concurrency=4))
     assert anyio.current_time() - started < 1.0, "100 renames at 20 ms / 4 would take 0.5 s+"
     assert faulty.counts.by_operation["rename"] < 20
+
+
+class _ParentRemover(StoreWrapper):
+    """Removes a rename's destination directory just before the rename, the first
+    ``times`` renames into it (another process deleting it after the directories stage)."""
+
+    def __init__(self, inner: Store, times: int) -> None:
+        super().__init__(inner)
+        self.times = times
+        self.renames: dict[str, int] = {}
+
+    async def rename(
+        self, source: str, dest: str, *, overwrite: bool = False, source_etag: str | None = None
+    ) -> None:
+        parent = parent_of(dest)
+        if "/tasks/" not in source:  # the job's own files (plan, _SUCCESS), not output
+            await self.inner.rename(source, dest, overwrite=overwrite, source_etag=source_etag)
+            return
+        self.renames[parent] = self.renames.get(parent, 0) + 1
+        if self.renames[parent] <= self.times:
+            await self.inner.delete(parent, recursive=True)
+        await self.inner.rename(source, dest, overwrite=overwrite, source_etag=source_etag)
+
+
+@pytest.mark.parametrize("store_root", ["local"], indirect=True)
+async def test_a_vanished_destination_directory_is_made_again(
+    store_root: tuple[Store, str],
+) -> None:
+    store, root = store_root
+    dest = join(root, "out")
+    job_id, expected = await run_tasks(store, dest, tasks=1, files_per_task=2)  # a dir each
+    removing = _ParentRemover(store, times=2)
+    summary = await commit_job(dest, job_id, store=removing, options=CommitOptions(concurrency=1))
+    assert await output(store, dest) == expected
+    assert set(removing.renames.values()) == {3}, "two renames into a vanished parent, then one"
+    assert summary.iostatistics.counters[S.OP_MKDIRS] >= 4
+
+
+@pytest.mark.parametrize("store_root", ["local"], indirect=True)
+async def test_a_destination_directory_that_keeps_vanishing_fails_the_commit(
+    store_root: tuple[Store, str],
+) -> None:
+    store, root = store_root
+    dest = join(root, "out")
+    job_id, _ = await run_tasks(store, dest, tasks=1, files_per_task=1)
+    removing = _ParentRemover(store, times=100)
+    with pytest.raises(CommitError, match="destination parent keeps vanishing"):
+        await commit_job(dest, job_id, store=removing, options=CommitOptions(concurrency=1))
+    assert list(removing.renames.values()) == [3], "three renames, then the error"
+    await abort_job(dest, job_id, store=store)
+    assert await output(store, dest) == {}

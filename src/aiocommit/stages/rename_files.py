@@ -119,7 +119,10 @@ async def commit_file(context: StageContext, entry: Entry) -> None:
     source_etag = etag if context.options.use_source_etag and capabilities.etags else None
     started = time.perf_counter()
     try:
-        await _rename_with_recovery(context, entry, source_etag, etags_kept)
+        try:
+            await ops.rename(source, dest, source_etag=source_etag)  # nearly always all
+        except (NotFound, AlreadyExists) as error:
+            await _recover_rename(context, entry, source_etag, etags_kept, error)
     except BaseException:
         context.stats.record_duration(
             S.COMMIT_FILE_RENAME, (time.perf_counter() - started) * 1000, failed=True
@@ -128,23 +131,40 @@ async def commit_file(context: StageContext, entry: Entry) -> None:
     context.stats.record_duration(S.COMMIT_FILE_RENAME, (time.perf_counter() - started) * 1000)
 
 
-async def _rename_with_recovery(
-    context: StageContext, entry: Entry, source_etag: str | None, etags_kept: bool
+#: renames of one file tried while its destination's parent keeps vanishing
+_PARENT_RETRIES = 3
+
+
+async def _recover_rename(
+    context: StageContext,
+    entry: Entry,
+    source_etag: str | None,
+    etags_kept: bool,
+    error: NotFound | AlreadyExists,
 ) -> None:
+    """After a rename of ``entry`` failed with ``error``: recreate a vanished parent and
+    rename again, or settle a missing source or an existing destination."""
     source, dest, _, _ = entry
     ops = context.ops
-    for _ in range(3):
+    renames = 1
+    while (
+        isinstance(error, NotFound)
+        and error.path not in (None, source)
+        and ops.capabilities.directories
+    ):
+        if renames == _PARENT_RETRIES:
+            raise CommitError("destination parent keeps vanishing", operation="rename", path=dest)
+        await ops.mkdirs(parent_of(dest))  # the parent vanished after create_dirs
+        renames += 1
         try:
             await ops.rename(source, dest, source_etag=source_etag)
-        except NotFound as error:
-            if error.path not in (None, source) and ops.capabilities.directories:
-                await ops.mkdirs(parent_of(dest))  # the parent vanished after create_dirs
-                continue
-            await _recover_missing_source(context, error.attempts, entry, etags_kept)
-        except AlreadyExists as error:
-            await _resolve_existing_dest(context, error.attempts, entry, etags_kept)
-        return
-    raise CommitError("destination parent keeps vanishing", operation="rename", path=dest)
+            return
+        except (NotFound, AlreadyExists) as again:
+            error = again
+    if isinstance(error, NotFound):
+        await _recover_missing_source(context, error.attempts, entry, etags_kept)
+    else:
+        await _resolve_existing_dest(context, error.attempts, entry, etags_kept)
 
 
 async def _recover_missing_source(

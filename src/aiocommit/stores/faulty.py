@@ -150,17 +150,17 @@ class FaultyStore(StoreWrapper):
         self._timers: _SharedTimers | None = None
         self._latency_only = _latency_only(self.faults)
 
-    async def _sleep(self, seconds: float) -> None:
-        """Sleep ``seconds``: on asyncio through shared timers, else ``anyio.sleep``."""
+    def _sleep(self, seconds: float) -> Awaitable[None]:
+        """A sleep of ``seconds``: on asyncio a future of the shared timers (no coroutine
+        of its own), else ``anyio.sleep``."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # another event loop (trio)
-            await anyio.sleep(seconds)
-            return
+            return anyio.sleep(seconds)
         timers = self._timers
         if timers is None or timers.loop is not loop:
             timers = self._timers = _SharedTimers(loop)
-        await timers.sleep(seconds)
+        return timers.sleep(seconds)
 
     def opener(self) -> StoreOpener | None:
         """The same faults around the inner store opened again (fresh counters)."""

@@ -115,6 +115,9 @@ async def commit_like_hadoop(
                 env,
             )
         )
+        # the prepared files reach the disk now, not while the commit is timed (as
+        # the aiocommit side)
+        await anyio.to_thread.run_sync(os.sync)
         out = await anyio.to_thread.run_sync(
             functools.partial(
                 _run,
