@@ -201,7 +201,7 @@ class _Worker:
         self.files_done = 0
         self.bytes_done = 0
         #: set when the worker has opened its store (the feeding thread waits for it)
-        self.ready_now = threading.Event()
+        self.ready = threading.Event()
         # the child reads this first thing: a short wait at most
         self.inbox.send(WorkerOpen(index, reopen))
 
@@ -243,9 +243,11 @@ class RenameWorkers:
             return
         self._estimated = True
         reopen = self.context.reopen
+        if reopen is None:
+            return  # the rename stage says why it renames in this process
         estimate = files * of_manifests // max(manifests, 1)
         processes = _process_count(self.context, of_manifests, estimate)
-        if processes <= 1 or reopen is None:
+        if processes <= 1:
             return
         for index in range(_workers_besides_this(processes)):
             self.handles.append(_Worker(index, reopen))
@@ -334,7 +336,7 @@ async def rename_in_workers(
         # as it needs them; the kill that ends the stage ends a blocked send.
         try:
             handle.inbox.send(WorkerSetup(options, context.layout))
-            while not handle.ready_now.wait(PARENT_POLL_SECONDS):
+            while not handle.ready.wait(PARENT_POLL_SECONDS):
                 if handle.process.poll() is not None:
                     return  # its watcher says why
             batch: Batch = []
@@ -372,7 +374,7 @@ async def rename_in_workers(
                 ) from None
             kind = message[0]
             if kind == "ready":
-                handle.ready_now.set()
+                handle.ready.set()
             elif kind == "progress":
                 handle.files_done, handle.bytes_done = message[1], message[2]
                 report()

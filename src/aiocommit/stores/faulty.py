@@ -193,40 +193,7 @@ class FaultyStore(StoreWrapper):
         self._window_calls += 1
         return False
 
-    def _count_latency_only(self, operation: str, path: str) -> float:
-        """With fixed latency only: count the call as ``intercept`` does; its latency (0
-        for an operation not faulted, which is not counted)."""
-        assert self._latency_only is not None
-        seconds = self._latency_only.get(operation)
-        if seconds is None:
-            return 0.0
-        key = (operation, path)
-        seen = self._seen
-        seen[key] = seen.get(key, 0) + 1
-        counts = self.counts
-        counts.calls += 1
-        by_operation = counts.by_operation
-        by_operation[operation] = by_operation.get(operation, 0) + 1
-        return seconds
-
-    async def rename(
-        self, source: str, dest: str, *, overwrite: bool = False, source_etag: str | None = None
-    ) -> None:
-        """``intercept``, one frame shorter on the short path (a call per file)."""
-        if self._latency_only is None:
-            await super().rename(source, dest, overwrite=overwrite, source_etag=source_etag)
-            return
-        seconds = self._count_latency_only("rename", source)
-        if seconds:
-            await self._sleep(seconds)
-        await self.inner.rename(source, dest, overwrite=overwrite, source_etag=source_etag)
-
     async def intercept(self, operation: str, path: str, call: Callable[[], Awaitable[T]]) -> T:
-        if self._latency_only is not None:  # the stress benchmarks' case, kept cheap
-            seconds = self._count_latency_only(operation, path)
-            if seconds:
-                await self._sleep(seconds)
-            return await call()
         faults = self.faults
         if operation not in faults.operations:
             return await call()
@@ -236,6 +203,11 @@ class FaultyStore(StoreWrapper):
         counts = self.counts
         counts.calls += 1
         counts.by_operation[operation] = counts.by_operation.get(operation, 0) + 1
+        if self._latency_only is not None:  # the stress benchmarks' case: no draws
+            seconds = self._latency_only[operation]
+            if seconds:
+                await self._sleep(seconds)
+            return await call()
         chance = self._chance(operation, path, nth)
         latency = faults.latency_by_operation.get(operation, faults.latency).draw(chance)
         if operation == "list_dir":
