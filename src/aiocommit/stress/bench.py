@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import cProfile
 import functools
 import json
 import os
@@ -36,7 +35,7 @@ from aiocommit.stress import fs_floor, hadoop
 from aiocommit.stress.jobgen import JobSpec, Writer
 from aiocommit.stress.metering import CpuClock, MeteredStore
 from aiocommit.stress.report import Reporter, grid_table, plot, subprocess_env
-from aiocommit.stress.runner import measured_commit, prepare, save_profile
+from aiocommit.stress.runner import measured_commit, prepare, profiling, save_profile
 from aiocommit.stress.scenarios import Common, verdict
 from aiocommit.stress.targets import FaultOptions, open_target
 from aiocommit.stress.verify import Expected, ExpectedFile, verify_output
@@ -102,16 +101,10 @@ async def latency_bench(
         # in the rename workers
         store = FaultOptions(latency_ms=latency_ms, always_wrap=True).wrap(target.store)
         children_before = _children_cpu()
-        profiler = cProfile.Profile() if common.profile is not None else None
         with CpuClock() as cpu:
             begin = time.perf_counter()
-            if profiler is not None:
-                profiler.enable()
-            try:
+            with profiling(common.profile is not None) as profiler:
                 summary = await commit_job(job.dest, job.job_id, store=store, options=options)
-            finally:
-                if profiler is not None:
-                    profiler.disable()
             seconds = time.perf_counter() - begin
         workers_cpu = _children_cpu() - children_before
         floor: float | None = None

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import cProfile
 import gc
 import os
 import sys
@@ -26,6 +25,7 @@ import aiohttp
 from aiocommit.errors import NotFound
 from aiocommit.stores.base import Store
 from aiocommit.stress.report import Reporter, grid_table, subprocess_env
+from aiocommit.stress.runner import profiling
 from aiocommit.stress.scenarios import verdict
 from aiocommit.testing.child_server import start_announcing, stop_process
 
@@ -166,13 +166,9 @@ async def measure_store(
 
     figures: dict[str, Any] = {}
     for name, call in (("rename", rename), ("stat", stat), ("delete", delete)):
-        profiler = cProfile.Profile() if profile is not None and name == "rename" else None
-        if profiler is not None:
-            profiler.enable()
-        cpu, wall = await drive(files, call, concurrency)
-        if profiler is not None:
-            profiler.disable()
-            assert profile is not None
+        with profiling(profile is not None and name == "rename") as profiler:
+            cpu, wall = await drive(files, call, concurrency)
+        if profiler is not None and profile is not None:
             profiler.dump_stats(profile)
         figures[name] = {
             "cpu_us_per_op": round(cpu / len(files) * 1e6, 1),

@@ -11,6 +11,8 @@ import os
 import pstats
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -209,23 +211,18 @@ async def measured_commit(
     """
     metered = MeteredStore(faults.wrap(target.store))
     spills_before = spill_dirs()
-    profiler = cProfile.Profile() if profile is not None else None
     summary: SuccessData | None = None
     error: str | None = None
     with reporter.commit_bar(label) as on_progress, RssSampler() as rss, CpuClock() as cpu:
         metered.reset()
         begin = time.perf_counter()
-        if profiler is not None:
-            profiler.enable()
-        try:
-            summary = await commit_job(
-                job.dest, job.job_id, store=metered, options=options, progress=on_progress
-            )
-        except Exception as raised:
-            error = f"{type(raised).__name__}: {raised}"
-        finally:
-            if profiler is not None:
-                profiler.disable()
+        with profiling(profile is not None) as profiler:
+            try:
+                summary = await commit_job(
+                    job.dest, job.job_id, store=metered, options=options, progress=on_progress
+                )
+            except Exception as raised:
+                error = f"{type(raised).__name__}: {raised}"
         seconds = time.perf_counter() - begin
     run = CommitRun(
         label=label,
@@ -257,6 +254,21 @@ async def measured_commit(
             target.store, job.dest, [job.expected], summary=summary
         )
     return run
+
+
+@contextmanager
+def profiling(enabled: bool) -> Iterator[cProfile.Profile | None]:
+    """A profiler running over the block when ``enabled`` (else None); the caller saves
+    it (``save_profile``) once its timing is taken."""
+    if not enabled:
+        yield None
+        return
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        yield profiler
+    finally:
+        profiler.disable()
 
 
 def save_profile(profiler: cProfile.Profile, path: Path, top: int = 25) -> list[str]:
