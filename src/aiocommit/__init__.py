@@ -1,18 +1,28 @@
-"""aiocommit: an asyncio commit engine for the Manifest Committer protocol.
+"""aiocommit: an asyncio commit engine for Hadoop's committers: the Manifest Committer
+protocol, and on S3 the S3A staging and magic committers.
 
-Tasks write under their own attempt directory and ``commit_task`` saves a manifest;
-``commit_job`` renames every committed task's files into place and writes ``_SUCCESS``::
+One API on every store; the job's committer is chosen at ``setup_job`` from the store
+(staging on S3, the manifest committer elsewhere) or ``CommitOptions.committer``::
 
-    job_id = await setup_job("file:///data/out")
-    attempt = await setup_task("file:///data/out", job_id, 0)
-    ...write files below attempt.work_dir...
+    job_id = await setup_job("s3a://bucket/out")
+    attempt = await setup_task("s3a://bucket/out", job_id, 0)
+    await attempt.write_bytes("part-00000.csv", b"a,b\n")
     await commit_task(attempt)
-    summary = await commit_job("file:///data/out", job_id)
+    summary = await commit_job("s3a://bucket/out", job_id)
 """
 
+from aiocommit.engine.committer import AttemptFile, Committer
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job, setup_job
 from aiocommit.engine.jobs import JobInfo, job_info, list_jobs
-from aiocommit.engine.task import TaskAttempt, abort_task, commit_task, setup_task, task_attempt
+from aiocommit.engine.s3a import S3CommitterOptions
+from aiocommit.engine.task import (
+    TaskAttempt,
+    abort_task,
+    commit_task,
+    committed_name,
+    setup_task,
+    task_attempt,
+)
 from aiocommit.errors import (
     AiocommitError,
     AlreadyExists,
@@ -31,6 +41,7 @@ from aiocommit.errors import (
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.ids import new_job_id
 from aiocommit.protocol.manifest import TaskManifest
+from aiocommit.protocol.pending import PendingSet
 from aiocommit.protocol.success import SuccessData
 from aiocommit.stages.context import Progress
 from aiocommit.stores import FileStatus, LocalStore, MemoryStore, Store, open_store
@@ -38,8 +49,10 @@ from aiocommit.stores import FileStatus, LocalStore, MemoryStore, Store, open_st
 __all__ = [
     "AiocommitError",
     "AlreadyExists",
+    "AttemptFile",
     "CommitError",
     "CommitOptions",
+    "Committer",
     "FileStatus",
     "JobInfo",
     "LocalStore",
@@ -49,9 +62,11 @@ __all__ = [
     "NotEmpty",
     "NotFound",
     "OutputConflict",
+    "PendingSet",
     "PermissionDenied",
     "PreconditionFailed",
     "Progress",
+    "S3CommitterOptions",
     "Store",
     "StoreError",
     "SuccessData",
@@ -64,6 +79,7 @@ __all__ = [
     "cleanup_job",
     "commit_job",
     "commit_task",
+    "committed_name",
     "job_info",
     "list_jobs",
     "new_job_id",

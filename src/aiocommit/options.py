@@ -39,6 +39,10 @@ HADOOP_ONLY_OPTIONS = frozenset(
 
 logger = logging.getLogger("aiocommit")
 
+#: the committers ``CommitOptions.committer`` names (Hadoop's ``directory`` is staging,
+#: its ``file`` the manifest committer)
+COMMITTERS = ("manifest", "staging", "partitioned", "magic", "directory", "file")
+
 
 class UnknownOption(ValueError):
     """A key under our prefixes that names no option; the message names the closest one."""
@@ -135,6 +139,13 @@ class CommitOptions:
     use_source_etag: bool = _option(
         True, None, "Rename with the manifest's etag as a source precondition where known."
     )
+    committer: str | None = _option(
+        None,
+        None,
+        "The committer of a new job: manifest (renames), staging, partitioned or magic (S3 "
+        "multipart uploads, nothing renamed; Hadoop's directory, partitioned, magic). Unset: "
+        "staging on S3, manifest elsewhere. A job keeps the committer it was set up with.",
+    )
     processes: int = _option(
         1,
         None,
@@ -150,6 +161,8 @@ class CommitOptions:
             raise ValueError(f"min_concurrency must be >= 1, not {self.min_concurrency}")
         if self.processes < 0:
             raise ValueError(f"processes must be >= 0, not {self.processes}")
+        if self.committer is not None and self.committer not in COMMITTERS:
+            raise ValueError(f"committer must be one of {COMMITTERS}, not {self.committer!r}")
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, not {self.max_attempts}")
         for name in ("rate_limit", "delete_rate_limit"):

@@ -118,6 +118,7 @@ def test_every_option_is_read_by_the_engine() -> None:
         "diagnostics_dir": "/diagnostics",
         "use_source_etag": True,
         "processes": 2,  # read, then the memory store stays in the caller's loop
+        "committer": "manifest",
     }
     assert set(values) == RecordingOptions.fields, "give every option a value here"
 

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from aiocommit.engine.jobs import list_jobs
-from aiocommit.engine.zero_rename import (
+from aiocommit.engine.s3a import (
     S3CommitterOptions,
     abort_magic_task,
     abort_s3_job,

@@ -15,7 +15,6 @@ from aiocommit.cli.exits import (
     EXIT_FAILED,
     EXIT_NOT_FOUND,
     EXIT_UNAVAILABLE,
-    EXIT_USAGE,
     Problem,
     fail,
     leaf,
@@ -39,19 +38,11 @@ from aiocommit.cli.summary import decode_document, success_summary
 from aiocommit.cli.units import human_duration
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job
 from aiocommit.engine.jobs import JobInfo, job_info
-from aiocommit.engine.zero_rename import (
-    S3Uploads,
-    abort_s3_job,
-    cleanup_s3_job,
-    commit_s3_job,
-    is_zero_rename_job,
-    s3_uploads,
-)
+from aiocommit.engine.s3a import S3Uploads, s3_uploads
 from aiocommit.errors import CommitError, NotFound
 from aiocommit.observability import configure_logging
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.layout import SUCCESS, TEMPORARY, JobLayout
-from aiocommit.protocol.pending import pendingsets_dir
 from aiocommit.protocol.success import SuccessData
 from aiocommit.stores.base import join
 from aiocommit.stores.multipart import supports_multipart
@@ -219,26 +210,12 @@ def commit(
         try:
             success = await read_dest_success(store, path)
             already = success is not None and success.success and success.job_id == job_id
-            # on S3, the zero-rename committers' job (pending sets) or the manifest one's
-            s3 = await is_zero_rename_job(path, job_id, store=store, attempt=attempt)
-            if s3 and manifests:
-                raise Problem(EXIT_USAGE, "--manifest names manifests; this job has pending sets")
-            marker = pendingsets_dir(layout) if s3 else layout.manifests_dir
-            if not already and not await exists(store, marker):
+            if not already and not await exists(store, layout.job_attempt_dir):
                 await require_dir(store, path)
                 raise Problem(
                     EXIT_NOT_FOUND,
                     f"{store.qualify(layout.job_attempt_dir)}: no such job attempt "
                     "(nothing to commit; see `aiocommit jobs DEST`)",
-                )
-            if s3:
-                return await commit_s3_job(
-                    path,
-                    job_id,
-                    attempt=attempt,
-                    store=store,
-                    options=options,
-                    s3_options=s3_options,
                 )
             with ProgressBar(console, enabled=not no_progress) as bar:
                 return await commit_job(
@@ -248,6 +225,7 @@ def commit(
                     attempt=attempt,
                     store=store,
                     options=options,
+                    s3a=s3_options,
                     progress=bar,
                 )
         finally:
@@ -287,7 +265,8 @@ def commit(
 @click.option(
     "--keep-renames",
     is_flag=True,
-    help="Do not move back files that an unfinished job commit already renamed.",
+    help="Keep what an unfinished job commit already put in place (renamed files; on S3 "
+    "completed uploads) instead of undoing it.",
 )
 @commit_options(commit=False)
 def abort(
@@ -311,24 +290,15 @@ def abort(
             found = await job_info(path, job_id, store=store)
             if found is None:
                 return None  # never set up, or already aborted or cleaned up: idempotent
-            if await is_zero_rename_job(path, job_id, store=store, attempt=attempt):
-                await abort_s3_job(
-                    path,
-                    job_id,
-                    attempt=attempt,
-                    store=store,
-                    options=options,
-                    s3_options=s3_options,
-                )
-            else:
-                await abort_job(
-                    path,
-                    job_id,
-                    attempt=attempt,
-                    store=store,
-                    options=options,
-                    undo_renames=not keep_renames,
-                )
+            await abort_job(
+                path,
+                job_id,
+                attempt=attempt,
+                store=store,
+                options=options,
+                s3a=s3_options,
+                undo_renames=not keep_renames,
+            )
             return found.state
         finally:
             await store.aclose()
@@ -415,12 +385,7 @@ def cleanup(
                 if dry_run:
                     console.print(Text(f"would remove {where} (age {human_duration(age)})"))
                     continue
-                if supports_multipart(store):  # S3: also aborts open uploads
-                    await cleanup_s3_job(
-                        path, job.job_id, store=store, options=options, s3_options=s3_options
-                    )
-                else:
-                    await cleanup_job(path, job.job_id, store=store, options=options)
+                await cleanup_job(path, job.job_id, store=store, options=options, s3a=s3_options)
                 console.print(Text(f"removed {where} (age {human_duration(age)})"))
             if not found:
                 console.print(Text(f"no jobs under {store.qualify(join(path, TEMPORARY))}"))

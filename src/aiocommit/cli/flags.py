@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from aiocommit.cli.units import parse_duration
-from aiocommit.engine.zero_rename import S3CommitterOptions
+from aiocommit.engine.s3a import S3CommitterOptions
 from aiocommit.options import DRIVER_DEFAULTS, CommitOptions, UnknownOption
 from aiocommit.protocol.layout import JobLayout
 

@@ -258,3 +258,12 @@ class StoreOperations:
         return await self._call(
             S.OP_WRITE, lambda: self.store.write_bytes(path, data, overwrite=overwrite)
         )
+
+    async def upload_file(
+        self, local_path: str, path: str, *, overwrite: bool = True
+    ) -> FileStatus:
+        """Upload the local file ``local_path`` to ``path``."""
+        return await self._call(
+            S.OP_WRITE,
+            lambda: self.store.upload_file(local_path, path, overwrite=overwrite),
+        )

@@ -16,6 +16,8 @@ OP_LOAD_COMMIT_PLAN = "op_load_commit_plan"
 #: the S3 committers' records: a task's ``.pendingset`` and a magic file's ``.pending``
 OP_LOAD_PENDING_SET = "op_load_pending_set"
 OP_LOAD_PENDING = "op_load_pending"
+#: the job's committer record (``committer.json``)
+OP_LOAD_COMMITTER = "op_load_committer_record"
 OP_WRITE = "op_save_file"
 OP_UPLOAD = "op_upload_file"
 COMMIT_FILE_RENAME = "commit_file_rename"
@@ -57,6 +59,8 @@ JOB_STAGE_SAVE_SUCCESS = "job_stage_save_success_marker"
 JOB_STAGE_VALIDATE_OUTPUT = "job_stage_optional_validate_output"
 JOB_STAGE_CLEANUP = "job_stage_cleanup"
 JOB_STAGE_ABORT = "job_stage_abort"
+#: finding the job's committer (its record, or what its files show)
+JOB_STAGE_FIND_COMMITTER = "job_stage_find_committer"
 COMMITTER_COMMIT_JOB = "committer_commit_job"
 TASK_STAGE_SETUP = "task_stage_setup"
 TASK_STAGE_SCAN_DIRECTORY = "task_stage_scan_directory"
@@ -76,6 +80,7 @@ STORE_OPERATIONS = (
     OP_LOAD_COMMIT_PLAN,
     OP_LOAD_PENDING_SET,
     OP_LOAD_PENDING,
+    OP_LOAD_COMMITTER,
     OP_WRITE,
     COMMIT_FILE_RENAME,
 )
@@ -88,6 +93,7 @@ JOB_STAGES = (
     JOB_STAGE_SAVE_SUCCESS,
     JOB_STAGE_CLEANUP,
     JOB_STAGE_ABORT,
+    JOB_STAGE_FIND_COMMITTER,
     COMMITTER_COMMIT_JOB,
 )
 TASK_STAGES = (

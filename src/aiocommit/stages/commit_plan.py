@@ -74,11 +74,15 @@ async def read_plan(context: StageContext, layout: JobLayout | None = None) -> C
 
 
 async def save_plan(context: StageContext, plan: CommitPlan) -> None:
-    """Publish the plan whole: written to a temporary name, renamed over the old one."""
+    """Publish the plan whole: written to a temporary name, renamed over the old one; on
+    an object store (no directories), whose writes replace an object whole, in place (a
+    rename there is a copy)."""
     layout = context.layout
-    await context.ops.publish_bytes(
-        layout.commit_plan_path + ".tmp", layout.commit_plan_path, encode_plan(plan)
-    )
+    data = encode_plan(plan)
+    if not context.ops.capabilities.directories:
+        await context.ops.write_bytes(layout.commit_plan_path, data)
+        return
+    await context.ops.publish_bytes(layout.commit_plan_path + ".tmp", layout.commit_plan_path, data)
 
 
 #: the most bytes of manifest copies written in one call

@@ -3,7 +3,9 @@
 ``_SUCCESS``
     pre:  renames done (and validated, if asked).
     post: ``DEST/_SUCCESS`` is the job's summary, written to ``NN/_SUCCESS.tmp`` and
-          renamed over any older one, so readers see the old or the new file, whole.
+          renamed over any older one, so readers see the old or the new file, whole;
+          on an object store (no directories: S3, GCS), whose every write replaces an
+          object whole, written in place (a rename there would be a copy).
 The report (``REPORT_DIR/summary-JOB.json``) is written last, also when the commit
 failed; its failure is logged, never raised over the commit's own outcome.
 """
@@ -37,10 +39,12 @@ async def read_success(context: StageContext) -> SuccessData | None:
 
 async def save_success_stage(context: StageContext, summary: SuccessData) -> None:
     layout = context.layout
+    data = encode_success(summary)
     async with stage(context, S.JOB_STAGE_SAVE_SUCCESS):
-        await context.ops.publish_bytes(
-            layout.success_temp_path, layout.success_path, encode_success(summary)
-        )
+        if context.ops.capabilities.directories:
+            await context.ops.publish_bytes(layout.success_temp_path, layout.success_path, data)
+        else:
+            await context.ops.write_bytes(layout.success_path, data)
 
 
 async def save_report(context: StageContext, summary: SuccessData) -> None:
