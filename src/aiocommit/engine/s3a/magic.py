@@ -31,7 +31,7 @@ from aiocommit.protocol.pending import (
     decode_pending,
     encode_pending,
 )
-from aiocommit.stages.context import StageContext, parallel, stage
+from aiocommit.stages.context import StageContext, first_error, parallel, stage
 from aiocommit.stages.pending import (
     abort_pending_stage,
     save_pendingset_stage,
@@ -110,16 +110,24 @@ async def stream_magic(
             async for part in receive:
                 yield part
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(write_magic, context, attempt, relative, parts())
-        try:
-            yield file
-            await file.finish()
-        except BaseException:
-            group.cancel_scope.cancel()
-            raise
-        finally:
-            send.close()
+    failure: BaseException | None = None
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(write_magic, context, attempt, relative, parts())
+            try:
+                yield file
+                await file.finish()
+            except BaseException as error:  # the writer's block failed: abort the upload
+                failure = error
+                group.cancel_scope.cancel()
+            finally:
+                send.close()
+    except BaseExceptionGroup as raised:  # the upload failed
+        raise first_error(raised) from None
+    finally:
+        receive.close()  # the upload may have been cancelled before reading a part
+    if failure is not None:
+        raise failure
 
 
 async def magic_pending(context: StageContext, base: str) -> list[SinglePendingCommit]:
