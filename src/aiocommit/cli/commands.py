@@ -30,6 +30,7 @@ from aiocommit.cli.flags import (
     duration_flag,
     job_layout,
     job_options,
+    s3_client_options,
 )
 from aiocommit.cli.jobs import exists, read_dest_success, require_dir, scan_jobs
 from aiocommit.cli.progress import ProgressBar
@@ -37,7 +38,7 @@ from aiocommit.cli.render import console_for, echo_json, render_jobs, render_sum
 from aiocommit.cli.summary import decode_document, success_summary
 from aiocommit.cli.units import human_duration
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job
-from aiocommit.engine.jobs import JobInfo, job_info
+from aiocommit.engine.jobs import JobInfo, job_info, remove_empty_temporary
 from aiocommit.engine.s3a import S3Uploads, s3_uploads
 from aiocommit.errors import CommitError, NotFound
 from aiocommit.observability import configure_logging
@@ -132,10 +133,13 @@ def show(path: str, as_json: bool, filenames: int) -> None:
 @main.command()
 @click.argument("dest")
 @click.option("--json", "as_json", is_flag=True, help="Print the jobs as JSON.")
-def jobs(dest: str, as_json: bool) -> None:
+@commit_options(commit=False)
+def jobs(dest: str, as_json: bool, option_pairs: tuple[str, ...], **values: Any) -> None:
     """List jobs with work under DEST/_temporary: attempts, committed task manifests,
     their files' total size, age and state."""
-    store, path = open_url(dest)
+    build_options(values, option_pairs)  # refuse bad options
+    build_s3_options(option_pairs)
+    store, path = open_url(dest, s3_client_options(option_pairs))
 
     async def scan() -> tuple[list[JobInfo], S3Uploads | None]:
         try:
@@ -199,7 +203,7 @@ def commit(
     """
     options = build_options(values, option_pairs)
     s3_options = build_s3_options(option_pairs)
-    store, path = open_url(dest)
+    store, path = open_url(dest, s3_client_options(option_pairs))
     layout = job_layout(path, job_id, attempt)
     started = time.perf_counter()
     console = console_for(stderr=True)
@@ -281,15 +285,17 @@ def abort(
     temporary files. A committed job is only cleaned up."""
     options = build_options(values, option_pairs)
     s3_options = build_s3_options(option_pairs)
-    store, path = open_url(dest)
+    store, path = open_url(dest, s3_client_options(option_pairs))
     layout = job_layout(path, job_id, attempt)
 
     async def run() -> str | None:
         try:
             await require_dir(store, path)
             found = await job_info(path, job_id, store=store)
-            if found is None:
-                return None  # never set up, or already aborted or cleaned up: idempotent
+            if found is None:  # never set up, or already aborted or cleaned up: idempotent
+                # a cleanup killed after removing the job's directory left _temporary
+                await remove_empty_temporary(path, store=store, options=options)
+                return None
             await abort_job(
                 path,
                 job_id,
@@ -349,7 +355,7 @@ def cleanup(
         raise click.UsageError("--job-id and --all exclude each other")
     options = build_options(values, option_pairs)
     s3_options = build_s3_options(option_pairs)
-    store, path = open_url(dest)
+    store, path = open_url(dest, s3_client_options(option_pairs))
     if job_id is not None:
         job_layout(path, job_id)
     console = console_for()
@@ -389,6 +395,10 @@ def cleanup(
                 console.print(Text(f"removed {where} (age {human_duration(age)})"))
             if not found:
                 console.print(Text(f"no jobs under {store.qualify(join(path, TEMPORARY))}"))
+            # a cleanup killed after removing the last job's directory left _temporary
+            tidy = job_id is None and not dry_run
+            if tidy and await remove_empty_temporary(path, store=store, options=options):
+                console.print(Text(f"removed {store.qualify(join(path, TEMPORARY))} (empty)"))
             return refused
         finally:
             await store.aclose()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import NoReturn, TypeVar
 
 import anyio
@@ -86,9 +86,22 @@ def run_reporting(function: Callable[[], Awaitable[T]], target: str) -> T:
         report(error, target)
 
 
-def open_url(url: str) -> tuple[Store, str]:
+def open_url(url: str, s3_client: Mapping[str, str] | None = None) -> tuple[Store, str]:
+    """The store of ``url`` and the path in it; ``s3_client``: ``fs.s3a.*`` settings of
+    an S3 destination's client (a usage error for another scheme)."""
+    store: Store
     try:
-        store, path = open_store(url)
+        if s3_client:
+            if url.partition("://")[0].lower() not in ("s3", "s3a"):
+                raise click.UsageError(
+                    f"--option {sorted(s3_client)[0]}: fs.s3a.* client settings apply to "
+                    "s3:// and s3a:// destinations only"
+                )
+            from aiocommit.stores.s3 import open_s3
+
+            store, path = open_s3(url, s3_client)
+        else:
+            store, path = open_store(url)
     except (ValueError, ModuleNotFoundError) as error:
         report(error, url)
     return store, path.rstrip("/") or "/"

@@ -13,6 +13,7 @@ from aiocommit.cli.units import parse_duration
 from aiocommit.engine.s3a import S3CommitterOptions
 from aiocommit.options import DRIVER_DEFAULTS, CommitOptions, UnknownOption
 from aiocommit.protocol.layout import JobLayout
+from aiocommit.stores.s3_settings import CLIENT_KEYS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -143,13 +144,25 @@ def build_options(values: Mapping[str, Any], pairs: Sequence[str]) -> CommitOpti
 
 def build_s3_options(pairs: Sequence[str]) -> S3CommitterOptions | None:
     """The S3 committers' settings from ``--option fs.s3a.…=VALUE`` pairs, None without
-    any; ``click.UsageError`` for an unknown ``fs.s3a.*`` key or a bad value."""
+    any; ``click.UsageError`` for an unknown ``fs.s3a.*`` key or a bad value. The S3
+    client's settings (``fs.s3a.endpoint`` ...) are ``s3_client_options``'."""
     try:
-        return S3CommitterOptions.from_settings(_settings(pairs))
+        return S3CommitterOptions.from_settings(_settings(pairs), others=CLIENT_KEYS)
     except UnknownOption as error:
         raise click.UsageError(f"--option {error}") from None
     except (ValueError, TypeError) as error:
         raise click.UsageError(f"bad option value: {error}") from None
+
+
+def s3_client_options(pairs: Sequence[str]) -> dict[str, str]:
+    """The S3 client's settings among ``--option`` pairs (``fs.s3a.endpoint``,
+    ``fs.s3a.path.style.access`` ...; ``spark.hadoop.`` dropped)."""
+    found: dict[str, str] = {}
+    for key, value in _settings(pairs).items():
+        bare = key.removeprefix("spark.hadoop.")
+        if bare in CLIENT_KEYS:
+            found[bare] = value
+    return found
 
 
 def duration_flag(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:

@@ -2,6 +2,7 @@
 
     recognise an earlier success (then only clean up)
     -> load the committed tasks' records and fix them in the commit plan
+    -> delete an older job's _SUCCESS (the destination changes from here on)
     -> resolve conflicts with existing output
     -> publish the output (rename, or complete uploads) up to the commit point
     -> save _SUCCESS -> cleanup
@@ -36,6 +37,12 @@ class JobCommitSteps(Protocol):
 
     def running(self, context: StageContext) -> AbstractAsyncContextManager[object]:
         """Resources held for the whole commit (worker processes ...)."""
+        ...
+
+    @property
+    def committing(self) -> bool:
+        """After ``load``: the commit has not reached its commit point (the destination
+        is about to change, or changed part-way in an earlier run)."""
         ...
 
     async def load(self, context: StageContext, summary: SuccessData) -> None:
@@ -83,6 +90,9 @@ async def run_job_commit(context: StageContext, steps: JobCommitSteps) -> Succes
                     await steps.cleanup(context)
                 return existing
             await steps.load(context, summary)
+            if steps.committing:
+                # the destination changes from here on: an older job's _SUCCESS goes
+                await context.ops.delete(layout.success_path)
             await steps.resolve_conflicts(context)
             await steps.publish(context, summary)
             summary.iostatistics = combined_statistics(context, steps.task_stats)

@@ -193,6 +193,10 @@ class _ManifestJobCommit:
             self.workers = workers
             yield workers
 
+    @property
+    def committing(self) -> bool:
+        return self.plan is not None and self.plan.state == COMMITTING
+
     async def load(self, context: StageContext, summary: SuccessData) -> None:
         assert self.workers is not None
         self.loaded, self.plan = await _load_for_plan(
@@ -207,9 +211,6 @@ class _ManifestJobCommit:
     async def publish(self, context: StageContext, summary: SuccessData) -> None:
         loaded, plan, workers = self.loaded, self.plan, self.workers
         assert loaded is not None and plan is not None and workers is not None
-        if plan.state == COMMITTING:
-            # the destination changes from here on: an older job's _SUCCESS goes
-            await context.ops.delete(context.layout.success_path)
         await create_directories_stage(context, loaded.directories)
         await rename_files_stage(context, loaded, workers)
         if context.options.validate_output:

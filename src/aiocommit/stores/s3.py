@@ -542,12 +542,14 @@ class S3Store:
             await stack.aclose()
 
 
-def open_s3(url: str) -> tuple[S3Store, str]:
+def open_s3(url: str, options: Mapping[str, str] | None = None) -> tuple[S3Store, str]:
     """Opener for ``s3://bucket/path`` and ``s3a://bucket/path``: a new store (close it with
-    ``aclose``) and the path. The endpoint comes from ``AWS_ENDPOINT_URL_S3`` /
-    ``AWS_ENDPOINT_URL`` if set (botocore reads them), credentials from the AWS chain."""
+    ``aclose``) and the path. ``options``: ``fs.s3a.*`` client settings
+    (``s3_settings.CLIENT_KEYS``); else the endpoint comes from ``AWS_ENDPOINT_URL_S3``
+    / ``AWS_ENDPOINT_URL`` if set (botocore reads them), credentials from the AWS
+    chain."""
     scheme, sep, rest = url.partition("://")
-    if scheme not in ("s3", "s3a") or not sep:
+    if scheme.lower() not in ("s3", "s3a") or not sep:
         raise ValueError(f"not an s3:// or s3a:// URL: {url!r}")
     bucket, slash, tail = rest.partition("/")
-    return S3Store(bucket, scheme=scheme), ("/" + tail if slash else "/")
+    return S3Store(bucket, scheme=scheme.lower(), options=options), ("/" + tail if slash else "/")

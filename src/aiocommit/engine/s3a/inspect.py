@@ -11,7 +11,7 @@ from aiocommit.engine.session import open_context
 from aiocommit.io.multipart import MultipartOperations
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.pending import PENDING_SUFFIX
-from aiocommit.stages.pending import list_pendingset_names
+from aiocommit.stages.s3a.load_pendingsets import list_pendingset_names
 from aiocommit.stores.base import Store
 from aiocommit.stores.multipart import Upload
 

@@ -46,16 +46,15 @@ from aiocommit.stages.commit_plan import (
     save_plan,
 )
 from aiocommit.stages.context import StageContext, stage
-from aiocommit.stages.pending import (
+from aiocommit.stages.s3a.abort_uploads import abort_outstanding_uploads, abort_pending_stage
+from aiocommit.stages.s3a.complete_uploads import complete_uploads_stage
+from aiocommit.stages.s3a.load_pendingsets import (
     LoadedPending,
-    abort_outstanding_uploads,
-    abort_pending_stage,
-    complete_uploads_stage,
     list_pendingset_names,
     load_pendingsets_stage,
-    resolve_conflicts_stage,
-    walk_files,
 )
+from aiocommit.stages.s3a.resolve_conflicts import resolve_conflicts_stage
+from aiocommit.stages.s3a.walk import walk_files
 from aiocommit.stages.save_success import read_success
 from aiocommit.stores.base import Store, join
 
@@ -68,7 +67,8 @@ async def setup_s3_job(
     store: Store | None = None,
     options: CommitOptions | None = None,
 ) -> str:
-    """Create the job's pending sets directory and remove an old ``_SUCCESS``."""
+    """Create the job's pending sets directory (an older ``_SUCCESS`` stays until the
+    job's commit starts changing the destination)."""
     job_id = job_id or new_job_id()
     async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
         await setup_s3(context)
@@ -76,11 +76,11 @@ async def setup_s3_job(
 
 
 async def setup_s3(context: StageContext) -> None:
-    """The job side's setup: the pending sets directory (the job is then active)."""
+    """The job side's setup: the pending sets directory (the job is then active). An
+    older ``_SUCCESS`` stays until the job's commit starts changing the destination."""
     MultipartOperations(context.ops)  # refuse a store without multipart uploads early
     async with stage(context, S.JOB_STAGE_SETUP):
         await context.ops.mkdirs(pendingsets_dir(context.layout))
-        await context.ops.delete(context.layout.success_path)
 
 
 async def commit_s3_job(
@@ -148,6 +148,10 @@ class _S3JobCommit:
 
     def running(self, context: StageContext) -> AbstractAsyncContextManager[object]:
         return nullcontext()
+
+    @property
+    def committing(self) -> bool:
+        return self.plan is not None and self.plan.state != COMMITTED
 
     async def load(self, context: StageContext, summary: SuccessData) -> None:
         plan = await read_plan(context)

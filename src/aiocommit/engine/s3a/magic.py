@@ -32,12 +32,10 @@ from aiocommit.protocol.pending import (
     encode_pending,
 )
 from aiocommit.stages.context import StageContext, first_error, parallel, stage
-from aiocommit.stages.pending import (
-    abort_pending_stage,
-    save_pendingset_stage,
-    upload_pending,
-    walk_files,
-)
+from aiocommit.stages.s3a.abort_uploads import abort_pending_stage
+from aiocommit.stages.s3a.save_pendingset import save_pendingset_stage
+from aiocommit.stages.s3a.upload import upload_pending
+from aiocommit.stages.s3a.walk import walk_files
 from aiocommit.stores.base import Store, join, relative_to
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from aiocommit.errors import ManifestError
 from aiocommit.options import UnknownOption
 from aiocommit.protocol.pending import MAGIC_COMMITTER, PARTITIONED_COMMITTER, STAGING_COMMITTER
-from aiocommit.stages.pending import CONFLICT_MODES, MIN_PART_SIZE
+from aiocommit.stages.s3a.resolve_conflicts import CONFLICT_MODES
+from aiocommit.stages.s3a.upload import MIN_PART_SIZE
 
 COMMITTERS = ("staging", "magic")
 
@@ -109,17 +110,22 @@ class S3CommitterOptions:
             raise ManifestError(f"commit plan: bad committer settings {record}: {error}") from None
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, str]) -> S3CommitterOptions | None:
+    def from_settings(
+        cls, settings: Mapping[str, str], *, others: Iterable[str] = ()
+    ) -> S3CommitterOptions | None:
         """From the ``fs.s3a.*`` keys of ``settings`` (with or without ``spark.hadoop.``),
-        None when there are none. ``UnknownOption`` for an ``fs.s3a.*`` key that is not a
-        committer setting (``HADOOP_KEYS``), ``ValueError`` for a bad value."""
+        None when there are none. Keys in ``others`` (the S3 client's settings) are
+        skipped. ``UnknownOption`` for any other ``fs.s3a.*`` key that is not a committer
+        setting (``HADOOP_KEYS``), ``ValueError`` for a bad value."""
+        skipped = frozenset(others)
+        known = sorted(HADOOP_KEYS | skipped)
         found: dict[str, str] = {}
         for key, value in settings.items():
             bare = key.strip().removeprefix("spark.hadoop.")
-            if not bare.startswith("fs.s3a."):
+            if not bare.startswith("fs.s3a.") or bare in skipped:
                 continue
             if bare not in HADOOP_KEYS:
-                close = difflib.get_close_matches(bare, sorted(HADOOP_KEYS), n=1)
+                close = difflib.get_close_matches(bare, known, n=1)
                 raise UnknownOption(key, close[0] if close else None)
             found[bare] = value
         return cls.from_hadoop(found) if found else None

@@ -27,7 +27,9 @@ from aiocommit.protocol import s3_statistics as S3
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.pending import PendingSet, SinglePendingCommit, pendingsets_dir
 from aiocommit.stages.context import StageContext, parallel, stage
-from aiocommit.stages.pending import abort_pending_stage, save_pendingset_stage, upload_pending
+from aiocommit.stages.s3a.abort_uploads import abort_pending_stage
+from aiocommit.stages.s3a.save_pendingset import save_pendingset_stage
+from aiocommit.stages.s3a.upload import upload_pending
 from aiocommit.stores.base import Store, check_clean, join
 
 #: the environment variable naming where staging attempts keep their local files
