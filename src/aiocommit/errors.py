@@ -3,6 +3,11 @@
 ::
 
     AiocommitError
+    ├── InvalidInput                       (also a ValueError) a bad argument, option value,
+    │   │                                   URL, job ID or path, refused before any work
+    │   └── UnknownOption(key, closest)     an option key that names no option
+    ├── MissingExtra(extra)                (also an ImportError) a store adapter's packages
+    │                                       are not installed; names the pip extra
     ├── StoreError(path, operation)        raised by store adapters, translated once at their edge
     │   ├── NotFound                        (also a FileNotFoundError)
     │   ├── AlreadyExists                   (also a FileExistsError): the path, or a file in the way
@@ -27,6 +32,36 @@ from typing import ClassVar
 
 class AiocommitError(Exception):
     """Root of every error raised by aiocommit."""
+
+
+class InvalidInput(AiocommitError, ValueError):
+    """Bad input: an argument, option value, URL, job ID or path. Raised before any
+    work starts, so nothing was changed."""
+
+
+class UnknownOption(InvalidInput):
+    """A key under our prefixes that names no option; the message names the closest one."""
+
+    def __init__(self, key: str, closest: str | None):
+        hint = f"; did you mean {closest!r}?" if closest else ""
+        super().__init__(f"unknown option {key!r}{hint}")
+        self.key = key
+        self.closest = closest
+
+
+class MissingExtra(AiocommitError, ImportError):
+    """A feature's packages are not installed; the message says which extra installs them
+    (``pip install 'aiocommit[EXTRA]'``)."""
+
+    def __init__(self, feature: str, extra: str, missing: str | None = None):
+        found = f" ({missing} is not installed)" if missing else ""
+        super().__init__(
+            f"{feature} needs packages that are not installed{found}; install them with: "
+            f"pip install 'aiocommit[{extra}]'",
+            name=missing,
+        )
+        self.feature = feature
+        self.extra = extra
 
 
 class StoreError(AiocommitError):

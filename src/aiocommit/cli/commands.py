@@ -22,6 +22,7 @@ from aiocommit.cli.exits import (
     one_line,
     open_url,
     report,
+    resume_hint,
     run_reporting,
 )
 from aiocommit.cli.flags import (
@@ -267,7 +268,7 @@ def commit(
                 err=True,
             )
             raise click.exceptions.Exit(EXIT_FAILED) from None
-        report(error, dest)
+        report(error, dest, resume=resume_hint("commit", dest, job_id))
     seconds = time.perf_counter() - started
     data = success_summary(store.qualify(layout.success_path), summary)
     if as_json:
@@ -333,7 +334,7 @@ def abort(
         finally:
             await store.aclose()
 
-    state = run_reporting(run, dest)
+    state = run_reporting(run, dest, resume=resume_hint("abort", dest, job_id))
     if state is None:
         where = store.qualify(layout.job_dir)
         click.echo(f"job {job_id}: nothing to abort ({where} does not exist)")
@@ -428,7 +429,7 @@ def cleanup(
         finally:
             await store.aclose()
 
-    if run_reporting(run, dest):
+    if run_reporting(run, dest, resume=resume_hint("cleanup", dest, job_id)):
         raise click.exceptions.Exit(EXIT_FAILED)
 
 

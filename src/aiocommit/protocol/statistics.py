@@ -48,6 +48,11 @@ STORE_IO_BACKOFF = "store_io_backoff"
 STORE_IO_RATE_LIMITED = "store_io_rate_limited"
 STORE_IO_CONCURRENCY_DECREASED = "store_io_concurrency_decreased"
 
+# gauges (ours)
+JOB_RENAME_PROCESSES = "job_rename_processes"
+STORE_IO_CONCURRENCY_LIMIT = "store_io_concurrency_limit"
+STORE_IO_CONCURRENCY_PEAK = "store_io_concurrency_peak"
+
 # stages (durations)
 JOB_STAGE_SETUP = "job_stage_setup"
 JOB_STAGE_LOAD_MANIFESTS = "job_stage_load_manifests"

@@ -14,8 +14,15 @@ import anyio
 
 from aiocommit.errors import CommitError, StoreError
 from aiocommit.io.operations import StoreOperations
-from aiocommit.observability import ContextAdapter, stage_span
+from aiocommit.observability import (
+    ContextAdapter,
+    annotate_span,
+    job_figures,
+    record_stage,
+    stage_span,
+)
 from aiocommit.options import CommitOptions
+from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.protocol.uris import manifest_path, manifest_uri
@@ -78,6 +85,10 @@ class StageContext:
             self.progress(event)
 
 
+#: the outer stages of a job commit, abort and cleanup: their spans carry the job's figures
+_JOB_STAGES = frozenset({S.COMMITTER_COMMIT_JOB, S.JOB_STAGE_ABORT, S.JOB_STAGE_CLEANUP})
+
+
 def first_error(error: BaseException) -> BaseException:
     """The first leaf of an exception group that is not a cancellation."""
     if isinstance(error, BaseExceptionGroup):
@@ -95,6 +106,7 @@ async def stage(context: StageContext, name: str) -> AsyncIterator[None]:
     surfaced as one ``CommitError`` naming the stage, operation and path."""
     context.log.debug("stage %s starting", name, extra={"stage": name})
     started = time.perf_counter()
+    failed = True
     try:
         with (
             stage_span(
@@ -106,7 +118,12 @@ async def stage(context: StageContext, name: str) -> AsyncIterator[None]:
             ),
             context.stats.track(name),
         ):
-            yield
+            try:
+                yield
+            finally:
+                if name in _JOB_STAGES:
+                    annotate_span(job_figures(context.stats.counters, context.stats.gauges))
+        failed = False
     except BaseException as raw:
         error = first_error(raw)
         if isinstance(error, CommitError):
@@ -125,6 +142,8 @@ async def stage(context: StageContext, name: str) -> AsyncIterator[None]:
         if error is not raw and not isinstance(error, anyio.get_cancelled_exc_class()):
             raise error from error.__cause__
         raise
+    finally:
+        record_stage(name, time.perf_counter() - started, failed=failed)
     context.log.debug(
         "stage %s done in %.3f s", name, time.perf_counter() - started, extra={"stage": name}
     )

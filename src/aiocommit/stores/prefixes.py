@@ -15,14 +15,14 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from aiocommit.errors import AlreadyExists, NotFound, StoreError
+from aiocommit.errors import AlreadyExists, InvalidInput, NotFound, StoreError
 from aiocommit.stores.base import check_clean
 
 
 def object_key(path: str) -> str:
     """The object key of an absolute store path: ``/a/b`` -> ``a/b``."""
     if not path.startswith("/"):
-        raise ValueError(f"not an absolute store path: {path!r}")
+        raise InvalidInput(f"not an absolute store path: {path!r}")
     return path[1:]
 
 
