@@ -8,7 +8,12 @@ Tasks write under their own attempt directory and ``commit_task`` saves a manife
     ...write files below attempt.work_dir...
     await commit_task(attempt)
     summary = await commit_job("file:///data/out", job_id)
+
+Every error it raises is an ``AiocommitError`` (see ``aiocommit.errors``).
 """
+
+from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
+from importlib.metadata import version as _version
 
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job, setup_job
 from aiocommit.engine.jobs import JobInfo, job_info, list_jobs
@@ -17,7 +22,9 @@ from aiocommit.errors import (
     AiocommitError,
     AlreadyExists,
     CommitError,
+    InvalidInput,
     ManifestError,
+    MissingExtra,
     NotAFile,
     NotEmpty,
     NotFound,
@@ -27,6 +34,7 @@ from aiocommit.errors import (
     StoreError,
     Throttled,
     Transient,
+    UnknownOption,
 )
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.ids import new_job_id
@@ -41,10 +49,12 @@ __all__ = [
     "CommitError",
     "CommitOptions",
     "FileStatus",
+    "InvalidInput",
     "JobInfo",
     "LocalStore",
     "ManifestError",
     "MemoryStore",
+    "MissingExtra",
     "NotAFile",
     "NotEmpty",
     "NotFound",
@@ -59,6 +69,8 @@ __all__ = [
     "TaskManifest",
     "Throttled",
     "Transient",
+    "UnknownOption",
+    "__version__",
     "abort_job",
     "abort_task",
     "cleanup_job",
@@ -72,3 +84,8 @@ __all__ = [
     "setup_task",
     "task_attempt",
 ]
+
+try:
+    __version__ = _version("aiocommit")
+except _PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+    __version__ = "0+unknown"

@@ -194,7 +194,10 @@ def annotate_span(attributes: Mapping[str, AttributeValue]) -> None:
     :func:`stage_span`); nothing without OpenTelemetry."""
     if _get_tracer() is None:
         return
-    trace = importlib.import_module("opentelemetry.trace")
+    try:
+        trace = importlib.import_module("opentelemetry.trace")
+    except ImportError:
+        return
     span = trace.get_current_span()
     if span.is_recording():
         span.set_attributes({f"aiocommit.{key}": value for key, value in attributes.items()})

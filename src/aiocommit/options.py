@@ -290,7 +290,8 @@ def _checked(name: str, annotation: Any, value: Any, metadata: Mapping[str, Any]
         if minimum is not None and not value >= minimum:
             raise InvalidInput(f"{name} must be >= {minimum}, not {value}")
         if above is not None and not value > above:
-            raise InvalidInput(f"{name} must be > {above}, not {value}")
+            bound = "positive" if above == 0 else f"> {above}"
+            raise InvalidInput(f"{name} must be {bound}, not {value}")
     return value
 
 
