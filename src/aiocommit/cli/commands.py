@@ -16,6 +16,7 @@ from aiocommit.cli.exits import (
     EXIT_NOT_FOUND,
     EXIT_UNAVAILABLE,
     EXIT_USAGE,
+    CommandGroup,
     Problem,
     fail,
     leaf,
@@ -35,7 +36,14 @@ from aiocommit.cli.flags import (
 )
 from aiocommit.cli.jobs import exists, read_dest_success, require_dir, scan_jobs
 from aiocommit.cli.progress import ProgressBar
-from aiocommit.cli.render import console_for, echo_json, render_jobs, render_summary
+from aiocommit.cli.render import (
+    console_for,
+    echo_json,
+    render_brief,
+    render_jobs,
+    render_summary,
+    verbose,
+)
 from aiocommit.cli.summary import decode_document, success_summary
 from aiocommit.cli.units import human_duration
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job
@@ -58,7 +66,7 @@ from aiocommit.stores.base import join
 from aiocommit.stores.multipart import supports_multipart
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=CommandGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="aiocommit")
 @click.option(
     "--log-level",
@@ -276,8 +284,12 @@ def commit(
     else:
         out = console_for()
         verb = "was already committed" if already else f"committed in {seconds:.3f} s"
-        out.print(Text(f"job {job_id} {verb}: {store.qualify(path)}"))
-        render_summary(out, data)
+        headline = f"job {job_id} {verb}: {store.qualify(path)}"
+        if verbose():
+            out.print(Text(headline))
+            render_summary(out, data)
+        else:
+            render_brief(out, {**data, "seconds": seconds}, headline)
     if not summary.success:
         raise click.exceptions.Exit(EXIT_FAILED)
 
@@ -322,14 +334,16 @@ def abort(
                     s3_options=s3_options,
                 )
             else:
-                await abort_job(
-                    path,
-                    job_id,
-                    attempt=attempt,
-                    store=store,
-                    options=options,
-                    undo_renames=not keep_renames,
-                )
+                with ProgressBar(console_for(stderr=True)) as bar:
+                    await abort_job(
+                        path,
+                        job_id,
+                        attempt=attempt,
+                        store=store,
+                        options=options,
+                        undo_renames=not keep_renames,
+                        progress=bar,
+                    )
             return found.state
         finally:
             await store.aclose()
@@ -421,7 +435,10 @@ def cleanup(
                         path, job.job_id, store=store, options=options, s3_options=s3_options
                     )
                 else:
-                    await cleanup_job(path, job.job_id, store=store, options=options)
+                    with ProgressBar(console_for(stderr=True)) as bar:
+                        await cleanup_job(
+                            path, job.job_id, store=store, options=options, progress=bar
+                        )
                 console.print(Text(f"removed {where} (age {human_duration(age)})"))
             if not found:
                 console.print(Text(f"no jobs under {store.qualify(join(path, TEMPORARY))}"))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Awaitable, Callable
-from typing import NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import anyio
 import click
@@ -20,6 +22,20 @@ EXIT_USAGE = 2
 EXIT_NOT_FOUND = 3
 EXIT_UNAVAILABLE = 4
 EXIT_INTERRUPTED = 130
+
+
+class CommandGroup(click.Group):
+    """The ``aiocommit`` group: output cut short by its reader (``aiocommit show … | head``)
+    ends the command with exit 0, as other Unix tools do, not click's exit 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            # nothing more can be written; keep the interpreter's final flush quiet too
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise click.exceptions.Exit(EXIT_OK) from None
 
 
 class Problem(Exception):

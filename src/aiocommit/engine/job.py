@@ -279,6 +279,7 @@ async def abort_job(
     store: Store | None = None,
     options: CommitOptions | None = None,
     undo_renames: bool = True,
+    progress: ProgressCallback | None = None,
 ) -> None:
     """Abort the job: undo its unfinished commit, then remove ``_temporary/JOB``.
     Idempotent: a re-run after a kill at any point finishes it; a finished abort's re-run
@@ -287,9 +288,12 @@ async def abort_job(
     Every attempt whose commit plan says ``committing`` has its renamed files moved back
     first (``undo_renames``), whichever ``attempt`` is given, so nothing of the job stays
     visible. A committed job (its plan says so, or ``_SUCCESS`` is its own) is only
-    cleaned up: its output is never deleted.
+    cleaned up: its output is never deleted. ``progress`` gets the files moved back, then
+    the directories deleted.
     """
-    async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
+    async with open_context(
+        dest, job_id, attempt=attempt, store=store, options=options, progress=progress
+    ) as context:
         record = await read_job_record(context)
         if record is None:
             context.log.info("job %s has no directory: nothing to abort", job_id)
@@ -309,7 +313,11 @@ async def cleanup_job(
     attempt: int = 0,
     store: Store | None = None,
     options: CommitOptions | None = None,
+    progress: ProgressCallback | None = None,
 ) -> None:
-    """Delete the job's temporary directory tree; never touches committed output."""
-    async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
+    """Delete the job's temporary directory tree; never touches committed output.
+    ``progress`` gets the directories deleted."""
+    async with open_context(
+        dest, job_id, attempt=attempt, store=store, options=options, progress=progress
+    ) as context:
         await cleanup_stage(context)

@@ -74,7 +74,6 @@ async def open_context(
     A job commit, abort or cleanup run in the context (its outer stage ran) is reported
     on exit: one log line with its figures, and the metrics (``observability.job_done``).
     """
-    started = time.perf_counter()
     async with open_operations(dest, store=store, options=options) as (ops, path):
         # a store that knows how says so; one opened here from a URL is opened from it again
         opened = ops.store
@@ -96,9 +95,9 @@ async def open_context(
         try:
             yield context
         except BaseException as error:
-            _report(context, started, first_error(error))
+            _report(context, first_error(error))
             raise
-        _report(context, started, None)
+        _report(context, None)
 
 
 #: the outer stage of each job operation reported, first match wins (a commit cleans up)
@@ -109,7 +108,7 @@ _REPORTED = (
 )
 
 
-def _report(context: StageContext, started: float, error: BaseException | None) -> None:
+def _report(context: StageContext, error: BaseException | None) -> None:
     if context.task_attempt_id is not None:
         return  # a task's context: its job reports
     counters = context.stats.counters
@@ -121,7 +120,7 @@ def _report(context: StageContext, started: float, error: BaseException | None) 
                 context.qualify(context.layout.dest),
                 counters,
                 context.stats.gauges,
-                time.perf_counter() - started,
+                time.monotonic() - context.started,
                 error,
                 log=context.log,
             )

@@ -49,6 +49,8 @@ STORE_IO_RATE_LIMITED = "store_io_rate_limited"
 STORE_IO_CONCURRENCY_DECREASED = "store_io_concurrency_decreased"
 
 # gauges (ours)
+#: milliseconds from the start of the job commit to writing _SUCCESS
+JOB_COMMIT_ELAPSED_MS = "job_commit_elapsed_ms"
 JOB_RENAME_PROCESSES = "job_rename_processes"
 STORE_IO_CONCURRENCY_LIMIT = "store_io_concurrency_limit"
 STORE_IO_CONCURRENCY_PEAK = "store_io_concurrency_peak"

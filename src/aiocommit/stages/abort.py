@@ -64,10 +64,18 @@ async def _move_back(context: StageContext, loaded: LoadedJob) -> int:
     ops = context.ops
     etags_kept = ops.capabilities.etags_preserved_in_rename
     moved = 0
+    progress = context.counter(S.JOB_STAGE_ABORT, loaded.file_count, bytes_total=loaded.total_size)
 
     async def move_back(entry: Entry) -> None:
         nonlocal moved
         source, dest, size, etag = entry
+        try:
+            await _move_one(source, dest, size, etag)
+        finally:
+            progress.add(1, size)
+
+    async def _move_one(source: str, dest: str, size: int, etag: str | None) -> None:
+        nonlocal moved
         source_status = await ops.stat_or_none(source)
         if source_status is not None:
             # not renamed; or a copy-then-delete rename stopped before its delete, which
@@ -94,4 +102,5 @@ async def _move_back(context: StageContext, loaded: LoadedJob) -> int:
             move_back,
             workers=context.options.concurrency,
         )
+    progress.finish()
     return moved

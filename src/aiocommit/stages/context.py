@@ -35,13 +35,21 @@ logger = logging.getLogger("aiocommit")
 
 @dataclass(frozen=True)
 class Progress:
-    """A progress report: the stage, files and bytes done, and the totals when known."""
+    """A progress report: the stage, files and bytes done, and the totals when known.
+
+    ``unit`` says what ``files_done``/``files_total`` count: ``"files"`` (renaming, moving
+    back), ``"manifests"`` (loading them) or ``"directories"`` (cleanup)."""
 
     stage: str
     files_done: int = 0
     files_total: int = 0
     bytes_done: int = 0
     bytes_total: int = 0
+    unit: str = "files"
+
+
+#: the least time between two progress reports of a stage
+PROGRESS_SECONDS = 0.2
 
 
 ProgressCallback = Callable[[Progress], None]
@@ -61,6 +69,8 @@ class StageContext:
     progress: ProgressCallback | None = None
     #: opens this store again in a worker process; None where it cannot be (memory)
     reopen: StoreOpener | None = None
+    #: ``time.monotonic()`` when the context was opened (the job operation's start)
+    started: float = field(default_factory=time.monotonic)
     log: ContextAdapter = field(init=False)
 
     def __post_init__(self) -> None:
@@ -83,6 +93,52 @@ class StageContext:
     def report(self, event: Progress) -> None:
         if self.progress is not None:
             self.progress(event)
+
+    def counter(
+        self, stage: str, total: int, *, unit: str = "files", bytes_total: int = 0
+    ) -> StageProgress:
+        """Progress of ``total`` items of a stage, reported at most every
+        ``PROGRESS_SECONDS`` (and at ``finish``)."""
+        return StageProgress(self, stage, total, unit, bytes_total)
+
+
+class StageProgress:
+    """Counts a stage's items done and reports them now and then (``StageContext.counter``)."""
+
+    def __init__(
+        self, context: StageContext, stage: str, total: int, unit: str, bytes_total: int
+    ) -> None:
+        self.context = context
+        self.stage = stage
+        self.total = total
+        self.unit = unit
+        self.bytes_total = bytes_total
+        self.done = 0
+        self.bytes_done = 0
+        self._last = 0.0
+        self._on = context.progress is not None
+        if self._on:
+            self._send()
+
+    def add(self, items: int = 1, size: int = 0) -> None:
+        self.done += items
+        self.bytes_done += size
+        if self._on:
+            now = time.monotonic()
+            if now - self._last > PROGRESS_SECONDS:
+                self._last = now
+                self._send()
+
+    def finish(self) -> None:
+        if self._on:
+            self._send()
+
+    def _send(self) -> None:
+        self.context.report(
+            Progress(
+                self.stage, self.done, self.total, self.bytes_done, self.bytes_total, self.unit
+            )
+        )
 
 
 #: the outer stages of a job commit, abort and cleanup: their spans carry the job's figures
