@@ -34,7 +34,14 @@ from aiocommit.cli.flags import (
     job_layout,
     job_options,
 )
-from aiocommit.cli.jobs import exists, read_dest_success, require_dir, scan_jobs
+from aiocommit.cli.jobs import (
+    MIN_AGE,
+    exists,
+    read_dest_success,
+    require_dir,
+    scan_jobs,
+    too_recent,
+)
 from aiocommit.cli.progress import ProgressBar
 from aiocommit.cli.render import (
     console_for,
@@ -82,8 +89,10 @@ def main(log_level: str | None, verbose: int) -> None:
     PATH and DEST are store URLs (file:///…, memory://NAME/…,
     abfss://FS@ACCOUNT.dfs.core.windows.net/…, gs://BUCKET/…) or local paths.
 
-    Exit codes: 0 ok, 1 failed, 2 usage error, 3 not found, 4 unavailable (packages
-    not installed), 130 interrupted.
+    Exit codes: 0 ok (also: abort or cleanup of a job that is not there, output cut
+    short by its reader), 1 failed (or refused), 2 usage error, 3 not found (the path,
+    the destination, a job to commit), 4 unavailable (packages not installed),
+    130 interrupted.
     """
     level = log_level or ("DEBUG" if verbose > 1 else "INFO" if verbose else "WARNING")
     configure_logging(level)
@@ -106,7 +115,11 @@ def demo(dest: str | None, tasks: int, files_per_task: int) -> None:
     click.echo(f"  tasks committed:  {counters.get(S.COMMITTER_TASKS_COMPLETED, 0)}")
     click.echo(f"  files committed:  {counters.get(S.COMMITTER_FILES_COMMITTED, 0)}")
     click.echo(f"  bytes committed:  {counters.get(S.COMMITTER_BYTES_COMMITTED, 0)}")
-    click.echo(f"  renames:          {counters.get(S.OP_RENAME, 0)}")
+    own = counters.get(S.OP_RENAME, 0) - counters.get(S.COMMITTER_FILES_COMMITTED, 0)
+    click.echo(
+        f"  files renamed:    {counters.get(S.COMMITTER_FILES_COMMITTED, 0)} "
+        f"(and {own} of the committer's own files)"
+    )
     click.echo(f"  _SUCCESS:         {dest_dir}/_SUCCESS ({len(summary.filenames)} file names)")
     if not summary.success:
         sys.exit(1)
@@ -367,13 +380,27 @@ def abort(
     help="Only jobs older than this (e.g. 2h, 3d, 1h30m); the age comes from the job ID's "
     "timestamp, or on a local store the job directory's modification time.",
 )
-@click.option("--all", "all_jobs", is_flag=True, help="Every job under DEST/_temporary.")
+@click.option(
+    "--all",
+    "all_jobs",
+    is_flag=True,
+    help="Every job under DEST/_temporary; a job not known finished (set up, its tasks "
+    "may still be writing) only once older than --min-age.",
+)
+@click.option(
+    "--min-age",
+    metavar="DURATION",
+    callback=duration_flag,
+    help=f"With --all: keep jobs not known finished that are younger than this "
+    f"[default: {human_duration(MIN_AGE)}]; 0 removes them whatever their age.",
+)
 @click.option("--dry-run", is_flag=True, help="Print what would be removed; remove nothing.")
 @click.option(
     "--force",
     is_flag=True,
     help="Also remove jobs whose commit started and did not finish (their output is then "
-    "partly visible and can no longer be finished or undone).",
+    "partly visible and can no longer be finished or undone), and with --all recent jobs "
+    "not known finished.",
 )
 @commit_options(commit=False)
 def cleanup(
@@ -381,6 +408,7 @@ def cleanup(
     job_id: str | None,
     older_than: float | None,
     all_jobs: bool,
+    min_age: float | None,
     dry_run: bool,
     force: bool,
     option_pairs: tuple[str, ...],
@@ -404,11 +432,12 @@ def cleanup(
             found = await scan_jobs(store, path)
             if job_id is not None:
                 found = [job for job in found if job.job_id == job_id]
-                if not found:
-                    raise Problem(
-                        EXIT_NOT_FOUND,
-                        f"{store.qualify(JobLayout(path, job_id).job_dir)}: no such job",
+                if not found:  # as abort: nothing left is what cleanup wants
+                    where = store.qualify(JobLayout(path, job_id).job_dir)
+                    console.print(
+                        Text(f"job {job_id}: nothing to clean up ({where} does not exist)")
                     )
+                    return 0
             now = time.time()
             refused = 0
             for job in found:
@@ -425,6 +454,15 @@ def cleanup(
                         "finish it with `aiocommit commit` or undo it with `aiocommit abort` "
                         "(or pass --force)",
                         err=True,
+                    )
+                    continue
+                if too_recent(job, age, all_jobs=all_jobs, min_age=min_age, force=force):
+                    reason = "age unknown" if age is None else f"age {human_duration(age)}"
+                    console.print(
+                        Text(
+                            f"kept {where} ({job.state}, {reason}: its tasks may still be "
+                            f"writing; --min-age 0 or --force removes it)"
+                        )
                     )
                     continue
                 if dry_run:
