@@ -160,3 +160,23 @@ def test_ctrl_c_says_how_to_finish_or_undo(tmp_path: Path) -> None:
     assert finish.wait(timeout=120) == 0
     assert (root / "_SUCCESS").exists()
     assert all((root / name).read_bytes() == data for name, data in expected.items())
+
+
+def test_option_values_are_checked_before_anything_runs(cli: Cli, dest: Dest) -> None:
+    job_id, _ = dest.job(tasks=1, files=2)
+    for args, words in (
+        (["--retry-base-delay", "-1"], "retry_base_delay must be >= 0"),
+        (["--min-concurrency", "5000"], "min_concurrency (5000) must not exceed concurrency"),
+        (["--option", "retry_budget_seconds=-1"], "retry_budget_seconds must be >= 0"),
+        (["--option", "validate_output=yes please"], "not a boolean"),
+    ):
+        result = cli("commit", dest.url, "--job-id", job_id, *args)
+        assert result.exit_code == 2, (args, result.output)
+        assert words in result.stderr, (args, result.stderr)
+    assert not dest.exists("_SUCCESS")
+
+
+def test_demo_counts_files_renamed_not_store_renames(cli: Cli, tmp_path: Path) -> None:
+    result = cli("demo", str(tmp_path / "out"), "--tasks", "2", "--files-per-task", "50")
+    assert result.exit_code == 0, result.output
+    assert "files renamed:    100 (and " in result.stdout
