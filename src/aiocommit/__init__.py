@@ -12,11 +12,9 @@ Tasks write under their own attempt directory and ``commit_task`` saves a manife
 Every error it raises is an ``AiocommitError`` (see ``aiocommit.errors``).
 """
 
-from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
-from importlib.metadata import version as _version
-
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job, setup_job
 from aiocommit.engine.jobs import JobInfo, job_info, list_jobs
+from aiocommit.engine.summary import VERSION as __version__
 from aiocommit.engine.task import TaskAttempt, abort_task, commit_task, setup_task, task_attempt
 from aiocommit.errors import (
     AiocommitError,
@@ -84,8 +82,3 @@ __all__ = [
     "setup_task",
     "task_attempt",
 ]
-
-try:
-    __version__ = _version("aiocommit")
-except _PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
-    __version__ = "0+unknown"
