@@ -224,35 +224,34 @@ class InFlight(Protocol):
     def in_flight(self) -> int: ...
 
 
+#: the counters and histograms: instrument name -> (unit, description)
+_COUNTERS = {
+    FILES_COMMITTED: ("{file}", "Files committed (renamed or completed)"),
+    BYTES_COMMITTED: ("By", "Bytes of the files committed"),
+    STORE_CALLS: ("{call}", "Store calls by operation and outcome"),
+    STORE_RETRIES: ("{call}", "Store calls retried"),
+    STORE_THROTTLES: ("{call}", "Store calls the store throttled"),
+    JOBS: ("{job}", "Job commits, aborts and cleanups by outcome"),
+}
+_HISTOGRAMS = {
+    JOB_DURATION: ("s", "Job commit, abort and cleanup durations"),
+    STAGE_DURATION: ("s", "Stage durations"),
+}
+
+
 class _Instruments:
-    """The OpenTelemetry instruments of one meter provider."""
+    """The OpenTelemetry instruments of one meter provider, by instrument name."""
 
     def __init__(self, metrics: Any, provider: Any) -> None:
         meter = (provider or metrics.get_meter_provider()).get_meter("aiocommit")
-        self.files = meter.create_counter(
-            FILES_COMMITTED, unit="{file}", description="Files committed (renamed or completed)"
-        )
-        self.bytes = meter.create_counter(
-            BYTES_COMMITTED, unit="By", description="Bytes of the files committed"
-        )
-        self.calls = meter.create_counter(
-            STORE_CALLS, unit="{call}", description="Store calls by operation and outcome"
-        )
-        self.retries = meter.create_counter(
-            STORE_RETRIES, unit="{call}", description="Store calls retried"
-        )
-        self.throttles = meter.create_counter(
-            STORE_THROTTLES, unit="{call}", description="Store calls the store throttled"
-        )
-        self.jobs = meter.create_counter(
-            JOBS, unit="{job}", description="Job commits, aborts and cleanups by outcome"
-        )
-        self.job_duration = meter.create_histogram(
-            JOB_DURATION, unit="s", description="Job commit, abort and cleanup durations"
-        )
-        self.stage_duration = meter.create_histogram(
-            STAGE_DURATION, unit="s", description="Stage durations"
-        )
+        self.counters = {
+            name: meter.create_counter(name, unit=unit, description=description)
+            for name, (unit, description) in _COUNTERS.items()
+        }
+        self.histograms = {
+            name: meter.create_histogram(name, unit=unit, description=description)
+            for name, (unit, description) in _HISTOGRAMS.items()
+        }
         observation = importlib.import_module("opentelemetry.metrics").Observation
         meter.create_observable_up_down_counter(
             STORE_IN_FLIGHT,
@@ -304,7 +303,7 @@ def record_stage(name: str, seconds: float, *, failed: bool) -> None:
     """A stage's duration into the stage histogram."""
     instruments = _meter()
     if instruments is not None:
-        instruments.stage_duration.record(seconds, {"stage": name, "failed": failed})
+        instruments.histograms[STAGE_DURATION].record(seconds, {"stage": name, "failed": failed})
 
 
 #: the counters of a job's statistics that the line and the metrics report
@@ -364,16 +363,20 @@ def job_done(
     if instruments is None:
         return
     attributes = {"operation": operation}
-    instruments.jobs.add(1, {**attributes, "outcome": outcome})
-    instruments.job_duration.record(seconds, {**attributes, "outcome": outcome})
-    instruments.files.add(figures["files"], attributes)
-    instruments.bytes.add(figures["bytes"], attributes)
-    instruments.retries.add(figures["retries"], attributes)
-    instruments.throttles.add(figures["throttled"], attributes)
+    counters_of = instruments.counters
+    counters_of[JOBS].add(1, {**attributes, "outcome": outcome})
+    instruments.histograms[JOB_DURATION].record(seconds, {**attributes, "outcome": outcome})
+    for name, figure in (
+        (FILES_COMMITTED, "files"),
+        (BYTES_COMMITTED, "bytes"),
+        (STORE_RETRIES, "retries"),
+        (STORE_THROTTLES, "throttled"),
+    ):
+        counters_of[name].add(figures[figure], attributes)
     for name in S.STORE_OPERATIONS:
         for failed, key in ((False, name), (True, name + ".failures")):
             count = counters.get(key, 0)
             if count:
-                instruments.calls.add(
+                counters_of[STORE_CALLS].add(
                     count, {**attributes, "store_operation": name, "failed": failed}
                 )
