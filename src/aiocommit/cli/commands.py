@@ -18,7 +18,6 @@ from aiocommit.cli.exits import (
     EXIT_USAGE,
     Problem,
     fail,
-    leaf,
     one_line,
     open_url,
     report,
@@ -47,7 +46,7 @@ from aiocommit.engine.zero_rename import (
     is_zero_rename_job,
     s3_uploads,
 )
-from aiocommit.errors import CommitError, NotFound
+from aiocommit.errors import CommitError, NotFound, first_error
 from aiocommit.observability import configure_logging
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.layout import SUCCESS, TEMPORARY, JobLayout
@@ -256,9 +255,9 @@ def commit(
     try:
         summary = anyio.run(run)
     except (Exception, KeyboardInterrupt, BaseExceptionGroup) as error:
-        if isinstance(leaf(error), CommitError):
+        if isinstance(first_error(error), CommitError):
             click.echo(
-                f"aiocommit: error: {one_line(str(leaf(error)))}",
+                f"aiocommit: error: {one_line(str(first_error(error)))}",
                 err=True,
             )
             click.echo(

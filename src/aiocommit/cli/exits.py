@@ -8,7 +8,7 @@ from typing import NoReturn, TypeVar
 import anyio
 import click
 
-from aiocommit.errors import AiocommitError, NotFound
+from aiocommit.errors import AiocommitError, NotFound, first_error
 from aiocommit.stores.base import Store
 from aiocommit.stores.registry import open_store
 
@@ -34,12 +34,6 @@ class Problem(Exception):
         self.message = message
 
 
-def leaf(error: BaseException) -> BaseException:
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:
-        error = error.exceptions[0]
-    return error
-
-
 def one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -51,7 +45,7 @@ def fail(code: int, message: str) -> NoReturn:
 
 def report(error: BaseException, target: str) -> NoReturn:
     """Print ``error`` in one line naming the path, and exit with its code."""
-    error = leaf(error)
+    error = first_error(error)
     if isinstance(error, Problem):
         fail(error.code, error.message)
     if isinstance(error, KeyboardInterrupt):

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 import anyio
 
-from aiocommit.errors import CommitError, StoreError
+from aiocommit.errors import CommitError, StoreError, first_error
 from aiocommit.io.operations import StoreOperations
 from aiocommit.observability import ContextAdapter, stage_span
 from aiocommit.options import CommitOptions
@@ -76,17 +76,6 @@ class StageContext:
     def report(self, event: Progress) -> None:
         if self.progress is not None:
             self.progress(event)
-
-
-def first_error(error: BaseException) -> BaseException:
-    """The first leaf of an exception group that is not a cancellation."""
-    if isinstance(error, BaseExceptionGroup):
-        leaves = [first_error(inner) for inner in error.exceptions]
-        for leaf in leaves:
-            if not isinstance(leaf, anyio.get_cancelled_exc_class()):
-                return leaf
-        return leaves[0]
-    return error
 
 
 @asynccontextmanager
