@@ -20,6 +20,7 @@ from aiocommit.stores.multipart import (
     supports_multipart,
 )
 from tests.conftest import STORE_FACTORIES, cloud_store
+from tests.helpers import exists
 
 #: the stores with multipart uploads; every other store must say it has none
 MULTIPART_STORES = ("memory", "s3")
@@ -56,14 +57,6 @@ async def multipart_root(
 
 async def uploads_under(store: MultipartStore, prefix: str) -> list[tuple[str, str]]:
     return [(u.path, u.upload_id) async for page in store.list_uploads(prefix) for u in page]
-
-
-async def exists(store: Store, path: str) -> bool:
-    try:
-        await store.stat(path)
-    except NotFound:
-        return False
-    return True
 
 
 def test_which_stores_have_multipart_uploads(any_store_root: tuple[Store, str]) -> None:
