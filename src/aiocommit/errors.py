@@ -27,7 +27,10 @@ engine: the retry policy asks ``error.retryable`` and nothing else.
 
 from __future__ import annotations
 
+import asyncio
 from typing import ClassVar
+
+import anyio
 
 
 class AiocommitError(Exception):
@@ -191,3 +194,25 @@ class ManifestError(CommitError):
 class OutputConflict(CommitError):
     """Two tasks claim the same destination file, or the destination already holds a
     different file there and deleting target files is off."""
+
+
+def first_error(error: BaseException) -> BaseException:
+    """The error to report for ``error``: itself, or for an exception group (a task
+    group's failure, nested or not) its first leaf that is not a cancellation (the
+    cancellations are the other tasks stopped because of it). Works in and outside an
+    event loop."""
+    if not isinstance(error, BaseExceptionGroup):
+        return error
+    leaves = [first_error(inner) for inner in error.exceptions]
+    cancellations = _cancellations()
+    for leaf in leaves:
+        if not isinstance(leaf, cancellations):
+            return leaf
+    return leaves[0]
+
+
+def _cancellations() -> tuple[type[BaseException], ...]:
+    try:
+        return (asyncio.CancelledError, anyio.get_cancelled_exc_class())
+    except Exception:  # no event loop here: asyncio's is the one anyio would use
+        return (asyncio.CancelledError,)

@@ -26,7 +26,7 @@ from aiocommit.engine.session import new_statistics, open_context
 from aiocommit.engine.summary import combined_statistics as _combined
 from aiocommit.engine.summary import committer_diagnostics as _diagnostics
 from aiocommit.engine.summary import record_failure
-from aiocommit.errors import CommitError, ManifestError
+from aiocommit.errors import CommitError, ManifestError, first_error
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.ids import new_job_id
@@ -47,7 +47,7 @@ from aiocommit.stages.commit_plan import (
     save_copies,
     save_plan,
 )
-from aiocommit.stages.context import ProgressCallback, StageContext, first_error, stage
+from aiocommit.stages.context import ProgressCallback, StageContext, stage
 from aiocommit.stages.create_dirs import (
     create_directories_stage,
     remove_created_directories_after_failure,

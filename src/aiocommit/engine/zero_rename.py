@@ -21,6 +21,7 @@ removes the job's directories.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import shutil
@@ -33,7 +34,14 @@ import anyio.to_thread
 
 from aiocommit.engine.session import new_statistics, open_context
 from aiocommit.engine.summary import combined_statistics, committer_diagnostics, record_failure
-from aiocommit.errors import AlreadyExists, CommitError, ManifestError, NotFound
+from aiocommit.errors import (
+    AlreadyExists,
+    CommitError,
+    ManifestError,
+    NotEmpty,
+    NotFound,
+    first_error,
+)
 from aiocommit.io.multipart import MultipartOperations
 from aiocommit.options import CommitOptions, UnknownOption
 from aiocommit.protocol import s3_statistics as S3
@@ -63,7 +71,7 @@ from aiocommit.stages.commit_plan import (
     read_plan,
     save_plan,
 )
-from aiocommit.stages.context import StageContext, first_error, parallel, stage
+from aiocommit.stages.context import StageContext, parallel, stage
 from aiocommit.stages.pending import (
     CONFLICT_MODES,
     MIN_PART_SIZE,
@@ -79,7 +87,7 @@ from aiocommit.stages.pending import (
     walk_files,
 )
 from aiocommit.stages.save_success import read_success, save_report, save_success_stage
-from aiocommit.stores.base import Store, join, relative_to
+from aiocommit.stores.base import Store, join, parent_of, relative_to
 from aiocommit.stores.multipart import Upload, supports_multipart
 from aiocommit.stores.registry import open_store
 
@@ -387,6 +395,8 @@ async def _cleanup(
     await cleanup_stage(context, name=name)
     async with stage(context, name):
         await context.ops.delete(magic_job_dir(context.layout), recursive=True)
+        with contextlib.suppress(NotEmpty):  # __magic itself, when no other job uses it
+            await context.ops.delete(parent_of(magic_job_dir(context.layout)))
         if s3_options.abort_pending_uploads:
             await abort_outstanding_uploads(context, mops, context.layout.dest.rstrip("/") + "/")
 

@@ -19,11 +19,11 @@ from __future__ import annotations
 from aiocommit.errors import CommitError, ManifestError
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
+from aiocommit.stages.commit_file import Entry, holds, same_file
 from aiocommit.stages.commit_plan import ABORTED, CommitPlan, copies_reader, save_plan
 from aiocommit.stages.context import StageContext, parallel, stage
 from aiocommit.stages.create_dirs import remove_created_directories
 from aiocommit.stages.load_manifests import LoadedJob, load_manifests_stage
-from aiocommit.stages.rename_files import Entry, holds, same_file
 from aiocommit.stores.base import parent_of
 
 

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 import anyio
 
-from aiocommit.errors import CommitError, StoreError
+from aiocommit.errors import CommitError, StoreError, first_error
 from aiocommit.io.operations import StoreOperations
 from aiocommit.observability import (
     ContextAdapter,
@@ -143,17 +143,6 @@ class StageProgress:
 
 #: the outer stages of a job commit, abort and cleanup: their spans carry the job's figures
 _JOB_STAGES = frozenset({S.COMMITTER_COMMIT_JOB, S.JOB_STAGE_ABORT, S.JOB_STAGE_CLEANUP})
-
-
-def first_error(error: BaseException) -> BaseException:
-    """The first leaf of an exception group that is not a cancellation."""
-    if isinstance(error, BaseExceptionGroup):
-        leaves = [first_error(inner) for inner in error.exceptions]
-        for leaf in leaves:
-            if not isinstance(leaf, anyio.get_cancelled_exc_class()):
-                return leaf
-        return leaves[0]
-    return error
 
 
 @asynccontextmanager

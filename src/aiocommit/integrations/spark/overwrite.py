@@ -40,11 +40,10 @@ import anyio
 import msgspec
 
 from aiocommit.engine.job import abort_job
-from aiocommit.errors import ManifestError, NotEmpty, NotFound, Throttled, Transient
+from aiocommit.errors import ManifestError, NotEmpty, NotFound, Throttled, Transient, first_error
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.layout import SUCCESS, TEMPORARY
 from aiocommit.protocol.success import decode_success
-from aiocommit.stages.context import first_error
 from aiocommit.stores.base import Store, join, relative_to
 
 T = TypeVar("T")
