@@ -39,6 +39,10 @@ HADOOP_ONLY_OPTIONS = frozenset(
 
 logger = logging.getLogger("aiocommit")
 
+#: what a job commit does with output already in its destination (Hadoop S3A's
+#: ``fs.s3a.committer.staging.conflict-mode`` values)
+CONFLICT_MODES = ("fail", "append", "replace")
+
 
 class UnknownOption(ValueError):
     """A key under our prefixes that names no option; the message names the closest one."""
@@ -135,6 +139,21 @@ class CommitOptions:
     use_source_etag: bool = _option(
         True, None, "Rename with the manifest's etag as a source precondition where known."
     )
+    conflict_mode: str | None = _option(
+        None,
+        "fs.s3a.committer.staging.conflict-mode",
+        "What the job commit does with output already in the destination (or, with "
+        "replace_partitions, in the partitions it writes): fail, append or replace. Unset: "
+        "append, or what the job's commit plan recorded when a commit of the job started "
+        "earlier.",
+    )
+    replace_partitions: bool | None = _option(
+        None,
+        None,
+        "Apply the conflict mode per partition: to each directory the job writes files into, "
+        "with everything below it (Hadoop's partitioned committer), not to the whole "
+        "destination. Unset: false, or what the job's commit plan recorded.",
+    )
     processes: int = _option(
         1,
         None,
@@ -152,6 +171,13 @@ class CommitOptions:
             raise ValueError(f"processes must be >= 0, not {self.processes}")
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, not {self.max_attempts}")
+        if isinstance(self.conflict_mode, str):  # Hadoop reads the mode in any case
+            object.__setattr__(self, "conflict_mode", self.conflict_mode.strip().lower())
+        if self.conflict_mode is not None and self.conflict_mode not in CONFLICT_MODES:
+            raise ValueError(
+                f"conflict_mode must be one of {', '.join(CONFLICT_MODES)}, "
+                f"not {self.conflict_mode!r}"
+            )
         for name in ("rate_limit", "delete_rate_limit"):
             value = getattr(self, name)
             if value is not None and value <= 0:

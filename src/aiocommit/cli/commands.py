@@ -34,7 +34,13 @@ from aiocommit.cli.flags import (
 )
 from aiocommit.cli.jobs import exists, read_dest_success, require_dir, scan_jobs
 from aiocommit.cli.progress import ProgressBar
-from aiocommit.cli.render import console_for, echo_json, render_jobs, render_summary
+from aiocommit.cli.render import (
+    console_for,
+    echo_json,
+    render_jobs,
+    render_summary,
+    report_unrestorable,
+)
 from aiocommit.cli.summary import decode_document, success_summary
 from aiocommit.cli.units import human_duration
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job
@@ -304,6 +310,7 @@ def abort(
     s3_options = build_s3_options(option_pairs)
     store, path = open_url(dest)
     layout = job_layout(path, job_id, attempt)
+    lost: list[str] = []
 
     async def run() -> str | None:
         try:
@@ -321,7 +328,7 @@ def abort(
                     s3_options=s3_options,
                 )
             else:
-                await abort_job(
+                lost[:] = await abort_job(
                     path,
                     job_id,
                     attempt=attempt,
@@ -340,6 +347,7 @@ def abort(
         return
     what = "was committed; cleaned up" if state == "committed" else "aborted"
     click.echo(f"job {job_id} {what}: {store.qualify(layout.job_dir)} removed")
+    report_unrestorable(lost, store.qualify)
 
 
 @main.command()
