@@ -15,10 +15,17 @@ cleanup (``--all``)
     a committed job with its temporary files left and a set-up job (both removed), a
     job whose commit stopped part-way (refused: kept, and still undone whole by a later
     abort), and a committed job's output (untouched).
+replace (``commit --conflict-mode replace``)
+    a destination holding a committed job's output and a set-up job that replaces it.
+    Every other run is finished by re-running the commit (the destination then holds
+    exactly the new job's output and ``_SUCCESS``); the others by ``aiocommit abort``:
+    a job killed before its commit point leaves exactly the old output and ``_SUCCESS``
+    (moved back from the job's directory), one killed after it exactly the new.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import shutil
@@ -34,6 +41,7 @@ from aiocommit import CommitError, CommitOptions, abort_job, commit_job, commit_
 from aiocommit.engine.jobs import list_jobs
 from aiocommit.engine.task import setup_task
 from aiocommit.protocol.layout import SUCCESS, TEMPORARY
+from aiocommit.protocol.success import decode_success
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.faulty import Faults, FaultyStore
 from aiocommit.stores.local import LocalStore
@@ -42,7 +50,7 @@ from aiocommit.stress.crash import run_child
 
 T = TypeVar("T")
 
-OPERATIONS = ("abort", "cleanup")
+OPERATIONS = ("abort", "cleanup", "replace")
 _kill = {"at": 0, "after": 0, "count": 0}
 
 
@@ -112,6 +120,12 @@ class Scene:
     refused: str | None = None
     #: jobs whose directory must be gone
     gone: list[str] = field(default_factory=list)
+    #: the job whose ``_SUCCESS`` the destination must hold afterwards (None: unchecked)
+    success: str | None = None
+    #: replace: the job under test, and what a reader sees if its commit is undone
+    job: str | None = None
+    old_visible: dict[str, bytes] = field(default_factory=dict)
+    old_success: str | None = None
 
 
 async def _job(
@@ -178,7 +192,26 @@ async def cleanup_scene(store: Store, dest: str) -> Scene:
     )
 
 
-SCENES = {"abort": abort_scene, "cleanup": cleanup_scene}
+async def replace_scene(store: Store, dest: str) -> Scene:
+    await store.write_bytes(join(dest, "old.dat"), b"old")
+    old, old_files = await _job(store, dest, "old", tasks=2, files=9)
+    await commit_job(dest, old, store=store)
+    new, new_files = await _job(store, dest, "new", tasks=3, files=8)
+    return Scene(
+        dest,
+        # one process: every store call goes through the killing store
+        ["commit", dest, "--job-id", new, "--conflict-mode", "replace", "--processes", "1"],
+        0,
+        new_files,
+        gone=[new],
+        success=new,
+        job=new,
+        old_visible={"old.dat": b"old", **old_files},
+        old_success=old,
+    )
+
+
+SCENES = {"abort": abort_scene, "cleanup": cleanup_scene, "replace": replace_scene}
 
 
 async def _visible(store: Store, dest: str) -> dict[str, bytes]:
@@ -212,6 +245,15 @@ async def check_scene(store: Store, scene: Scene) -> list[str]:
         else:
             await abort_job(scene.dest, scene.refused, store=store)
     visible = await _visible(store, scene.dest)
+    if scene.success is not None:
+        try:
+            owner: str | None = decode_success(
+                await store.read_bytes(join(scene.dest, SUCCESS))
+            ).job_id
+        except FileNotFoundError:
+            owner = None
+        if owner != scene.success:
+            problems.append(f"_SUCCESS is job {owner}'s, not {scene.success}'s")
     if visible != scene.visible:
         extra = sorted(set(visible) - set(scene.visible))[:5]
         lost = sorted(set(scene.visible) - set(visible))[:5]
@@ -226,6 +268,21 @@ async def check_scene(store: Store, scene: Scene) -> list[str]:
             if now != {**scene.visible, **scene.survivor_files}:
                 problems.append("the other set-up job did not commit whole")
     return problems
+
+
+async def _abort_instead(store: Store, scene: Scene) -> Scene:
+    """The scene finished by ``aiocommit abort`` instead of a re-run: what a reader must
+    see then depends on whether the killed commit had passed its commit point."""
+    assert scene.job is not None
+    jobs = {job.job_id: job for job in await list_jobs(scene.dest, store=store)}
+    committed = scene.job not in jobs or jobs[scene.job].state == "committed"
+    return dataclasses.replace(
+        scene,
+        args=["abort", scene.dest, "--job-id", scene.job],
+        expected_code=0,
+        visible=scene.visible if committed else scene.old_visible,
+        success=scene.success if committed else scene.old_success,
+    )
 
 
 # -- the runs ------------------------------------------------------------------------------
@@ -276,6 +333,8 @@ async def kill_anywhere(operation: str, *, runs: int, seed: int, workdir: str) -
             kills += killed
             where = f"call {at}/{calls} {'after' if after else 'before'}"
             positions.append(round(at / calls, 3))
+            if scene.job is not None and run % 2:
+                scene = await _abort_instead(store, scene)
             _, _, code = await child(scene, 0, False)
             if code != scene.expected_code:
                 failures.append(f"{where}: re-run exited {code}")
