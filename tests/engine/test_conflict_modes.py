@@ -4,13 +4,15 @@ restores the old output, or names what it cannot restore."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from aiocommit import CommitOptions, OutputConflict, abort_job, commit_job, commit_task, setup_job
 from aiocommit.protocol.success import decode_success
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.faulty import Faults, FaultyStore
-from tests.helpers import exists, output, run_tasks, task_files, walk, write_task
+from tests.helpers import exists, output, run_tasks, task_files, write_task
 
 
 async def _job(store: Store, dest: str, files: dict[str, bytes]) -> str:
@@ -81,17 +83,20 @@ async def test_fail_refuses_and_changes_nothing(any_store_root: tuple[Store, str
 async def test_abort_of_a_failed_replace_restores_or_names_what_it_cannot(
     any_store_root: tuple[Store, str],
 ) -> None:
+    """The replace fails once the job's files are in, while the old ones go (moved
+    aside, or deleted on a store without atomic rename)."""
     store, root = any_store_root
     dest = join(root, "out")
     old = await _seed(store, dest)
     old_success = await store.read_bytes(join(dest, "_SUCCESS"))
-    new = {"part=0/new-a.dat": b"a", "part=1/new-b.dat": b"b"}
-    job_id = await _job(store, dest, new)
+    victim = sorted(old)[len(old) // 2]
+    job_id = await _job(store, dest, {"part=0/new-a.dat": b"a", "part=1/new-b.dat": b"b"})
     failing = FaultyStore(
-        store, Faults(fail_paths=lambda op, path: op == "rename" and path.endswith("new-b.dat"))
+        store,
+        Faults(fail_paths=lambda op, path: op in ("rename", "delete") and path.endswith(victim)),
     )
-    options = CommitOptions(conflict_mode="replace", max_attempts=1)
-    with pytest.raises(Exception, match=r"new-b\.dat"):
+    options = CommitOptions(conflict_mode="replace", max_attempts=1, concurrency=2)
+    with pytest.raises(Exception, match=re.escape(victim)):
         await commit_job(dest, job_id, store=failing, options=options)
     lost = await abort_job(dest, job_id, store=store)
     assert not await exists(store, join(dest, "_temporary"))
@@ -99,6 +104,29 @@ async def test_abort_of_a_failed_replace_restores_or_names_what_it_cannot(
         assert lost == []
         assert await output(store, dest) == old
         assert await store.read_bytes(join(dest, "_SUCCESS")) == old_success
-    else:  # deleted: the abort names every old file it cannot restore
-        assert sorted(lost) == sorted(join(dest, f) for f in [*old, "_SUCCESS"])
-        assert await walk(store, dest) == {}
+    else:  # deleted: the abort names exactly the old files that are gone
+        left = await output(store, dest)
+        assert join(dest, "_SUCCESS") in lost and victim in left
+        assert sorted(lost) == sorted(join(dest, f) for f in [*old, "_SUCCESS"] if f not in left)
+        assert left == {f: old[f] for f in left}  # nothing new, nothing changed
+
+
+async def test_abort_before_the_old_files_go_keeps_them_all(
+    any_store_root: tuple[Store, str],
+) -> None:
+    """A replace fails while the job's files arrive: the old files have not gone yet
+    (only ``_SUCCESS``, which the commit replaces first), on every store."""
+    store, root = any_store_root
+    dest = join(root, "out")
+    old = await _seed(store, dest)
+    job_id = await _job(store, dest, {"part=0/new-a.dat": b"a", "part=1/new-b.dat": b"b"})
+    failing = FaultyStore(
+        store, Faults(fail_paths=lambda op, path: op == "rename" and path.endswith("new-b.dat"))
+    )
+    options = CommitOptions(conflict_mode="replace", max_attempts=1)
+    with pytest.raises(Exception, match=r"new-b\.dat"):
+        await commit_job(dest, job_id, store=failing, options=options)
+    lost = await abort_job(dest, job_id, store=store)
+    assert await output(store, dest) == old
+    expected = [] if store.capabilities.atomic_rename else [join(dest, "_SUCCESS")]
+    assert lost == expected

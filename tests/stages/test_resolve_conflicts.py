@@ -15,8 +15,8 @@ from aiocommit.protocol import statistics as S
 from aiocommit.stages.commit_plan import CommitPlan, read_plan
 from aiocommit.stages.context import StageContext
 from aiocommit.stages.resolve_conflicts import (
+    finish_conflicts_stage,
     partition_roots,
-    remove_emptied_directories,
     resolve_conflicts_stage,
     restore_replaced_stage,
     settle_conflict_mode,
@@ -64,12 +64,16 @@ async def run(
     partitioned: bool = False,
     targets: Iterable[str] = (),
     plan: CommitPlan | None = None,
+    finish: bool = True,
 ) -> tuple[CommitPlan, StageContext]:
+    """The stage before the job's files arrive and, with ``finish``, after."""
     plan = plan or CommitPlan(job_id="job_1", manifests={})
     async with open_context(DEST, "job_1", store=store) as context:  # type: ignore[arg-type]
         await resolve_conflicts_stage(
             context, plan, mode, partitioned=partitioned, targets=lambda: list(targets)
         )
+        if finish:
+            await finish_conflicts_stage(context, plan)
     return plan, context
 
 
@@ -102,25 +106,33 @@ async def test_fail_per_partition_checks_only_the_written_partitions(store: Memo
 
 
 async def test_replace_moves_the_old_output_aside_and_records_it(store: MemoryStore) -> None:
-    plan, context = await run(store, "replace")
+    """The old files in the way of the job's (and _SUCCESS) go first, recorded; the rest
+    once the job's files are in, so a reader never sees a partition with neither."""
+    in_the_way = join(DEST, "k=a/a1.txt")
+    plan, _ = await run(store, "replace", targets=[in_the_way], finish=False)
     record = plan.conflicts
-    assert record is not None and record.done and record.aside
+    assert record is not None and record.aside and not record.done
     assert record.replaced == sorted(OLD)
+    assert record.collisions == ["_SUCCESS", "k=a/a1.txt"]
     assert set(record.directories) == {"empty", "k=a", "k=b", "k=b/deep"}
-    assert await visible(store) == {}
-    aside = await walk(store, context.layout.replaced_dir)
-    assert aside == OLD
+    assert await visible(store) == {
+        k: v for k, v in OLD.items() if k not in ("_SUCCESS", "k=a/a1.txt")
+    }
     # the plan on the store says the same, for a re-run or an abort
     async with open_context(DEST, "job_1", store=store) as fresh:
         saved = await read_plan(fresh)
     assert saved is not None and saved.conflicts == record
-    assert context.stats.counters[S.COMMITTER_FILES_REPLACED] == len(OLD)
-    # the emptied directories go once the job's files are in place, refilled ones stay
-    await store.write_bytes(join(DEST, "k=b/new.txt"), b"new")
-    await remove_emptied_directories(context, plan)
-    assert not await exists(store, join(DEST, "k=a"))
+    # the job's files arrive; then the rest goes, and the emptied directories too
+    await store.write_bytes(in_the_way, b"new")
+    async with open_context(DEST, "job_1", store=store) as context:
+        await finish_conflicts_stage(context, plan)
+    assert record.done
+    assert await visible(store) == {"k=a/a1.txt": b"new"}
+    assert await walk(store, context.layout.replaced_dir) == OLD
+    assert not await exists(store, join(DEST, "k=b"))
     assert not await exists(store, join(DEST, "empty"))
-    assert await exists(store, join(DEST, "k=b"))
+    assert await exists(store, join(DEST, "k=a"))  # refilled: stays
+    assert context.stats.counters[S.COMMITTER_FILES_REPLACED] == len(OLD) - 2
 
 
 async def test_replace_per_partition_leaves_other_partitions(store: MemoryStore) -> None:
@@ -173,13 +185,18 @@ async def test_an_interrupted_replace_is_resumed_from_its_record(store: MemorySt
         store, Faults(fail_paths=lambda op, path: op == "rename" and path.endswith("b2.txt"))
     )
     plan = CommitPlan(job_id="job_1", manifests={})
-    with pytest.raises(Exception, match=r"b2\.txt"):
+
+    async def replace() -> None:
         async with open_context(
             DEST, "job_1", store=failing, options=CommitOptions(max_attempts=1)
         ) as context:
             await resolve_conflicts_stage(
                 context, plan, "replace", partitioned=False, targets=lambda: []
             )
+            await finish_conflicts_stage(context, plan)
+
+    with pytest.raises(Exception, match=r"b2\.txt"):
+        await replace()
     assert plan.conflicts is not None and not plan.conflicts.done
     assert await visible(store) == {"k=b/deep/b2.txt": b"b2"}
     # a file of the job that arrived meanwhile is not old output

@@ -62,8 +62,8 @@ from aiocommit.stages.load_manifests import (
 from aiocommit.stages.rename_files import rename_files_stage
 from aiocommit.stages.rename_workers import RenameWorkers, job_commit_collections
 from aiocommit.stages.resolve_conflicts import (
+    finish_conflicts_stage,
     initial_record,
-    remove_emptied_directories,
     resolve_conflicts_stage,
     settle_conflict_mode,
     unrestorable,
@@ -173,7 +173,7 @@ async def _commit(context: StageContext, manifests: Sequence[str] | None) -> Suc
             if options.validate_output:
                 await validate_output_stage(context, loaded)
             await copy_manifests_for_diagnostics(context, names)
-            await remove_emptied_directories(context, plan)
+            await finish_conflicts_stage(context, plan)
             if plan.state != COMMITTED:
                 plan.state = COMMITTED  # the commit point: abort no longer undoes anything
                 await save_plan(context, plan)

@@ -51,6 +51,8 @@ class ConflictRecord(msgspec.Struct):
     roots: list[str] = msgspec.field(default_factory=list)
     #: replace: the old files, relative to the destination
     replaced: list[str] = msgspec.field(default_factory=list)
+    #: replace: the old files a new file lands on (and ``_SUCCESS``): replaced first
+    collisions: list[str] = msgspec.field(default_factory=list)
     #: replace: the old directories in scope (removed when emptied, recreated on restore)
     directories: list[str] = msgspec.field(default_factory=list)
     #: replace: the old files are moved into ``NN/replaced/`` (restorable), not deleted

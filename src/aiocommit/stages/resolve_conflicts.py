@@ -14,27 +14,31 @@ destination is.
 ``append``
     Nothing is checked or changed.
 ``replace``
-    Every file in scope goes before the job's own files arrive. On a store with atomic
-    rename (local, ADLS Gen2, GCS with hierarchical namespace, memory) it is moved into
-    the job attempt's ``replaced/`` directory, so an abort moves it back; a committed
-    job's cleanup deletes it there. Elsewhere (S3, flat GCS) it is deleted: an abort
-    cannot restore it and says so, naming every such file.
+    Every file in scope goes: on a store with atomic rename (local, ADLS Gen2, GCS with
+    hierarchical namespace, memory) it is moved into the job attempt's ``replaced/``
+    directory, so an abort moves it back (a committed job's cleanup deletes it there);
+    elsewhere (S3, flat GCS) it is deleted, and an abort names every such file it cannot
+    restore. The old files a new file lands on (and ``_SUCCESS``) go before the job's
+    files arrive; the others only once the job's files are in place, so a reader sees
+    old and new side by side for a moment, never a partition with neither.
 
-pre:  the commit plan is saved and says ``committing``; nothing of this job is in the
-      destination yet (renames and completions come after this stage).
-post: the plan's ``conflicts`` record holds the mode, the scope and, for ``replace``, the
-      old files and directories, saved before the first of them moved; then every old
-      file is aside (or deleted) and the record says ``done``. A re-run of the commit
-      honours the record: a done record is skipped, an unfinished one resumed (a file
-      already aside, or already gone, is skipped).
-fail: ``OutputConflict`` (``fail``) before anything changed; a store error names the
-      path, and what was moved aside stays recorded for the re-run or the abort.
+``resolve_conflicts_stage`` (before the job's files arrive)
+    pre:  the commit plan is saved and says ``committing``; nothing of this job is in the
+          destination yet.
+    post: the plan's ``conflicts`` record holds the mode, the scope and, for ``replace``,
+          the old files (those in the way marked) and directories, saved before the first
+          of them moved; the old files in the way are aside (or deleted).
+    fail: ``OutputConflict`` (``fail``) before anything changed; a store error names the
+          path, and what moved stays recorded for the re-run or the abort.
+``finish_conflicts_stage`` (after the job's files are in place, before the commit point)
+    post: every old file is aside (or deleted); old directories left empty are removed;
+          the record says ``done`` (saved with the commit point).
+A re-run of the commit honours the record: a done record is skipped, an unfinished one
+resumed (a file already aside, or already gone, is skipped).
 
-``remove_emptied_directories`` (after the job's files are in place) removes the old
-directories that are left empty; ``restore_replaced_stage`` (abort of a commit that did
-not reach its commit point, after the job's own files are undone) moves the old files
-back and recreates the old directories; ``unrestorable`` names the old files a replace
-deleted, which no abort can bring back.
+``restore_replaced_stage`` (abort of a commit that did not reach its commit point, after
+the job's own files are undone) moves the old files back and recreates the old
+directories; ``unrestorable`` names the old files a replace deleted.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ import anyio
 from aiocommit.errors import AlreadyExists, ManifestError, NotEmpty, NotFound, OutputConflict
 from aiocommit.options import CONFLICT_MODES
 from aiocommit.protocol import statistics as S
-from aiocommit.protocol.layout import TEMPORARY
+from aiocommit.protocol.layout import SUCCESS, TEMPORARY
 from aiocommit.protocol.pending import MAGIC
 from aiocommit.stages.commit_plan import CommitPlan, ConflictRecord, save_plan
 from aiocommit.stages.context import StageContext, parallel, stage
@@ -114,10 +118,11 @@ async def resolve_conflicts_stage(
     targets: Callable[[], Iterable[str]],
     ours: Container[str] = (),
 ) -> ConflictRecord:
-    """Resolve (or resume resolving) the conflicts of the plan's job commit; see the
-    module docstring. ``targets()`` yields the store paths the job writes (asked only
-    when a per-partition scope is still to be found); ``ours``: paths that are the job's
-    own output (a re-run after some arrived), never counted as old."""
+    """Decide (or take the recorded decision of) the plan's conflict resolution and clear
+    the way for the job's files: the old files they would land on, and ``_SUCCESS``.
+    ``targets()`` yields the store paths the job writes (asked while deciding); ``ours``:
+    paths that are the job's own output (a re-run after some arrived), never counted as
+    old. ``finish_conflicts_stage`` replaces the rest once the job's files are in."""
     if mode not in CONFLICT_MODES:
         raise ValueError(f"conflict mode must be one of {CONFLICT_MODES}, not {mode!r}")
     record = plan.conflicts
@@ -126,13 +131,25 @@ async def resolve_conflicts_stage(
     async with stage(context, S.JOB_STAGE_RESOLVE_CONFLICTS):
         if record is None:
             record = await _decide(context, mode, partitioned, targets, ours)
+            record.done = not record.replaced  # fail and append change nothing
             plan.conflicts = record
             await save_plan(context, plan)  # recorded before anything moves
-        if record.replaced:
-            await _replace(context, record)
-        record.done = True
-        await save_plan(context, plan)
+        await _replace(context, record, record.collisions)
     return record
+
+
+async def finish_conflicts_stage(context: StageContext, plan: CommitPlan) -> None:
+    """After the job's files are in place, before the commit point: replace the old
+    files no new file landed on, remove the old directories left empty, and mark the
+    record done (the caller's next plan save, the commit point's, keeps it)."""
+    record = plan.conflicts
+    if record is None or record.done:
+        return
+    async with stage(context, S.JOB_STAGE_RESOLVE_CONFLICTS):
+        first = set(record.collisions)
+        await _replace(context, record, [f for f in record.replaced if f not in first])
+        await _remove_emptied_directories(context, record)
+    record.done = True
 
 
 async def _decide(
@@ -174,7 +191,11 @@ async def _decide(
             operation="resolve_conflicts",
             path=context.qualify(sorted(files)[0]),
         )
+    old = set(files)
+    # the old files a new one lands on go first (and _SUCCESS, which the commit replaces)
+    first = {t for t in targets() if t in old} | (old & {join(dest, SUCCESS)})
     record.replaced = sorted(relative_to(f, dest) for f in files)
+    record.collisions = sorted(relative_to(f, dest) for f in first)
     record.directories = sorted({relative_to(d, dest) for d in directories if d != dest})
     return record
 
@@ -213,13 +234,17 @@ async def walk_tree(
     return files, (None if missing else directories)
 
 
-async def _replace(context: StageContext, record: ConflictRecord) -> None:
+async def _replace(context: StageContext, record: ConflictRecord, names: list[str]) -> None:
+    """Move aside (or delete) the old files ``names`` (relative to the destination);
+    each already aside or gone is skipped."""
+    if not names:
+        return
     ops = context.ops
     dest = context.layout.dest
     aside_root = context.layout.replaced_dir
     workers = context.options.concurrency
     if record.aside and ops.capabilities.directories:
-        parents = sorted({parent_of(join(aside_root, f)) for f in record.replaced})
+        parents = sorted({parent_of(join(aside_root, f)) for f in names})
         await parallel(parents, ops.mkdirs, workers=workers)
 
     async def move_aside(relative: str) -> None:
@@ -241,15 +266,14 @@ async def _replace(context: StageContext, record: ConflictRecord) -> None:
             context.stats.increment(S.COMMITTER_FILES_REPLACED)
             context.stats.increment(S.COMMITTER_TARGET_FILES_DELETED)
 
-    await parallel(record.replaced, move_aside if record.aside else delete, workers=workers)
+    await parallel(names, move_aside if record.aside else delete, workers=workers)
 
 
-async def remove_emptied_directories(context: StageContext, plan: CommitPlan) -> None:
-    """After the job's files are in place: the old directories a replace emptied and the
-    job did not refill are removed, deepest first (a directory holding anything stays)."""
-    record = plan.conflicts
+async def _remove_emptied_directories(context: StageContext, record: ConflictRecord) -> None:
+    """The old directories a replace emptied and the job did not refill, deepest first
+    (a directory holding anything stays)."""
     ops = context.ops
-    if record is None or not record.directories or not ops.capabilities.directories:
+    if not record.directories or not ops.capabilities.directories:
         return
     dest = context.layout.dest
     by_depth: dict[int, list[str]] = {}
