@@ -319,7 +319,7 @@ def abort(
             if found is None:
                 return None  # never set up, or already aborted or cleaned up: idempotent
             if await is_zero_rename_job(path, job_id, store=store, attempt=attempt):
-                await abort_s3_job(
+                lost[:] = await abort_s3_job(
                     path,
                     job_id,
                     attempt=attempt,
