@@ -45,6 +45,7 @@ from aiocommit.cli.render import (
     render_brief,
     render_jobs,
     render_summary,
+    report_unrestorable,
     verbose,
 )
 from aiocommit.cli.summary import decode_document, success_summary
@@ -326,6 +327,7 @@ def abort(
     s3_options = build_s3_options(option_pairs)
     store, path = open_url(dest)
     layout = job_layout(path, job_id, attempt)
+    lost: list[str] = []
 
     async def run() -> str | None:
         try:
@@ -334,7 +336,7 @@ def abort(
             if found is None:
                 return None  # never set up, or already aborted or cleaned up: idempotent
             if await is_zero_rename_job(path, job_id, store=store, attempt=attempt):
-                await abort_s3_job(
+                lost[:] = await abort_s3_job(
                     path,
                     job_id,
                     attempt=attempt,
@@ -344,7 +346,7 @@ def abort(
                 )
             else:
                 with ProgressBar(console_for(stderr=True)) as bar:
-                    await abort_job(
+                    lost[:] = await abort_job(
                         path,
                         job_id,
                         attempt=attempt,
@@ -364,6 +366,7 @@ def abort(
         return
     what = "was committed; cleaned up" if state == "committed" else "aborted"
     click.echo(f"job {job_id} {what}: {store.qualify(layout.job_dir)} removed")
+    report_unrestorable(lost, store.qualify)
 
 
 @main.command()

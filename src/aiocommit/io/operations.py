@@ -275,3 +275,12 @@ class StoreOperations:
         return await self._call(
             S.OP_WRITE, lambda: self.store.write_bytes(path, data, overwrite=overwrite)
         )
+
+    async def upload_file(
+        self, local_path: str, path: str, *, overwrite: bool = True
+    ) -> FileStatus:
+        """Upload a local file (re-read whole on each attempt)."""
+        return await self._call(
+            S.OP_UPLOAD,
+            lambda: self.store.upload_file(local_path, path, overwrite=overwrite),
+        )
