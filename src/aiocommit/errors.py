@@ -85,6 +85,8 @@ class StoreError(AiocommitError):
         self.operation = operation
         #: attempts the engine made before this error surfaced (set by the retry loop)
         self.attempts = 1
+        #: seconds from the first attempt to giving up (set by the retry loop)
+        self.retried_seconds = 0.0
 
     def __str__(self) -> str:
         where = []
@@ -92,7 +94,19 @@ class StoreError(AiocommitError):
             where.append(self.operation)
         if self.path:
             where.append(repr(self.path))
-        return f"{self.message} ({' '.join(where)})" if where else self.message
+        text = f"{self.message} ({' '.join(where)})" if where else self.message
+        return text + self.retry_note()
+
+    def retry_note(self) -> str:
+        """How the engine retried the call before this error surfaced ("" if it did not)."""
+        if self.attempts <= 1:
+            return ""
+        if self.retryable:
+            return (
+                f"; retried, gave up after {self.attempts} attempts over "
+                f"{self.retried_seconds:.1f} s"
+            )
+        return f"; on attempt {self.attempts}, {self.retried_seconds:.1f} s after the first"
 
 
 class NotFound(StoreError, FileNotFoundError):

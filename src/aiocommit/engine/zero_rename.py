@@ -67,7 +67,6 @@ from aiocommit.stages.cleanup import cleanup_stage
 from aiocommit.stages.commit_plan import (
     COMMITTED,
     CommitPlan,
-    decode_plan,
     encode_plan,
     read_plan,
     save_plan,
@@ -407,10 +406,10 @@ async def _fix_plan(
     try:  # a conditional put: of two drivers committing one job, one fixes the plan
         await context.ops.write_bytes(layout.commit_plan_path, plan_bytes, overwrite=False)
     except AlreadyExists:
-        saved = await context.ops.read_bytes(
-            layout.commit_plan_path, statistic=S.OP_LOAD_COMMIT_PLAN
-        )
-        other = decode_plan(saved, layout.commit_plan_path)
+        other = await read_plan(context)
+        if other is None:  # an incomplete plan of an earlier write that stopped part-way
+            await context.ops.write_bytes(layout.commit_plan_path, plan_bytes, overwrite=True)
+            return fixed
         if (other.manifests, other.committer) != (fixed.manifests, fixed.committer):
             raise ManifestError(
                 "another commit of this job fixed other pending sets or settings",

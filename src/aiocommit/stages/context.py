@@ -179,7 +179,7 @@ async def stage(context: StageContext, name: str) -> AsyncIterator[None]:
             raise error from error.__cause__  # the group only wrapped it
         if isinstance(error, StoreError):
             raise CommitError(
-                f"{name} failed: {error.message}",
+                f"{name} failed: {error.message}{error.retry_note()}",
                 stage=name,
                 operation=error.operation,
                 path=error.path,
