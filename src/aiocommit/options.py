@@ -47,8 +47,7 @@ logger = logging.getLogger("aiocommit")
 
 #: what a job commit does with output already in its destination (Hadoop S3A's
 #: ``fs.s3a.committer.staging.conflict-mode`` values)
-ConflictMode = Literal["fail", "append", "replace"]
-CONFLICT_MODES: tuple[ConflictMode, ...] = typing.get_args(ConflictMode)
+CONFLICT_MODES = ("fail", "append", "replace")
 
 
 #: defaults of a process that exists to commit (the command line, a Spark driver), under
@@ -170,7 +169,7 @@ class CommitOptions:
     use_source_etag: bool = _option(
         True, None, "Rename with the manifest's etag as a source precondition where known."
     )
-    conflict_mode: Literal["fail", "append", "replace"] | None = _option(
+    conflict_mode: str | None = _option(
         None,
         "fs.s3a.committer.staging.conflict-mode",
         "What the job commit does with output already in the destination (or, with "
@@ -209,6 +208,11 @@ class CommitOptions:
         between fields; ``InvalidInput`` names the first that does not hold."""
         if isinstance(self.conflict_mode, str):  # Hadoop reads the mode in any case
             object.__setattr__(self, "conflict_mode", self.conflict_mode.strip().lower())
+            if self.conflict_mode not in CONFLICT_MODES:
+                choices = ", ".join(CONFLICT_MODES)
+                raise InvalidInput(
+                    f"conflict_mode must be one of {choices}, not {self.conflict_mode!r}"
+                )
         hints = _type_hints()
         for name, option in _fields().items():
             value = _checked(name, hints[name], getattr(self, name), option.metadata)

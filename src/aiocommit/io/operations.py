@@ -357,6 +357,7 @@ class StoreOperations:
             lambda: self.store.upload_file(local_path, path, overwrite=overwrite),
         )
 
+
 #: how long a failed whole write may spend removing its temporary file
 TEMPORARY_DELETE_SECONDS = 10.0
 
