@@ -9,12 +9,15 @@ One API on every store; the job's committer is chosen at ``setup_job`` from the 
     await attempt.write_bytes("part-00000.csv", b"a,b\n")
     await commit_task(attempt)
     summary = await commit_job("s3a://bucket/out", job_id)
+
+Every error it raises is an ``AiocommitError`` (see ``aiocommit.errors``).
 """
 
 from aiocommit.engine.committer import AttemptFile, Committer
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job, setup_job
 from aiocommit.engine.jobs import JobInfo, job_info, list_jobs
 from aiocommit.engine.s3a import S3CommitterOptions
+from aiocommit.engine.summary import VERSION as __version__
 from aiocommit.engine.task import (
     TaskAttempt,
     abort_task,
@@ -27,7 +30,9 @@ from aiocommit.errors import (
     AiocommitError,
     AlreadyExists,
     CommitError,
+    InvalidInput,
     ManifestError,
+    MissingExtra,
     NotAFile,
     NotEmpty,
     NotFound,
@@ -37,6 +42,7 @@ from aiocommit.errors import (
     StoreError,
     Throttled,
     Transient,
+    UnknownOption,
 )
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.ids import new_job_id
@@ -54,10 +60,12 @@ __all__ = [
     "CommitOptions",
     "Committer",
     "FileStatus",
+    "InvalidInput",
     "JobInfo",
     "LocalStore",
     "ManifestError",
     "MemoryStore",
+    "MissingExtra",
     "NotAFile",
     "NotEmpty",
     "NotFound",
@@ -74,6 +82,8 @@ __all__ = [
     "TaskManifest",
     "Throttled",
     "Transient",
+    "UnknownOption",
+    "__version__",
     "abort_job",
     "abort_task",
     "cleanup_job",

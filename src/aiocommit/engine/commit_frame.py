@@ -20,10 +20,11 @@ from typing import Protocol
 import anyio
 
 from aiocommit.engine.summary import combined_statistics, committer_diagnostics, record_failure
+from aiocommit.errors import first_error
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.success import SuccessData
-from aiocommit.stages.context import StageContext, first_error, stage
+from aiocommit.stages.context import StageContext, stage
 from aiocommit.stages.save_success import read_success, save_report, save_success_stage
 
 

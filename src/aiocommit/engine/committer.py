@@ -76,8 +76,9 @@ class Committer(Protocol):
         Re-runnable after a failure or a kill."""
         ...
 
-    async def abort_job(self, context: StageContext, *, undo: bool) -> None:
-        """Undo an unfinished commit (``undo``), then remove the job's temporary data."""
+    async def abort_job(self, context: StageContext, *, undo: bool) -> list[str]:
+        """Undo an unfinished commit (``undo``), then remove the job's temporary data.
+        Returns the old files a ``replace`` deleted that cannot be restored."""
         ...
 
     async def cleanup_job(self, context: StageContext) -> None:

@@ -108,14 +108,23 @@ async def abort_job(
     options: CommitOptions | None = None,
     s3a: S3CommitterOptions | None = None,
     undo_renames: bool = True,
-) -> None:
+    progress: ProgressCallback | None = None,
+) -> list[str]:
     """Abort the job: undo its unfinished commit (``undo_renames``: move renamed files
-    back; the S3A committers: delete output completed from the job's uploads, abort the
-    rest), then remove ``_temporary/JOB``. A committed job is only cleaned up: its output
-    is never deleted. Idempotent: a re-run after a kill at any point finishes it."""
-    async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
+    back, and the old output a ``replace`` moved aside; the S3A committers: delete output
+    completed from the job's uploads, abort the rest), then remove ``_temporary/JOB``. A
+    committed job is only cleaned up: its output is never deleted. Idempotent: a re-run
+    after a kill at any point finishes it. ``progress`` gets the files moved back, then
+    the directories deleted.
+
+    Returns the store paths of old files a ``replace`` deleted (stores without atomic
+    rename) that the abort cannot restore; empty when the destination is as it was.
+    """
+    async with open_context(
+        dest, job_id, attempt=attempt, store=store, options=options, progress=progress
+    ) as context:
         committer = await job_committer(context, context.options, s3a)
-        await committer.abort_job(context, undo=undo_renames)
+        return await committer.abort_job(context, undo=undo_renames)
 
 
 async def cleanup_job(
@@ -126,10 +135,13 @@ async def cleanup_job(
     store: Store | None = None,
     options: CommitOptions | None = None,
     s3a: S3CommitterOptions | None = None,
+    progress: ProgressCallback | None = None,
 ) -> None:
     """Delete the job's temporary data (on S3 also outstanding uploads under the
     destination, unless ``s3a.abort_pending_uploads`` is off); never touches committed
-    output."""
-    async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
+    output. ``progress`` gets the directories deleted."""
+    async with open_context(
+        dest, job_id, attempt=attempt, store=store, options=options, progress=progress
+    ) as context:
         committer = await job_committer(context, context.options, s3a)
         await committer.cleanup_job(context)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
@@ -63,6 +63,13 @@ from aiocommit.stages.load_manifests import (
 )
 from aiocommit.stages.rename_files import rename_files_stage
 from aiocommit.stages.rename_workers import RenameWorkers, job_commit_collections
+from aiocommit.stages.resolve_conflicts import (
+    finish_conflicts_stage,
+    initial_record,
+    resolve_conflicts_stage,
+    settle_conflict_mode,
+    unrestorable,
+)
 from aiocommit.stages.save_success import copy_manifests_for_diagnostics
 from aiocommit.stages.task import abort_task_stage, commit_task_stage, setup_task_stage
 from aiocommit.stages.validate import validate_output_stage
@@ -94,21 +101,27 @@ class ManifestCommitter:
         with job_commit_collections(context.options):
             return await run_job_commit(context, _ManifestJobCommit(committed))
 
-    async def abort_job(self, context: StageContext, *, undo: bool) -> None:
+    async def abort_job(self, context: StageContext, *, undo: bool) -> list[str]:
         """Every attempt whose commit plan says ``committing`` has its renamed files moved
-        back first (``undo``), so nothing of the job stays visible. A committed job (its
-        plan says so, or ``_SUCCESS`` is its own) is only cleaned up."""
+        back first (``undo``), and the old output a ``replace`` moved aside, so nothing of
+        the job stays visible. A committed job (its plan says so, or ``_SUCCESS`` is its
+        own) is only cleaned up."""
         record = await read_job_record(context)
         if record is None:
             context.log.info("job %s has no directory: nothing to abort", context.layout.job_id)
-            return
+            return []
         if undo and record.state == "committing":
             job_id = context.layout.job_id
             for layout, plan in record.layouts(context.layout.dest, job_id, COMMITTING):
                 await undo_commit_stage(
                     dataclasses.replace(context, layout=layout), plan, new_statistics()
                 )
+        lost: list[str] = []
+        if record.state != "committed":
+            for plan in record.plans.values():
+                lost.extend(await unrestorable(context, plan))
         await cleanup_stage(context, name=S.JOB_STAGE_ABORT)
+        return lost
 
     async def cleanup_job(self, context: StageContext) -> None:
         await cleanup_stage(context)
@@ -205,8 +218,21 @@ class _ManifestJobCommit:
         await check_sources_stage(context, self.loaded)
 
     async def resolve_conflicts(self, context: StageContext) -> None:
-        """Nothing yet: the manifest committer's output replaces files of the same name
-        (``delete_target_files``) and keeps the rest."""
+        loaded, plan = self.loaded, self.plan
+        assert loaded is not None and plan is not None
+        if plan.state != COMMITTING:
+            return
+        options = context.options
+        mode, partitioned = settle_conflict_mode(
+            context, plan, options.conflict_mode, options.replace_partitions
+        )
+
+        def targets() -> Iterator[str]:
+            for manifest in loaded.manifests:
+                for _, target, _, _ in loaded.entries(manifest, context.layout.dest):
+                    yield target
+
+        await resolve_conflicts_stage(context, plan, mode, partitioned=partitioned, targets=targets)
 
     async def publish(self, context: StageContext, summary: SuccessData) -> None:
         loaded, plan, workers = self.loaded, self.plan, self.workers
@@ -216,6 +242,7 @@ class _ManifestJobCommit:
         if context.options.validate_output:
             await validate_output_stage(context, loaded)
         await copy_manifests_for_diagnostics(context, [m.name for m in loaded.manifests])
+        await finish_conflicts_stage(context, plan)
         if plan.state != COMMITTED:
             plan.state = COMMITTED  # the commit point: abort no longer undoes anything
             await save_plan(context, plan)
@@ -264,6 +291,10 @@ async def _load_for_plan(
                 job_id=layout.job_id,
                 manifests={m.name: m.digest for m in loaded.manifests},
                 copies=await save_copies(context, loaded),
+                conflicts=initial_record(
+                    context.options.conflict_mode or "append",
+                    bool(context.options.replace_partitions),
+                ),
             )
             await context.ops.write_bytes(layout.commit_plan_path, encode_plan(plan))
         except BaseException:

@@ -67,8 +67,8 @@ class S3ACommitter:
     ) -> SuccessData:
         return await commit_s3(context, self.given, committed, fallback=self.recorded)
 
-    async def abort_job(self, context: StageContext, *, undo: bool) -> None:
-        await abort_s3(context, self.given, revert=undo, fallback=self.recorded)
+    async def abort_job(self, context: StageContext, *, undo: bool) -> list[str]:
+        return await abort_s3(context, self.given, revert=undo, fallback=self.recorded)
 
     async def cleanup_job(self, context: StageContext) -> None:
         await cleanup_s3(context, self.given, fallback=self.recorded)

@@ -15,13 +15,15 @@ under the destination, and removes the job's directories.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 
 from aiocommit.engine.commit_frame import run_job_commit
 from aiocommit.engine.s3a.options import S3CommitterOptions
 from aiocommit.engine.session import new_statistics, open_context
-from aiocommit.errors import AlreadyExists, ManifestError, NotFound
+from aiocommit.errors import AlreadyExists, ManifestError, NotEmpty, NotFound
 from aiocommit.io.multipart import MultipartOperations
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
@@ -40,12 +42,18 @@ from aiocommit.stages.cleanup import cleanup_stage
 from aiocommit.stages.commit_plan import (
     COMMITTED,
     CommitPlan,
-    decode_plan,
     encode_plan,
     read_plan,
     save_plan,
 )
 from aiocommit.stages.context import StageContext, stage
+from aiocommit.stages.resolve_conflicts import (
+    finish_conflicts_stage,
+    initial_record,
+    resolve_conflicts_stage,
+    settle_conflict_mode,
+    unrestorable,
+)
 from aiocommit.stages.s3a.abort_uploads import abort_outstanding_uploads, abort_pending_stage
 from aiocommit.stages.s3a.complete_uploads import complete_uploads_stage
 from aiocommit.stages.s3a.load_pendingsets import (
@@ -53,10 +61,9 @@ from aiocommit.stages.s3a.load_pendingsets import (
     list_pendingset_names,
     load_pendingsets_stage,
 )
-from aiocommit.stages.s3a.resolve_conflicts import resolve_conflicts_stage
 from aiocommit.stages.s3a.walk import walk_files
 from aiocommit.stages.save_success import read_success
-from aiocommit.stores.base import Store, join
+from aiocommit.stores.base import Store, join, parent_of
 
 
 async def setup_s3_job(
@@ -155,8 +162,11 @@ class _S3JobCommit:
 
     async def load(self, context: StageContext, summary: SuccessData) -> None:
         plan = await read_plan(context)
-        s3_options = self.s3_options = _settled_options(
-            context, self.given or self.fallback, plan, explicit=self.given is not None
+        s3_options = self.s3_options = _with_conflict_options(
+            _settled_options(
+                context, self.given or self.fallback, plan, explicit=self.given is not None
+            ),
+            context.options,
         )
         summary.committer = s3_options.committer_name
         summary.diagnostics["fs.s3a.committer.name"] = s3_options.committer
@@ -166,18 +176,28 @@ class _S3JobCommit:
         self.plan = await _fix_plan(context, self.loaded, plan, s3_options)
 
     async def resolve_conflicts(self, context: StageContext) -> None:
-        assert self.loaded is not None and self.s3_options is not None
+        loaded, plan, s3_options = self.loaded, self.plan, self.s3_options
+        assert loaded is not None and plan is not None and s3_options is not None
+        if plan.state == COMMITTED:
+            return
+        mode, partitioned = settle_conflict_mode(
+            context, plan, s3_options.conflict_mode, s3_options.partitioned
+        )
+        # ours: uploads an earlier run completed; a same-named old object is old
         await resolve_conflicts_stage(
             context,
-            self.loaded,
-            self.s3_options.conflict_mode,
-            partitioned=self.s3_options.partitioned,
+            plan,
+            mode,
+            partitioned=partitioned,
+            targets=loaded.destinations.keys,
+            ours=loaded.completed,
         )
 
     async def publish(self, context: StageContext, summary: SuccessData) -> None:
         loaded, plan = self.loaded, self.plan
         assert loaded is not None and plan is not None
         await complete_uploads_stage(context, self.mops, loaded)
+        await finish_conflicts_stage(context, plan)
         if plan.state != COMMITTED:
             # the commit point, recorded with the job (another job may replace
             # _SUCCESS): abort no longer reverts anything
@@ -196,6 +216,19 @@ class _S3JobCommit:
 
     def close(self) -> None:
         pass
+
+
+def _with_conflict_options(
+    s3_options: S3CommitterOptions, options: CommitOptions
+) -> S3CommitterOptions:
+    """The conflict mode and scope of ``CommitOptions`` (every committer's), where set,
+    over the S3 committers' own."""
+    changes: dict[str, object] = {}
+    if options.conflict_mode is not None:
+        changes["conflict_mode"] = options.conflict_mode
+    if options.replace_partitions is not None:
+        changes["partitioned"] = options.replace_partitions
+    return dataclasses.replace(s3_options, **changes) if changes else s3_options  # type: ignore[arg-type]
 
 
 def _settled_options(
@@ -261,16 +294,19 @@ async def _fix_plan(
         return plan
     layout = context.layout
     fixed = CommitPlan(
-        job_id=layout.job_id, manifests=loaded.digests, committer=s3_options.as_record()
+        job_id=layout.job_id,
+        manifests=loaded.digests,
+        committer=s3_options.as_record(),
+        conflicts=initial_record(s3_options.conflict_mode, s3_options.partitioned),
     )
     plan_bytes = encode_plan(fixed)
     try:  # a conditional put: of two drivers committing one job, one fixes the plan
         await context.ops.write_bytes(layout.commit_plan_path, plan_bytes, overwrite=False)
     except AlreadyExists:
-        saved = await context.ops.read_bytes(
-            layout.commit_plan_path, statistic=S.OP_LOAD_COMMIT_PLAN
-        )
-        other = decode_plan(saved, layout.commit_plan_path)
+        other = await read_plan(context)
+        if other is None:  # an incomplete plan of an earlier write that stopped part-way
+            await context.ops.write_bytes(layout.commit_plan_path, plan_bytes, overwrite=True)
+            return fixed
         if (other.manifests, other.committer) != (fixed.manifests, fixed.committer):
             raise ManifestError(
                 "another commit of this job fixed other pending sets or settings",
@@ -290,6 +326,8 @@ async def _cleanup(
     await cleanup_stage(context, name=name)
     async with stage(context, name):
         await context.ops.delete(magic_job_dir(context.layout), recursive=True)
+        with contextlib.suppress(NotEmpty):  # __magic itself, when no other job uses it
+            await context.ops.delete(parent_of(magic_job_dir(context.layout)))
         if s3_options.abort_pending_uploads:
             await abort_outstanding_uploads(context, mops, context.layout.dest.rstrip("/") + "/")
 
@@ -302,14 +340,17 @@ async def abort_s3_job(
     store: Store | None = None,
     options: CommitOptions | None = None,
     s3_options: S3CommitterOptions | None = None,
-) -> None:
+) -> list[str]:
     """Abort the job: abort every upload its pending sets and ``.pending`` files name,
     delete any it had completed (unless the job committed, as its plan records: then only
     clean up), abort outstanding uploads under the destination, remove its directories.
     Idempotent.
-    ``s3_options`` None: the settings the job's commit plan recorded, else the defaults."""
+    ``s3_options`` None: the settings the job's commit plan recorded, else the defaults.
+
+    Returns the store paths of the old files a ``replace`` had deleted, which no abort
+    can restore (S3 has no rename to move them aside); empty when none are gone."""
     async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
-        await abort_s3(context, s3_options)
+        return await abort_s3(context, s3_options)
 
 
 async def abort_s3(
@@ -318,16 +359,21 @@ async def abort_s3(
     *,
     revert: bool = True,
     fallback: S3CommitterOptions | None = None,
-) -> None:
+) -> list[str]:
     """``abort_s3_job`` in an open context; ``revert`` False keeps output an unfinished
     commit completed."""
     s3_options = given or await _recorded_options(context, fallback)
     mops = MultipartOperations(context.ops)
+    lost: list[str] = []
     if not await _committed(context):
         async with stage(context, S.JOB_STAGE_ABORT):
             commits = await readable_pending(context)
             await abort_pending_stage(context, mops, commits, revert=revert)
+            plan = await read_plan(context)
+            if plan is not None:
+                lost = await unrestorable(context, plan)
     await _cleanup(context, mops, s3_options, name=S.JOB_STAGE_ABORT)
+    return lost
 
 
 async def cleanup_s3_job(

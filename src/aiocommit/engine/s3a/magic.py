@@ -19,7 +19,7 @@ import anyio
 from aiocommit.engine.committer import AttemptFile, TaskAttempt, open_attempt
 from aiocommit.engine.s3a.options import S3CommitterOptions
 from aiocommit.engine.s3a.staging import check_active, file_chunks
-from aiocommit.errors import ManifestError
+from aiocommit.errors import ManifestError, first_error
 from aiocommit.io.multipart import MultipartOperations
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import s3_statistics as S3
@@ -31,7 +31,7 @@ from aiocommit.protocol.pending import (
     decode_pending,
     encode_pending,
 )
-from aiocommit.stages.context import StageContext, first_error, parallel, stage
+from aiocommit.stages.context import StageContext, parallel, stage
 from aiocommit.stages.s3a.abort_uploads import abort_pending_stage
 from aiocommit.stages.s3a.save_pendingset import save_pendingset_stage
 from aiocommit.stages.s3a.upload import upload_pending

@@ -8,10 +8,9 @@ import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from aiocommit.errors import ManifestError
-from aiocommit.options import UnknownOption
+from aiocommit.errors import ManifestError, UnknownOption
+from aiocommit.options import CONFLICT_MODES
 from aiocommit.protocol.pending import MAGIC_COMMITTER, PARTITIONED_COMMITTER, STAGING_COMMITTER
-from aiocommit.stages.s3a.resolve_conflicts import CONFLICT_MODES
 from aiocommit.stages.s3a.upload import MIN_PART_SIZE
 
 COMMITTERS = ("staging", "magic")

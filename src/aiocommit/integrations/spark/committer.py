@@ -1,18 +1,19 @@
-"""The commit protocol of one Spark write, in async functions free of pyspark:
+"""The commit protocol of one Spark write, in async functions free of pyspark, the same
+on every store (the job's committer does what its store needs):
 
-* ``prepare_job`` (driver, in ``writer()``): finish earlier jobs' committed overwrites,
-  then ``setup_job``;
+* ``prepare_job`` (driver, in ``writer()``): ``setup_job``;
 * ``open_task_attempt`` (executor, in ``write()``): for a local destination, the attempt
   directory the task writes into directly;
-* ``commit_task_files`` (executor, in ``write()``): ``setup_task``, upload the closed
-  local files into the attempt directory (unless written there), ``commit_task``;
-* ``commit_write`` (driver, in ``commit()``): plan an overwrite, ``commit_job`` with
-  exactly the manifests the messages name (one per accepted attempt), then delete the
-  replaced files. Once the job has committed (``_SUCCESS`` saved), cleaning up
-  ``_temporary/JOB`` never fails the write: a losing speculative attempt may still be
-  writing there. Cleanup is retried, then left to ``aiocommit cleanup``;
-* ``abort_write`` (driver, in ``abort()``): finish a committed overwrite, else
-  ``abort_job`` (which also moves back files a partly-run commit renamed).
+* ``commit_task_files`` (executor, in ``write()``): ``setup_task``, add the closed local
+  files to the attempt's output (unless written there), ``commit_task``;
+* ``commit_write`` (driver, in ``commit()``): ``commit_job`` with exactly the task records
+  the messages name (one per accepted attempt); an overwrite is the engine's conflict
+  mode ``replace`` (per partition for a dynamic one). Once the job has committed
+  (``_SUCCESS`` saved), cleaning up ``_temporary/JOB`` never fails the write: a losing
+  speculative attempt may still be writing there. Cleanup is retried, then left to
+  ``aiocommit cleanup``;
+* ``abort_write`` (driver, in ``abort()``): ``abort_job``, which undoes a partly-run
+  commit and restores the old output a replace had moved aside.
 
 Each opens its own store client and closes it: Spark reuses its Python workers, and a
 client bound to one event loop must not outlive its ``asyncio.run``.
@@ -31,13 +32,13 @@ import anyio
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job, setup_job
 from aiocommit.engine.s3a import S3CommitterOptions
 from aiocommit.engine.task import commit_task, committed_name, setup_task
-from aiocommit.errors import NotFound
-from aiocommit.integrations.spark import overwrite
+from aiocommit.errors import NotFound, first_error
 from aiocommit.integrations.spark.files import LocalFile
 from aiocommit.integrations.spark.settings import TestHooks, WriteSettings
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.protocol.success import SuccessData
+from aiocommit.stages.context import parallel
 from aiocommit.stores.base import Store
 from aiocommit.stores.faulty import Faults, FaultyStore, InjectedFailure
 from aiocommit.stores.local import LocalStore
@@ -118,15 +119,13 @@ def _open(settings: WriteSettings, fault: tuple[str, str] | None = None) -> tupl
     return store, path.rstrip("/") or "/"
 
 
-async def prepare_job(settings: WriteSettings, job_id: str) -> list[str]:
-    """Driver side, once per write: finish overwrites earlier jobs committed but did not
-    complete, then set this job up. Returns the job IDs of plans finished."""
+async def prepare_job(settings: WriteSettings, job_id: str) -> None:
+    """Driver side, once per write: set the job up (its committer chosen from the store:
+    on S3 the staging or magic committer, as the write's ``committer`` option says)."""
     store, dest = _open(settings)
     try:
-        finished = await overwrite.finish_pending(store, dest, settings.commit)
         s3a = committer_options(settings, overwriting=False)
         await setup_job(dest, job_id, store=store, options=settings.commit, s3a=s3a)
-        return finished
     finally:
         with anyio.CancelScope(shield=True):
             await store.aclose()
@@ -193,19 +192,16 @@ async def commit_task_files(
         attempt = await setup_task(
             dest, job_id, partition, attempt_number, store=store, options=options
         )
-        limiter = anyio.CapacityLimiter(max(1, min(options.concurrency, 16)))
 
         async def add(local: LocalFile) -> None:
-            async with limiter:
-                await attempt.write_file(
-                    local.relative, local.local_path, store=store, options=options
-                )
+            await attempt.write_file(local.relative, local.local_path, store=store, options=options)
 
-        with overwrite.first_error_raised():
-            async with anyio.create_task_group() as group:
-                for local in files:
-                    if not local.in_place:  # written into the attempt directory already
-                        group.start_soon(add, local)
+        # written into the attempt directory already, or added now
+        added = [local for local in files if not local.in_place]
+        try:
+            await parallel(added, add, workers=min(options.concurrency, 16))
+        except BaseExceptionGroup as errors:  # Spark shows the message: the cause
+            raise first_error(errors) from errors
         target: Store = store
         failing = _should_fail(settings.hooks, partition, attempt_number)
         if failing:  # saving the attempt's record fails: its output is written (uploaded)
@@ -237,12 +233,6 @@ def _saves_task_record(operation: str, path: str) -> bool:
     return operation == "write_bytes" and name.endswith((".pendingset", "-manifest.json.tmp"))
 
 
-def _overwrite_plan(settings: WriteSettings, overwriting: bool) -> bool:
-    """Does this write replace output with an overwrite plan (``overwrite.py``)? Not on
-    S3, where the S3A committers' conflict mode ``replace`` does it in the job commit."""
-    return overwriting and settings.url.partition("://")[0].lower() not in S3_SCHEMES
-
-
 async def commit_write(
     settings: WriteSettings, job_id: str, overwriting: bool, results: Sequence[TaskResult]
 ) -> SuccessData:
@@ -250,41 +240,22 @@ async def commit_write(
     tasks' messages name."""
     store, dest = _open(settings, settings.hooks.commit_fault)
     options = settings.commit
-    s3a = committer_options(settings, overwriting)
     try:
-        layout = JobLayout(dest, job_id)
-        manifests = [r.manifest for r in results]
         # cleanup runs after _SUCCESS is saved: its failure is logged, not raised
         committing = dataclasses.replace(options, cleanup_ignore_failures=True)
-        if not _overwrite_plan(settings, overwriting):
-            summary = await commit_job(
-                dest, job_id, manifests=manifests, store=store, options=committing, s3a=s3a
-            )
-            await clean_up_committed(store, dest, job_id, options)
-            return summary
-        # a re-run of a commit that started (its commit plan saved) or finished must not
-        # list the destination again: the new files would count as old ones
-        started = await overwrite.owns_success(store, dest, job_id) or await _exists(
-            store, layout.commit_plan_path
-        )
-        plan = await overwrite.read_plan(store, dest, job_id)
-        if plan is None and not started:
+        if overwriting:
             dynamic = settings.partition_overwrite_mode == "dynamic" and bool(settings.partition_by)
-            partitions = sorted({p for r in results for p in r.partitions}) if dynamic else None
-            plan = await overwrite.prepare(
-                store, dest, job_id, partitions=partitions, options=options
+            committing = dataclasses.replace(
+                committing, conflict_mode="replace", replace_partitions=dynamic
             )
-        # without a _SUCCESS marker, keep the job directory until the plan is marked, so
-        # an interrupted commit is recognisably not committed (see overwrite.py)
-        run_options = committing
-        if not options.write_success and not options.cleanup_skip:
-            run_options = dataclasses.replace(committing, cleanup_skip=True)
         summary = await commit_job(
-            dest, job_id, manifests=manifests, store=store, options=run_options
+            dest,
+            job_id,
+            manifests=[r.manifest for r in results],
+            store=store,
+            options=committing,
+            s3a=committer_options(settings, overwriting),
         )
-        if plan is not None:
-            await overwrite.mark(store, dest, plan, overwrite.COMMITTED, options)
-            await overwrite.finish(store, dest, plan, options)
         await clean_up_committed(store, dest, job_id, options)
         return summary
     finally:
@@ -295,27 +266,22 @@ async def commit_write(
 async def abort_write(settings: WriteSettings, job_id: str, overwriting: bool) -> str:
     """Driver side, after a failed job or a failed ``commit()``. Idempotent.
 
-    A committed overwrite is finished (its old files deleted); otherwise the job is
-    aborted: files a partly-run commit renamed are moved back and ``_temporary/JOB`` is
-    removed, whatever the messages say (they are incomplete after a failure).
-    Returns ``"finished"`` or ``"aborted"``.
+    ``abort_job``: what a partly-run commit put in place is undone, the old output a
+    replace moved aside is restored (a store without atomic rename had deleted it: the
+    files it cannot restore are logged), and ``_temporary/JOB`` is removed, whatever the
+    messages say (they are incomplete after a failure). A job that had committed is only
+    cleaned up. Returns ``"aborted"``.
     """
     store, dest = _open(settings, settings.hooks.abort_fault)
-    options = settings.commit
     try:
-        planned = _overwrite_plan(settings, overwriting)
-        plan = await overwrite.read_plan(store, dest, job_id) if planned else None
-        if plan is not None:
-            if await overwrite.is_committed(store, dest, plan):
-                await overwrite.mark(store, dest, plan, overwrite.COMMITTED, options)
-                await overwrite.finish(store, dest, plan, options)
-                await cleanup_job(dest, job_id, store=store, options=options)
-                return "finished"
-            await overwrite.mark(store, dest, plan, overwrite.ABORTED, options)
         s3a = committer_options(settings, overwriting)
-        await abort_job(dest, job_id, store=store, options=options, s3a=s3a)
-        if plan is not None:
-            await overwrite.discard(store, dest, job_id, options)
+        lost = await abort_job(dest, job_id, store=store, options=settings.commit, s3a=s3a)
+        if lost:
+            log.warning(
+                "job %s aborted; %d old file(s) its replace had deleted cannot be restored",
+                job_id,
+                len(lost),
+            )
         return "aborted"
     finally:
         with anyio.CancelScope(shield=True):
