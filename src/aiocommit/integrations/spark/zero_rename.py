@@ -159,7 +159,7 @@ async def commit_write(
             dest,
             job_id,
             store=store,
-            options=settings.commit,
+            options=settings.commit_options(overwriting),
             s3_options=committer_options(settings, overwriting),
             pendingsets=[r.manifest for r in results],
         )
