@@ -82,7 +82,8 @@ def commit_options(*, commit: bool) -> Callable[[F], F]:
         for field in reversed(option_fields(commit=commit)):
             hadoop = field.metadata["hadoop"]
             doc = field.metadata["doc"]
-            help_text = f"{doc} [default: {format_default(field.default)}]" + (
+            default = DRIVER_DEFAULTS.get(field.name, field.default)  # what the CLI uses
+            help_text = f"{doc} [default: {format_default(default)}]" + (
                 f" (Hadoop: {hadoop})" if hadoop else ""
             )
             flag = option_flag(field.name)

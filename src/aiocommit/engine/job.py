@@ -26,7 +26,7 @@ from aiocommit.engine.session import new_statistics, open_context
 from aiocommit.engine.summary import combined_statistics as _combined
 from aiocommit.engine.summary import committer_diagnostics as _diagnostics
 from aiocommit.engine.summary import record_failure
-from aiocommit.errors import CommitError, ManifestError
+from aiocommit.errors import CommitError, ManifestError, first_error
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.ids import new_job_id
@@ -47,7 +47,7 @@ from aiocommit.stages.commit_plan import (
     save_copies,
     save_plan,
 )
-from aiocommit.stages.context import ProgressCallback, StageContext, first_error, stage
+from aiocommit.stages.context import ProgressCallback, StageContext, stage
 from aiocommit.stages.create_dirs import (
     create_directories_stage,
     remove_created_directories_after_failure,
@@ -306,6 +306,7 @@ async def abort_job(
     store: Store | None = None,
     options: CommitOptions | None = None,
     undo_renames: bool = True,
+    progress: ProgressCallback | None = None,
 ) -> list[str]:
     """Abort the job: undo its unfinished commit, then remove ``_temporary/JOB``.
     Idempotent: a re-run after a kill at any point finishes it; a finished abort's re-run
@@ -315,12 +316,15 @@ async def abort_job(
     first (``undo_renames``), whichever ``attempt`` is given, so nothing of the job stays
     visible, and the old output a ``replace`` moved aside is moved back. A committed job
     (its plan says so, or ``_SUCCESS`` is its own) is only cleaned up: its output is
-    never deleted.
+    never deleted. ``progress`` gets the files moved back, then the directories
+    deleted.
 
     Returns the store paths of old files a ``replace`` deleted (stores without atomic
     rename) that the abort cannot restore; empty when the destination is as it was.
     """
-    async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
+    async with open_context(
+        dest, job_id, attempt=attempt, store=store, options=options, progress=progress
+    ) as context:
         record = await read_job_record(context)
         if record is None:
             context.log.info("job %s has no directory: nothing to abort", job_id)
@@ -345,7 +349,11 @@ async def cleanup_job(
     attempt: int = 0,
     store: Store | None = None,
     options: CommitOptions | None = None,
+    progress: ProgressCallback | None = None,
 ) -> None:
-    """Delete the job's temporary directory tree; never touches committed output."""
-    async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
+    """Delete the job's temporary directory tree; never touches committed output.
+    ``progress`` gets the directories deleted."""
+    async with open_context(
+        dest, job_id, attempt=attempt, store=store, options=options, progress=progress
+    ) as context:
         await cleanup_stage(context)

@@ -21,6 +21,7 @@ removes the job's directories.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import os
@@ -34,7 +35,14 @@ import anyio.to_thread
 
 from aiocommit.engine.session import new_statistics, open_context
 from aiocommit.engine.summary import combined_statistics, committer_diagnostics, record_failure
-from aiocommit.errors import AlreadyExists, CommitError, ManifestError, NotFound
+from aiocommit.errors import (
+    AlreadyExists,
+    CommitError,
+    ManifestError,
+    NotEmpty,
+    NotFound,
+    first_error,
+)
 from aiocommit.io.multipart import MultipartOperations
 from aiocommit.options import CONFLICT_MODES, CommitOptions, UnknownOption
 from aiocommit.protocol import s3_statistics as S3
@@ -59,12 +67,11 @@ from aiocommit.stages.cleanup import cleanup_stage
 from aiocommit.stages.commit_plan import (
     COMMITTED,
     CommitPlan,
-    decode_plan,
     encode_plan,
     read_plan,
     save_plan,
 )
-from aiocommit.stages.context import StageContext, first_error, parallel, stage
+from aiocommit.stages.context import StageContext, parallel, stage
 from aiocommit.stages.pending import (
     MIN_PART_SIZE,
     LoadedPending,
@@ -85,7 +92,7 @@ from aiocommit.stages.resolve_conflicts import (
     unrestorable,
 )
 from aiocommit.stages.save_success import read_success, save_report, save_success_stage
-from aiocommit.stores.base import Store, join, relative_to
+from aiocommit.stores.base import Store, join, parent_of, relative_to
 from aiocommit.stores.multipart import Upload, supports_multipart
 from aiocommit.stores.registry import open_store
 
@@ -399,10 +406,10 @@ async def _fix_plan(
     try:  # a conditional put: of two drivers committing one job, one fixes the plan
         await context.ops.write_bytes(layout.commit_plan_path, plan_bytes, overwrite=False)
     except AlreadyExists:
-        saved = await context.ops.read_bytes(
-            layout.commit_plan_path, statistic=S.OP_LOAD_COMMIT_PLAN
-        )
-        other = decode_plan(saved, layout.commit_plan_path)
+        other = await read_plan(context)
+        if other is None:  # an incomplete plan of an earlier write that stopped part-way
+            await context.ops.write_bytes(layout.commit_plan_path, plan_bytes, overwrite=True)
+            return fixed
         if (other.manifests, other.committer) != (fixed.manifests, fixed.committer):
             raise ManifestError(
                 "another commit of this job fixed other pending sets or settings",
@@ -422,6 +429,8 @@ async def _cleanup(
     await cleanup_stage(context, name=name)
     async with stage(context, name):
         await context.ops.delete(magic_job_dir(context.layout), recursive=True)
+        with contextlib.suppress(NotEmpty):  # __magic itself, when no other job uses it
+            await context.ops.delete(parent_of(magic_job_dir(context.layout)))
         if s3_options.abort_pending_uploads:
             await abort_outstanding_uploads(context, mops, context.layout.dest.rstrip("/") + "/")
 

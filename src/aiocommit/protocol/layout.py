@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aiocommit.errors import InvalidInput
 from aiocommit.protocol.ids import check_id
 from aiocommit.stores.base import join
 
@@ -39,8 +40,8 @@ class JobLayout:
 
     def __post_init__(self) -> None:
         check_id("job ID", self.job_id)
-        if self.attempt < 0:
-            raise ValueError(f"job attempt must be >= 0, not {self.attempt}")
+        if not isinstance(self.attempt, int) or isinstance(self.attempt, bool) or self.attempt < 0:
+            raise InvalidInput(f"job attempt must be an int >= 0, not {self.attempt!r}")
 
     @property
     def temporary_dir(self) -> str:

@@ -51,6 +51,13 @@ STORE_IO_BACKOFF = "store_io_backoff"
 STORE_IO_RATE_LIMITED = "store_io_rate_limited"
 STORE_IO_CONCURRENCY_DECREASED = "store_io_concurrency_decreased"
 
+# gauges (ours)
+#: milliseconds from the start of the job commit to writing _SUCCESS
+JOB_COMMIT_ELAPSED_MS = "job_commit_elapsed_ms"
+JOB_RENAME_PROCESSES = "job_rename_processes"
+STORE_IO_CONCURRENCY_LIMIT = "store_io_concurrency_limit"
+STORE_IO_CONCURRENCY_PEAK = "store_io_concurrency_peak"
+
 # stages (durations)
 JOB_STAGE_SETUP = "job_stage_setup"
 JOB_STAGE_LOAD_MANIFESTS = "job_stage_load_manifests"

@@ -20,11 +20,11 @@ from __future__ import annotations
 from aiocommit.errors import CommitError, ManifestError
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
+from aiocommit.stages.commit_file import Entry, holds, same_file
 from aiocommit.stages.commit_plan import ABORTED, CommitPlan, copies_reader, save_plan
 from aiocommit.stages.context import StageContext, parallel, stage
 from aiocommit.stages.create_dirs import remove_created_directories
 from aiocommit.stages.load_manifests import LoadedJob, load_manifests_stage
-from aiocommit.stages.rename_files import Entry, holds, same_file
 from aiocommit.stages.resolve_conflicts import restore_replaced_stage
 from aiocommit.stores.base import parent_of
 
@@ -68,10 +68,18 @@ async def _move_back(context: StageContext, loaded: LoadedJob) -> int:
     ops = context.ops
     etags_kept = ops.capabilities.etags_preserved_in_rename
     moved = 0
+    progress = context.counter(S.JOB_STAGE_ABORT, loaded.file_count, bytes_total=loaded.total_size)
 
     async def move_back(entry: Entry) -> None:
         nonlocal moved
         source, dest, size, etag = entry
+        try:
+            await _move_one(source, dest, size, etag)
+        finally:
+            progress.add(1, size)
+
+    async def _move_one(source: str, dest: str, size: int, etag: str | None) -> None:
+        nonlocal moved
         source_status = await ops.stat_or_none(source)
         if source_status is not None:
             # not renamed; or a copy-then-delete rename stopped before its delete, which
@@ -98,4 +106,5 @@ async def _move_back(context: StageContext, loaded: LoadedJob) -> int:
             move_back,
             workers=context.options.concurrency,
         )
+    progress.finish()
     return moved

@@ -27,7 +27,7 @@ import msgspec
 
 from aiocommit.errors import ManifestError, NotFound
 from aiocommit.protocol import statistics as S
-from aiocommit.protocol.codec import decode_or_raise, encode_pretty
+from aiocommit.protocol.codec import decode_or_raise, encode_pretty, is_partial
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.stages.context import StageContext, parallel
 from aiocommit.stages.load_manifests import LoadedJob, LoadedManifest
@@ -89,13 +89,26 @@ def encode_plan(plan: CommitPlan) -> bytes:
 
 
 async def read_plan(context: StageContext, layout: JobLayout | None = None) -> CommitPlan | None:
-    """The plan of ``layout``'s job attempt (the context's by default), or None."""
+    """The plan of ``layout``'s job attempt (the context's by default), or None.
+
+    A plan that is not whole JSON (empty or cut short: its first write stopped part-way)
+    reads as None too: that write came before any rename, and every later change is
+    published whole, so the commit it would have started changed nothing. A re-run then
+    starts the commit again and replaces it; an abort or cleanup removes it."""
     path = (layout or context.layout).commit_plan_path
     try:
         data = await context.ops.read_bytes(path, statistic=S.OP_LOAD_COMMIT_PLAN)
-        return decode_plan(data, path)
     except NotFound:
         return None
+    if is_partial(data):
+        context.log.warning(
+            "commit plan %s is incomplete (%d bytes: its first write stopped part-way, "
+            "before anything was renamed); treated as absent",
+            context.qualify(path),
+            len(data),
+        )
+        return None
+    return decode_plan(data, path)
 
 
 async def save_plan(context: StageContext, plan: CommitPlan) -> None:

@@ -242,6 +242,8 @@ async def load_pendingsets_stage(
             loaded.task_stats.aggregate(pending.iostatistics)
 
         await parallel(list(names), load, workers=context.options.concurrency)
+        # the tasks committed, as the manifest committer counts its manifests
+        context.stats.increment(S.COMMITTER_TASKS_COMPLETED, len(sets))
         for name in sorted(sets):
             for commit in sets[name].commits:
                 destination = destination_of(context, commit)

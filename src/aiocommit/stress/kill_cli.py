@@ -201,7 +201,7 @@ async def cleanup_scene(store: Store, dest: str) -> Scene:
     await _part_way(store, dest, refused)
     return Scene(
         dest,
-        ["cleanup", dest, "--all"],
+        ["cleanup", dest, "--all", "--min-age", "0s"],
         1,
         {"old.dat": b"old", **committed_files},
         refused=refused,

@@ -31,7 +31,7 @@ import anyio
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job, setup_job
 from aiocommit.engine.session import open_operations
 from aiocommit.engine.task import TaskAttempt, commit_task, setup_task
-from aiocommit.errors import NotFound
+from aiocommit.errors import NotFound, first_error
 from aiocommit.integrations.spark import zero_rename
 from aiocommit.integrations.spark.files import LocalFile
 from aiocommit.integrations.spark.settings import TestHooks, WriteSettings
@@ -40,7 +40,7 @@ from aiocommit.protocol.ids import task_attempt_id_for, task_id_for
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.protocol.manifest import encode_manifest
 from aiocommit.protocol.success import SuccessData
-from aiocommit.stages.context import first_error, parallel
+from aiocommit.stages.context import parallel
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.faulty import Faults, FaultyStore
 from aiocommit.stores.local import LocalStore
