@@ -61,15 +61,25 @@ def _cli_env(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING", raising=False)
 
 
+async def _old_and_new(
+    store: Store, root: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[str, dict[str, bytes], str, dict[str, bytes]]:
+    """A committed job's output in ``ROOT/out`` and a set-up job to write over it, the
+    CLI pointed at the store: (the destination, old output, the new job's ID, its
+    output)."""
+    dest = join(root, "out")
+    _cli_env(store, monkeypatch)
+    old_job, old = await run_tasks(store, dest, tasks=2, files_per_task=4)
+    await commit_job(dest, old_job, store=store)
+    job_id, new = await run_tasks(store, dest, tasks=1, files_per_task=2)
+    return dest, old, job_id, new
+
+
 async def test_replace_on_cloud_stores(
     cli: Cli, cloud_store_root: tuple[Store, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store, root = cloud_store_root
-    dest = join(root, "out")
-    _cli_env(store, monkeypatch)
-    old_job, _ = await run_tasks(store, dest, tasks=2, files_per_task=4)
-    await commit_job(dest, old_job, store=store)
-    job_id, new = await run_tasks(store, dest, tasks=1, files_per_task=2)
+    dest, _, job_id, new = await _old_and_new(*cloud_store_root, monkeypatch)
+    store = cloud_store_root[0]
     url = store.qualify(dest)
     run = functools.partial(cli, "commit", url, "--job-id", job_id, "--no-progress")
     result = await anyio.to_thread.run_sync(run, "--conflict-mode", "replace")
@@ -81,12 +91,8 @@ async def test_replace_on_cloud_stores(
 async def test_abort_names_what_it_cannot_restore(
     cli: Cli, cloud_store_root: tuple[Store, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store, root = cloud_store_root
-    dest = join(root, "out")
-    _cli_env(store, monkeypatch)
-    old_job, old = await run_tasks(store, dest, tasks=2, files_per_task=4)
-    await commit_job(dest, old_job, store=store)
-    job_id, new = await run_tasks(store, dest, tasks=1, files_per_task=2)
+    dest, old, job_id, new = await _old_and_new(*cloud_store_root, monkeypatch)
+    store = cloud_store_root[0]
     victim = sorted(set(old) - set(new))[-1]  # an old file no new one lands on
     failing = FaultyStore(
         store,

@@ -3,6 +3,7 @@ splitting and the commit/overwrite protocol against the memory and local stores.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import itertools
 import os
@@ -507,3 +508,16 @@ def test_pretty_json_lays_out_as_sparks_pretty_option() -> None:
         '      "x" : 0,\n      "y" : [ {\n        "z" : 1\n      } ]\n    }\n  },\n'
         '  "s" : { },\n  "t" : "a\\",:{["\n}'
     )
+
+
+def test_save_modes_decide_the_conflict_mode() -> None:
+    """Spark's save mode wins over a conflict mode given among the options."""
+    settings = WriteSettings.from_options(
+        {"path": "/x", "partitionBy": "k", "aiocommit.conflict_mode": "fail"}
+    )
+    assert settings.commit.conflict_mode == "fail"
+    assert settings.commit_options(False).conflict_mode == "append"
+    static = settings.commit_options(True)
+    assert (static.conflict_mode, static.replace_partitions) == ("replace", False)
+    dynamic = dataclasses.replace(settings, partition_overwrite_mode="dynamic")
+    assert dynamic.commit_options(True).replace_partitions is True

@@ -374,8 +374,9 @@ def abort(
     "--force",
     is_flag=True,
     help="Also remove jobs whose commit started and did not finish (their output is then "
-    "partly visible and can no longer be finished or undone), and with --all recent jobs "
-    "not known finished.",
+    "partly visible and can no longer be finished or undone; old output a replacing "
+    "commit had moved aside into the job's directory is deleted with it), and with --all "
+    "recent jobs not known finished.",
 )
 @commit_options(commit=False)
 def cleanup(

@@ -47,13 +47,14 @@ from collections.abc import Callable, Container, Iterable
 
 import anyio
 
-from aiocommit.errors import AlreadyExists, ManifestError, NotEmpty, NotFound, OutputConflict
+from aiocommit.errors import AlreadyExists, ManifestError, NotFound, OutputConflict
 from aiocommit.options import CONFLICT_MODES
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.layout import SUCCESS, TEMPORARY
 from aiocommit.protocol.pending import MAGIC
 from aiocommit.stages.commit_plan import CommitPlan, ConflictRecord, save_plan
 from aiocommit.stages.context import StageContext, parallel, stage
+from aiocommit.stages.create_dirs import remove_empty_directories
 from aiocommit.stores.base import is_under, join, parent_of, relative_to
 
 DEFAULT_MODE = "append"
@@ -148,7 +149,9 @@ async def finish_conflicts_stage(context: StageContext, plan: CommitPlan) -> Non
     async with stage(context, S.JOB_STAGE_RESOLVE_CONFLICTS):
         first = set(record.collisions)
         await _replace(context, record, [f for f in record.replaced if f not in first])
-        await _remove_emptied_directories(context, record)
+        # the old directories the job did not refill
+        dest = context.layout.dest
+        await remove_empty_directories(context, [join(dest, d) for d in record.directories])
     record.done = True
 
 
@@ -267,27 +270,6 @@ async def _replace(context: StageContext, record: ConflictRecord, names: list[st
             context.stats.increment(S.COMMITTER_TARGET_FILES_DELETED)
 
     await parallel(names, move_aside if record.aside else delete, workers=workers)
-
-
-async def _remove_emptied_directories(context: StageContext, record: ConflictRecord) -> None:
-    """The old directories a replace emptied and the job did not refill, deepest first
-    (a directory holding anything stays)."""
-    ops = context.ops
-    if not record.directories or not ops.capabilities.directories:
-        return
-    dest = context.layout.dest
-    by_depth: dict[int, list[str]] = {}
-    for directory in record.directories:
-        by_depth.setdefault(directory.count("/"), []).append(join(dest, directory))
-
-    async def remove(directory: str) -> None:
-        try:
-            await ops.delete(directory, recursive=False)
-        except (NotEmpty, NotFound):
-            return
-
-    for depth in sorted(by_depth, reverse=True):
-        await parallel(by_depth[depth], remove, workers=context.options.concurrency)
 
 
 async def restore_replaced_stage(context: StageContext, plan: CommitPlan) -> None:

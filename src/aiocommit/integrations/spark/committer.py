@@ -242,12 +242,9 @@ async def commit_write(
     options = settings.commit
     try:
         # cleanup runs after _SUCCESS is saved: its failure is logged, not raised
-        committing = dataclasses.replace(options, cleanup_ignore_failures=True)
-        if overwriting:
-            dynamic = settings.partition_overwrite_mode == "dynamic" and bool(settings.partition_by)
-            committing = dataclasses.replace(
-                committing, conflict_mode="replace", replace_partitions=dynamic
-            )
+        committing = dataclasses.replace(
+            settings.commit_options(overwriting), cleanup_ignore_failures=True
+        )
         summary = await commit_job(
             dest,
             job_id,

@@ -139,6 +139,14 @@ class WriteSettings:
     commit: CommitOptions = field(default_factory=CommitOptions)
     hooks: TestHooks = field(default_factory=TestHooks)
 
+    def commit_options(self, overwriting: bool) -> CommitOptions:
+        """The job commit's options, its conflict mode decided by Spark's save mode:
+        append is ``append``; overwrite is ``replace``, per partition when dynamic."""
+        if not overwriting:
+            return dataclasses.replace(self.commit, conflict_mode="append")
+        dynamic = self.partition_overwrite_mode == "dynamic" and bool(self.partition_by)
+        return dataclasses.replace(self.commit, conflict_mode="replace", replace_partitions=dynamic)
+
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> WriteSettings:
         """Parse Spark's options; ``ValueError`` names a bad one."""
