@@ -72,9 +72,9 @@ def docstrings() -> Iterator[Text]:
                     yield Text(f"{path.relative_to(ROOT)}:{line}", path, doc)
 
 
-def texts() -> Iterator[Text]:
-    yield from pages()
-    yield from docstrings()
+@cache
+def texts() -> tuple[Text, ...]:
+    return (*pages(), *docstrings())
 
 
 @cache
@@ -103,9 +103,18 @@ def resolves(dotted: str) -> bool:
 
 
 @cache
+def repository_file_names() -> frozenset[str]:
+    """Names of the files in the repository's own directories (not the venv or builds)."""
+    return frozenset(
+        path.name
+        for top in ("src", "tests", "docs", "scripts", "stress", "examples", ".ci")
+        for path in (ROOT / top).rglob("*")
+        if "__pycache__" not in path.parts
+    ) | frozenset(path.name for path in ROOT.iterdir())
+
+
 def files_named(name: str) -> bool:
-    skip = {".venv", ".git", "site", "node_modules", "__pycache__"}
-    return any(not skip & set(path.relative_to(ROOT).parts) for path in ROOT.rglob(name))
+    return name in repository_file_names()
 
 
 def file_exists(name: str, near: Path) -> bool:
