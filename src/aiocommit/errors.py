@@ -3,6 +3,11 @@
 ::
 
     AiocommitError
+    ├── InvalidInput                       (also a ValueError) a bad argument, option value,
+    │   │                                   URL, job ID or path, refused before any work
+    │   └── UnknownOption(key, closest)     an option key that names no option
+    ├── MissingExtra(extra)                (also an ImportError) a store adapter's packages
+    │                                       are not installed; names the pip extra
     ├── StoreError(path, operation)        raised by store adapters, translated once at their edge
     │   ├── NotFound                        (also a FileNotFoundError)
     │   ├── AlreadyExists                   (also a FileExistsError): the path, or a file in the way
@@ -32,6 +37,36 @@ class AiocommitError(Exception):
     """Root of every error raised by aiocommit."""
 
 
+class InvalidInput(AiocommitError, ValueError):
+    """Bad input: an argument, option value, URL, job ID or path. Raised before any
+    work starts, so nothing was changed."""
+
+
+class UnknownOption(InvalidInput):
+    """A key under our prefixes that names no option; the message names the closest one."""
+
+    def __init__(self, key: str, closest: str | None):
+        hint = f"; did you mean {closest!r}?" if closest else ""
+        super().__init__(f"unknown option {key!r}{hint}")
+        self.key = key
+        self.closest = closest
+
+
+class MissingExtra(AiocommitError, ImportError):
+    """A feature's packages are not installed; the message says which extra installs them
+    (``pip install 'aiocommit[EXTRA]'``)."""
+
+    def __init__(self, feature: str, extra: str, missing: str | None = None):
+        found = f" ({missing} is not installed)" if missing else ""
+        super().__init__(
+            f"{feature} needs packages that are not installed{found}; install them with: "
+            f"pip install 'aiocommit[{extra}]'",
+            name=missing,
+        )
+        self.feature = feature
+        self.extra = extra
+
+
 class StoreError(AiocommitError):
     """A store operation failed.
 
@@ -50,6 +85,8 @@ class StoreError(AiocommitError):
         self.operation = operation
         #: attempts the engine made before this error surfaced (set by the retry loop)
         self.attempts = 1
+        #: seconds from the first attempt to giving up (set by the retry loop)
+        self.retried_seconds = 0.0
 
     def __str__(self) -> str:
         where = []
@@ -57,7 +94,19 @@ class StoreError(AiocommitError):
             where.append(self.operation)
         if self.path:
             where.append(repr(self.path))
-        return f"{self.message} ({' '.join(where)})" if where else self.message
+        text = f"{self.message} ({' '.join(where)})" if where else self.message
+        return text + self.retry_note()
+
+    def retry_note(self) -> str:
+        """How the engine retried the call before this error surfaced ("" if it did not)."""
+        if self.attempts <= 1:
+            return ""
+        if self.retryable:
+            return (
+                f"; retried, gave up after {self.attempts} attempts over "
+                f"{self.retried_seconds:.1f} s"
+            )
+        return f"; on attempt {self.attempts}, {self.retried_seconds:.1f} s after the first"
 
 
 class NotFound(StoreError, FileNotFoundError):

@@ -537,3 +537,39 @@ async def test_two_drivers_committing_one_job(s3_root: S3Root, tmp_path: Path) -
         await commit_s3_job(dest, job_id, store=store)
     assert await output(store, dest) == expected
     assert await outstanding(store, root) == []
+
+
+async def test_replace_by_commit_options_and_what_an_abort_cannot_restore(
+    s3_root: S3Root, tmp_path: Path
+) -> None:
+    """``CommitOptions(conflict_mode="replace")`` drives the staging committer too (the
+    shared stage): the old objects that no new one lands on go only after the uploads are
+    completed; a commit that fails while they go is aborted with exactly the deleted ones
+    named, every other old object kept and nothing of the job left."""
+    store, root = s3_root
+    dest = join(root, "out")
+    old = {f"p={n % 2}/old-{n}.dat": b"old %d" % n for n in range(6)}
+    for relative, data in old.items():
+        await store.write_bytes(join(dest, relative), data)
+    job_id = await setup_s3_job(dest, store=store)
+    new = {"p=0/new.dat": b"new", "p=0/old-0.dat": b"same name, new bytes"}
+    await staging_task(store, dest, job_id, 0, 0, new, tmp_path)
+    victim = "p=1/old-3.dat"
+    failing = FaultyStore(
+        store, Faults(fail_paths=lambda op, path: op == "delete" and path.endswith(victim))
+    )
+    options = CommitOptions(conflict_mode="replace", max_attempts=1, concurrency=1)
+    with pytest.raises(CommitError, match=victim):
+        await commit_s3_job(dest, job_id, store=failing, options=options)
+    lost = await abort_s3_job(dest, job_id, store=store)
+    left = await output(store, dest)
+    assert victim in left and "p=0/new.dat" not in left
+    assert left == {k: v for k, v in old.items() if k in left}
+    assert sorted(lost) == sorted(join(dest, k) for k in old if k not in left)
+    assert join(dest, "p=0/old-0.dat") in lost  # in the way of a new file: gone first
+    assert await outstanding(store, root) == []
+    # the same job shape committed whole replaces exactly
+    job_id = await setup_s3_job(dest, store=store)
+    await staging_task(store, dest, job_id, 0, 0, new, tmp_path / "again")
+    await commit_s3_job(dest, job_id, store=store, options=CommitOptions(conflict_mode="replace"))
+    assert await output(store, dest) == new

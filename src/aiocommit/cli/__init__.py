@@ -7,10 +7,13 @@ adapter documents.
 
 Exit codes:
 
-* 0 - done;
-* 1 - the operation failed (a commit, abort or cleanup error; a malformed file);
+* 0 - done; also an ``abort`` or ``cleanup --job-id`` of a job that is not there (both
+  are idempotent: nothing left is what they want), and output its reader cut short
+  (``aiocommit show … | head``);
+* 1 - the operation failed (a commit, abort or cleanup error; a malformed file), or
+  ``cleanup`` refused a job whose commit is under way;
 * 2 - usage error: bad arguments, option values or URL;
-* 3 - not found: the path, the destination or the job does not exist;
+* 3 - not found: the path, the destination, or the job to ``commit``, does not exist;
 * 4 - unavailable: a store adapter's packages or the stress harness are not installed;
 * 130 - interrupted.
 

@@ -8,7 +8,7 @@ from importlib.metadata import EntryPoint, entry_points
 
 import click
 
-from aiocommit.cli.exits import EXIT_UNAVAILABLE, fail
+from aiocommit.cli.exits import EXIT_UNAVAILABLE, CommandGroup, fail
 
 GROUP = "aiocommit.commands"
 
@@ -54,8 +54,8 @@ class EntryPointCommand(click.Command):
         )
 
 
-class EntryPointGroup(click.Group):
-    """A click group that also has the commands of ``GROUP`` (its own commands win)."""
+class EntryPointGroup(CommandGroup):
+    """The ``aiocommit`` group, with the commands of ``GROUP`` too (its own commands win)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *command_entry_points()})

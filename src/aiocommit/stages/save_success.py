@@ -10,6 +10,8 @@ failed; its failure is logged, never raised over the commit's own outcome.
 
 from __future__ import annotations
 
+import time
+
 from aiocommit.errors import AiocommitError, NotFound
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.success import SuccessData, decode_success, encode_success
@@ -37,6 +39,11 @@ async def read_success(context: StageContext) -> SuccessData | None:
 
 async def save_success_stage(context: StageContext, summary: SuccessData) -> None:
     layout = context.layout
+    # the job commit's time so far: the file is written before cleanup, while the
+    # commit's own duration statistic is still open
+    summary.iostatistics.gauges[S.JOB_COMMIT_ELAPSED_MS] = int(
+        (time.monotonic() - context.started) * 1000
+    )
     async with stage(context, S.JOB_STAGE_SAVE_SUCCESS):
         await context.ops.publish_bytes(
             layout.success_temp_path, layout.success_path, encode_success(summary)

@@ -11,13 +11,20 @@ from typing import ClassVar
 
 from aiocommit.errors import (
     AlreadyExists,
+    InvalidInput,
     NotAFile,
     NotEmpty,
     NotFound,
     PreconditionFailed,
     StoreError,
 )
-from aiocommit.stores.base import FileStatus, StoreCapabilities, check_clean, parent_of
+from aiocommit.stores.base import (
+    FileStatus,
+    StoreCapabilities,
+    check_clean,
+    check_counts,
+    parent_of,
+)
 from aiocommit.stores.multipart import Upload, multipart_etag
 
 _CAPABILITIES = StoreCapabilities(fast_directory_delete=True)
@@ -69,6 +76,9 @@ class MemoryStore:
     _etags = itertools.count(1)
 
     def __init__(self, name: str = "default", *, page_size: int = 1000, keep_data: bool = True):
+        if not isinstance(name, str) or not name or "/" in name:
+            raise InvalidInput(f"a memory store's name: a str without '/', not {name!r}")
+        check_counts(page_size=page_size)
         self.name = name
         self.page_size = page_size
         self.keep_data = keep_data
@@ -98,7 +108,7 @@ class MemoryStore:
     def unqualify(self, uri: str) -> str:
         prefix = f"memory://{self.name}/"
         if not uri.startswith(prefix):
-            raise ValueError(f"{uri!r} is not in memory store {self.name!r}")
+            raise InvalidInput(f"{uri!r} is not in memory store {self.name!r}")
         return uri[len(prefix) - 1 :]
 
     # -- helpers -------------------------------------------------------------------------
