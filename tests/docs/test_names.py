@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 import pytest
 
+from aiocommit import observability
 from aiocommit.cli import main
 from aiocommit.options import CommitOptions
 from tests.docs.conftest import DOCS, ROOT
@@ -24,11 +25,18 @@ from tests.docs.conftest import DOCS, ROOT
 SOURCE = ROOT / "src" / "aiocommit"
 
 #: ``aiocommit.X`` that are not modules: option keys (Spark writer options, the
-#: ``aiocommit.*`` configuration namespace), OpenTelemetry attributes, summary keys,
-#: the entry-point group of commands, a placeholder
+#: ``aiocommit.*`` configuration namespace), OpenTelemetry instrument names (the
+#: constants of ``aiocommit.observability``) and span attributes, summary keys, the
+#: entry-point group of commands, a placeholder
+TELEMETRY = frozenset(
+    value.split(".")[1]
+    for value in vars(observability).values()
+    if isinstance(value, str) and value.startswith("aiocommit.")
+) | {"files", "bytes", "tasks", "processes", "retries", "throttled"}
 NOT_MODULES = frozenset(
     {"NAME", "saveMode", "savemode", "test", "commands", "job_id", "stage", "task_attempt_id"}
     | {"version"}
+    | TELEMETRY
     | {f.name for f in dataclasses.fields(CommitOptions)}
     | {f.name.replace("_", "-").split("-")[0] for f in dataclasses.fields(CommitOptions)}
 )
@@ -72,9 +80,9 @@ def docstrings() -> Iterator[Text]:
                     yield Text(f"{path.relative_to(ROOT)}:{line}", path, doc)
 
 
-def texts() -> Iterator[Text]:
-    yield from pages()
-    yield from docstrings()
+@cache
+def texts() -> tuple[Text, ...]:
+    return (*pages(), *docstrings())
 
 
 @cache
@@ -103,9 +111,18 @@ def resolves(dotted: str) -> bool:
 
 
 @cache
+def repository_file_names() -> frozenset[str]:
+    """Names of the files in the repository's own directories (not the venv or builds)."""
+    return frozenset(
+        path.name
+        for top in ("src", "tests", "docs", "scripts", "stress", "examples", ".ci")
+        for path in (ROOT / top).rglob("*")
+        if "__pycache__" not in path.parts
+    ) | frozenset(path.name for path in ROOT.iterdir())
+
+
 def files_named(name: str) -> bool:
-    skip = {".venv", ".git", "site", "node_modules", "__pycache__"}
-    return any(not skip & set(path.relative_to(ROOT).parts) for path in ROOT.rglob(name))
+    return name in repository_file_names()
 
 
 def file_exists(name: str, near: Path) -> bool:

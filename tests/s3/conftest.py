@@ -25,3 +25,10 @@ async def s3_root(
         return
     async with s3_store_factory(request.getfixturevalue("s3_endpoint")) as (s3, root):
         yield s3, root
+
+
+@pytest.fixture
+async def moto_root(s3_endpoint: str) -> AsyncIterator[tuple[MultipartStore, str]]:
+    """(store, root) on S3 only (moto), for what a store without atomic rename does."""
+    async with s3_store_factory(s3_endpoint) as (s3, root):
+        yield s3, root

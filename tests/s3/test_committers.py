@@ -540,13 +540,13 @@ async def test_two_drivers_committing_one_job(s3_root: S3Root, tmp_path: Path) -
 
 
 async def test_replace_by_commit_options_and_what_an_abort_cannot_restore(
-    s3_root: S3Root, tmp_path: Path
+    moto_root: S3Root, tmp_path: Path
 ) -> None:
     """``CommitOptions(conflict_mode="replace")`` drives the staging committer too (the
     shared stage): the old objects that no new one lands on go only after the uploads are
     completed; a commit that fails while they go is aborted with exactly the deleted ones
     named, every other old object kept and nothing of the job left."""
-    store, root = s3_root
+    store, root = moto_root  # S3: no atomic rename, so replace deletes
     dest = join(root, "out")
     old = {f"p={n % 2}/old-{n}.dat": b"old %d" % n for n in range(6)}
     for relative, data in old.items():

@@ -35,9 +35,11 @@ async def test_saved_whole_and_read_back(job: Job) -> None:
         assert not await exists(job.store, context.layout.commit_plan_path + ".tmp")
 
 
-async def test_a_malformed_plan_is_refused(job: Job) -> None:
+async def test_a_plan_cut_short_reads_as_absent_and_a_wrong_one_is_refused(job: Job) -> None:
     async with job.context() as context:
         await job.store.write_bytes(context.layout.commit_plan_path, b'{"job_id": ')
+        assert await read_plan(context) is None  # its first write stopped part-way
+        await job.store.write_bytes(context.layout.commit_plan_path, b'{"job_id": 7}')
         with pytest.raises(ManifestError) as caught:
             await read_plan(context)
         assert caught.value.path == context.layout.commit_plan_path
