@@ -262,7 +262,9 @@ def commit(
                     options=options,
                     s3_options=s3_options,
                 )
-            with ProgressBar(console, enabled=not no_progress) as bar:
+            with ProgressBar(
+                console, enabled=not no_progress, follow_only={S.JOB_STAGE_CLEANUP}
+            ) as bar:
                 return await commit_job(
                     path,
                     job_id,
