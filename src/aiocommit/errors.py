@@ -27,7 +27,10 @@ engine: the retry policy asks ``error.retryable`` and nothing else.
 
 from __future__ import annotations
 
+import asyncio
 from typing import ClassVar
+
+import anyio
 
 
 class AiocommitError(Exception):
@@ -82,6 +85,8 @@ class StoreError(AiocommitError):
         self.operation = operation
         #: attempts the engine made before this error surfaced (set by the retry loop)
         self.attempts = 1
+        #: seconds from the first attempt to giving up (set by the retry loop)
+        self.retried_seconds = 0.0
 
     def __str__(self) -> str:
         where = []
@@ -89,7 +94,19 @@ class StoreError(AiocommitError):
             where.append(self.operation)
         if self.path:
             where.append(repr(self.path))
-        return f"{self.message} ({' '.join(where)})" if where else self.message
+        text = f"{self.message} ({' '.join(where)})" if where else self.message
+        return text + self.retry_note()
+
+    def retry_note(self) -> str:
+        """How the engine retried the call before this error surfaced ("" if it did not)."""
+        if self.attempts <= 1:
+            return ""
+        if self.retryable:
+            return (
+                f"; retried, gave up after {self.attempts} attempts over "
+                f"{self.retried_seconds:.1f} s"
+            )
+        return f"; on attempt {self.attempts}, {self.retried_seconds:.1f} s after the first"
 
 
 class NotFound(StoreError, FileNotFoundError):
@@ -191,3 +208,25 @@ class ManifestError(CommitError):
 class OutputConflict(CommitError):
     """Two tasks claim the same destination file, or the destination already holds a
     different file there and deleting target files is off."""
+
+
+def first_error(error: BaseException) -> BaseException:
+    """The error to report for ``error``: itself, or for an exception group (a task
+    group's failure, nested or not) its first leaf that is not a cancellation (the
+    cancellations are the other tasks stopped because of it). Works in and outside an
+    event loop."""
+    if not isinstance(error, BaseExceptionGroup):
+        return error
+    leaves = [first_error(inner) for inner in error.exceptions]
+    cancellations = _cancellations()
+    for leaf in leaves:
+        if not isinstance(leaf, cancellations):
+            return leaf
+    return leaves[0]
+
+
+def _cancellations() -> tuple[type[BaseException], ...]:
+    try:
+        return (asyncio.CancelledError, anyio.get_cancelled_exc_class())
+    except Exception:  # no event loop here: asyncio's is the one anyio would use
+        return (asyncio.CancelledError,)

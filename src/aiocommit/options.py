@@ -45,6 +45,10 @@ HADOOP_ONLY_OPTIONS = frozenset(
 
 logger = logging.getLogger("aiocommit")
 
+#: what a job commit does with output already in its destination (Hadoop S3A's
+#: ``fs.s3a.committer.staging.conflict-mode`` values)
+CONFLICT_MODES = ("fail", "append", "replace")
+
 
 #: defaults of a process that exists to commit (the command line, a Spark driver), under
 #: the settings a user gives: the rename stage uses every core
@@ -165,6 +169,21 @@ class CommitOptions:
     use_source_etag: bool = _option(
         True, None, "Rename with the manifest's etag as a source precondition where known."
     )
+    conflict_mode: str | None = _option(
+        None,
+        "fs.s3a.committer.staging.conflict-mode",
+        "What the job commit does with output already in the destination (or, with "
+        "replace_partitions, in the partitions it writes): fail, append or replace. Unset: "
+        "append, or what the job's commit plan recorded when a commit of the job started "
+        "earlier.",
+    )
+    replace_partitions: bool | None = _option(
+        None,
+        None,
+        "Apply the conflict mode per partition: to each directory the job writes files into, "
+        "with everything below it (Hadoop's partitioned committer), not to the whole "
+        "destination. Unset: false, or what the job's commit plan recorded.",
+    )
     processes: int = _option(
         1,
         None,
@@ -187,6 +206,13 @@ class CommitOptions:
     def __post_init__(self) -> None:
         """Check every value against its field's type and range, then the relations
         between fields; ``InvalidInput`` names the first that does not hold."""
+        if isinstance(self.conflict_mode, str):  # Hadoop reads the mode in any case
+            object.__setattr__(self, "conflict_mode", self.conflict_mode.strip().lower())
+            if self.conflict_mode not in CONFLICT_MODES:
+                choices = ", ".join(CONFLICT_MODES)
+                raise InvalidInput(
+                    f"conflict_mode must be one of {choices}, not {self.conflict_mode!r}"
+                )
         hints = _type_hints()
         for name, option in _fields().items():
             value = _checked(name, hints[name], getattr(self, name), option.metadata)

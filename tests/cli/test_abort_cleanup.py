@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from aiocommit.cli import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE, parse_duration
+from aiocommit.cli.exits import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE
+from aiocommit.cli.units import parse_duration
 from tests.cli.conftest import Cli, Dest, one_error_line
 
 

@@ -149,9 +149,10 @@ def test_commit_an_s3_job_left_by_a_dead_driver(
 def test_commit_rerun_finishes_with_the_settings_it_started_with(
     cli: Cli, s3_dest: tuple[str, str], tmp_path: Path
 ) -> None:
-    """A partitioned `replace` commit dies before deleting the old partition's file; the
-    CLI's re-run (no settings given) finishes it as `replace`, not the default `append`;
-    other settings are refused before anything changes."""
+    """A partitioned `replace` commit dies before deleting the old partition's file (the
+    new one is in: old and new side by side); the CLI's re-run (no settings given)
+    finishes it as `replace`, not the default `append`; other settings are refused before
+    anything changes."""
     bucket, endpoint = s3_dest
     new = {"p=1/new.dat": b"new"}
     replace = S3CommitterOptions(conflict_mode="replace", partitioned=True)
@@ -177,7 +178,7 @@ def test_commit_rerun_finishes_with_the_settings_it_started_with(
     job_id = _with_store(bucket, endpoint, dying_commit)
     url = f"s3://{bucket}/out"
     seen = _with_store(bucket, endpoint, lambda store: output(store, "/out"))
-    assert seen == {"p=1/old.dat": b"old", "p=2/kept.dat": b"other partition"}
+    assert seen == {"p=1/old.dat": b"old", "p=2/kept.dat": b"other partition", **new}
     other = cli(
         "commit",
         url,

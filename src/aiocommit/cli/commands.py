@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
 import time
 from typing import Any
@@ -11,15 +10,12 @@ import anyio
 import click
 from rich.text import Text
 
+from aiocommit.cli.entry_points import EntryPointGroup
 from aiocommit.cli.exits import (
     EXIT_FAILED,
     EXIT_NOT_FOUND,
-    EXIT_UNAVAILABLE,
     EXIT_USAGE,
-    CommandGroup,
     Problem,
-    fail,
-    leaf,
     one_line,
     open_url,
     report,
@@ -49,6 +45,7 @@ from aiocommit.cli.render import (
     render_brief,
     render_jobs,
     render_summary,
+    report_unrestorable,
     verbose,
 )
 from aiocommit.cli.summary import decode_document, success_summary
@@ -63,7 +60,7 @@ from aiocommit.engine.zero_rename import (
     is_zero_rename_job,
     s3_uploads,
 )
-from aiocommit.errors import CommitError, NotFound
+from aiocommit.errors import CommitError, NotFound, first_error
 from aiocommit.observability import configure_logging
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.layout import SUCCESS, TEMPORARY, JobLayout
@@ -73,7 +70,7 @@ from aiocommit.stores.base import join
 from aiocommit.stores.multipart import supports_multipart
 
 
-@click.group(cls=CommandGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=EntryPointGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="aiocommit")
 @click.option(
     "--log-level",
@@ -280,9 +277,9 @@ def commit(
     try:
         summary = anyio.run(run)
     except (Exception, KeyboardInterrupt, BaseExceptionGroup) as error:
-        if isinstance(leaf(error), CommitError):
+        if isinstance(first_error(error), CommitError):
             click.echo(
-                f"aiocommit: error: {one_line(str(leaf(error)))}",
+                f"aiocommit: error: {one_line(str(first_error(error)))}",
                 err=True,
             )
             click.echo(
@@ -332,6 +329,7 @@ def abort(
     s3_options = build_s3_options(option_pairs)
     store, path = open_url(dest)
     layout = job_layout(path, job_id, attempt)
+    lost: list[str] = []
 
     async def run() -> str | None:
         try:
@@ -340,7 +338,7 @@ def abort(
             if found is None:
                 return None  # never set up, or already aborted or cleaned up: idempotent
             if await is_zero_rename_job(path, job_id, store=store, attempt=attempt):
-                await abort_s3_job(
+                lost[:] = await abort_s3_job(
                     path,
                     job_id,
                     attempt=attempt,
@@ -350,7 +348,7 @@ def abort(
                 )
             else:
                 with ProgressBar(console_for(stderr=True)) as bar:
-                    await abort_job(
+                    lost[:] = await abort_job(
                         path,
                         job_id,
                         attempt=attempt,
@@ -370,6 +368,7 @@ def abort(
         return
     what = "was committed; cleaned up" if state == "committed" else "aborted"
     click.echo(f"job {job_id} {what}: {store.qualify(layout.job_dir)} removed")
+    report_unrestorable(lost, store.qualify)
 
 
 @main.command()
@@ -499,29 +498,3 @@ def _s3_facts(uploads: S3Uploads | None, job_id: str) -> dict[str, Any]:
         "pending_files": facts.files,
         "outstanding_uploads": len(facts.upload_ids & uploads.outstanding),
     }
-
-
-def _load_stress() -> click.Command:
-    """``aiocommit.stress.cli.main``, imported only when ``stress`` runs (needs ``[stress]``)."""
-    module = importlib.import_module("aiocommit.stress.cli")
-    command = getattr(module, "main", None)
-    if not isinstance(command, click.Command):
-        raise ImportError("aiocommit.stress.cli.main is not a click command")
-    return command
-
-
-@main.command(
-    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
-    add_help_option=False,
-)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def stress(args: tuple[str, ...]) -> None:
-    """Run the stress harness (python -m stress); arguments are passed on, try --help."""
-    try:
-        stress_main = _load_stress()
-    except ImportError as error:
-        fail(
-            EXIT_UNAVAILABLE,
-            f"the stress harness needs its extra ({error}): pip install 'aiocommit[stress]'",
-        )
-    stress_main.main(args=list(args), prog_name="aiocommit stress", standalone_mode=True)

@@ -10,7 +10,7 @@ from typing import Any, NoReturn, TypeVar
 import anyio
 import click
 
-from aiocommit.errors import AiocommitError, InvalidInput, MissingExtra, NotFound
+from aiocommit.errors import AiocommitError, InvalidInput, MissingExtra, NotFound, first_error
 from aiocommit.stores.base import Store
 from aiocommit.stores.registry import EXTRAS, open_store
 
@@ -47,12 +47,6 @@ class Problem(Exception):
         self.message = message
 
 
-def leaf(error: BaseException) -> BaseException:
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:
-        error = error.exceptions[0]
-    return error
-
-
 def one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -65,7 +59,7 @@ def fail(code: int, message: str) -> NoReturn:
 def report(error: BaseException, target: str, *, resume: str | None = None) -> NoReturn:
     """Print ``error`` in one line naming the path, and exit with its code. ``resume``
     tells an interrupted user how to finish or undo what was under way."""
-    error = leaf(error)
+    error = first_error(error)
     if isinstance(error, Problem):
         fail(error.code, error.message)
     if isinstance(error, KeyboardInterrupt):

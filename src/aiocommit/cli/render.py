@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import click
@@ -208,3 +208,18 @@ def render_jobs(console: Console, found: Sequence[JobInfo], now: float) -> None:
             Text(job.state),
         )
     console.print(table)
+
+
+def report_unrestorable(lost: list[str], qualify: Callable[[str], str]) -> None:
+    """Name, on stderr, every old file an aborted ``replace`` deleted and could not
+    restore (stores without atomic rename delete the old output, they cannot move it)."""
+    if not lost:
+        return
+    click.echo(
+        f"aiocommit: warning: the aborted commit had replaced the destination's old output; "
+        f"{len(lost)} old file(s) were deleted (this store has no atomic rename to move them "
+        "aside) and cannot be restored:",
+        err=True,
+    )
+    for path in lost:
+        click.echo(f"  {qualify(path)}", err=True)

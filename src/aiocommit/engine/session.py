@@ -9,14 +9,14 @@ from contextlib import asynccontextmanager
 
 import anyio
 
-from aiocommit.errors import InvalidInput
+from aiocommit.errors import InvalidInput, first_error
 from aiocommit.io.operations import StoreOperations
 from aiocommit.observability import job_done, watch_in_flight
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.layout import JobLayout
-from aiocommit.stages.context import ProgressCallback, StageContext, first_error
+from aiocommit.stages.context import ProgressCallback, StageContext
 from aiocommit.stores.base import Store, opener_of
 from aiocommit.stores.registry import open_store, reopen_url
 

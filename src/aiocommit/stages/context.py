@@ -12,7 +12,7 @@ from typing import TypeVar
 
 import anyio
 
-from aiocommit.errors import CommitError, StoreError
+from aiocommit.errors import CommitError, StoreError, first_error
 from aiocommit.io.operations import StoreOperations
 from aiocommit.observability import (
     ContextAdapter,
@@ -145,17 +145,6 @@ class StageProgress:
 _JOB_STAGES = frozenset({S.COMMITTER_COMMIT_JOB, S.JOB_STAGE_ABORT, S.JOB_STAGE_CLEANUP})
 
 
-def first_error(error: BaseException) -> BaseException:
-    """The first leaf of an exception group that is not a cancellation."""
-    if isinstance(error, BaseExceptionGroup):
-        leaves = [first_error(inner) for inner in error.exceptions]
-        for leaf in leaves:
-            if not isinstance(leaf, anyio.get_cancelled_exc_class()):
-                return leaf
-        return leaves[0]
-    return error
-
-
 @asynccontextmanager
 async def stage(context: StageContext, name: str) -> AsyncIterator[None]:
     """Run a block as stage ``name``: timed into the statistics, logged, and any failure
@@ -190,7 +179,7 @@ async def stage(context: StageContext, name: str) -> AsyncIterator[None]:
             raise error from error.__cause__  # the group only wrapped it
         if isinstance(error, StoreError):
             raise CommitError(
-                f"{name} failed: {error.message}",
+                f"{name} failed: {error.message}{error.retry_note()}",
                 stage=name,
                 operation=error.operation,
                 path=error.path,

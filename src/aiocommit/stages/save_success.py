@@ -55,7 +55,11 @@ async def save_report(context: StageContext, summary: SuccessData) -> None:
     report_dir = context.options.report_dir
     if not report_dir:
         return
-    store, path = open_store(report_dir)
+    try:
+        store, path = open_store(report_dir)
+    except Exception:  # a report must never mask the commit's outcome
+        context.log.exception("could not open the report directory %s", report_dir)
+        return
     try:
         await store.write_bytes(
             join(path, f"summary-{context.layout.job_id}.json"), encode_success(summary)

@@ -145,6 +145,8 @@ _CAPABILITIES = StoreCapabilities(
     # one Path-Create renames a directory whole; refusing one here would cost a HEAD per
     # rename, so the engine checks a job's sources with one listing per directory instead
     rename_checks_source=False,
+    # create + append + flush: a failed append leaves an empty or short file
+    atomic_write=False,
 )
 
 

@@ -32,9 +32,10 @@ Contract (every adapter; checked by ``tests/contract``):
 
 from __future__ import annotations
 
+import contextvars
 import posixpath
-from collections.abc import AsyncIterator, Callable
-from typing import Protocol, runtime_checkable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
@@ -75,6 +76,11 @@ class StoreCapabilities(msgspec.Struct, frozen=True):
         rename_checks_source: ``rename`` of a directory source raises ``NotAFile`` (as the
             contract asks of stores with directories). False where checking would cost a
             call per rename (ADLS Gen2): the engine then checks sources before renaming.
+        atomic_write: ``write_bytes`` makes the file appear whole or not at all (one
+            request, or invisible until completed: GCS, S3, local, memory). False where a
+            write is several requests and a failed one leaves a partial file (ADLS Gen2:
+            create, append, flush): ``StoreOperations.write_bytes`` then writes a temporary
+            name and renames it into place.
     """
 
     etags: bool = True
@@ -84,6 +90,7 @@ class StoreCapabilities(msgspec.Struct, frozen=True):
     fast_directory_delete: bool = False
     max_in_flight: int | None = None
     rename_checks_source: bool = True
+    atomic_write: bool = True
 
 
 @runtime_checkable
@@ -128,6 +135,20 @@ class Store(Protocol):
     ) -> FileStatus: ...
 
     async def aclose(self) -> None: ...
+
+
+#: runs one request of a call made of several (a prefix store's ``mkdirs``), retrying it on
+#: its own; the engine's door sets it for the calls it makes, else a request runs once
+RequestRetry = Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
+
+
+async def _once(request: Callable[[], Awaitable[Any]]) -> Any:
+    return await request()
+
+
+REQUEST_RETRY: contextvars.ContextVar[RequestRetry] = contextvars.ContextVar(
+    "aiocommit_request_retry", default=_once
+)
 
 
 #: a picklable callable that opens an equivalent store client in another process

@@ -82,6 +82,7 @@ from aiocommit.errors import (
 from aiocommit.stores.base import FileStatus, StoreCapabilities, check_clean
 from aiocommit.stores.edge import retry_after, translating
 from aiocommit.stores.prefixes import (
+    KnownDirectories,
     gather,
     listing_prefix,
     mkdirs_with_markers,
@@ -242,6 +243,8 @@ class GcsStore:
         self._client: Storage | None = None
         self._bucket_moves: bool | None = None
         self._timeout = aiohttp.ClientTimeout(total=timeout)
+        #: directories this client made or found: mkdirs asks nothing about them again
+        self._known_dirs = KnownDirectories()
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -392,11 +395,14 @@ class GcsStore:
             with contextlib.suppress(AlreadyExists):  # a concurrent mkdirs placed it
                 await self._upload(marker, b"", overwrite=False, operation="mkdirs")
 
-        await mkdirs_with_markers(path, lambda name: self._info_or_none(name, "mkdirs"), place)
+        await mkdirs_with_markers(
+            path, lambda name: self._info_or_none(name, "mkdirs"), place, self._known_dirs
+        )
 
     async def delete(self, path: str, *, recursive: bool = False) -> bool:
         if path.strip("/") == "":
             raise PreconditionFailed("refusing to delete the root", path=path, operation="delete")
+        self._known_dirs.forget(path)
         name = object_key(path.rstrip("/"))
         try:
             with _edge(path, "delete"):

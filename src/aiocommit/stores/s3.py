@@ -76,6 +76,7 @@ from aiocommit.stores.base import FileStatus, StoreCapabilities, check_clean
 from aiocommit.stores.edge import retry_after, translating
 from aiocommit.stores.multipart import Upload
 from aiocommit.stores.prefixes import (
+    KnownDirectories,
     listing_prefix,
     mkdirs_with_markers,
     object_key,
@@ -214,6 +215,8 @@ class S3Store:
         )
         self.connections = connections or int(opts.get("fs.s3a.connection.maximum", "256"))
         self.page_size = min(1000, page_size or int(opts.get("fs.s3a.paging.maximum", "1000")))
+        #: directories this client made or found: mkdirs asks nothing about them again
+        self._known_dirs = KnownDirectories()
         self.timeout = timeout or float(opts.get("fs.s3a.connection.request.timeout", "60"))
         style = opts.get("fs.s3a.path.style.access")
         self.path_style = path_style if path_style is not None else style == "true"
@@ -358,11 +361,14 @@ class S3Store:
         async def place(marker: str) -> None:
             await self._put(marker, b"", overwrite=True, operation="mkdirs")
 
-        await mkdirs_with_markers(path, lambda name: self._head(name, "mkdirs"), place)
+        await mkdirs_with_markers(
+            path, lambda name: self._head(name, "mkdirs"), place, self._known_dirs
+        )
 
     async def delete(self, path: str, *, recursive: bool = False) -> bool:
         if path.strip("/") == "":
             raise PreconditionFailed("refusing to delete the root", path=path, operation="delete")
+        self._known_dirs.forget(path)
         client = await self.client()
         file_path = path.rstrip("/")
         if await self._head(file_path, "delete") is not None:
