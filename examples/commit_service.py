@@ -12,8 +12,10 @@ service commits the jobs on request and reports their progress::
                                  404 when DEST has no such job (``job_info``)
                                  409 when that job is already being committed here
     GET  /jobs/ID             -> 200 {"state": "committing" | "committed" | "failed",
-                                      "stage", "files_done", "files_total", "bytes_done",
-                                      "bytes_total", "seconds", "error", "success": {...}}
+                                      "stage" (the latest), "files_done", "files_total",
+                                      "bytes_done", "bytes_total" (renaming), "stages"
+                                      (each stage's done/total/unit), "seconds", "error",
+                                      "success": {...}}
                                  404 for a job this service has not been asked to commit
     POST /jobs/ID/abort       -> 200 {"state": "aborted"}: undo and remove the job
                                  (a commit under way is cancelled first)
@@ -62,7 +64,9 @@ class Job:
     job_id: str
     options: CommitOptions
     state: str = "committing"
-    progress: Progress | None = None
+    #: the latest report of each stage (loading manifests, renaming, cleaning up)
+    progress: dict[str, Progress] = field(default_factory=dict)
+    stage: str | None = None
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
     error: str | None = None
@@ -70,20 +74,25 @@ class Job:
     task: asyncio.Task[None] | None = None
 
     def on_progress(self, event: Progress) -> None:
-        self.progress = event
+        self.progress[event.stage] = event
+        self.stage = event.stage
 
     def as_json(self) -> dict[str, Any]:
-        event = self.progress
+        renaming = self.progress.get("job_stage_rename_files")
         end = self.finished if self.finished is not None else time.monotonic()
         data: dict[str, Any] = {
             "dest": self.dest,
             "job_id": self.job_id,
             "state": self.state,
-            "stage": event.stage if event else None,
-            "files_done": event.files_done if event else 0,
-            "files_total": event.files_total if event else 0,
-            "bytes_done": event.bytes_done if event else 0,
-            "bytes_total": event.bytes_total if event else 0,
+            "stage": self.stage,
+            "files_done": renaming.files_done if renaming else 0,
+            "files_total": renaming.files_total if renaming else 0,
+            "bytes_done": renaming.bytes_done if renaming else 0,
+            "bytes_total": renaming.bytes_total if renaming else 0,
+            "stages": {
+                stage: {"done": e.files_done, "total": e.files_total, "unit": e.unit}
+                for stage, e in self.progress.items()
+            },
             "seconds": round(end - self.started, 3),
             "error": self.error,
         }

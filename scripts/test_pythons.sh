@@ -12,9 +12,15 @@ versions=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do versions+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
 [ ${#versions[@]} -gt 0 ] || versions=(3.12 3.13)
-# the library, the command line, every store (emulators) and the example service; the
-# few tests there that import the Spark integration (pyarrow, pyspark) run on 3.11 only
-read -r -a paths <<< "${AIOCOMMIT_PY_TESTS:-tests/protocol tests/engine tests/cli tests/examples}"
+# a cross-section that keeps the added time small: the protocol's files, the API and
+# its errors, logs and metrics, options, job states, the cloud stores' SDKs against their
+# emulators, the command line and the example service (all of it: AIOCOMMIT_PY_TESTS=tests)
+fast="tests/protocol tests/engine/test_api.py tests/engine/test_error_root.py
+tests/engine/test_job_report.py tests/engine/test_options.py tests/engine/test_job_states.py
+tests/engine/test_bad_input_refused.py tests/engine/test_cloud_stores.py
+tests/cli/test_commit.py tests/cli/test_show.py tests/cli/test_output.py tests/examples"
+read -r -a paths <<< "$(echo ${AIOCOMMIT_PY_TESTS:-$fast})"
+# the few tests that import the Spark integration (pyarrow, pyspark) run on 3.11 only
 spark=(
     --ignore=tests/protocol/test_uris.py
     --ignore=tests/engine/test_names.py

@@ -44,6 +44,10 @@ def options_table() -> str:
         flag = option_flag(field.name)
         where = "`commit`" if field.name in COMMIT_ONLY_OPTIONS else "`commit`, `abort`, `cleanup`"
         doc = field.metadata["doc"]
+        if field.metadata.get("minimum") is not None:
+            doc += f" At least {field.metadata['minimum']}."
+        if field.metadata.get("above") is not None:
+            doc += f" More than {field.metadata['above']}."
         lines.append(
             f"| `{field.name}` | `{flag}` ({where}) "
             f"| {f'`{hadoop}`' if hadoop else '—'} "

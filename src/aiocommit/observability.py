@@ -238,6 +238,9 @@ _HISTOGRAMS = {
     STAGE_DURATION: ("s", "Stage durations"),
 }
 
+#: every instrument aiocommit records
+INSTRUMENTS = (*_COUNTERS, *_HISTOGRAMS, STORE_IN_FLIGHT)
+
 
 class _Instruments:
     """The OpenTelemetry instruments of one meter provider, by instrument name."""

@@ -30,6 +30,7 @@ def test_bar_labels_counts_and_rates() -> None:
     assert stage_label("job_stage_something_new") == "something new"
     assert count_text(5721, 20000, "files") == "5,721/20,000 files"
     assert rate_text(12000, 2.0, "files", 3 * 2**20) == "6,000 files/s  1.5 MiB/s"
+    assert count_text(10, 10, "files", 1000, 1000) == "10/10 files, 1000 B/1000 B"
     stream = io.StringIO()
     console = Console(file=stream, force_terminal=True, width=160)
     with ProgressBar(console) as bar:

@@ -17,26 +17,22 @@ from pathlib import Path
 import click
 import pytest
 
-from aiocommit import observability
 from aiocommit.cli import main
+from aiocommit.observability import INSTRUMENTS, job_figures
 from aiocommit.options import CommitOptions
 from tests.docs.conftest import DOCS, ROOT
 
 SOURCE = ROOT / "src" / "aiocommit"
 
 #: ``aiocommit.X`` that are not modules: option keys (Spark writer options, the
-#: ``aiocommit.*`` configuration namespace), OpenTelemetry instrument names (the
-#: constants of ``aiocommit.observability``) and span attributes, summary keys, the
-#: entry-point group of commands, a placeholder
-TELEMETRY = frozenset(
-    value.split(".")[1]
-    for value in vars(observability).values()
-    if isinstance(value, str) and value.startswith("aiocommit.")
-) | {"files", "bytes", "tasks", "processes", "retries", "throttled"}
+#: ``aiocommit.*`` configuration namespace), OpenTelemetry attributes and metrics, summary keys,
+#: the entry-point group of commands, a placeholder
 NOT_MODULES = frozenset(
     {"NAME", "saveMode", "savemode", "test", "commands", "job_id", "stage", "task_attempt_id"}
     | {"version"}
-    | TELEMETRY
+    # metric names and the figures on a job's span (aiocommit.files.committed, .files)
+    | {name.split(".")[1] for name in INSTRUMENTS}
+    | set(job_figures({}, {}))
     | {f.name for f in dataclasses.fields(CommitOptions)}
     | {f.name.replace("_", "-").split("-")[0] for f in dataclasses.fields(CommitOptions)}
 )

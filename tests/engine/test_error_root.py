@@ -190,7 +190,9 @@ def test_option_relations_are_checked() -> None:
 
 def test_missing_extra_names_the_pip_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     """aiobotocore not installed: an AiocommitError (and ImportError) with the hint."""
-    monkeypatch.setitem(sys.modules, "aiobotocore", None)
+    for name in [*sys.modules, "aiobotocore"]:  # as if never installed, submodules too
+        if name == "aiobotocore" or name.startswith("aiobotocore."):
+            monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.delitem(sys.modules, "aiocommit.stores.s3", raising=False)
     with pytest.raises(MissingExtra) as raised:
         open_store("s3://bucket/out")

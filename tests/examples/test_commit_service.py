@@ -91,7 +91,12 @@ async def test_commit_service(
         "filenames": 100,
     }
     assert job["files_done"] == job["files_total"] == 100
-    assert job["stage"]
+    assert job["stages"]["job_stage_load_manifests"] == {
+        "done": 4,
+        "total": 4,
+        "unit": "manifests",
+    }
+    assert job["stage"] == "job_stage_cleanup"  # the last
     for relative, data in expected.items():
         assert (tmp_path / "out" / relative).read_bytes() == data
     assert (tmp_path / "out" / "_SUCCESS").exists()

@@ -240,7 +240,9 @@ def commit(
                     f"{store.qualify(layout.job_attempt_dir)}: no such job attempt "
                     "(nothing to commit; see `aiocommit jobs DEST`)",
                 )
-            with ProgressBar(console, enabled=not no_progress) as bar:
+            with ProgressBar(
+                console, enabled=not no_progress, follow_only={S.JOB_STAGE_CLEANUP}
+            ) as bar:
                 return await commit_job(
                     path,
                     job_id,

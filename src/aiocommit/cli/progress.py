@@ -5,6 +5,7 @@ and rates in thousands. ``aiocommit stress`` draws its bars with the same column
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 
 from rich import progress as rich_progress
 from rich.console import Console
@@ -45,9 +46,15 @@ def columns() -> tuple[rich_progress.ProgressColumn, ...]:
     )
 
 
-def count_text(done: int, total: int | None, unit: str) -> str:
-    """``5,721/20,000 files``, or ``5,721 files`` without a total."""
-    return f"{done:,}/{total:,} {unit}" if total else f"{done:,} {unit}"
+def count_text(done: int, total: int | None, unit: str, size: int = 0, size_total: int = 0) -> str:
+    """``5,721/20,000 files``, or ``5,721 files`` without a total; with sizes,
+    ``5,721/20,000 files, 1.2 MiB/4.0 MiB``."""
+    text = f"{done:,}/{total:,} {unit}" if total else f"{done:,} {unit}"
+    if size or size_total:
+        text += f", {human_bytes(size)}"
+        if size_total:
+            text += f"/{human_bytes(size_total)}"
+    return text
 
 
 def rate_text(done: int, seconds: float, unit: str, size: int = 0) -> str:
@@ -65,8 +72,13 @@ class ProgressBar:
     per stage, started at its first report, finished (full) when the next stage starts.
     Nothing is drawn until the first report, so a commit that does nothing prints no bar."""
 
-    def __init__(self, console: Console, *, enabled: bool = True):
+    def __init__(
+        self, console: Console, *, enabled: bool = True, follow_only: Collection[str] = ()
+    ):
+        """``follow_only``: stages drawn only after another stage was (``commit``: a
+        cleanup after renaming gets a bar; the cleanup of a job committed earlier none)."""
         self.enabled = enabled
+        self.follow_only = frozenset(follow_only)
         self.events = 0
         self.stages: list[str] = []
         self._bar = rich_progress.Progress(
@@ -85,6 +97,8 @@ class ProgressBar:
 
     def __call__(self, event: Progress) -> None:
         self.events += 1
+        if self._task is None and event.stage in self.follow_only:
+            return
         if self._task is None:
             self._bar.start()
         if (event.stage, event.unit) != self._stage:
@@ -98,6 +112,8 @@ class ProgressBar:
             self._task,
             total=event.files_total or None,
             completed=event.files_done,
-            count=count_text(event.files_done, event.files_total, event.unit),
+            count=count_text(
+                event.files_done, event.files_total, event.unit, event.bytes_done, event.bytes_total
+            ),
             rate=rate_text(event.files_done, seconds, event.unit, event.bytes_done),
         )
