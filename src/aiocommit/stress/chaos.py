@@ -242,7 +242,9 @@ async def _magic_job(
     return expected
 
 
-async def _check(target: ChaosTarget, dest: str, expected: dict[str, bytes]) -> list[str]:
+async def check_destination(
+    target: ChaosTarget, dest: str, expected: dict[str, bytes]
+) -> list[str]:
     """What is wrong with ``dest`` read directly: missing, extra or wrong files, a missing
     ``_SUCCESS`` (when something was committed), leftovers, open uploads."""
     direct = target.direct
@@ -296,7 +298,7 @@ async def run_seed(
                 expected = await job(
                     target, committed_dest, seed, tasks, files, options, calls, abort=False
                 )
-                result.problems.extend(await _check(target, committed_dest, expected))
+                result.problems.extend(await check_destination(target, committed_dest, expected))
 
             async def aborted() -> None:
                 await job(
@@ -309,7 +311,7 @@ async def run_seed(
                     calls,
                     abort=True,
                 )
-                result.problems.extend(await _check(target, aborted_dest, {}))
+                result.problems.extend(await check_destination(target, aborted_dest, {}))
 
             group.start_soon(committed)
             group.start_soon(aborted)

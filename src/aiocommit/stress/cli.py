@@ -627,6 +627,26 @@ bench.command("w1")(_latency_command("W1", 10.0, "32,256"))
 bench.command("w2")(_latency_command("W2", 50.0, "256"))
 
 
+@bench.command("throttled")
+@click.option("--store", type=click.Choice(["adls", "gcs", "s3"]), required=True)
+@click.option("--rate", type=float, required=True, help="Requests/s the store admits (R).")
+@click.option("--files", type=int, default=20000, show_default=True)
+@click.option("--tasks", type=int, default=20, show_default=True)
+@output_options
+def bench_throttled(**kw: Any) -> None:
+    """Job commit through a token-bucket throttling front (per ADLS account, GCS bucket,
+    S3 prefix) at R requests/s, default options: files/s against R, throttled share,
+    retries per file."""
+    from aiocommit.stress.throttled import throttled_bench
+
+    _run(
+        kw,
+        lambda r: throttled_bench(
+            kw["store"], rate=kw["rate"], files=kw["files"], tasks=kw["tasks"], reporter=r
+        ),
+    )
+
+
 @bench.command("versus")
 @click.option("--tasks", type=int, default=200, show_default=True)
 @click.option("--files-per-task", type=int, default=100, show_default=True)
