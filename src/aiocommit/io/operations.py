@@ -21,6 +21,7 @@ from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.stores.base import REQUEST_RETRY, FileStatus, Store, StoreCapabilities
 
 T = TypeVar("T")
+P = TypeVar("P")
 
 
 class StoreOperations:
@@ -181,21 +182,32 @@ class StoreOperations:
             limiter.on_success()
             return result
 
-    async def list_dir(self, path: str) -> AsyncIterator[list[FileStatus]]:
-        """Pages of a listing. A retryable failure restarts the listing after a backoff and
-        skips what was already yielded (listings are consistent on every supported store)."""
+    def call(
+        self, statistic: str, function: Callable[[], Awaitable[T]], *, probe: bool = False
+    ) -> Awaitable[T]:
+        """Any other store call through this door, timed under ``statistic``: limits,
+        statistics and retries as for the calls above (for capabilities beyond ``Store``,
+        such as multipart uploads). ``probe``: ``NotFound`` is an answer, not a failure."""
+        return self._call(statistic, function, probe=probe)
+
+    async def pages(
+        self, statistic: str, listing: Callable[[], AsyncIterator[list[P]]]
+    ) -> AsyncIterator[list[P]]:
+        """The pages of a listing (``listing()`` starts it), each page timed under
+        ``statistic``. A retryable failure restarts the listing after a backoff and skips
+        what was already yielded (listings are consistent on every supported store)."""
         yielded = 0
         started = self.retry.clock()
         attempt = 0
         delay = 0.0
         while True:
             attempt += 1
-            iterator = self.store.list_dir(path).__aiter__()
+            iterator = listing().__aiter__()
             skip = yielded
             try:
                 while True:
                     try:
-                        page = await self._attempt(S.OP_LIST_STATUS, iterator.__anext__)
+                        page = await self._attempt(statistic, iterator.__anext__)
                     except StopAsyncIteration:
                         return
                     if skip:
@@ -211,6 +223,11 @@ class StoreOperations:
                 aclose = getattr(iterator, "aclose", None)
                 if aclose is not None:
                     await aclose()
+
+    def list_dir(self, path: str) -> AsyncIterator[list[FileStatus]]:
+        """Pages of a directory's listing, restarted on a retryable failure (``pages``)."""
+        store = self.store
+        return self.pages(S.OP_LIST_STATUS, lambda: store.list_dir(path))
 
     def stat(self, path: str) -> Awaitable[FileStatus]:
         """A path's status; ``NotFound`` (not counted as a failure) when nothing is there."""
@@ -329,6 +346,15 @@ class StoreOperations:
         """One store write, retried (on ADLS several requests, not whole on failure)."""
         return await self._call(
             S.OP_WRITE, lambda: self.store.write_bytes(path, data, overwrite=overwrite)
+        )
+
+    async def upload_file(
+        self, local_path: str, path: str, *, overwrite: bool = True
+    ) -> FileStatus:
+        """Upload a local file (re-read whole on each attempt)."""
+        return await self._call(
+            S.OP_UPLOAD,
+            lambda: self.store.upload_file(local_path, path, overwrite=overwrite),
         )
 
 

@@ -38,6 +38,29 @@ COMMITTED: PlanState = "committed"
 ABORTED: PlanState = "aborted"
 
 
+class ConflictRecord(msgspec.Struct):
+    """How the job commit resolved conflicts with the destination's old output (the
+    ``resolve_conflicts`` stage), recorded before it changed anything, so a re-run
+    finishes the same resolution and an abort restores or reports what it replaced."""
+
+    #: ``fail``, ``append`` or ``replace``
+    mode: str
+    #: per partition (the directories the job writes into), not the whole destination
+    partitioned: bool = False
+    #: the directories the mode applied to, relative to the destination ("" is all of it)
+    roots: list[str] = msgspec.field(default_factory=list)
+    #: replace: the old files, relative to the destination
+    replaced: list[str] = msgspec.field(default_factory=list)
+    #: replace: the old files a new file lands on (and ``_SUCCESS``): replaced first
+    collisions: list[str] = msgspec.field(default_factory=list)
+    #: replace: the old directories in scope (removed when emptied, recreated on restore)
+    directories: list[str] = msgspec.field(default_factory=list)
+    #: replace: the old files are moved into ``NN/replaced/`` (restorable), not deleted
+    aside: bool = False
+    #: every old file is aside or deleted (a re-run skips the stage)
+    done: bool = False
+
+
 class CommitPlan(msgspec.Struct):
     """``commit-plan.json``: the manifests a job commit loaded, fixed before any rename,
     and how far the job got. Plans written before ``state`` existed read as committing."""
@@ -50,6 +73,8 @@ class CommitPlan(msgspec.Struct):
     #: the zero-rename committers: the settings the commit started with (Hadoop's
     #: ``fs.s3a.*`` names), so a re-run finishes it the same way
     committer: dict[str, str] = msgspec.field(default_factory=dict)
+    #: the conflict resolution, once decided (None before; plans of older versions)
+    conflicts: ConflictRecord | None = None
 
 
 _plan_decoder = msgspec.json.Decoder(CommitPlan)

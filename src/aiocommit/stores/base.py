@@ -39,6 +39,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
+from aiocommit.errors import InvalidInput
+
 
 class FileStatus(msgspec.Struct, frozen=True, gc=False):
     """One entry of a listing, or the answer to ``stat``."""
@@ -183,18 +185,25 @@ def relative_to(path: str, root: str) -> str:
     """``path`` relative to ``root``; ``ValueError`` when it is not below it."""
     root = root.rstrip("/")
     if not path.startswith(root + "/"):
-        raise ValueError(f"{path!r} is not below {root!r}")
+        raise InvalidInput(f"{path!r} is not below {root!r}")
     return path[len(root) + 1 :]
+
+
+def check_counts(**values: object) -> None:
+    """``InvalidInput`` unless every value is an int >= 1 (a store's page size, threads)."""
+    for name, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InvalidInput(f"{name} must be an int >= 1, not {value!r}")
 
 
 def check_clean(path: str) -> None:
     """Raise ``ValueError`` for a path with ``.``/``..``/empty segments or a NUL byte."""
     if not path.startswith("/"):
-        raise ValueError(f"not an absolute store path: {path!r}")
+        raise InvalidInput(f"not an absolute store path: {path!r}")
     if "//" not in path and "/." not in path and "\x00" not in path and not path.endswith("/"):
         return  # the common case: no segment can be empty, "." or ".."
     if "\x00" in path:
-        raise ValueError(f"NUL byte in path: {path!r}")
+        raise InvalidInput(f"NUL byte in path: {path!r}")
     segments = path.split("/")[1:]
     if path != "/" and any(s in ("", ".", "..") for s in segments):
-        raise ValueError(f"path has an empty, '.' or '..' segment: {path!r}")
+        raise InvalidInput(f"path has an empty, '.' or '..' segment: {path!r}")

@@ -70,6 +70,7 @@ from gcloud.aio.storage import Storage
 
 from aiocommit.errors import (
     AlreadyExists,
+    InvalidInput,
     NotEmpty,
     NotFound,
     PermissionDenied,
@@ -222,7 +223,7 @@ class GcsStore:
         atomic_move: bool | None = None,
     ):
         if not bucket or "/" in bucket:
-            raise ValueError(f"not a bucket name: {bucket!r}")
+            raise InvalidInput(f"not a bucket name: {bucket!r}")
         self.bucket = bucket
         self.connections = connections
         self.page_size = page_size
@@ -265,7 +266,7 @@ class GcsStore:
         if uri == base:
             return "/"
         if not uri.startswith(base + "/"):
-            raise ValueError(f"{uri!r} is not in bucket {self.bucket!r}")
+            raise InvalidInput(f"{uri!r} is not in bucket {self.bucket!r}")
         return uri[len(base) :]
 
     def _storage(self) -> Storage:
@@ -620,7 +621,7 @@ class GcsStore:
 def open_gcs(url: str) -> tuple[GcsStore, str]:
     """Opener for ``gs://bucket/path``: a new store (close it with ``aclose``) and the path."""
     if not url.startswith("gs://"):
-        raise ValueError(f"not a gs:// URL: {url!r}")
+        raise InvalidInput(f"not a gs:// URL: {url!r}")
     rest = url[len("gs://") :]
     bucket, slash, tail = rest.partition("/")
     return GcsStore(bucket), ("/" + tail if slash else "/")

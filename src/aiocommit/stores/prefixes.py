@@ -15,14 +15,14 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from aiocommit.errors import AlreadyExists, NotFound, StoreError
+from aiocommit.errors import AlreadyExists, InvalidInput, NotFound, StoreError, first_error
 from aiocommit.stores.base import REQUEST_RETRY, check_clean
 
 
 def object_key(path: str) -> str:
     """The object key of an absolute store path: ``/a/b`` -> ``a/b``."""
     if not path.startswith("/"):
-        raise ValueError(f"not an absolute store path: {path!r}")
+        raise InvalidInput(f"not an absolute store path: {path!r}")
     return path[1:]
 
 
@@ -146,13 +146,4 @@ async def gather(calls: Iterable[Callable[[], Coroutine[Any, Any, None]]]) -> No
             for call in pending:
                 group.start_soon(call)
     except BaseExceptionGroup as group_error:
-        raise _first_leaf(group_error) from None
-
-
-def _first_leaf(error: BaseExceptionGroup[BaseException]) -> BaseException:
-    for inner in error.exceptions:
-        if isinstance(inner, BaseExceptionGroup):
-            return _first_leaf(inner)
-        if not isinstance(inner, anyio.get_cancelled_exc_class()):
-            return inner
-    return error.exceptions[0]
+        raise first_error(group_error) from None

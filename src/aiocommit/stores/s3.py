@@ -63,6 +63,7 @@ from botocore.exceptions import (
 
 from aiocommit.errors import (
     AlreadyExists,
+    InvalidInput,
     NotEmpty,
     NotFound,
     PermissionDenied,
@@ -196,9 +197,9 @@ class S3Store:
         path_style: bool | None = None,
     ):
         if not bucket or "/" in bucket:
-            raise ValueError(f"not a bucket name: {bucket!r}")
+            raise InvalidInput(f"not a bucket name: {bucket!r}")
         if scheme not in ("s3", "s3a"):
-            raise ValueError(f"not an S3 scheme: {scheme!r}")
+            raise InvalidInput(f"not an S3 scheme: {scheme!r}")
         opts = dict(options or {})
         self.bucket = bucket
         self.scheme = scheme
@@ -254,7 +255,7 @@ class S3Store:
                 return "/"
             if uri.startswith(base + "/"):
                 return uri[len(base) :]
-        raise ValueError(f"{uri!r} is not in bucket {self.bucket!r}")
+        raise InvalidInput(f"{uri!r} is not in bucket {self.bucket!r}")
 
     async def client(self) -> S3Client:
         """The shared client, created on first use inside the running event loop."""
@@ -554,6 +555,6 @@ def open_s3(url: str) -> tuple[S3Store, str]:
     ``AWS_ENDPOINT_URL`` if set (botocore reads them), credentials from the AWS chain."""
     scheme, sep, rest = url.partition("://")
     if scheme not in ("s3", "s3a") or not sep:
-        raise ValueError(f"not an s3:// or s3a:// URL: {url!r}")
+        raise InvalidInput(f"not an s3:// or s3a:// URL: {url!r}")
     bucket, slash, tail = rest.partition("/")
     return S3Store(bucket, scheme=scheme), ("/" + tail if slash else "/")
