@@ -242,7 +242,9 @@ async def _magic_job(
     return expected
 
 
-async def _check(target: ChaosTarget, dest: str, expected: dict[str, bytes]) -> list[str]:
+async def check_destination(
+    target: ChaosTarget, dest: str, expected: dict[str, bytes]
+) -> list[str]:
     """What is wrong with ``dest`` read directly: missing, extra or wrong files, a missing
     ``_SUCCESS`` (when something was committed), leftovers, open uploads."""
     direct = target.direct
@@ -296,7 +298,7 @@ async def run_seed(
                 expected = await job(
                     target, committed_dest, seed, tasks, files, options, calls, abort=False
                 )
-                result.problems.extend(await _check(target, committed_dest, expected))
+                result.problems.extend(await check_destination(target, committed_dest, expected))
 
             async def aborted() -> None:
                 await job(
@@ -309,7 +311,7 @@ async def run_seed(
                     calls,
                     abort=True,
                 )
-                result.problems.extend(await _check(target, aborted_dest, {}))
+                result.problems.extend(await check_destination(target, aborted_dest, {}))
 
             group.start_soon(committed)
             group.start_soon(aborted)
@@ -355,3 +357,47 @@ def summary(kind: str, results: list[SeedResult]) -> dict[str, Any]:
         "injected": dict(injected),
         "ok": all(r.ok for r in results),
     }
+
+
+async def chaos_scenario(
+    kind: StoreKind,
+    *,
+    seeds: int,
+    first_seed: int,
+    tasks: int,
+    files: int,
+    chaos: Chaos,
+    options: CommitOptions,
+    reporter: Any,
+) -> dict[str, Any]:
+    """``seeds`` seeds on ``kind`` through one emulator and proxy; a line per seed."""
+    results: list[SeedResult] = []
+    async with chaos_target(kind, chaos) as target:
+        reporter.log(
+            f"{kind}: {seeds} seeds x ({tasks} tasks x {files} files committed + "
+            f"{max(1, tasks // 2)} aborted); throttle {chaos.throttle:.0%}, lost "
+            f"{chaos.lost:.0%}, reset {chaos.reset:.0%}, latency {chaos.latency * 1000:g} ms"
+        )
+        for seed in range(first_seed, first_seed + seeds):
+            result = await run_seed(target, seed, tasks=tasks, files=files, options=options)
+            results.append(result)
+            injected = result.injected
+            reporter.log(
+                f"seed {seed}: {'exact' if result.exact else 'NOT EXACT'}, "
+                f"{len(result.raised)} raised, {result.seconds:.1f} s, "
+                f"{injected.get('requests', 0)} requests: {injected.get('throttled', 0)} "
+                f"throttled, {injected.get('lost', 0)} lost, {injected.get('reset', 0)} reset, "
+                f"{injected.get('enforced', 0)} enforced"
+            )
+            for line in [*result.problems, *result.raised][:5]:
+                reporter.log(f"  {line}")
+    figures = summary(kind, results)
+    figures["per_seed"] = [dataclasses.asdict(r) for r in results]
+    reporter.figure(
+        f"chaos {kind}: {figures['exact']}/{seeds} seeds exact, {figures['raised']} public "
+        f"calls raised of {figures['calls']}; {figures['injected'].get('throttled', 0)} "
+        f"throttled, {figures['injected'].get('lost', 0)} lost, "
+        f"{figures['injected'].get('reset', 0)} reset of "
+        f"{figures['injected'].get('requests', 0)} requests; {'PASS' if figures['ok'] else 'FAIL'}"
+    )
+    return {"scenario": "chaos", "store": kind, "ok": figures["ok"], "figures": figures}

@@ -534,6 +534,46 @@ def kill_cli(**kw: Any) -> None:
 # -- benchmarks ----------------------------------------------------------------------------
 
 
+@main.command()
+@click.option("--store", type=click.Choice(["adls", "gcs", "s3"]), required=True)
+@click.option("--seeds", type=int, default=20, show_default=True)
+@click.option("--first-seed", type=int, default=0, show_default=True)
+@click.option("--tasks", type=int, default=4, show_default=True, help="Tasks per job.")
+@click.option("--files-per-task", type=int, default=250, show_default=True)
+@click.option("--throttle", type=float, default=0.2, show_default=True)
+@click.option("--lost", type=float, default=0.05, show_default=True, help="Lost responses.")
+@click.option("--reset", type=float, default=0.03, show_default=True, help="Resets.")
+@click.option("--latency-ms", type=float, default=2.0, show_default=True, help="Median.")
+@click.option("--retry-after", type=float, default=1.0, show_default=True)
+@output_options
+def chaos(**kw: Any) -> None:
+    """Seeded whole jobs (set-up, tasks, job commit, abort) through the chaos proxy in
+    front of the store's emulator, default options; the destination checked directly.
+    Passes when every seed is exact and no public call raised."""
+    from aiocommit.stress.chaos import chaos_scenario, chaos_settings
+
+    settings = chaos_settings(
+        throttle=kw["throttle"],
+        lost=kw["lost"],
+        reset=kw["reset"],
+        latency=kw["latency_ms"] / 1000,
+        retry_after=kw["retry_after"],
+    )
+    _run(
+        kw,
+        lambda r: chaos_scenario(
+            kw["store"],
+            seeds=kw["seeds"],
+            first_seed=kw["first_seed"],
+            tasks=kw["tasks"],
+            files=kw["files_per_task"],
+            chaos=settings,
+            options=CommitOptions(),
+            reporter=r,
+        ),
+    )
+
+
 @main.group()
 def bench() -> None:
     """The benchmark suite; each prints its figure last."""
@@ -590,6 +630,26 @@ def _latency_command(name: str, latency_ms: float, hadoop_threads: str) -> Calla
 
 bench.command("w1")(_latency_command("W1", 10.0, "32,256"))
 bench.command("w2")(_latency_command("W2", 50.0, "256"))
+
+
+@bench.command("throttled")
+@click.option("--store", type=click.Choice(["adls", "gcs", "s3"]), required=True)
+@click.option("--rate", type=float, required=True, help="Requests/s the store admits (R).")
+@click.option("--files", type=int, default=20000, show_default=True)
+@click.option("--tasks", type=int, default=20, show_default=True)
+@output_options
+def bench_throttled(**kw: Any) -> None:
+    """Job commit through a token-bucket throttling front (per ADLS account, GCS bucket,
+    S3 prefix) at R requests/s, default options: files/s against R, throttled share,
+    retries per file."""
+    from aiocommit.stress.throttled import throttled_bench
+
+    _run(
+        kw,
+        lambda r: throttled_bench(
+            kw["store"], rate=kw["rate"], files=kw["files"], tasks=kw["tasks"], reporter=r
+        ),
+    )
 
 
 @bench.command("versus")
