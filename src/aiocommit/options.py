@@ -135,6 +135,13 @@ class CommitOptions:
     use_source_etag: bool = _option(
         True, None, "Rename with the manifest's etag as a source precondition where known."
     )
+    tune_gc: bool = _option(
+        False,
+        None,
+        "Freeze the garbage collector's survivors and collect less often while the job "
+        "commits (a process-wide change: only for a process that exists to commit; the "
+        "rename worker processes always do).",
+    )
     processes: int = _option(
         1,
         None,
