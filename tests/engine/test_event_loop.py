@@ -25,6 +25,7 @@ from aiocommit.stress.loop_bench import ticking
 #: and far enough above the target (50 ms) not to fail on a loaded 2-core machine
 STALL_BOUND_S = 0.25
 CANCEL_BOUND_S = 0.25
+TASK_STALL_BOUND_S = 0.12
 
 
 async def _prepared_job(
@@ -78,7 +79,8 @@ async def test_a_commit_never_holds_the_loop(tmp_path: Path, processes: int) -> 
 
 
 async def test_a_task_commit_never_holds_the_loop(tmp_path: Path) -> None:
-    """One attempt of 50,000 files: its manifest is sorted and encoded in slices."""
+    """One attempt of 100,000 files: its manifest is sorted and encoded in slices (each
+    took 0.1-0.2 s of the loop before)."""
     dest, job_id = await _prepared_job(tmp_path, 1, 0)
     store = LocalStore()
     attempt = await setup_task(dest, job_id, 1, 0, store=store)
@@ -87,15 +89,15 @@ async def test_a_task_commit_never_holds_the_loop(tmp_path: Path) -> None:
         base = attempt.path("")
         for part in range(10):
             os.makedirs(os.path.join(base, f"p={part}"))
-        for number in range(50_000):
+        for number in range(100_000):
             open(os.path.join(base, f"p={number % 10}", f"f{number:06d}"), "wb").close()
 
     await anyio.to_thread.run_sync(write)
     async with ticking() as ticker:
         manifest = await commit_task(attempt, store=store)
-    assert len(manifest.files) == 50_000
+    assert len(manifest.files) == 100_000
     assert [f.dest for f in manifest.files] == sorted(f.dest for f in manifest.files)
-    assert ticker.worst_cpu < STALL_BOUND_S, ticker.figures()
+    assert ticker.worst_cpu < TASK_STALL_BOUND_S, ticker.figures()
 
 
 @pytest.mark.parametrize("processes", [1, 2])
