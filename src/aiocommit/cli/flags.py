@@ -30,6 +30,7 @@ COMMIT_ONLY_OPTIONS = frozenset(
         "diagnostics_dir",
         "use_source_etag",
         "processes",
+        "tune_gc",
     }
 )
 
