@@ -21,6 +21,7 @@ import anyio.to_thread
 
 from aiocommit.errors import (
     AlreadyExists,
+    InvalidInput,
     NotAFile,
     NotEmpty,
     NotFound,
@@ -34,6 +35,7 @@ from aiocommit.stores.base import (
     StoreCapabilities,
     StoreOpener,
     check_clean,
+    check_counts,
     parent_of,
 )
 from aiocommit.stores.blocking import Batcher, shared_thread_limiter
@@ -131,6 +133,10 @@ class LocalStore:
         inline_metadata: bool = False,
         batch: int = 64,
     ):
+        if threads is None:
+            check_counts(page_size=page_size, batch=batch)
+        else:
+            check_counts(threads=threads, page_size=page_size, batch=batch)
         self.page_size = page_size
         self.inline_metadata = inline_metadata
         self.threads = threads
@@ -168,13 +174,13 @@ class LocalStore:
         if uri.startswith("file://"):
             rest = uri[len("file://") :]
             if not rest.startswith("/"):
-                raise ValueError(f"{uri!r} names a remote host")
+                raise InvalidInput(f"{uri!r} names a remote host")
             return rest
         if uri.startswith("file:"):
             return uri[len("file:") :]
         if uri.startswith("/"):
             return uri
-        raise ValueError(f"{uri!r} is not a local file URI")
+        raise InvalidInput(f"{uri!r} is not a local file URI")
 
     async def _run(self, function: Callable[[], T], path: str, operation: str) -> T:
         try:
