@@ -195,6 +195,13 @@ class CommitOptions:
         "with everything below it (Hadoop's partitioned committer), not to the whole "
         "destination. Unset: false, or what the job's commit plan recorded.",
     )
+    tune_gc: bool = _option(
+        False,
+        None,
+        "Freeze the garbage collector's survivors and collect less often while the job "
+        "commits (a process-wide change: only for a process that exists to commit; the "
+        "rename worker processes always do).",
+    )
     processes: int = _option(
         1,
         None,

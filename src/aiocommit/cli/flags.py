@@ -31,6 +31,7 @@ COMMIT_ONLY_OPTIONS = frozenset(
         "diagnostics_dir",
         "use_source_etag",
         "processes",
+        "tune_gc",
         "conflict_mode",
         "replace_partitions",
     }

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Literal
 
 import anyio
+import anyio.to_thread
 import msgspec
 
 from aiocommit.errors import ManifestError, NotFound
@@ -143,8 +144,12 @@ async def save_copies(context: StageContext, loaded: LoadedJob) -> dict[str, tup
         parts[-1].append(manifest)
         size += manifest.kept_length
 
+    def assemble(number: int) -> bytes:
+        return b"".join(loaded.spill.read(m.kept_offset, m.kept_length) for m in parts[number])
+
     async def write_part(number: int) -> None:
-        data = b"".join(loaded.spill.read(m.kept_offset, m.kept_length) for m in parts[number])
+        # megabytes read from the spill file: in a worker thread, not on the caller's loop
+        data = await anyio.to_thread.run_sync(assemble, number)
         await context.ops.write_bytes(context.layout.plan_manifests_part(number), data)
 
     await parallel(range(len(parts)), write_part, workers=PART_WRITES)

@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+)
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 
@@ -215,13 +222,12 @@ async def parallel(
             for done, item in enumerate(shared, 1):
                 await worker(item)
                 if done % 32 == 0:
-                    # stores that answer without suspending (memory, local metadata)
-                    # would otherwise never let a cancellation or another worker in
+                    # stores that answer without suspending (memory) would otherwise
+                    # never let a cancellation or another worker in
                     await anyio.lowlevel.checkpoint()
 
         async with anyio.create_task_group() as group:
-            for _ in range(max(1, workers)):
-                group.start_soon(drain)
+            await _start(group, drain, workers)
         return
     send, receive = anyio.create_memory_object_stream[T](max_buffer_size=workers)
 
@@ -237,6 +243,20 @@ async def parallel(
 
     async with anyio.create_task_group() as group:
         group.start_soon(produce)
-        for _ in range(max(1, workers)):
-            group.start_soon(consume, receive.clone())
+        await _start(group, lambda: consume(receive.clone()), workers)
         receive.close()
+
+
+#: workers started per loop turn: each runs its first item in the turn after its start
+STARTS_PER_TURN = 32
+
+
+async def _start(
+    group: anyio.abc.TaskGroup, worker: Callable[[], Coroutine[Any, Any, None]], workers: int
+) -> None:
+    """Start ``workers`` tasks, ``STARTS_PER_TURN`` per loop turn, so the caller's loop
+    never runs thousands of first items in one turn."""
+    for started in range(1, max(1, workers) + 1):
+        group.start_soon(worker)
+        if started % STARTS_PER_TURN == 0:
+            await anyio.lowlevel.checkpoint()

@@ -114,10 +114,10 @@ def _process_count(context: StageContext, manifests: int, files: int) -> int:
 
 @contextmanager
 def job_commit_collections(options: CommitOptions) -> Iterator[None]:
-    """``fewer_collections`` for a whole job commit that runs with worker processes
-    (``processes`` other than 1: a driver or the command line, which exist to commit);
-    with ``processes=1`` an embedding service's settings are left alone."""
-    if options.processes == 1:
+    """``fewer_collections`` for a whole job commit when the caller asks (``tune_gc``: a
+    process that exists to commit); otherwise the host's garbage collector is left alone
+    (freezing would keep the host's pending garbage until the next full collection)."""
+    if not options.tune_gc:
         yield
         return
     with fewer_collections():
@@ -322,13 +322,12 @@ async def rename_in_workers(
             handles.extend(started.take(workers, reopen))
         else:
             handles.extend(_Worker(index, reopen) for index in range(workers))
-        with fewer_collections():
-            async with anyio.create_task_group() as group:
-                for handle in handles:
-                    group.start_soon(_in_thread, feed, handle, threads)
-                    group.start_soon(watch, handle)
-                if PARENT_RENAMES:
-                    await parallel(entries_here(), rename_here, workers=options.concurrency)
+        async with anyio.create_task_group() as group:
+            for handle in handles:
+                group.start_soon(_in_thread, feed, handle, threads)
+                group.start_soon(watch, handle)
+            if PARENT_RENAMES:
+                await parallel(entries_here(), rename_here, workers=options.concurrency)
     finally:
         for handle in handles:
             handle.kill()

@@ -9,6 +9,8 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import ClassVar
 
+import anyio.lowlevel
+
 from aiocommit.errors import (
     AlreadyExists,
     InvalidInput,
@@ -166,16 +168,19 @@ class MemoryStore:
             yield page
 
     async def stat(self, path: str) -> FileStatus:
+        await anyio.lowlevel.checkpoint()  # a call suspends, as on a real store
         status = self._status(path)
         if status is None:
             raise NotFound("no such file or directory", path=path, operation="stat")
         return status
 
     async def mkdirs(self, path: str) -> None:
+        await anyio.lowlevel.checkpoint()  # a call suspends, as on a real store
         check_clean(path)
         self._make_dirs(path, "mkdirs")
 
     async def delete(self, path: str, *, recursive: bool = False) -> bool:
+        await anyio.lowlevel.checkpoint()  # a call suspends, as on a real store
         if path in self._files:
             del self._files[path]
             del self._dirs[parent_of(path)][posixpath.basename(path)]
@@ -206,6 +211,7 @@ class MemoryStore:
     async def rename(
         self, source: str, dest: str, *, overwrite: bool = False, source_etag: str | None = None
     ) -> None:
+        await anyio.lowlevel.checkpoint()  # a call suspends, as on a real store
         check_clean(dest)
         file = self._files.get(source)
         if file is None:
@@ -235,12 +241,14 @@ class MemoryStore:
         self._dirs[parent][posixpath.basename(dest)] = False
 
     async def read_bytes(self, path: str) -> bytes:
+        await anyio.lowlevel.checkpoint()  # a call suspends, as on a real store
         file = self._files.get(path)
         if file is None:
             raise NotFound("no such file", path=path, operation="read_bytes")
         return file.data if file.data is not None else bytes(file.size)
 
     async def write_bytes(self, path: str, data: bytes, *, overwrite: bool = True) -> FileStatus:
+        await anyio.lowlevel.checkpoint()  # a call suspends, as on a real store
         return self._put(path, bytes(data), overwrite, "write_bytes")
 
     async def upload_file(

@@ -652,6 +652,62 @@ def bench_throttled(**kw: Any) -> None:
     )
 
 
+@bench.command("loop")
+@click.option(
+    "--parts",
+    default="local,cloud,concurrent,cancel,rss",
+    show_default=True,
+    help="Comma-separated: local, cloud, concurrent, cancel, rss.",
+)
+@click.option("--files", type=int, default=100_000, show_default=True)
+@click.option("--cloud", type=click.Choice(["adls", "gcs"]), default="adls", show_default=True)
+@click.option("--cloud-files", type=int, default=100_000, show_default=True)
+@click.option("--jobs", type=int, default=8, show_default=True, help="Commits at once.")
+@click.option("--cancel-points", type=int, default=30, show_default=True)
+@click.option("--cancel-files", type=int, default=20_000, show_default=True)
+@click.option("--rss-files", type=int, default=20_000, show_default=True)
+@click.option("--rss-commits", type=int, default=20, show_default=True)
+@click.option("--rss-processes", default="1,0,2", show_default=True)
+@click.option("--processes", type=int, default=CommitOptions.processes, show_default=True)
+@click.option("--concurrency", type=int, default=CommitOptions.concurrency, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--workdir", type=click.Path(file_okay=False), default=None)
+@output_options
+def bench_loop(**kw: Any) -> None:
+    """A 1 ms ticker beside job commits (local, a cloud emulator, 8 at once), commits
+    cancelled at seeded points, and RSS over many commits: the worst loop stall (the
+    loop thread's own CPU per gap), the cancel latency and the RSS growth."""
+    from aiocommit.stress.loop_bench import PART_NAMES, loop_bench
+
+    parts = [p for p in kw.pop("parts").split(",") if p]
+    unknown = set(parts) - set(PART_NAMES)
+    if unknown:
+        raise click.BadParameter(f"unknown parts {sorted(unknown)}", param_hint="--parts")
+    options = CommitOptions(concurrency=kw.pop("concurrency"), processes=kw.pop("processes"))
+    figures = {
+        name: kw.pop(name)
+        for name in (
+            "files",
+            "cloud",
+            "cloud_files",
+            "jobs",
+            "cancel_points",
+            "cancel_files",
+            "rss_files",
+            "rss_commits",
+            "seed",
+        )
+    }
+    rss_processes = _ints(kw.pop("rss_processes"))
+    common = _common(kw)
+    _run(
+        kw,
+        lambda r: loop_bench(
+            common, parts, rss_processes=rss_processes, options=options, reporter=r, **figures
+        ),
+    )
+
+
 @bench.command("versus")
 @click.option("--tasks", type=int, default=200, show_default=True)
 @click.option("--files-per-task", type=int, default=100, show_default=True)
