@@ -36,7 +36,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from aiocommit.integrations.spark import tables
+from aiocommit.integrations.spark import seam, tables
 from aiocommit.integrations.spark.settings import SAVE_MODE_OPTION
 from aiocommit.integrations.spark.transfer import lifted_arrow_byte_cap
 
@@ -97,29 +97,25 @@ def _recorded(writer: DataFrameWriter) -> Recorded:
 
 def install() -> None:
     """Wrap the methods of pyspark's classic ``DataFrameWriter`` and, where pyspark's
-    Connect client is installed, of Spark Connect's (once per process; idempotent)."""
-    from pyspark.sql.readwriter import DataFrameWriter
-
-    _install_on(DataFrameWriter, tables_too=True)
-    try:
-        from pyspark.sql.connect.readwriter import DataFrameWriter as ConnectWriter
-    except ImportError:  # the Connect client's dependencies (grpcio, pandas) are optional
-        return
-    # Connect's writer holds a plan, not a DataFrame: saveAsTable/insertInto stay Spark's
-    _install_on(ConnectWriter, tables_too=False)  # type: ignore[arg-type]
+    Connect client is installed, of Spark Connect's (once per process; idempotent).
+    ``seam.PysparkChanged`` naming the method when this pyspark lacks one."""
+    for writer_class, tables_too in seam.writer_classes():
+        _install_on(writer_class, tables_too=tables_too)
 
 
 def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> None:
     if getattr(writer_class, _INSTALLED, False):
         return
-    original_format = writer_class.format
-    original_mode = writer_class.mode
-    original_partition_by = writer_class.partitionBy
-    original_option = writer_class.option
-    original_options = writer_class.options
-    original_save = writer_class.save
-    original_save_as_table = writer_class.saveAsTable
-    original_insert_into = writer_class.insertInto
+    originals = seam.wrapped_methods(writer_class, tables_too)
+    # the chaining methods return the writer
+    original_format: Callable[..., DataFrameWriter] = originals["format"]
+    original_mode: Callable[..., DataFrameWriter] = originals["mode"]
+    original_partition_by: Callable[..., DataFrameWriter] = originals["partitionBy"]
+    original_option: Callable[..., DataFrameWriter] = originals["option"]
+    original_options: Callable[..., DataFrameWriter] = originals["options"]
+    original_save = originals["save"]
+    original_save_as_table = originals.get("saveAsTable")
+    original_insert_into = originals.get("insertInto")
 
     def format(self: DataFrameWriter, source: str) -> DataFrameWriter:
         _recorded(self).format = source.strip().lower()
@@ -136,12 +132,12 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
         return original_partition_by(self, *cols)
 
     def option(self: DataFrameWriter, key: str, value: Any) -> DataFrameWriter:
-        _recorded(self).options[key.lower()] = _text(value)
+        _recorded(self).options[key.lower()] = option_text(value)
         return original_option(self, key, value)
 
     def options(self: DataFrameWriter, **values: Any) -> DataFrameWriter:
         for key, value in values.items():
-            _recorded(self).options[key.lower()] = _text(value)
+            _recorded(self).options[key.lower()] = option_text(value)
         return original_options(self, **values)
 
     def save(
@@ -158,7 +154,7 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
             return
         _prepare(self, original_partition_by, original_option, original_mode)
         try:
-            with lifted_arrow_byte_cap(self._spark):
+            with lifted_arrow_byte_cap(seam.writer_session(self)):
                 original_save(self, path)
         except Exception as error:
             _put_cause_first(error)
@@ -177,12 +173,14 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
     ) -> None:
         _apply_arguments(self, mode, partitionBy, format, values)
         if _recorded(self).format != SOURCE_NAME:
+            assert original_save_as_table is not None
             original_save_as_table(self, name)
             return
         tables.save_as_table(self, _recorded(self), name)
 
     def insertInto(self: DataFrameWriter, tableName: str, overwrite: bool | None = None) -> None:
         if _recorded(self).format != SOURCE_NAME:
+            assert original_insert_into is not None
             original_insert_into(self, tableName, overwrite)
             return
         state = _recorded(self)
@@ -202,7 +200,7 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
     setattr(writer_class, _INSTALLED, True)
 
 
-def _text(value: Any) -> str:
+def option_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
@@ -216,7 +214,7 @@ def _prepare(
 ) -> None:
     """Turn what Spark refuses for Python data sources into options ``writer()`` reads."""
     state = _recorded(writer)
-    spark = writer._spark
+    spark = seam.writer_session(writer)
     given = dict(state.options)
     if state.partition_by:
         columns = ",".join(state.partition_by)
@@ -227,6 +225,21 @@ def _prepare(
             )
         original_partition_by(writer)  # Spark refuses partition columns; the option has them
         original_option(writer, "partitionBy", columns)
+    for key, value in session_options(spark, given).items():
+        original_option(writer, key, value)
+    mode = state.mode or "errorifexists"
+    if mode in ERROR_MODES or mode == "ignore":
+        original_mode(writer, "append")
+        original_option(writer, SAVE_MODE_OPTION, "ignore" if mode == "ignore" else "errorifexists")
+    else:  # set on every save: a reused writer must not keep an earlier save's mode
+        original_option(writer, SAVE_MODE_OPTION, "")
+    # the JVM looks the data source up in the calling thread's active session
+    seam.make_active(spark)
+
+
+def session_options(spark: Any, given: dict[str, str]) -> dict[str, str]:
+    """The options the session's write confs set (lower-cased keys), for those of them
+    the write's options (``given``, lower-cased keys) do not set: an explicit option wins."""
     confs = list(SESSION_CONFS)
     fmt = given.get("format", "parquet").lower()
     if fmt == "parquet":
@@ -234,22 +247,12 @@ def _prepare(
         confs.append((PARQUET_TIMESTAMP_CONF, "outputtimestamptype"))
     elif fmt == "json":
         confs.append((JSON_NULL_FIELDS_CONF, "ignorenullfields"))
+    found: dict[str, str] = {}
     for conf, key in confs:
         value = _conf(spark, conf)
         if key not in given and value:
-            original_option(writer, key, value)
-    mode = state.mode or "errorifexists"
-    if mode in ERROR_MODES or mode == "ignore":
-        original_mode(writer, "append")
-        original_option(writer, SAVE_MODE_OPTION, "ignore" if mode == "ignore" else "errorifexists")
-    else:  # set on every save: a reused writer must not keep an earlier save's mode
-        original_option(writer, SAVE_MODE_OPTION, "")
-    # the JVM looks the data source up in the calling thread's active session (classic
-    # sessions only: a Connect server resolves it in the client's session)
-    if hasattr(spark, "_jsparkSession"):
-        jvm = spark.sparkContext._jvm
-        if jvm is not None:
-            spark._get_j_spark_session_class(jvm).setActiveSession(spark._jsparkSession)
+            found[key] = value
+    return found
 
 
 def as_sparks_error(error: Exception, path: str | None) -> Exception:
@@ -258,8 +261,8 @@ def as_sparks_error(error: Exception, path: str | None) -> Exception:
     ``df.write.parquet`` raises it) instead of the data source's wrapper; else ``error``."""
     from pyspark.errors import AnalysisException
 
-    desc = getattr(error, "_desc", None)
-    cause = one_line_cause(desc if isinstance(desc, str) else str(error)) or ""
+    desc = seam.error_text(error)
+    cause = one_line_cause(desc if desc is not None else str(error)) or ""
     if not cause.startswith("FileExistsError: [PATH_ALREADY_EXISTS]"):
         return error
     return AnalysisException(
@@ -297,9 +300,9 @@ def one_line_cause(text: str) -> str | None:
 def _put_cause_first(error: Exception) -> None:
     """Start the message of Spark's exception with the one-line cause; the exception
     keeps its type, so ``except AnalysisException`` still works."""
-    desc = getattr(error, "_desc", None)
-    if not isinstance(desc, str):
+    desc = seam.error_text(error)
+    if desc is None:
         return
     cause = one_line_cause(desc)
     if cause and not desc.startswith("aiocommit: "):
-        error._desc = f"aiocommit: {cause}\n{desc}"  # type: ignore[attr-defined]
+        seam.set_error_text(error, f"aiocommit: {cause}\n{desc}")

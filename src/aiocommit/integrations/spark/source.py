@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pyspark import TaskContext
-from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
@@ -49,7 +47,6 @@ from pyspark.sql.types import (
     TimestampNTZType,
     TimestampType,
     VarcharType,
-    VariantType,
     YearMonthIntervalType,
 )
 
@@ -67,6 +64,13 @@ from aiocommit.integrations.spark.schema import (
     floor_to_millis,
     parquet_metadata,
     parquet_writer_options,
+)
+from aiocommit.integrations.spark.seam import (
+    DataSource,
+    DataSourceArrowWriter,
+    VariantType,
+    WriterCommitMessage,
+    arrow_schema,
 )
 from aiocommit.integrations.spark.settings import WriteSettings
 from aiocommit.protocol.ids import new_job_id
@@ -209,7 +213,7 @@ def check_types(schema: StructType, settings: WriteSettings) -> None:
                     "or json, or convert the column to a string first"
                 )
     try:
-        to_arrow_schema(schema, timezone="UTC")
+        arrow_schema(schema)
     except Exception as error:
         raise TypeError(f"cannot write this schema as {settings.format}: {error}") from None
 
@@ -285,14 +289,14 @@ class AiocommitWriter(DataSourceArrowWriter):
         data = StructType(
             [f for f in self.schema.fields if f.name not in self.settings.partition_by]
         )
-        return to_arrow_schema(data, timezone="UTC")
+        return arrow_schema(data)
 
     def _text_schema(self) -> pa.Schema | None:
         """For JSON: the data columns' Arrow form from the Spark schema (it marks variant
         columns, which Spark's Arrow batches do not)."""
         if self.settings.format != "json":
             return None
-        return to_arrow_schema(data_schema(self.schema, self.settings.partition_by), timezone="UTC")
+        return arrow_schema(data_schema(self.schema, self.settings.partition_by))
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> AiocommitCommitMessage:
         context = TaskContext.get()
@@ -336,8 +340,11 @@ class AiocommitWriter(DataSourceArrowWriter):
             try:
                 if settings.format == "parquet" and settings.timestamp_type == "TIMESTAMP_MILLIS":
                     iterator = floor_to_millis(iterator)
-                for batch in iterator:
+                kill = settings.hooks.kill_first_attempts and attempt_number == 0
+                for number, batch in enumerate(iterator, 1):
                     output.add(batch)
+                    if kill and number == 2:
+                        os._exit(1)  # TEST-ONLY (settings.TestHooks): a killed attempt
                 if output.rows == 0 and partition == 0 and not settings.partition_by:
                     output.write_empty(self._arrow_schema())
                 files = output.close()
