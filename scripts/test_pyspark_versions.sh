@@ -30,12 +30,13 @@ SUBSET_4=(
     tests/spark/test_parity.py::test_errorifexists_and_ignore_as_sparks_writer
     tests/spark/test_drop_in.py::test_tables_save_as_table_and_insert_into
     tests/spark/test_parity.py::test_save_as_table_without_a_path_makes_a_managed_table
-    tests/spark/test_speculation.py
+    "tests/spark/test_speculation.py::test_speculation_on_a_standalone_cluster_is_exactly_once[format]"
 )
-#: on pyspark 3.5 (no Python data source API): the seam and write()
+#: on pyspark 3.5 (no Python data source API): the seam and write(), speculation included
 SUBSET_3=(
     tests/spark/test_seam.py
     tests/spark/test_map_in_arrow.py
+    "tests/spark/test_speculation.py::test_speculation_on_a_standalone_cluster_is_exactly_once[write]"
 )
 
 for release in "${RELEASES[@]}"; do

@@ -33,9 +33,11 @@ appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
 
+
 def pytest_configure(config: pytest.Config) -> None:
-    """pyspark before 4.3 leaves a py4j result socket to the garbage collector (a
-    ``ResourceWarning`` that pytest reports as unraisable, an error here)."""
+    """Warnings of older pyspark releases themselves, not errors here: before 4.3 it
+    leaves a py4j result socket to the garbage collector (a ``ResourceWarning`` pytest
+    reports as unraisable); 3.5 checks pandas' version with ``distutils``."""
     try:
         from aiocommit.integrations.spark import seam
     except ImportError:
@@ -44,6 +46,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line(
             "filterwarnings",
             "ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning",
+        )
+    if seam.PYSPARK < (4, 0):
+        config.addinivalue_line(
+            "filterwarnings", "ignore:distutils Version classes are deprecated:DeprecationWarning"
         )
 
 

@@ -88,7 +88,7 @@ def write(
     except FileExistsError:  # Spark's own error, as df.write.parquet raises it
         raise seam.analysis_exception(
             "PATH_ALREADY_EXISTS",
-            f"[PATH_ALREADY_EXISTS] Path {dest} already exists. Set mode as "
+            f"Path {dest} already exists. Set mode as "
             '"overwrite" to overwrite the existing path. SQLSTATE: 42K04',
             {"outputPath": dest},
         ) from None

@@ -11,8 +11,8 @@ what they have; every difference and every private name is handled here:
 * modules outside the documented API: ``pyspark.sql.pandas.types.to_arrow_schema`` (its
   ``timezone`` argument is new in 4.2; before, it always meant UTC) and
   ``pyspark.sql.variant_utils``;
-* what a release lacks: the Python data source API (``pyspark.sql.datasource``) and
-  ``VariantType`` are new in 4.0. On 3.5 plain stand-ins take their place, so that
+* what a release lacks: the Python data source API (``pyspark.sql.datasource``),
+  ``VariantType`` and ``CalendarIntervalType`` are new in 4.0. On 3.5 plain stand-ins take their place, so that
   ``write()`` (``map_in_arrow``) drives the same writer there.
 
 ``problems()`` names every attribute this pyspark lacks; ``register()`` refuses a pyspark
@@ -48,6 +48,10 @@ SUPPORTED = ((3, 5), (4, 0), (4, 1), (4, 2), (4, 3))
 #: pyspark has the Python data source API: ``format("aiocommit")`` and the tables
 HAS_DATA_SOURCES = PYSPARK >= (4, 0)
 
+#: Spark 4 names decimal partition directories plainly (``p=0.000000100000000000``),
+#: Spark 3.5 with ``BigDecimal.toString`` (``p=1.00000000000E-7``)
+PLAIN_DECIMAL_PARTITIONS = PYSPARK >= (4, 0)
+
 #: the ``DataFrameWriter`` methods ``register(spark)`` wraps (``dataframe_writer``); the
 #: table methods on the classic writer only
 WRAPPED_METHODS = ("format", "mode", "partitionBy", "option", "options", "save")
@@ -74,7 +78,7 @@ def _get(obj: Any, attribute: str, use: str) -> Any:
 
 if HAS_DATA_SOURCES or TYPE_CHECKING:
     from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
-    from pyspark.sql.types import VariantType
+    from pyspark.sql.types import CalendarIntervalType, VariantType
 else:  # pyspark 3.5: the same constructors, so that write() drives the same writer
 
     class WriterCommitMessage:
@@ -94,10 +98,14 @@ else:  # pyspark 3.5: the same constructors, so that write() drives the same wri
     class VariantType(DataType):
         """Stand-in: pyspark 3.5 has no variant type, so no schema holds one."""
 
+    class CalendarIntervalType(DataType):
+        """Stand-in: pyspark 3.5's schemas have no calendar interval type."""
+
 
 __all__ = [
     "HAS_DATA_SOURCES",
     "PYSPARK",
+    "CalendarIntervalType",
     "DataSource",
     "DataSourceArrowWriter",
     "VariantType",
@@ -180,9 +188,9 @@ def set_error_text(error: BaseException, text: str) -> None:
 
 
 def analysis_exception(condition: str, message: str, parameters: dict[str, str]) -> Exception:
-    """pyspark's ``AnalysisException`` with an error condition (4.0 renamed the
-    constructor's ``error_class``/``message_parameters`` to ``errorClass``/
-    ``messageParameters``)."""
+    """pyspark's ``AnalysisException`` with an error condition, its text
+    ``[CONDITION] message`` (4.0 renamed the constructor's ``error_class``/
+    ``message_parameters`` to ``errorClass``/``messageParameters``)."""
     from pyspark.errors import AnalysisException
 
     names = inspect.signature(AnalysisException.__init__).parameters
@@ -296,7 +304,10 @@ def problems(spark: SparkSession | None = None) -> list[str]:
 
 
 def _instance_problems(spark: SparkSession) -> list[str]:
+    """The private attributes ``register()`` uses (format("aiocommit"), pyspark 4)."""
     found: list[str] = []
+    if not HAS_DATA_SOURCES:
+        return found
     df = spark.range(1)
     writer = df.write
     for attribute, expected in (("_spark", spark), ("_df", df)):

@@ -30,7 +30,6 @@ from pyspark.sql.types import (
     ArrayType,
     BooleanType,
     ByteType,
-    CalendarIntervalType,
     CharType,
     DataType,
     DateType,
@@ -66,6 +65,7 @@ from aiocommit.integrations.spark.schema import (
     parquet_writer_options,
 )
 from aiocommit.integrations.spark.seam import (
+    CalendarIntervalType,
     DataSource,
     DataSourceArrowWriter,
     VariantType,
