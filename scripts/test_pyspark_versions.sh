@@ -18,7 +18,7 @@ PYTHON="${PYTHON:-python3}"
 
 #: on pyspark 4.x: the seam, write(), exactly-once (a retried attempt), speculation on a
 #: standalone cluster, Spark-writer parity (partition names, types, save modes, errors)
-#: and the tables (saveAsTable, insertInto, a managed table)
+#: the tables (saveAsTable, insertInto, a managed table) and Spark Connect (format and write())
 SUBSET_4=(
     tests/spark/test_seam.py
     tests/spark/test_map_in_arrow.py
@@ -30,6 +30,7 @@ SUBSET_4=(
     tests/spark/test_parity.py::test_errorifexists_and_ignore_as_sparks_writer
     tests/spark/test_drop_in.py::test_tables_save_as_table_and_insert_into
     tests/spark/test_parity.py::test_save_as_table_without_a_path_makes_a_managed_table
+    tests/spark/test_parity.py::test_spark_connect_client_writes_with_every_mode_and_partition_by
     "tests/spark/test_speculation.py::test_speculation_on_a_standalone_cluster_is_exactly_once[format]"
 )
 #: on pyspark 3.5 (no Python data source API): the seam and write(), speculation included
@@ -48,12 +49,18 @@ for release in "${RELEASES[@]}"; do
         "$PYTHON" -m venv "$venv"
         "$venv/bin/python" -m pip install --quiet --upgrade pip
     fi
+    if [ "${minor%%.*}" -ge 4 ]; then
+        subset=("${SUBSET_4[@]}")
+        pyspark="pyspark[connect]==$release"  # the Spark Connect client, for the Connect tests
+    else
+        subset=("${SUBSET_3[@]}")
+        pyspark="pyspark==$release"
+    fi
     if [ "$(cat "$venv/.aiocommit-installed" 2>/dev/null)" != "$want" ]; then
         "$venv/bin/python" -m pip install --quiet -e ".[spark,testing,s3]" \
-            pytest pytest-asyncio pytest-timeout hypothesis "moto[server]" "pyspark==$release"
+            pytest pytest-asyncio pytest-timeout hypothesis "moto[server]" "$pyspark"
         echo "$want" > "$venv/.aiocommit-installed"
     fi
-    if [ "${minor%%.*}" -ge 4 ]; then subset=("${SUBSET_4[@]}"); else subset=("${SUBSET_3[@]}"); fi
     echo "== pyspark $release: ${#subset[@]} test files/cases in $venv"
     start=$SECONDS
     "$venv/bin/python" -m pytest -q -x -p no:cacheprovider "${subset[@]}"

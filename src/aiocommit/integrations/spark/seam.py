@@ -12,8 +12,9 @@ what they have; every difference and every private name is handled here:
   ``timezone`` argument is new in 4.2; before, it always meant UTC) and
   ``pyspark.sql.variant_utils``;
 * what a release lacks: the Python data source API (``pyspark.sql.datasource``),
-  ``VariantType`` and ``CalendarIntervalType`` are new in 4.0. On 3.5 plain stand-ins take their place, so that
-  ``write()`` (``map_in_arrow``) drives the same writer there.
+  ``VariantType`` and ``CalendarIntervalType`` are new in 4.0. On 3.5 plain stand-ins
+  take their place, so that ``write()`` (``map_in_arrow``) drives the same writer there;
+* what a release does differently: decimal partition names (``PLAIN_DECIMAL_PARTITIONS``).
 
 ``problems()`` names every attribute this pyspark lacks; ``register()`` refuses a pyspark
 that lacks one, and ``tests/spark/test_seam.py`` checks them on every release CI tests.
