@@ -24,6 +24,7 @@ import concurrent.futures
 import dataclasses
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiocommit.integrations.spark import seam
@@ -95,10 +96,11 @@ def write(
     if writer.skip:  # mode("ignore") on an existing destination
         return
     try:
-        if seam.HAS_DATA_SOURCES:  # Spark >= 4.0 checks each row's Arrow batch size
-            with lifted_arrow_byte_cap(spark):
-                rows = df.mapInArrow(_task(writer), MESSAGE_SCHEMA).collect()
-        else:
+        # Spark >= 4.0 checks each row's Arrow batch size (transfer.py); 3.5 does not
+        lifted: AbstractContextManager[object] = (
+            lifted_arrow_byte_cap(spark) if seam.HAS_DATA_SOURCES else nullcontext()
+        )
+        with lifted:
             rows = df.mapInArrow(_task(writer), MESSAGE_SCHEMA).collect()
         messages = accepted_messages((row[0], row[1]) for row in rows)
     except BaseException:
