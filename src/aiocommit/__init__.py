@@ -8,16 +8,21 @@ Tasks write under their own attempt directory and ``commit_task`` saves a manife
     ...write files below attempt.work_dir...
     await commit_task(attempt)
     summary = await commit_job("file:///data/out", job_id)
+
+Every error it raises is an ``AiocommitError`` (see ``aiocommit.errors``).
 """
 
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job, setup_job
 from aiocommit.engine.jobs import JobInfo, job_info, list_jobs
+from aiocommit.engine.summary import VERSION as __version__
 from aiocommit.engine.task import TaskAttempt, abort_task, commit_task, setup_task, task_attempt
 from aiocommit.errors import (
     AiocommitError,
     AlreadyExists,
     CommitError,
+    InvalidInput,
     ManifestError,
+    MissingExtra,
     NotAFile,
     NotEmpty,
     NotFound,
@@ -27,6 +32,7 @@ from aiocommit.errors import (
     StoreError,
     Throttled,
     Transient,
+    UnknownOption,
 )
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.ids import new_job_id
@@ -41,10 +47,12 @@ __all__ = [
     "CommitError",
     "CommitOptions",
     "FileStatus",
+    "InvalidInput",
     "JobInfo",
     "LocalStore",
     "ManifestError",
     "MemoryStore",
+    "MissingExtra",
     "NotAFile",
     "NotEmpty",
     "NotFound",
@@ -59,6 +67,8 @@ __all__ = [
     "TaskManifest",
     "Throttled",
     "Transient",
+    "UnknownOption",
+    "__version__",
     "abort_job",
     "abort_task",
     "cleanup_job",

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from aiocommit.cli import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE, ProgressBar
+from aiocommit.cli.exits import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE
+from aiocommit.cli.progress import ProgressBar
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.success import decode_success
 from aiocommit.stages.context import Progress

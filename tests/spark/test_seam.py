@@ -53,7 +53,7 @@ def test_private_attributes_that_are_gone_are_named(spark: SparkSession) -> None
 #: pyspark's private attributes and modules outside its documented API
 PRIVATE = re.compile(
     r"\._(spark|df|desc|jvm|jsparkSession|jdf|jwrite|jsc|get_j_\w+)\b"
-    r"|pyspark\.sql\.(pandas|variant_utils|datasource|worker)\b"
+    r"|pyspark\.sql\.(pandas|variant_utils|datasource|worker|utils)\b|pyspark\.errors\.exceptions\.captured"
 )
 
 

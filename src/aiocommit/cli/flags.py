@@ -11,7 +11,7 @@ import click
 
 from aiocommit.cli.units import parse_duration
 from aiocommit.engine.zero_rename import S3CommitterOptions
-from aiocommit.options import DRIVER_DEFAULTS, CommitOptions, UnknownOption
+from aiocommit.options import CONFLICT_MODES, DRIVER_DEFAULTS, CommitOptions, UnknownOption
 from aiocommit.protocol.layout import JobLayout
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -30,8 +30,13 @@ COMMIT_ONLY_OPTIONS = frozenset(
         "diagnostics_dir",
         "use_source_etag",
         "processes",
+        "conflict_mode",
+        "replace_partitions",
     }
 )
+
+#: options whose values are one of a few words
+CHOICES = {"conflict_mode": CONFLICT_MODES}
 
 
 def _kind(field: dataclasses.Field[Any]) -> str:
@@ -77,7 +82,8 @@ def commit_options(*, commit: bool) -> Callable[[F], F]:
         for field in reversed(option_fields(commit=commit)):
             hadoop = field.metadata["hadoop"]
             doc = field.metadata["doc"]
-            help_text = f"{doc} [default: {format_default(field.default)}]" + (
+            default = DRIVER_DEFAULTS.get(field.name, field.default)  # what the CLI uses
+            help_text = f"{doc} [default: {format_default(default)}]" + (
                 f" (Hadoop: {hadoop})" if hadoop else ""
             )
             flag = option_flag(field.name)
@@ -85,6 +91,14 @@ def commit_options(*, commit: bool) -> Callable[[F], F]:
             if kind == "bool":
                 decorator = click.option(
                     f"{flag}/--no-{flag[2:]}", field.name, default=None, help=help_text
+                )
+            elif field.name in CHOICES:
+                decorator = click.option(
+                    flag,
+                    field.name,
+                    type=click.Choice(CHOICES[field.name], case_sensitive=False),
+                    default=None,
+                    help=help_text,
                 )
             else:
                 types: dict[str, Any] = {

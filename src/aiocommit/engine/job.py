@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import anyio
 
@@ -26,7 +26,7 @@ from aiocommit.engine.session import new_statistics, open_context
 from aiocommit.engine.summary import combined_statistics as _combined
 from aiocommit.engine.summary import committer_diagnostics as _diagnostics
 from aiocommit.engine.summary import record_failure
-from aiocommit.errors import CommitError, ManifestError
+from aiocommit.errors import CommitError, ManifestError, first_error
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.ids import new_job_id
@@ -47,7 +47,7 @@ from aiocommit.stages.commit_plan import (
     save_copies,
     save_plan,
 )
-from aiocommit.stages.context import ProgressCallback, StageContext, first_error, stage
+from aiocommit.stages.context import ProgressCallback, StageContext, stage
 from aiocommit.stages.create_dirs import (
     create_directories_stage,
     remove_created_directories_after_failure,
@@ -61,6 +61,13 @@ from aiocommit.stages.load_manifests import (
 )
 from aiocommit.stages.rename_files import rename_files_stage
 from aiocommit.stages.rename_workers import RenameWorkers, job_commit_collections
+from aiocommit.stages.resolve_conflicts import (
+    finish_conflicts_stage,
+    initial_record,
+    resolve_conflicts_stage,
+    settle_conflict_mode,
+    unrestorable,
+)
 from aiocommit.stages.save_success import (
     copy_manifests_for_diagnostics,
     read_success,
@@ -158,6 +165,7 @@ async def _commit(context: StageContext, manifests: Sequence[str] | None) -> Suc
             names = [m.name for m in loaded.manifests]
             await check_sources_stage(context, loaded)
             if plan.state == COMMITTING:
+                await _resolve_conflicts(context, plan, loaded)
                 # the destination changes from here on: an older job's _SUCCESS goes
                 await context.ops.delete(layout.success_path)
             await create_directories_stage(context, loaded.directories)
@@ -165,6 +173,7 @@ async def _commit(context: StageContext, manifests: Sequence[str] | None) -> Suc
             if options.validate_output:
                 await validate_output_stage(context, loaded)
             await copy_manifests_for_diagnostics(context, names)
+            await finish_conflicts_stage(context, plan)
             if plan.state != COMMITTED:
                 plan.state = COMMITTED  # the commit point: abort no longer undoes anything
                 await save_plan(context, plan)
@@ -189,6 +198,20 @@ async def _commit(context: StageContext, manifests: Sequence[str] | None) -> Suc
             loaded.close()
         with anyio.CancelScope(shield=True):
             await save_report(context, summary)
+
+
+async def _resolve_conflicts(context: StageContext, plan: CommitPlan, loaded: LoadedJob) -> None:
+    options = context.options
+    mode, partitioned = settle_conflict_mode(
+        context, plan, options.conflict_mode, options.replace_partitions
+    )
+
+    def targets() -> Iterator[str]:
+        for manifest in loaded.manifests:
+            for _, target, _, _ in loaded.entries(manifest, context.layout.dest):
+                yield target
+
+    await resolve_conflicts_stage(context, plan, mode, partitioned=partitioned, targets=targets)
 
 
 async def _load_for_plan(
@@ -219,6 +242,10 @@ async def _load_for_plan(
                 job_id=layout.job_id,
                 manifests={m.name: m.digest for m in loaded.manifests},
                 copies=await save_copies(context, loaded),
+                conflicts=initial_record(
+                    context.options.conflict_mode or "append",
+                    bool(context.options.replace_partitions),
+                ),
             )
             await context.ops.write_bytes(layout.commit_plan_path, encode_plan(plan))
         except BaseException:
@@ -279,27 +306,40 @@ async def abort_job(
     store: Store | None = None,
     options: CommitOptions | None = None,
     undo_renames: bool = True,
-) -> None:
+    progress: ProgressCallback | None = None,
+) -> list[str]:
     """Abort the job: undo its unfinished commit, then remove ``_temporary/JOB``.
     Idempotent: a re-run after a kill at any point finishes it; a finished abort's re-run
     does nothing.
 
     Every attempt whose commit plan says ``committing`` has its renamed files moved back
     first (``undo_renames``), whichever ``attempt`` is given, so nothing of the job stays
-    visible. A committed job (its plan says so, or ``_SUCCESS`` is its own) is only
-    cleaned up: its output is never deleted.
+    visible, and the old output a ``replace`` moved aside is moved back. A committed job
+    (its plan says so, or ``_SUCCESS`` is its own) is only cleaned up: its output is
+    never deleted. ``progress`` gets the files moved back, then the directories
+    deleted.
+
+    Returns the store paths of old files a ``replace`` deleted (stores without atomic
+    rename) that the abort cannot restore; empty when the destination is as it was.
     """
-    async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
+    async with open_context(
+        dest, job_id, attempt=attempt, store=store, options=options, progress=progress
+    ) as context:
         record = await read_job_record(context)
         if record is None:
             context.log.info("job %s has no directory: nothing to abort", job_id)
-            return
+            return []
         if undo_renames and record.state == "committing":
             for layout, plan in record.layouts(context.layout.dest, job_id, COMMITTING):
                 await undo_commit_stage(
                     dataclasses.replace(context, layout=layout), plan, new_statistics()
                 )
+        lost: list[str] = []
+        if record.state != "committed":
+            for plan in record.plans.values():
+                lost.extend(await unrestorable(context, plan))
         await cleanup_stage(context, name=S.JOB_STAGE_ABORT)
+        return lost
 
 
 async def cleanup_job(
@@ -309,7 +349,11 @@ async def cleanup_job(
     attempt: int = 0,
     store: Store | None = None,
     options: CommitOptions | None = None,
+    progress: ProgressCallback | None = None,
 ) -> None:
-    """Delete the job's temporary directory tree; never touches committed output."""
-    async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
+    """Delete the job's temporary directory tree; never touches committed output.
+    ``progress`` gets the directories deleted."""
+    async with open_context(
+        dest, job_id, attempt=attempt, store=store, options=options, progress=progress
+    ) as context:
         await cleanup_stage(context)

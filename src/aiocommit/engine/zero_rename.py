@@ -21,6 +21,8 @@ removes the job's directories.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import difflib
 import os
 import shutil
@@ -33,9 +35,16 @@ import anyio.to_thread
 
 from aiocommit.engine.session import new_statistics, open_context
 from aiocommit.engine.summary import combined_statistics, committer_diagnostics, record_failure
-from aiocommit.errors import AlreadyExists, CommitError, ManifestError, NotFound
+from aiocommit.errors import (
+    AlreadyExists,
+    CommitError,
+    ManifestError,
+    NotEmpty,
+    NotFound,
+    first_error,
+)
 from aiocommit.io.multipart import MultipartOperations
-from aiocommit.options import CommitOptions, UnknownOption
+from aiocommit.options import CONFLICT_MODES, CommitOptions, UnknownOption
 from aiocommit.protocol import s3_statistics as S3
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.ids import attempt_ids, check_id, new_job_id
@@ -58,14 +67,12 @@ from aiocommit.stages.cleanup import cleanup_stage
 from aiocommit.stages.commit_plan import (
     COMMITTED,
     CommitPlan,
-    decode_plan,
     encode_plan,
     read_plan,
     save_plan,
 )
-from aiocommit.stages.context import StageContext, first_error, parallel, stage
+from aiocommit.stages.context import StageContext, parallel, stage
 from aiocommit.stages.pending import (
-    CONFLICT_MODES,
     MIN_PART_SIZE,
     LoadedPending,
     abort_outstanding_uploads,
@@ -73,13 +80,19 @@ from aiocommit.stages.pending import (
     complete_uploads_stage,
     list_pendingset_names,
     load_pendingsets_stage,
-    resolve_conflicts_stage,
     save_pendingset_stage,
     upload_pending,
     walk_files,
 )
+from aiocommit.stages.resolve_conflicts import (
+    finish_conflicts_stage,
+    initial_record,
+    resolve_conflicts_stage,
+    settle_conflict_mode,
+    unrestorable,
+)
 from aiocommit.stages.save_success import read_success, save_report, save_success_stage
-from aiocommit.stores.base import Store, join, relative_to
+from aiocommit.stores.base import Store, join, parent_of, relative_to
 from aiocommit.stores.multipart import Upload, supports_multipart
 from aiocommit.stores.registry import open_store
 
@@ -264,17 +277,30 @@ async def _commit(
                     await _cleanup(context, mops, given or await _recorded_options(context))
                 return existing
             plan = await read_plan(context)
-            s3_options = _settled_options(context, given, plan)
+            s3_options = _with_conflict_options(
+                _settled_options(context, given, plan), context.options
+            )
             summary.committer = s3_options.committer_name
             summary.diagnostics["fs.s3a.committer.name"] = s3_options.committer
             summary.diagnostics["fs.s3a.committer.staging.conflict-mode"] = s3_options.conflict_mode
             names = await _pendingsets_to_load(context, requested, plan)
             loaded = await load_pendingsets_stage(context, mops, names)
             plan = await _fix_plan(context, loaded, plan, s3_options)
-            await resolve_conflicts_stage(
-                context, loaded, s3_options.conflict_mode, partitioned=s3_options.partitioned
-            )
+            if plan.state != COMMITTED:
+                mode, partitioned = settle_conflict_mode(
+                    context, plan, s3_options.conflict_mode, s3_options.partitioned
+                )
+                # ours: uploads an earlier run completed; a same-named old object is old
+                await resolve_conflicts_stage(
+                    context,
+                    plan,
+                    mode,
+                    partitioned=partitioned,
+                    targets=loaded.destinations.keys,
+                    ours=loaded.completed,
+                )
             await complete_uploads_stage(context, mops, loaded)
+            await finish_conflicts_stage(context, plan)
             if plan.state != COMMITTED:
                 # the commit point, recorded with the job (another job may replace
                 # _SUCCESS): abort no longer reverts anything
@@ -297,6 +323,19 @@ async def _commit(
             summary.iostatistics = combined_statistics(context, task_stats)
         with anyio.CancelScope(shield=True):
             await save_report(context, summary)
+
+
+def _with_conflict_options(
+    s3_options: S3CommitterOptions, options: CommitOptions
+) -> S3CommitterOptions:
+    """The conflict mode and scope of ``CommitOptions`` (every committer's), where set,
+    over the S3 committers' own."""
+    changes: dict[str, object] = {}
+    if options.conflict_mode is not None:
+        changes["conflict_mode"] = options.conflict_mode
+    if options.replace_partitions is not None:
+        changes["partitioned"] = options.replace_partitions
+    return dataclasses.replace(s3_options, **changes) if changes else s3_options  # type: ignore[arg-type]
 
 
 def _settled_options(
@@ -358,16 +397,19 @@ async def _fix_plan(
         return plan
     layout = context.layout
     fixed = CommitPlan(
-        job_id=layout.job_id, manifests=loaded.digests, committer=s3_options.as_record()
+        job_id=layout.job_id,
+        manifests=loaded.digests,
+        committer=s3_options.as_record(),
+        conflicts=initial_record(s3_options.conflict_mode, s3_options.partitioned),
     )
     plan_bytes = encode_plan(fixed)
     try:  # a conditional put: of two drivers committing one job, one fixes the plan
         await context.ops.write_bytes(layout.commit_plan_path, plan_bytes, overwrite=False)
     except AlreadyExists:
-        saved = await context.ops.read_bytes(
-            layout.commit_plan_path, statistic=S.OP_LOAD_COMMIT_PLAN
-        )
-        other = decode_plan(saved, layout.commit_plan_path)
+        other = await read_plan(context)
+        if other is None:  # an incomplete plan of an earlier write that stopped part-way
+            await context.ops.write_bytes(layout.commit_plan_path, plan_bytes, overwrite=True)
+            return fixed
         if (other.manifests, other.committer) != (fixed.manifests, fixed.committer):
             raise ManifestError(
                 "another commit of this job fixed other pending sets or settings",
@@ -387,6 +429,8 @@ async def _cleanup(
     await cleanup_stage(context, name=name)
     async with stage(context, name):
         await context.ops.delete(magic_job_dir(context.layout), recursive=True)
+        with contextlib.suppress(NotEmpty):  # __magic itself, when no other job uses it
+            await context.ops.delete(parent_of(magic_job_dir(context.layout)))
         if s3_options.abort_pending_uploads:
             await abort_outstanding_uploads(context, mops, context.layout.dest.rstrip("/") + "/")
 
@@ -399,20 +443,28 @@ async def abort_s3_job(
     store: Store | None = None,
     options: CommitOptions | None = None,
     s3_options: S3CommitterOptions | None = None,
-) -> None:
+) -> list[str]:
     """Abort the job: abort every upload its pending sets and ``.pending`` files name,
     delete any it had completed (unless the job committed, as its plan records: then only
     clean up), abort outstanding uploads under the destination, remove its directories.
     Idempotent.
-    ``s3_options`` None: the settings the job's commit plan recorded, else the defaults."""
+    ``s3_options`` None: the settings the job's commit plan recorded, else the defaults.
+
+    Returns the store paths of the old files a ``replace`` had deleted, which no abort
+    can restore (S3 has no rename to move them aside); empty when none are gone."""
     async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
         s3_options = s3_options or await _recorded_options(context)
         mops = MultipartOperations(context.ops)
+        lost: list[str] = []
         if not await _committed(context):
             async with stage(context, S.JOB_STAGE_ABORT):
                 commits = await _readable_pending(context)
                 await abort_pending_stage(context, mops, commits, revert=True)
+                plan = await read_plan(context)
+                if plan is not None:
+                    lost = await unrestorable(context, plan)
         await _cleanup(context, mops, s3_options, name=S.JOB_STAGE_ABORT)
+        return lost
 
 
 async def cleanup_s3_job(

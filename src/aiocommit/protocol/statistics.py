@@ -36,6 +36,9 @@ COMMITTER_TASK_MANIFEST_FILE_SIZE = "committer_task_manifest_file_size"
 COMMITTER_DIRECTORIES_CREATED = "committer_directories_created"
 COMMITTER_FILES_DELETED_IN_THE_WAY = "committer_files_deleted_in_the_way"
 COMMITTER_TARGET_FILES_DELETED = "committer_target_files_deleted"
+# conflict resolution (ours): old files a replace moved aside or deleted, and restored
+COMMITTER_FILES_REPLACED = "committer_files_replaced"
+COMMITTER_FILES_RESTORED = "committer_files_restored"
 COMMITTER_FILES_ALREADY_COMMITTED = "committer_files_already_committed"
 COMMITTER_TASK_ATTEMPT_DIRECTORIES_DELETED = "committer_task_attempt_directories_deleted"
 COMMITTER_UNCOMMITTED_TASK_ATTEMPTS_DELETED = "committer_uncommitted_task_attempts_deleted"
@@ -48,9 +51,17 @@ STORE_IO_BACKOFF = "store_io_backoff"
 STORE_IO_RATE_LIMITED = "store_io_rate_limited"
 STORE_IO_CONCURRENCY_DECREASED = "store_io_concurrency_decreased"
 
+# gauges (ours)
+#: milliseconds from the start of the job commit to writing _SUCCESS
+JOB_COMMIT_ELAPSED_MS = "job_commit_elapsed_ms"
+JOB_RENAME_PROCESSES = "job_rename_processes"
+STORE_IO_CONCURRENCY_LIMIT = "store_io_concurrency_limit"
+STORE_IO_CONCURRENCY_PEAK = "store_io_concurrency_peak"
+
 # stages (durations)
 JOB_STAGE_SETUP = "job_stage_setup"
 JOB_STAGE_LOAD_MANIFESTS = "job_stage_load_manifests"
+JOB_STAGE_RESOLVE_CONFLICTS = "job_stage_resolve_conflicts"
 JOB_STAGE_CREATE_TARGET_DIRS = "job_stage_create_target_dirs"
 JOB_STAGE_RENAME_FILES = "job_stage_rename_files"
 JOB_STAGE_SAVE_SUCCESS = "job_stage_save_success_marker"

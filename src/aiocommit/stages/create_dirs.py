@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import anyio
 
-from aiocommit.errors import AlreadyExists, NotEmpty, NotFound
+from aiocommit.errors import AlreadyExists, NotEmpty, NotFound, first_error
 from aiocommit.protocol import statistics as S
-from aiocommit.stages.context import StageContext, first_error, parallel, stage
+from aiocommit.stages.context import StageContext, parallel, stage
 from aiocommit.stores.base import is_under, parent_of
 
 #: the longest a failed commit spends removing the empty directories it made

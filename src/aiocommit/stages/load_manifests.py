@@ -170,6 +170,7 @@ async def _load_all(
     seen_tasks: dict[str, str] = {}
     seen_attempt_dirs: dict[str, str] = {}
     hashes = DestinationHashes(loaded.spill)
+    progress = context.counter(S.JOB_STAGE_LOAD_MANIFESTS, of_manifests, unit="manifests")
 
     async def load_one(name: str) -> None:
         path = join(layout.manifests_dir, name)
@@ -233,9 +234,11 @@ async def _load_all(
         task_stats.aggregate(manifest.iostatistics)
         if on_loaded is not None:
             on_loaded(len(loaded.manifests), loaded.file_count, of_manifests)
+        progress.add(1, checked.total_size)
 
     # each load holds a whole manifest in memory: bounded apart from the store limit
     await parallel(list(names), load_one, workers=min(context.options.concurrency, LOADS))
+    progress.finish()
     loaded.manifests.sort(key=lambda m: m.name)
     context.stats.increment(S.COMMITTER_TASKS_COMPLETED, len(loaded.manifests))
     every_dir = _with_ancestors(loaded.directories, layout.dest)

@@ -15,10 +15,7 @@ Job side, in order
         ``_temporary`` or ``__magic``), no destination claimed twice, every upload still
         outstanding or already completed into its destination (a re-run). Nothing visible
         changed on failure.
-    ``resolve_conflicts_stage``: the conflict mode (``fail``, ``append``, ``replace``) for
-        the whole destination or per partition: the directory each upload lands in (the
-        leaf of ``a=1/b=2/``) with everything below it, as Hadoop's partitioned committer
-        checks and deletes it; this job's own destinations are ignored so a re-run passes.
+    (conflicts: the shared ``resolve_conflicts`` stage, before and after completion)
     ``complete_uploads_stage``: every upload completed, in parallel under the job's limits;
         an upload already completed (a lost response, a re-run) counts as done when its
         destination holds the etag the parts complete into.
@@ -45,7 +42,7 @@ from aiocommit.io.multipart import MultipartOperations
 from aiocommit.protocol import s3_statistics as S3
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
-from aiocommit.protocol.layout import SUCCESS, TEMPORARY
+from aiocommit.protocol.layout import TEMPORARY
 from aiocommit.protocol.pending import (
     MAGIC,
     PENDINGSET_SUFFIX,
@@ -57,13 +54,11 @@ from aiocommit.protocol.pending import (
     pendingsets_dir,
 )
 from aiocommit.stages.context import StageContext, parallel, stage
-from aiocommit.stores.base import FileStatus, is_under, parent_of, relative_to
+from aiocommit.stores.base import FileStatus, is_under, relative_to
 from aiocommit.stores.multipart import multipart_etag
 
 #: S3's smallest part but the last
 MIN_PART_SIZE = 5 * 1024 * 1024
-
-CONFLICT_MODES = ("fail", "append", "replace")
 
 
 def destination_of(context: StageContext, commit: SinglePendingCommit) -> str:
@@ -247,6 +242,8 @@ async def load_pendingsets_stage(
             loaded.task_stats.aggregate(pending.iostatistics)
 
         await parallel(list(names), load, workers=context.options.concurrency)
+        # the tasks committed, as the manifest committer counts its manifests
+        context.stats.increment(S.COMMITTER_TASKS_COMPLETED, len(sets))
         for name in sorted(sets):
             for commit in sets[name].commits:
                 destination = destination_of(context, commit)
@@ -320,58 +317,6 @@ async def walk_files(context: StageContext, root: str, skip: Callable[[str], boo
         except NotFound:
             continue
     return found
-
-
-async def resolve_conflicts_stage(
-    context: StageContext, loaded: LoadedPending, mode: str, *, partitioned: bool
-) -> None:
-    if mode not in CONFLICT_MODES:
-        raise ValueError(f"conflict mode must be one of {CONFLICT_MODES}, not {mode!r}")
-    if mode == "append" or not loaded.commits:
-        return
-    dest = context.layout.dest
-    hidden = {f"{dest}/{TEMPORARY}", f"{dest}/{MAGIC}", f"{dest}/{SUCCESS}"}
-    ours = loaded.destinations
-
-    def skip(path: str) -> bool:
-        return path in hidden or path in ours
-
-    async with stage(context, S3.JOB_STAGE_RESOLVE_CONFLICTS):
-        roots = _outermost({parent_of(p) for p in ours}) if partitioned else [dest]
-        existing: list[str] = []
-
-        async def scan(root: str) -> None:
-            # a partition is the directory its files land in, with all below it (Hadoop's
-            # PartitionedStagingCommitter: FAIL if the partition path exists, REPLACE
-            # deletes it recursively); files directly in DEST make DEST a partition
-            existing.extend(await walk_files(context, root, skip))
-
-        await parallel(roots, scan, workers=context.options.concurrency)
-        if not existing:
-            return
-        if mode == "fail":
-            where = "partition" if partitioned else "destination"
-            raise OutputConflict(
-                f"the {where} already holds {len(existing)} file(s) and the conflict mode "
-                "is 'fail'",
-                operation="resolve_conflicts",
-                path=context.qualify(sorted(existing)[0]),
-            )
-
-        async def remove(path: str) -> None:
-            if await context.ops.delete(path):
-                context.stats.increment(S3.COMMITTER_TARGET_FILES_DELETED)
-
-        await parallel(sorted(existing), remove, workers=context.options.concurrency)
-
-
-def _outermost(directories: Iterable[str]) -> list[str]:
-    """The directories not below another of them, sorted: walking these covers all."""
-    kept: list[str] = []
-    for directory in sorted(directories):
-        if not any(is_under(directory, outer) for outer in kept):
-            kept.append(directory)
-    return kept
 
 
 async def complete_uploads_stage(

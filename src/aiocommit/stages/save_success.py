@@ -10,6 +10,8 @@ failed; its failure is logged, never raised over the commit's own outcome.
 
 from __future__ import annotations
 
+import time
+
 from aiocommit.errors import AiocommitError, NotFound
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.success import SuccessData, decode_success, encode_success
@@ -37,6 +39,11 @@ async def read_success(context: StageContext) -> SuccessData | None:
 
 async def save_success_stage(context: StageContext, summary: SuccessData) -> None:
     layout = context.layout
+    # the job commit's time so far: the file is written before cleanup, while the
+    # commit's own duration statistic is still open
+    summary.iostatistics.gauges[S.JOB_COMMIT_ELAPSED_MS] = int(
+        (time.monotonic() - context.started) * 1000
+    )
     async with stage(context, S.JOB_STAGE_SAVE_SUCCESS):
         await context.ops.publish_bytes(
             layout.success_temp_path, layout.success_path, encode_success(summary)
@@ -48,7 +55,11 @@ async def save_report(context: StageContext, summary: SuccessData) -> None:
     report_dir = context.options.report_dir
     if not report_dir:
         return
-    store, path = open_store(report_dir)
+    try:
+        store, path = open_store(report_dir)
+    except Exception:  # a report must never mask the commit's outcome
+        context.log.exception("could not open the report directory %s", report_dir)
+        return
     try:
         await store.write_bytes(
             join(path, f"summary-{context.layout.job_id}.json"), encode_success(summary)

@@ -20,6 +20,7 @@ import anyio.to_thread
 
 from aiocommit.errors import (
     AlreadyExists,
+    InvalidInput,
     NotAFile,
     NotEmpty,
     NotFound,
@@ -33,6 +34,7 @@ from aiocommit.stores.base import (
     StoreCapabilities,
     StoreOpener,
     check_clean,
+    check_counts,
     parent_of,
 )
 
@@ -120,6 +122,7 @@ class LocalStore:
     """
 
     def __init__(self, *, threads: int = 32, page_size: int = 1000, inline_metadata: bool = True):
+        check_counts(threads=threads, page_size=page_size)
         self.page_size = page_size
         self.inline_metadata = inline_metadata
         self.threads = threads
@@ -151,13 +154,13 @@ class LocalStore:
         if uri.startswith("file://"):
             rest = uri[len("file://") :]
             if not rest.startswith("/"):
-                raise ValueError(f"{uri!r} names a remote host")
+                raise InvalidInput(f"{uri!r} names a remote host")
             return rest
         if uri.startswith("file:"):
             return uri[len("file:") :]
         if uri.startswith("/"):
             return uri
-        raise ValueError(f"{uri!r} is not a local file URI")
+        raise InvalidInput(f"{uri!r} is not a local file URI")
 
     async def _run(self, function: Callable[[], T], path: str, operation: str) -> T:
         try:

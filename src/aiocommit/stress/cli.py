@@ -496,15 +496,20 @@ def crash(**kw: Any) -> None:
 
 @main.command("kill-cli")
 @click.option(
-    "--operation", type=click.Choice(["abort", "cleanup"]), default="abort", show_default=True
+    "--operation",
+    type=click.Choice(["abort", "cleanup", "replace"]),
+    default="abort",
+    show_default=True,
 )
 @click.option("--runs", type=int, default=40, show_default=True, help="Kills to make.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--workdir", type=click.Path(file_okay=False), default=None)
 @output_options
 def kill_cli(**kw: Any) -> None:
-    """`aiocommit abort` or `aiocommit cleanup` killed with SIGKILL at stratified random
-    store calls beside other jobs' work, re-run, and checked (local store)."""
+    """`aiocommit abort`, `aiocommit cleanup` or `aiocommit commit --conflict-mode
+    replace` killed with SIGKILL at stratified random store calls beside other jobs'
+    work, re-run (a replace: re-run or aborted, every other run), and checked (local
+    store)."""
     import tempfile
 
     from aiocommit.stress.kill_cli import kill_anywhere

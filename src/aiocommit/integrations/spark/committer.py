@@ -1,18 +1,18 @@
 """The commit protocol of one Spark write, in async functions free of pyspark:
 
-* ``prepare_job`` (driver, in ``writer()``): finish earlier jobs' committed overwrites,
-  then ``setup_job``;
+* ``prepare_job`` (driver, in ``writer()``): ``setup_job``;
 * ``open_task_attempt`` (executor, in ``write()``): for a local destination, the attempt
   directory the task writes into directly;
 * ``commit_task_files`` (executor, in ``write()``): ``setup_task``, upload the closed
   local files into the attempt directory (unless written there), ``commit_task``;
-* ``commit_write`` (driver, in ``commit()``): plan an overwrite, ``commit_job`` with
-  exactly the manifests the messages name (one per accepted attempt), then delete the
-  replaced files. Once the job has committed (``_SUCCESS`` saved), cleaning up
-  ``_temporary/JOB`` never fails the write: a losing speculative attempt may still be
-  writing there. Cleanup is retried, then left to ``aiocommit cleanup``;
-* ``abort_write`` (driver, in ``abort()``): finish a committed overwrite, else
-  ``abort_job`` (which also moves back files a partly-run commit renamed).
+* ``commit_write`` (driver, in ``commit()``): ``commit_job`` with exactly the manifests
+  the messages name (one per accepted attempt); an overwrite is the engine's conflict
+  mode ``replace`` (per partition for a dynamic one). Once the job has committed
+  (``_SUCCESS`` saved), cleaning up ``_temporary/JOB`` never fails the write: a losing
+  speculative attempt may still be writing there. Cleanup is retried, then left to
+  ``aiocommit cleanup``;
+* ``abort_write`` (driver, in ``abort()``): ``abort_job``, which moves back files a
+  partly-run commit renamed and the old output a replace had moved aside.
 
 Each opens its own store client and closes it: Spark reuses its Python workers, and a
 client bound to one event loop must not outlive its ``asyncio.run``.
@@ -29,9 +29,10 @@ from typing import Protocol
 import anyio
 
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job, setup_job
+from aiocommit.engine.session import open_operations
 from aiocommit.engine.task import TaskAttempt, commit_task, setup_task
-from aiocommit.errors import NotFound
-from aiocommit.integrations.spark import overwrite, zero_rename
+from aiocommit.errors import NotFound, first_error
+from aiocommit.integrations.spark import zero_rename
 from aiocommit.integrations.spark.files import LocalFile
 from aiocommit.integrations.spark.settings import TestHooks, WriteSettings
 from aiocommit.options import CommitOptions
@@ -39,6 +40,7 @@ from aiocommit.protocol.ids import task_attempt_id_for, task_id_for
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.protocol.manifest import encode_manifest
 from aiocommit.protocol.success import SuccessData
+from aiocommit.stages.context import parallel
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.faulty import Faults, FaultyStore
 from aiocommit.stores.local import LocalStore
@@ -87,17 +89,14 @@ def _open(settings: WriteSettings, fault: tuple[str, str] | None = None) -> tupl
     return store, path.rstrip("/") or "/"
 
 
-async def prepare_job(settings: WriteSettings, job_id: str) -> list[str]:
-    """Driver side, once per write: finish overwrites earlier jobs committed but did not
-    complete, then set this job up. Returns the job IDs of plans finished."""
+async def prepare_job(settings: WriteSettings, job_id: str) -> None:
+    """Driver side, once per write: set the job up."""
     if zero_rename.is_zero_rename(settings):  # S3: the zero-rename committers
         await zero_rename.prepare(settings, job_id)
-        return []
+        return
     store, dest = _open(settings)
     try:
-        finished = await overwrite.finish_pending(store, dest, settings.commit)
         await setup_job(dest, job_id, store=store, options=settings.commit)
-        return finished
     finally:
         with anyio.CancelScope(shield=True):
             await store.aclose()
@@ -191,20 +190,17 @@ async def commit_task_files(
         attempt = await setup_task(
             dest, job_id, partition, attempt_number, store=store, options=options
         )
-        limiter = anyio.CapacityLimiter(max(1, min(options.concurrency, 16)))
+        async with open_operations(dest, store=store, options=options) as (ops, _):
 
-        async def upload(local: LocalFile) -> None:
-            async with limiter:
-                target = attempt.path(local.relative)
-                await overwrite.retrying(
-                    lambda: store.upload_file(local.local_path, target), options
-                )
+            async def upload(local: LocalFile) -> None:
+                await ops.upload_file(local.local_path, attempt.path(local.relative))
 
-        with overwrite.first_error_raised():
-            async with anyio.create_task_group() as group:
-                for local in files:
-                    if not local.in_place:  # written into the attempt directory already
-                        group.start_soon(upload, local)
+            # written into the attempt directory already, or uploaded now
+            uploads = [local for local in files if not local.in_place]
+            try:
+                await parallel(uploads, upload, workers=min(options.concurrency, 16))
+            except BaseExceptionGroup as errors:  # Spark shows the message: the cause
+                raise first_error(errors) from errors
         if _should_fail(settings.hooks, partition, attempt_number):
             raise InjectedTaskFailure(
                 f"aiocommit.test hook: partition {partition} attempt {attempt_number} fails "
@@ -216,8 +212,8 @@ async def commit_task_files(
         # save its manifest after the winner's. A copy under this attempt's own name is
         # what the message names and job commit loads: exactly the attempts Spark accepted.
         own = join(JobLayout(dest, job_id).manifests_dir, attempt_manifest_name(attempt))
-        data = encode_manifest(manifest)
-        await overwrite.retrying(lambda: store.write_bytes(own, data), options)
+        async with open_operations(dest, store=store, options=options) as (ops, _):
+            await ops.write_bytes(own, encode_manifest(manifest))
     finally:
         with anyio.CancelScope(shield=True):
             await store.aclose()
@@ -241,39 +237,16 @@ async def commit_write(
     store, dest = _open(settings, settings.hooks.commit_fault)
     options = settings.commit
     try:
-        layout = JobLayout(dest, job_id)
-        manifests = [r.manifest for r in results]
         # cleanup runs after _SUCCESS is saved: its failure is logged, not raised
         committing = dataclasses.replace(options, cleanup_ignore_failures=True)
-        if not overwriting:
-            summary = await commit_job(
-                dest, job_id, manifests=manifests, store=store, options=committing
-            )
-            await clean_up_committed(store, dest, job_id, options)
-            return summary
-        # a re-run of a commit that started (its commit plan saved) or finished must not
-        # list the destination again: the new files would count as old ones
-        started = await overwrite.owns_success(store, dest, job_id) or await _exists(
-            store, layout.commit_plan_path
-        )
-        plan = await overwrite.read_plan(store, dest, job_id)
-        if plan is None and not started:
+        if overwriting:
             dynamic = settings.partition_overwrite_mode == "dynamic" and bool(settings.partition_by)
-            partitions = sorted({p for r in results for p in r.partitions}) if dynamic else None
-            plan = await overwrite.prepare(
-                store, dest, job_id, partitions=partitions, options=options
+            committing = dataclasses.replace(
+                committing, conflict_mode="replace", replace_partitions=dynamic
             )
-        # without a _SUCCESS marker, keep the job directory until the plan is marked, so
-        # an interrupted commit is recognisably not committed (see overwrite.py)
-        run_options = committing
-        if not options.write_success and not options.cleanup_skip:
-            run_options = dataclasses.replace(committing, cleanup_skip=True)
         summary = await commit_job(
-            dest, job_id, manifests=manifests, store=store, options=run_options
+            dest, job_id, manifests=[r.manifest for r in results], store=store, options=committing
         )
-        if plan is not None:
-            await overwrite.mark(store, dest, plan, overwrite.COMMITTED, options)
-            await overwrite.finish(store, dest, plan, options)
         await clean_up_committed(store, dest, job_id, options)
         return summary
     finally:
@@ -284,27 +257,17 @@ async def commit_write(
 async def abort_write(settings: WriteSettings, job_id: str, overwriting: bool) -> str:
     """Driver side, after a failed job or a failed ``commit()``. Idempotent.
 
-    A committed overwrite is finished (its old files deleted); otherwise the job is
-    aborted: files a partly-run commit renamed are moved back and ``_temporary/JOB`` is
-    removed, whatever the messages say (they are incomplete after a failure).
-    Returns ``"finished"`` or ``"aborted"``.
+    ``abort_job``: files a partly-run commit renamed are moved back, the old output a
+    replace moved aside is restored (a store without atomic rename had deleted it: the
+    files it cannot restore are logged), and ``_temporary/JOB`` is removed, whatever the
+    messages say (they are incomplete after a failure). A job that had committed is only
+    cleaned up. Returns ``"aborted"``.
     """
     if zero_rename.is_zero_rename(settings):  # S3: the zero-rename committers
         return await zero_rename.abort_write(settings, job_id, overwriting)
     store, dest = _open(settings, settings.hooks.abort_fault)
-    options = settings.commit
     try:
-        plan = await overwrite.read_plan(store, dest, job_id) if overwriting else None
-        if plan is not None:
-            if await overwrite.is_committed(store, dest, plan):
-                await overwrite.mark(store, dest, plan, overwrite.COMMITTED, options)
-                await overwrite.finish(store, dest, plan, options)
-                await cleanup_job(dest, job_id, store=store, options=options)
-                return "finished"
-            await overwrite.mark(store, dest, plan, overwrite.ABORTED, options)
-        await abort_job(dest, job_id, store=store, options=options)
-        if plan is not None:
-            await overwrite.discard(store, dest, job_id, options)
+        await abort_job(dest, job_id, store=store, options=settings.commit)
         return "aborted"
     finally:
         with anyio.CancelScope(shield=True):

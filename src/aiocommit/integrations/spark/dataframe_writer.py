@@ -32,16 +32,24 @@ DataFrame, so table writes there are Spark's (and fail for a Python data source)
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from aiocommit.integrations.spark import seam, tables
-from aiocommit.integrations.spark.settings import SAVE_MODE_OPTION
+from aiocommit.integrations.spark.schema import sparks_refusal
+from aiocommit.integrations.spark.settings import (
+    JAVA_VERSION_OPTION,
+    SAVE_MODE_OPTION,
+    TABLE_WRITES_REFUSED,
+)
+from aiocommit.integrations.spark.spark_jvm import SparkCondition, java_version, sparks_exception
 from aiocommit.integrations.spark.transfer import lifted_arrow_byte_cap
 
 if TYPE_CHECKING:
     from pyspark.sql.readwriter import DataFrameWriter
+    from pyspark.sql.types import DataType, StructType
 
 SOURCE_NAME = "aiocommit"
 
@@ -50,6 +58,7 @@ SESSION_CONFS = (
     ("spark.sql.sources.partitionOverwriteMode", "partitionoverwritemode"),
     ("spark.sql.files.maxRecordsPerFile", "maxrecordsperfile"),
     ("spark.sql.session.timeZone", "timezone"),
+    ("spark.sql.caseSensitive", "casesensitive"),
 )
 PARQUET_CODEC_CONF = "spark.sql.parquet.compression.codec"
 JSON_NULL_FIELDS_CONF = "spark.sql.jsonGenerator.ignoreNullFields"
@@ -70,6 +79,8 @@ class Recorded:
         self.mode: str | None = None
         self.partition_by: list[str] = []
         self.options: dict[str, str] = {}
+        #: ``bucketBy``/``sortBy`` as called, which aiocommit refuses for tables
+        self.bucketing: list[str] = []
 
 
 def _apply_arguments(
@@ -101,6 +112,25 @@ def install() -> None:
     ``seam.PysparkChanged`` naming the method when this pyspark lacks one."""
     for writer_class, tables_too in seam.writer_classes():
         _install_on(writer_class, tables_too=tables_too)
+    for writer_v2 in seam.writer_v2_classes():
+        _refuse_using_aiocommit(writer_v2)
+
+
+def _refuse_using_aiocommit(writer_class: type[Any]) -> None:
+    """``df.writeTo(table).using("aiocommit")`` fails at once with the cause and the
+    pattern to use (Spark would fail in the data source's ``writer()``, its message
+    starting with a Python traceback)."""
+    if getattr(writer_class, _INSTALLED, False):
+        return
+    original_using = writer_class.using
+
+    def using(self: Any, provider: str) -> Any:
+        if provider.strip().lower() == SOURCE_NAME:
+            raise ValueError(TABLE_WRITES_REFUSED)
+        return original_using(self, provider)
+
+    writer_class.using = using
+    setattr(writer_class, _INSTALLED, True)
 
 
 def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> None:
@@ -116,6 +146,8 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
     original_save = originals["save"]
     original_save_as_table = originals.get("saveAsTable")
     original_insert_into = originals.get("insertInto")
+    original_bucket_by: Callable[..., DataFrameWriter] = originals["bucketBy"]
+    original_sort_by: Callable[..., DataFrameWriter] = originals["sortBy"]
 
     def format(self: DataFrameWriter, source: str) -> DataFrameWriter:
         _recorded(self).format = source.strip().lower()
@@ -130,6 +162,14 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
         names = cols[0] if len(cols) == 1 and isinstance(cols[0], list | tuple) else cols
         _recorded(self).partition_by = [str(c) for c in names]
         return original_partition_by(self, *cols)
+
+    def bucketBy(self: DataFrameWriter, numBuckets: Any, col: Any, *cols: Any) -> DataFrameWriter:
+        _recorded(self).bucketing.append(f"bucketBy({numBuckets}, {col!r}, ...)")
+        return original_bucket_by(self, numBuckets, col, *cols)
+
+    def sortBy(self: DataFrameWriter, col: Any, *cols: Any) -> DataFrameWriter:
+        _recorded(self).bucketing.append(f"sortBy({col!r}, ...)")
+        return original_sort_by(self, col, *cols)
 
     def option(self: DataFrameWriter, key: str, value: Any) -> DataFrameWriter:
         _recorded(self).options[key.lower()] = option_text(value)
@@ -158,7 +198,7 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
                 original_save(self, path)
         except Exception as error:
             _put_cause_first(error)
-            sparks = as_sparks_error(error, path)
+            sparks = as_sparks_error(error, path, seam.writer_session(self))
             if sparks is error:
                 raise
             raise sparks from error
@@ -176,6 +216,14 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
             assert original_save_as_table is not None
             original_save_as_table(self, name)
             return
+        bucketing = _recorded(self).bucketing
+        if bucketing:
+            raise ValueError(
+                f"aiocommit does not write bucketed tables ({'.'.join(bucketing)}): "
+                "Spark's bucketed layout (one file per bucket, rows hashed with Spark's "
+                "Murmur3) is not written; use Spark's own writer for them "
+                "(df.write.bucketBy(...).saveAsTable(...)) or leave bucketBy/sortBy out"
+            )
         tables.save_as_table(self, _recorded(self), name)
 
     def insertInto(self: DataFrameWriter, tableName: str, overwrite: bool | None = None) -> None:
@@ -191,6 +239,8 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
     if tables_too:
         writer_class.saveAsTable = saveAsTable  # type: ignore[method-assign]
         writer_class.insertInto = insertInto  # type: ignore[method-assign]
+        writer_class.bucketBy = bucketBy  # type: ignore[method-assign]
+        writer_class.sortBy = sortBy  # type: ignore[method-assign]
     writer_class.format = format  # type: ignore[method-assign]
     writer_class.mode = mode  # type: ignore[method-assign]
     writer_class.partitionBy = partitionBy  # type: ignore[method-assign]
@@ -216,6 +266,23 @@ def _prepare(
     state = _recorded(writer)
     spark = seam.writer_session(writer)
     given = dict(state.options)
+    fmt = given.get("format", "parquet").lower()
+    schema = _schema_of(writer)
+    if schema is not None:  # refuse what Spark's own writer refuses, with Spark's error
+        sensitive = given.get("casesensitive", _conf(spark, "spark.sql.caseSensitive") or "")
+        partition_by = state.partition_by or given.get("partitionby", "").split(",")
+        refusal = sparks_refusal(
+            schema,
+            fmt,
+            tuple(c.strip() for c in partition_by),
+            case_sensitive=sensitive.strip().lower() == "true",
+        )
+        if refusal is not None:
+            raise sparks_exception(spark, refusal)
+    if JAVA_VERSION_OPTION not in given and (schema is None or _has_floats(schema)):
+        version = java_version(spark)
+        if version is not None:
+            original_option(writer, JAVA_VERSION_OPTION, str(version))
     if state.partition_by:
         columns = ",".join(state.partition_by)
         if given.get("partitionby", columns) != columns:
@@ -255,22 +322,47 @@ def session_options(spark: Any, given: dict[str, str]) -> dict[str, str]:
     return found
 
 
-def as_sparks_error(error: Exception, path: str | None) -> Exception:
-    """Spark's own error for a destination that exists in ``errorifexists`` mode
-    (``AnalysisException`` with condition ``PATH_ALREADY_EXISTS``, as
-    ``df.write.parquet`` raises it) instead of the data source's wrapper; else ``error``."""
-    from pyspark.errors import AnalysisException
+def _schema_of(writer: DataFrameWriter) -> StructType | None:
+    """The schema of the DataFrame a classic writer writes; None for Spark Connect's
+    writer, which holds a plan."""
+    df = seam.classic_dataframe(writer)
+    if df is None:
+        return None
+    schema: StructType = df.schema
+    return schema
 
+
+def _has_floats(data_type: DataType) -> bool:
+    from pyspark.sql.types import ArrayType, DoubleType, FloatType, MapType, StructType
+
+    if isinstance(data_type, DoubleType | FloatType):
+        return True
+    if isinstance(data_type, StructType):
+        return any(_has_floats(f.dataType) for f in data_type.fields)
+    if isinstance(data_type, ArrayType):
+        return _has_floats(data_type.elementType)
+    if isinstance(data_type, MapType):
+        return _has_floats(data_type.keyType) or _has_floats(data_type.valueType)
+    return False
+
+
+def as_sparks_error(error: Exception, path: str | None, spark: Any) -> Exception:
+    """Spark's own error for a destination that exists in ``errorifexists`` mode
+    (``AnalysisException`` with condition ``PATH_ALREADY_EXISTS`` and SQLSTATE 42K04, as
+    ``df.write.parquet`` raises it) instead of the data source's wrapper; else ``error``."""
     desc = seam.error_text(error)
     cause = one_line_cause(desc if desc is not None else str(error)) or ""
     if not cause.startswith("FileExistsError: [PATH_ALREADY_EXISTS]"):
         return error
-    return AnalysisException(
-        message=f"[PATH_ALREADY_EXISTS] Path {path} already exists. Set mode as "
-        '"overwrite" to overwrite the existing path. SQLSTATE: 42K04',
-        errorClass="PATH_ALREADY_EXISTS",
-        messageParameters={"outputPath": str(path)},
-    )
+    found = SparkCondition("PATH_ALREADY_EXISTS", {"outputPath": qualified_path(str(path))})
+    return sparks_exception(spark, found)
+
+
+def qualified_path(path: str) -> str:
+    """A path as Spark's errors name it: a local path as ``file:/abs/path``."""
+    if "://" in path or path.startswith("file:"):
+        return path
+    return "file:" + os.path.abspath(path)
 
 
 def _conf(spark: Any, key: str) -> str | None:

@@ -128,8 +128,8 @@ def _field(letter: str, count: int) -> Part:
             return _offset(zero or "+00", colon=False, minutes="nonzero", seconds=False)
         if count in (2, 4):
             return _offset(zero or "+0000", colon=False, minutes="always", seconds=count == 4)
-        if count in (3, 5):
-            return _offset(zero or "+00:00", colon=True, minutes="always", seconds=True)
+        if count in (3, 5):  # XXX: +HH:MM (seconds cut off, as Java); XXXXX: +HH:MM:ss
+            return _offset(zero or "+00:00", colon=True, minutes="always", seconds=count == 5)
         raise ValueError(f"too many pattern letters: {letter * count}")
     if letter == "Z":
         if count <= 3:

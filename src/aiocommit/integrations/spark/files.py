@@ -242,7 +242,10 @@ def dictionary_columns(table: pa.Table) -> list[str]:
     rows = sample.num_rows
     chosen: list[str] = []
     for field, column in zip(sample.schema, sample.columns, strict=True):
-        if pa.types.is_nested(field.type) or pa.types.is_boolean(field.type) or rows == 0:
+        kind = field.type
+        if rows == 0 or pa.types.is_nested(kind) or pa.types.is_boolean(kind):
+            continue
+        if pa.types.is_null(kind):  # no values to encode
             continue
         distinct = pc.count_distinct(column, mode="all").as_py()
         value_bytes = max(1.0, column.nbytes / rows)
@@ -277,6 +280,7 @@ class TaskOutput:
         local_dir: str,
         base_name: str,
         partition_by: tuple[str, ...],
+        partition_names: tuple[str, ...] = (),
         max_records_per_file: int = 0,
         parquet_metadata: dict[str, str] | None = None,
         in_place: bool = False,
@@ -294,6 +298,8 @@ class TaskOutput:
         self.local_dir = local_dir
         self.base_name = base_name
         self.partition_by = partition_by
+        #: the partition directories' column names (``partitionBy``'s spelling)
+        self.partition_names = partition_names or partition_by
         self.max_records_per_file = max(0, max_records_per_file)
         self.parquet_metadata = parquet_metadata
         self.in_place = in_place
@@ -314,7 +320,12 @@ class TaskOutput:
             self._write("", batch)
         else:
             row_bytes = batch.nbytes / batch.num_rows
-            for partition, part in split_by_partition(batch, self.partition_by):
+            for partition, part in split_by_partition(
+                batch,
+                self.partition_by,
+                self.partition_names,
+                before_java_19=self.text_options.java_before_19,
+            ):
                 if partition in self.file_numbers or len(self.open) < MAX_OPEN_FILES:
                     self._write(partition, part, row_bytes)
                 else:
@@ -450,17 +461,23 @@ class TaskOutput:
 
 
 def split_by_partition(
-    batch: pa.RecordBatch, partition_by: tuple[str, ...]
+    batch: pa.RecordBatch,
+    partition_by: tuple[str, ...],
+    names: tuple[str, ...] = (),
+    *,
+    before_java_19: bool = False,
 ) -> Iterator[tuple[str, pa.RecordBatch]]:
-    """(relative partition directory, rows of it without the partition columns)."""
+    """(relative partition directory, rows of it without the partition columns); the
+    directories use ``names`` (default: the columns' names), as Spark uses the names
+    given to ``partitionBy``, matched to the columns case-insensitively."""
     data_columns = [n for n in batch.schema.names if n not in partition_by]
     paths: pa.Array | None = None
-    for column in partition_by:
+    for column, name in zip(partition_by, names or partition_by, strict=True):
         array = batch.column(column)
         encoded = pc.dictionary_encode(array, null_encoding="encode")
         fragments = pa.array(
             [
-                partition_path_string(column, value_to_string(v, array.type))
+                partition_path_string(name, value_to_string(v, array.type, before_java_19))
                 for v in python_values(encoded.dictionary)
             ],
             pa.string(),
@@ -483,7 +500,9 @@ def split_by_partition(
         start = end
 
 
-def value_to_string(value: Any, arrow_type: pa.DataType) -> str | None:
+def value_to_string(
+    value: Any, arrow_type: pa.DataType, before_java_19: bool = False
+) -> str | None:
     """A partition value as Spark's ``CAST(value AS STRING)`` writes it; dates and
     timestamps arrive as integers (``text_formats.integer_type``)."""
     if value is None:
@@ -491,7 +510,8 @@ def value_to_string(value: Any, arrow_type: pa.DataType) -> str | None:
     if pa.types.is_boolean(arrow_type):
         return "true" if value else "false"
     if pa.types.is_floating(arrow_type):
-        return java_float_string(float(value), single=pa.types.is_float32(arrow_type))
+        single = pa.types.is_float32(arrow_type)
+        return java_float_string(float(value), single=single, before_java_19=before_java_19)
     if pa.types.is_timestamp(arrow_type):
         return partition_timestamp(value, zone(arrow_type.tz) if arrow_type.tz else None)
     if pa.types.is_date32(arrow_type):

@@ -31,6 +31,7 @@ from aiocommit.integrations.spark import seam
 from aiocommit.integrations.spark.dataframe_writer import (
     ERROR_MODES,
     option_text,
+    qualified_path,
     session_options,
 )
 from aiocommit.integrations.spark.settings import SAVE_MODE_OPTION
@@ -39,6 +40,7 @@ from aiocommit.integrations.spark.source import (
     AiocommitDataSource,
     AiocommitWriter,
 )
+from aiocommit.integrations.spark.spark_jvm import SparkCondition, sparks_exception
 from aiocommit.integrations.spark.transfer import lifted_arrow_byte_cap
 
 if TYPE_CHECKING:
@@ -87,12 +89,8 @@ def write(
     try:
         writer = _on_driver(lambda: AiocommitDataSource(given).writer(df.schema, overwrite))
     except FileExistsError:  # Spark's own error, as df.write.parquet raises it
-        raise seam.analysis_exception(
-            "PATH_ALREADY_EXISTS",
-            f"Path {dest} already exists. Set mode as "
-            '"overwrite" to overwrite the existing path. SQLSTATE: 42K04',
-            {"outputPath": dest},
-        ) from None
+        found = SparkCondition("PATH_ALREADY_EXISTS", {"outputPath": qualified_path(dest)})
+        raise sparks_exception(spark, found) from None
     if writer.skip:  # mode("ignore") on an existing destination
         return
     try:

@@ -13,6 +13,7 @@ from pyspark.sql.types import (
     CharType,
     DataType,
     MapType,
+    NullType,
     StringType,
     StructField,
     StructType,
@@ -21,6 +22,7 @@ from pyspark.sql.types import (
 )
 
 from aiocommit.integrations.spark.files import SPARK_ROW_METADATA, SPARK_VERSION_METADATA
+from aiocommit.integrations.spark.spark_jvm import SparkCondition, sql_id
 
 #: field metadata key under which Spark keeps a char/varchar column's declared type
 CHAR_VARCHAR_KEY = "__CHAR_VARCHAR_TYPE_STRING"
@@ -90,3 +92,26 @@ def floor_to_millis(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
             for column in batch.columns
         ]
         yield pa.RecordBatch.from_arrays(columns, schema=batch.schema)
+
+
+def sparks_refusal(
+    schema: StructType, fmt: str, partition_by: tuple[str, ...] = (), *, case_sensitive: bool
+) -> SparkCondition | None:
+    """The error Spark's own ``fmt`` writer raises for ``schema`` before any task, if any:
+    two columns of one name (``COLUMN_ALREADY_EXISTS``, names compared as
+    ``spark.sql.caseSensitive`` says; Spark's CSV writer takes them), or a NULL-typed
+    data column in CSV (``UNSUPPORTED_DATA_TYPE_FOR_DATASOURCE``; Parquet and JSON
+    write it)."""
+    if fmt != "csv":
+        names = [n if case_sensitive else n.lower() for n in schema.names]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:  # Spark names the first in sorted order, lower-cased
+            return SparkCondition("COLUMN_ALREADY_EXISTS", {"columnName": sql_id(repeated[0])})
+    if fmt == "csv":
+        for f in schema.fields:
+            if isinstance(f.dataType, NullType) and f.name not in partition_by:
+                return SparkCondition(
+                    "UNSUPPORTED_DATA_TYPE_FOR_DATASOURCE",
+                    {"columnName": sql_id(f.name), "columnType": '"VOID"', "format": "CSV"},
+                )
+    return None

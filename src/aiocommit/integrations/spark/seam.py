@@ -54,8 +54,17 @@ HAS_DATA_SOURCES = PYSPARK >= (4, 0)
 PLAIN_DECIMAL_PARTITIONS = PYSPARK >= (4, 0)
 
 #: the ``DataFrameWriter`` methods ``register(spark)`` wraps (``dataframe_writer``); the
-#: table methods on the classic writer only
-WRAPPED_METHODS = ("format", "mode", "partitionBy", "option", "options", "save")
+#: table methods on the classic writer only; ``DataFrameWriterV2.using`` too
+WRAPPED_METHODS = (
+    "format",
+    "mode",
+    "partitionBy",
+    "bucketBy",
+    "sortBy",
+    "option",
+    "options",
+    "save",
+)
 TABLE_METHODS = ("saveAsTable", "insertInto")
 
 
@@ -164,6 +173,50 @@ def writer_dataframe(writer: DataFrameWriter) -> DataFrame:
     return df
 
 
+def writer_v2_classes() -> list[type[Any]]:
+    """pyspark's ``DataFrameWriterV2`` classes (``df.writeTo``): classic, and Spark
+    Connect's where its client is installed."""
+    from pyspark.sql.readwriter import DataFrameWriterV2
+
+    classes: list[type[Any]] = [DataFrameWriterV2]
+    try:
+        from pyspark.sql.connect.readwriter import DataFrameWriterV2 as ConnectWriterV2
+    except ImportError:  # the Connect client's dependencies (grpcio, pandas) are optional
+        return classes
+    classes.append(ConnectWriterV2)
+    return classes
+
+
+def classic_dataframe(writer: DataFrameWriter) -> DataFrame | None:
+    """The DataFrame a classic ``DataFrameWriter`` writes (``_df``, with a ``_jdf``);
+    None for Spark Connect's writer, which holds a plan."""
+    df = getattr(writer, "_df", None)
+    if df is None or not hasattr(df, "_jdf"):
+        return None
+    found: DataFrame = df
+    return found
+
+
+def jvm(spark: SparkSession) -> Any:
+    """The py4j view of a classic session's JVM (``_jsparkSession``,
+    ``SparkContext._jvm``); None for Spark Connect."""
+    if not hasattr(spark, "_jsparkSession"):
+        return None
+    return _get(spark.sparkContext, "_jvm", "to ask Spark's JVM")
+
+
+def jvm_analysis_exception(view: Any, condition: str, parameters: dict[str, str]) -> Exception:
+    """pyspark's captured ``AnalysisException`` for an exception built by the JVM
+    (``pyspark.errors.exceptions.captured.convert_exception``,
+    ``pyspark.sql.utils.to_scala_map``)."""
+    from pyspark.errors.exceptions.captured import convert_exception
+    from pyspark.sql.utils import to_scala_map
+
+    origin = view.org.apache.spark.sql.AnalysisException(condition, to_scala_map(view, parameters))
+    converted: Exception = convert_exception(origin)
+    return converted
+
+
 def make_active(spark: SparkSession) -> None:
     """Make a classic session the calling thread's active one in the JVM (which looks a
     Python data source up there); nothing for a Connect session."""
@@ -186,22 +239,6 @@ def error_text(error: BaseException) -> str | None:
 def set_error_text(error: BaseException, text: str) -> None:
     """Replace a pyspark captured error's message text (``str(error)`` shows it)."""
     error._desc = text  # type: ignore[attr-defined]
-
-
-def analysis_exception(condition: str, message: str, parameters: dict[str, str]) -> Exception:
-    """pyspark's ``AnalysisException`` with an error condition, its text
-    ``[CONDITION] message`` (4.0 renamed the constructor's ``error_class``/
-    ``message_parameters`` to ``errorClass``/``messageParameters``)."""
-    from pyspark.errors import AnalysisException
-
-    names = inspect.signature(AnalysisException.__init__).parameters
-    if "errorClass" in names:
-        return AnalysisException(
-            message=message, errorClass=condition, messageParameters=parameters
-        )
-    return AnalysisException(  # type: ignore[call-arg,unused-ignore]
-        message=message, error_class=condition, message_parameters=parameters
-    )
 
 
 # --- modules outside the documented API ---------------------------------------------
@@ -268,6 +305,12 @@ def _module_checks() -> list[tuple[Check, Any]]:
             DataFrame,
         ),
     ]
+    from pyspark.errors.exceptions import captured
+    from pyspark.sql import utils
+
+    use = "to raise Spark's own errors"
+    checks.append((Check("pyspark.errors.exceptions.captured", "convert_exception", use), captured))
+    checks.append((Check("pyspark.sql.utils", "to_scala_map", use), utils))
     if HAS_DATA_SOURCES:
         import pyspark.sql.datasource as datasource
         import pyspark.sql.variant_utils as variant_utils

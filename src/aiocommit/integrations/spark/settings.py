@@ -47,6 +47,17 @@ S3A_PREFIX = "fs.s3a."
 #: which Spark refuses for Python data sources, to ``writer()``
 SAVE_MODE_OPTION = "aiocommit.savemode"
 SAVE_MODES = ("errorifexists", "ignore", "append", "overwrite")
+#: why SQL INSERT/CTAS and writeTo cannot write through aiocommit, and what to use: one
+#: line, as the first thing the user reads
+TABLE_WRITES_REFUSED = (
+    "aiocommit cannot write through SQL INSERT INTO/CREATE TABLE AS SELECT or "
+    'writeTo(...).using("aiocommit") (Spark gives a Python data source no destination '
+    'there): use df.write.format("aiocommit").saveAsTable(name) or .save(path), then '
+    "CREATE TABLE ... USING parquet LOCATION 'path' for SQL (docs/spark.md, Tables)"
+)
+#: the major Java version of Spark's JVM (``register(spark)``'s DataFrameWriter sets it):
+#: Spark's CSV/JSON writers and partition names print doubles as that Java does
+JAVA_VERSION_OPTION = "aiocommit.javaversion"
 
 #: the write options this data source knows (lower-cased, as Spark hands them over),
 #: besides the commit options (``CommitOptions``) and the test hooks
@@ -63,7 +74,9 @@ WRITE_OPTIONS = (
     "timezone",
     "committer",
     "outputtimestamptype",
+    "casesensitive",
     SAVE_MODE_OPTION,
+    JAVA_VERSION_OPTION,
     *TEXT_OPTIONS,
 )
 
@@ -100,7 +113,11 @@ class WriteSettings:
 
     url: str
     format: str = "parquet"
+    #: the partition columns (``writer()`` sets the schema's spelling of each)
     partition_by: tuple[str, ...] = ()
+    #: the partition directories' column names: as given to ``partitionBy``, as Spark
+    #: names them (``COUNTRY=de`` for a column ``country``); empty: ``partition_by``
+    partition_names: tuple[str, ...] = ()
     partition_overwrite_mode: str = "static"
     compression: str | None = "snappy"
     row_group_size: int = DEFAULT_ROW_GROUP_ROWS
@@ -121,6 +138,8 @@ class WriteSettings:
     #: ``errorifexists`` or ``ignore`` when register()'s DataFrameWriter asked for them;
     #: empty for Spark's own append/overwrite
     save_mode: str = ""
+    #: ``spark.sql.caseSensitive``: whether ``id`` and ``ID`` are two columns
+    case_sensitive: bool = False
     commit: CommitOptions = field(default_factory=CommitOptions)
     hooks: TestHooks = field(default_factory=TestHooks)
 
@@ -131,11 +150,7 @@ class WriteSettings:
         check_known(lowered)
         url = lowered.get("path")
         if not url:
-            raise ValueError(
-                'aiocommit needs a destination: df.write.format("aiocommit").save(url). '
-                "saveAsTable, insertInto, SQL INSERT/CTAS and writeTo pass none: write to a "
-                "path and create the table over it (docs/spark.md, Tables)"
-            )
+            raise ValueError(TABLE_WRITES_REFUSED)
         fmt = lowered.get("format", "parquet").strip().lower()
         if fmt not in FORMATS:
             raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
@@ -157,6 +172,13 @@ class WriteSettings:
             raise ValueError(f"rowGroupSize must be >= 1, not {row_group_size}")
         max_records = int(lowered.get("maxrecordsperfile", "0"))
         text = TextOptions.from_options(fmt, lowered)
+        java = lowered.get(JAVA_VERSION_OPTION, "").strip()
+        if java:
+            if not java.isdigit():
+                raise ValueError(
+                    f"{JAVA_VERSION_OPTION} must be a Java major version, not {java!r}"
+                )
+            text = dataclasses.replace(text, java_before_19=int(java) < 19)
         timestamp_type = lowered.get("outputtimestamptype", "INT96").strip().upper()
         if timestamp_type not in TIMESTAMP_TYPES:
             raise ValueError(
@@ -200,9 +222,10 @@ class WriteSettings:
             },
             time_zone=lowered.get("timezone") or None,
             save_mode=save_mode if save_mode in ("errorifexists", "ignore") else "",
+            case_sensitive=lowered.get("casesensitive", "false").strip().lower() == "true",
             commit=CommitOptions.from_mapping(
                 {**DRIVER_DEFAULTS, **{k: v for k, v in lowered.items() if not _is_s3a_option(k)}},
-                handled_prefixes=(TEST_PREFIX, SAVE_MODE_OPTION),
+                handled_prefixes=(TEST_PREFIX, SAVE_MODE_OPTION, JAVA_VERSION_OPTION),
             ),
             hooks=_hooks(lowered),
         )

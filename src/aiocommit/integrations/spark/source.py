@@ -63,6 +63,7 @@ from aiocommit.integrations.spark.schema import (
     floor_to_millis,
     parquet_metadata,
     parquet_writer_options,
+    sparks_refusal,
 )
 from aiocommit.integrations.spark.seam import (
     CalendarIntervalType,
@@ -72,7 +73,7 @@ from aiocommit.integrations.spark.seam import (
     WriterCommitMessage,
     arrow_schema,
 )
-from aiocommit.integrations.spark.settings import WriteSettings
+from aiocommit.integrations.spark.settings import TABLE_WRITES_REFUSED, WriteSettings
 from aiocommit.protocol.ids import new_job_id
 
 if TYPE_CHECKING:
@@ -124,12 +125,20 @@ class AiocommitDataSource(DataSource):
         return "aiocommit"
 
     def writer(self, schema: StructType, overwrite: bool) -> AiocommitWriter:
+        if not self.options.get("path"):  # raised here: a one-frame traceback in Spark's error
+            raise ValueError(TABLE_WRITES_REFUSED)
         settings = WriteSettings.from_options(dict(self.options.items()))
         settings = dataclasses.replace(
             settings,
             url=qualify_on_driver(settings.url),
             partition_by=resolve_partition_columns(schema, settings.partition_by),
+            partition_names=settings.partition_by,
         )
+        refusal = sparks_refusal(
+            schema, settings.format, settings.partition_by, case_sensitive=settings.case_sensitive
+        )
+        if refusal is not None:  # what Spark's own writer refuses (register() raises Spark's)
+            raise ValueError(refusal.message())
         check_types(schema, settings)
         settings = with_interval_columns(schema, settings)
         job_id = new_job_id()
@@ -331,6 +340,7 @@ class AiocommitWriter(DataSourceArrowWriter):
                 in_place=attempt_dir is not None,
                 base_name=f"part-{partition:05d}-{core}-{spark_attempt}",
                 partition_by=settings.partition_by,
+                partition_names=settings.partition_names,
                 max_records_per_file=settings.max_records_per_file,
                 parquet_metadata=parquet_metadata(self.schema, settings.partition_by),
                 parquet_writer_options=parquet_writer_options(

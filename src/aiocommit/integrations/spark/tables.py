@@ -81,6 +81,10 @@ def save_as_table(writer: DataFrameWriter, state: Recorded, name: str) -> None:
             f"({', '.join(columns)}); aiocommit does not replace a table's schema"
         )
     options.pop("format", None)
+    if mode == "overwrite":
+        # Spark's saveAsTable replaces the whole table in overwrite mode, whatever
+        # partitionOverwriteMode says (it drops and recreates the table): static
+        options["partitionoverwritemode"] = "static"
     _write(df, location, mode, fmt, partitions, options)
     _refresh(spark, name, partitions)
 
@@ -113,6 +117,12 @@ def describe(spark: SparkSession, name: str) -> tuple[str, str, list[str], list[
     }
     fmt = details.get("Provider", "").lower()
     location = details.get("Location", "")
+    if details.get("Num Buckets"):
+        raise ValueError(
+            f"table {name} is bucketed ({details['Num Buckets']} buckets by "
+            f"{details.get('Bucket Columns', '?')}): aiocommit does not write Spark's bucketed "
+            "layout; write it with Spark's own writer"
+        )
     if fmt not in FORMATS or not location:
         raise ValueError(
             f"table {name} is {fmt or 'of unknown format'} at {location or 'no location'}: "

@@ -80,9 +80,9 @@ def python_values(array: pa.Array) -> list[Any]:
     return values
 
 
-def _float(single: bool, quote_special: bool) -> Encoder:
+def _float(single: bool, quote_special: bool, before_java_19: bool) -> Encoder:
     def encode(value: float) -> str:
-        text = java_float_string(value, single=single)
+        text = java_float_string(value, single=single, before_java_19=before_java_19)
         if quote_special and text[-1] in "Ny":  # NaN, Infinity, -Infinity
             return f'"{text}"'
         return text
@@ -146,7 +146,7 @@ def _scalar(arrow_type: pa.DataType, options: TextOptions, *, for_json: bool) ->
     if types.is_integer(arrow_type):
         return str
     if types.is_floating(arrow_type):
-        return _float(types.is_float32(arrow_type), for_json)
+        return _float(types.is_float32(arrow_type), for_json, options.java_before_19)
     if types.is_decimal(arrow_type):
         return str
     if types.is_string(arrow_type) or types.is_large_string(arrow_type):

@@ -115,6 +115,9 @@ class TextOptions:
     #: (column, start field, end field) of the top-level day-time interval columns, set by
     #: ``writer()`` from the Spark schema: written as Spark writes them (``INTERVAL '...'``)
     intervals: tuple[tuple[str, int, int], ...] = ()
+    #: the JVM runs Java 8-18, whose ``Double.toString`` differs from later Javas'
+    #: (``values.java_float_string``); set from the ``aiocommit.javaVersion`` option
+    java_before_19: bool = False
 
     @classmethod
     def from_options(cls, fmt: str, lowered: Mapping[str, str]) -> TextOptions:

@@ -3,7 +3,8 @@
 
 Checked against pyspark 4.3.0's own writers (``tests/spark/test_parity.py``):
 
-* floats: Java's ``Double.toString``/``Float.toString`` (``1.0E20``, ``-0.0``, ``NaN``);
+* floats: Java's ``Double.toString``/``Float.toString`` (``1.0E20``, ``-0.0``, ``NaN``) of
+  the JVM Spark runs on: Java 19 and later differ from Java 17 (``java_float_string``);
 * decimals: plain with the column's scale in partition names (``0.000000100000000000``),
   Java's ``BigDecimal.toString`` in JSON and CSV (``1.00000000000E-7``, ``0E-18``);
 * timestamps: in the session time zone; partition names ``2024-03-09 18:30:00.0005``
@@ -18,9 +19,11 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import fractions
 import math
 import struct
 import zoneinfo
+from collections.abc import Callable
 from functools import lru_cache
 
 _EPOCH = datetime.datetime(1970, 1, 1)
@@ -126,24 +129,192 @@ def plain_decimal(value: decimal.Decimal) -> str:
     return format(value, "f")
 
 
-def java_float_string(value: float, *, single: bool = False) -> str:
-    """Java's ``Double.toString`` (``Float.toString`` when ``single``): the shortest digits
-    that read back the same value, plain between 1e-3 and 1e7 (``2.5``, ``100.0``), else
-    computerised scientific notation (``1.0E20``, ``1.5E-5``)."""
+def java_float_string(value: float, *, single: bool = False, before_java_19: bool = False) -> str:
+    """Java's ``Double.toString``/``Float.toString`` (``single``), plain between 1e-3 and
+    1e7 (``2.5``, ``100.0``), else computerised scientific notation (``1.0E20``).
+
+    Java 19 and later print the shortest digits that read back the same value, and at
+    least two when the shortest has one, picking the closest (``4.9E-324``, not
+    ``5.0E-324``; ``9.9E-324``). Earlier Javas (``before_java_19``: Spark on Java 17)
+    print the exact digits of an integer below 2^63 (``1.61304845894623136E17``) and
+    develop other values digit by digit with their own stopping rule, which is not always
+    the shortest (``9.999999999999999E22`` for 1e23): ``_digits_before_java_19``."""
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
         return "Infinity" if value > 0 else "-Infinity"
     if value == 0:
         return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
-    exact = decimal.Decimal(_shortest(value, single))
-    if 1e-3 <= abs(value) < 1e7:
-        plain = format(exact, "f")
-        return plain if "." in plain else plain + ".0"
-    sign, digits, _ = exact.as_tuple()
-    significant = "".join(map(str, digits)).rstrip("0") or "0"
-    mantissa = significant[0] + "." + (significant[1:] or "0")
-    return f"{'-' if sign else ''}{mantissa}E{exact.adjusted()}"
+    magnitude = abs(value)
+    if before_java_19:
+        digits, point = _digits_before_java_19(magnitude, single)
+    else:
+        digits, point = _shortest_digits(magnitude, single)
+    return ("-" if value < 0 else "") + _java_layout(digits, point)
+
+
+def _java_layout(digits: str, point: int) -> str:
+    """``0.DIGITS x 10^point`` as Java lays it out."""
+    if 0 < point <= 7:
+        if len(digits) <= point:
+            return digits + "0" * (point - len(digits)) + ".0"
+        return digits[:point] + "." + digits[point:]
+    if -3 < point <= 0:
+        return "0." + "0" * -point + digits
+    return f"{digits[0]}.{digits[1:] or '0'}E{point - 1}"
+
+
+def _round_trips(candidate: fractions.Fraction, value: float, single: bool) -> bool:
+    if not single:
+        return float(candidate) == value
+    return _nearest_float32(candidate) == value
+
+
+def _nearest_float32(exact: fractions.Fraction) -> float:
+    """``exact`` rounded once to the nearest float (ties to even)."""
+    near: float = struct.unpack("<f", struct.pack("<f", float(exact)))[0]
+    bits = struct.unpack("<I", struct.pack("<f", near))[0]
+    candidates: list[float] = [near]
+    for neighbour in (bits - 1, bits + 1):
+        if 0 <= neighbour < 0x7F800000:
+            candidates.append(struct.unpack("<f", struct.pack("<I", neighbour))[0])
+    return min(
+        candidates,
+        key=lambda c: (
+            abs(fractions.Fraction(c) - exact),
+            struct.unpack("<I", struct.pack("<f", c))[0] & 1,
+        ),
+    )
+
+
+def _shortest_digits(magnitude: float, single: bool) -> tuple[str, int]:
+    """(digits, point) of Java 19+: the shortest round-tripping digits, closest to the
+    value among them; when that is one digit, the closest of one or two digits."""
+    text = _shortest(magnitude, single)
+    mantissa, _, exponent_text = text.partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    number = int(whole + fraction)
+    exponent = int(exponent_text or 0) - len(fraction)
+    while number % 10 == 0:
+        number //= 10
+        exponent += 1
+    if number >= 10:
+        return str(number), exponent + len(str(number))
+    exact = fractions.Fraction(magnitude)
+    best = (abs(number * fractions.Fraction(10) ** exponent - exact), number, exponent)
+    for scale in (exponent - 1, exponent - 2):
+        unit = fractions.Fraction(10) ** scale
+        middle = round(exact / unit)
+        for two in (middle - 1, middle, middle + 1):
+            if 10 <= two <= 99 and _round_trips(two * unit, magnitude, single):
+                distance = abs(two * unit - exact)
+                if distance < best[0] or (distance == best[0] and two % 2 < best[1] % 2):
+                    best = (distance, two, scale)
+    _, number, exponent = best
+    digits = str(number).rstrip("0")
+    return digits, exponent + len(str(number))
+
+
+def _binary_parts(magnitude: float, single: bool) -> tuple[int, int, int]:
+    """(significand with its leading bit at bit 52, the power of two of that bit, the
+    number of significant bits the format holds for this value)."""
+    if single:
+        raw = struct.unpack("<I", struct.pack("<f", magnitude))[0]
+        biased, fraction, width, bias = raw >> 23, raw & (1 << 23) - 1, 23, 127
+    else:
+        raw = struct.unpack("<Q", struct.pack("<d", magnitude))[0]
+        biased, fraction, width, bias = raw >> 52, raw & (1 << 52) - 1, 52, 1023
+    if biased:
+        significand, power, precision = fraction | 1 << width, biased - bias, width + 1
+    else:  # subnormal: fewer significant bits
+        precision = fraction.bit_length()
+        significand, power = fraction << (width + 1 - precision), precision - width - bias
+    return significand << (52 - width), power, precision
+
+
+def _wrapped(bits: int | None) -> Callable[[int], int]:
+    """Two's complement overflow of Java's ``int`` (32) or ``long`` (64); None: none."""
+    if bits is None:
+        return lambda v: v
+    top, size = 1 << (bits - 1), 1 << bits
+    return lambda v: (v + top) % size - top
+
+
+def _bits_of_five_power(n: int) -> int:
+    return 0 if n == 0 else (5**n).bit_length() if n < 27 else 3 * n
+
+
+def _digits_before_java_19(magnitude: float, single: bool) -> tuple[str, int]:
+    """(digits, point) as Java 8-18's ``Double.toString``/``Float.toString`` develop them."""
+    significand, power, precision = _binary_parts(magnitude, single)
+    trailing = (significand & -significand).bit_length() - 1
+    used_bits = 53 - trailing
+    fraction_bits = max(0, used_bits - power - 1)
+    if -21 <= power <= 62 and fraction_bits == 0:
+        # an integer below 2^63: its digits, the last few rounded away when the format
+        # cannot tell them apart
+        whole = significand << (power - 52) if power >= 52 else significand >> (52 - power)
+        dropped = len(str(2 ** (power - precision - 1))) - 1 if power - precision - 1 > 1 else 0
+        if dropped:
+            unit = 10**dropped
+            whole, rest = divmod(whole, unit)
+            whole += rest >= unit // 2
+        return str(whole).rstrip("0"), len(str(whole)) + dropped
+    # value = B/S x 10^estimate; M: half the gap to the neighbours, scaled alike
+    mantissa = struct.unpack("<d", struct.pack("<Q", 1023 << 52 | significand & (1 << 52) - 1))[0]
+    estimate = math.floor((mantissa - 1.5) * 0.289529654 + 0.176091259 + power * 0.301029995663981)
+    b5, s5 = max(0, -estimate), max(0, estimate)
+    b2, s2 = b5 + fraction_bits + power - (used_bits - 1), s5 + fraction_bits
+    m2 = b5 + fraction_bits + power - precision
+    common = min(b2, s2)
+    b2, s2, m2 = b2 - common, s2 - common, m2 - common - (used_bits == 1)
+    if m2 < 0:
+        b2, s2, m2 = b2 - m2, s2 - m2, 0
+    b_bits = used_bits + b2 + _bits_of_five_power(b5)
+    ten_s_bits = s2 + 1 + _bits_of_five_power(s5 + 1)
+    word = 32 if max(b_bits, ten_s_bits) < 32 else 64 if max(b_bits, ten_s_bits) < 64 else None
+    wrap = _wrapped(word)
+    b = wrap(wrap((significand >> trailing) * 5**b5) << b2)
+    s = wrap(5**s5 << s2)
+    m = wrap(5**b5 << m2)
+    ten_s = wrap(s * 10)
+    digits: list[int] = []
+    first = True
+    while True:
+        q, b = b // s, wrap(10 * (b % s))
+        m = wrap(m * 10)
+        if word is not None and m <= 0 and not first:  # the product overflowed
+            low = high = True
+        else:
+            low = b < m
+            high = wrap(b + m) > ten_s if word is not None else b + m >= ten_s
+        if first:
+            first = False
+            if q or high:
+                digits.append(q)
+            else:
+                estimate -= 1  # the estimate was one too high: no leading zero
+            if estimate < -3 or estimate >= 8:
+                low = high = False  # scientific notation: at least two digits
+        else:
+            digits.append(q)
+        if low or high:
+            break
+    point = estimate + 1
+    if word is not None:
+        difference = wrap(wrap(b << 1) - ten_s)
+    else:
+        difference = (b << 1) - ten_s if low and high else 0
+    if high and (not low or difference > 0 or (difference == 0 and digits[-1] % 2)):
+        i = len(digits) - 1
+        while i > 0 and digits[i] == 9:
+            digits[i] = 0
+            i -= 1
+        if digits[i] == 9:
+            digits[i], point = 1, point + 1
+        else:
+            digits[i] += 1
+    return "".join(map(str, digits)), point
 
 
 def _shortest(value: float, single: bool) -> str:
