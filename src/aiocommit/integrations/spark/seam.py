@@ -207,12 +207,12 @@ def jvm(spark: SparkSession) -> Any:
 
 def jvm_analysis_exception(view: Any, condition: str, parameters: dict[str, str]) -> Exception:
     """pyspark's captured ``AnalysisException`` for an exception built by the JVM
-    (``pyspark.errors.exceptions.captured.convert_exception``,
-    ``pyspark.sql.utils.to_scala_map``)."""
+    (``pyspark.errors.exceptions.captured.convert_exception``)."""
     from pyspark.errors.exceptions.captured import convert_exception
-    from pyspark.sql.utils import to_scala_map
 
-    origin = view.org.apache.spark.sql.AnalysisException(condition, to_scala_map(view, parameters))
+    # PythonUtils.toScalaMap: in Spark 3.5 and 4 (pyspark.sql.utils.to_scala_map: 4 only)
+    scala_map = view.org.apache.spark.api.python.PythonUtils.toScalaMap(parameters)
+    origin = view.org.apache.spark.sql.AnalysisException(condition, scala_map)
     converted: Exception = convert_exception(origin)
     return converted
 
@@ -306,11 +306,9 @@ def _module_checks() -> list[tuple[Check, Any]]:
         ),
     ]
     from pyspark.errors.exceptions import captured
-    from pyspark.sql import utils
 
     use = "to raise Spark's own errors"
     checks.append((Check("pyspark.errors.exceptions.captured", "convert_exception", use), captured))
-    checks.append((Check("pyspark.sql.utils", "to_scala_map", use), utils))
     if HAS_DATA_SOURCES:
         import pyspark.sql.datasource as datasource
         import pyspark.sql.variant_utils as variant_utils
