@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiocommit.integrations.spark.transfer import ARROW_MAX_BYTES_CONF
 
@@ -128,11 +128,7 @@ def tree_size(root: Path) -> int:
 def commit_seconds(reports: Path) -> float:
     """The job commit's duration from the newest summary report (written after cleanup,
     so it covers the whole commit)."""
-    from aiocommit.protocol.success import decode_success
-
-    newest = max(reports.glob("summary-*.json"), key=lambda p: p.stat().st_mtime)
-    mean = decode_success(newest.read_bytes()).iostatistics.meanstatistics
-    stat = mean.get("committer_commit_job.mean")
+    stat = newest_means(reports).get("committer_commit_job.mean")
     return stat.sum / 1000 if stat is not None and stat.samples else float("nan")
 
 
@@ -256,9 +252,7 @@ def run_small_tasks(
     rows = tasks * rows_per_task
     df = dataset(spark, rows).repartition(tasks)
     writers = both_writers(reports)
-    print(f"load average at start   {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
-    for name, write in writers.items():  # warm-up: worker daemons, imports, JIT
-        write(dataset(spark, 1_000).repartition(4), work / f"warmup-{name}", False)
+    warm_up(writers, dataset(spark, 1_000).repartition(4), work)
     results, _ = alternate(writers, df, work, rows, rounds, reports, keep)
     print()
     print(f"tasks per write         {tasks} x {rows_per_task} rows, {rounds} rounds")
@@ -281,12 +275,24 @@ def run_small_tasks(
     return ratios
 
 
-def stage_costs(reports: Path, tasks: int) -> list[tuple[str, float]]:
-    """(stage, milliseconds per task) of the task and job stages in the newest summary."""
+def newest_means(reports: Path) -> dict[str, Any]:
+    """The mean statistics of the newest job summary report in ``reports``."""
     from aiocommit.protocol.success import decode_success
 
     newest = max(reports.glob("summary-*.json"), key=lambda p: p.stat().st_mtime)
-    mean = decode_success(newest.read_bytes()).iostatistics.meanstatistics
+    return dict(decode_success(newest.read_bytes()).iostatistics.meanstatistics)
+
+
+def warm_up(writers: Mapping[str, Writer], df: DataFrame, work: Path) -> None:
+    """Print the load average; one write each (worker daemons, imports, JIT)."""
+    print(f"load average at start   {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    for name, write in writers.items():
+        write(df, work / f"warmup-{name}", False)
+
+
+def stage_costs(reports: Path, tasks: int) -> list[tuple[str, float]]:
+    """(stage, milliseconds per task) of the task and job stages in the newest summary."""
+    mean = newest_means(reports)
     costs = []
     for key in sorted(mean):
         if key.endswith(".mean") and key.startswith(("task_stage_", "job_stage_", "committer_")):
@@ -305,12 +311,10 @@ def run(
     reports = work / "reports"
     df = dataset(spark, rows)
     writers = both_writers(reports)
-    print(f"load average at start   {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    warm_up(writers, dataset(spark, 10_000), work)
     cap = spark.conf.getAll.get(ARROW_MAX_BYTES_CONF)
     state = f"{cap} (set by the user)" if cap else "lifted while aiocommit writes"
     print(f"Arrow batch byte cap    {state} ({ARROW_MAX_BYTES_CONF})", flush=True)
-    for name, write in writers.items():  # warm-up: worker daemons, imports, JIT
-        write(dataset(spark, 10_000), work / f"warmup-{name}", False)
     results, commit_share = alternate(writers, df, work, rows, rounds, reports, keep)
     print()
     print(f"rows per write          {rows:,} ({label or 'session'}, {rounds} rounds)")
