@@ -327,13 +327,10 @@ def test_doubles_and_floats_as_javas_text(spark: SparkSession, tmp_path: Path) -
 
 def test_offset_patterns_truncate_seconds_as_java(spark: SparkSession, tmp_path: Path) -> None:
     """``timestampFormat`` offsets of a zone whose offset has seconds (Asia/Kolkata before
-    1942: +05:21:10, and +05:53:28 before 1870): ``XXX`` writes ``+05:21`` as Java does;
-    the patterns that print seconds print them."""
+    1942: +05:21:10, and +05:53:28 before 1870): ``XXX`` writes ``+05:21`` as Java does,
+    also when the pattern given is the default's text; the patterns that print seconds
+    print them."""
     letters = "X XX XXX XXXX XXXXX x xx xxx xxxx xxxxx Z ZZ ZZZ ZZZZZ"
-    options = {
-        "timeZone": "Asia/Kolkata",
-        "timestampFormat": f"yyyy-MM-dd'T'HH:mm:ss {letters}",
-    }
     stamps = [
         datetime.datetime(1900, 1, 1, 12, 0),
         datetime.datetime(1850, 6, 1),
@@ -342,8 +339,13 @@ def test_offset_patterns_truncate_seconds_as_java(spark: SparkSession, tmp_path:
     ]
     schema = StructType([StructField("ts", TimestampType())])
     df = frame(spark, [(s,) for s in stamps], schema)
-    for fmt in ("csv", "json"):
-        ours, native = write_both(df, tmp_path / fmt, fmt, options=options)
-        native_text = "".join(decoded_files(native, None, "utf-8"))
-        assert " +05:21 " in native_text and "+05:21:10" in native_text
-        assert decoded_files(ours, None, "utf-8") == decoded_files(native, None, "utf-8")
+    for name, pattern in (
+        ("letters", f"yyyy-MM-dd'T'HH:mm:ss {letters}"),
+        ("default-text", "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"),
+    ):
+        options = {"timeZone": "Asia/Kolkata", "timestampFormat": pattern}
+        for fmt in ("csv", "json"):
+            ours, native = write_both(df, tmp_path / name / fmt, fmt, options=options)
+            native_text = "".join(decoded_files(native, None, "utf-8"))
+            assert "+05:21" in native_text
+            assert decoded_files(ours, None, "utf-8") == decoded_files(native, None, "utf-8")

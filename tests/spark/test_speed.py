@@ -149,3 +149,16 @@ def test_spark_bench_smoke(
     rounds = [line.split() for line in out.splitlines() if line.startswith("round ")]
     assert len(rounds) == 4
     assert all(float(fields[fields.index("CPU-s") - 1]) >= 0 for fields in rounds)
+
+
+def test_spark_bench_small_tasks_smoke(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from aiocommit.stress import spark_bench
+
+    ratios = spark_bench.run_small_tasks(spark, tmp_path, tasks=6, rows_per_task=5, rounds=1)
+    out = capsys.readouterr().out
+    assert len(ratios) == 2 and all(r > 0 for r in ratios)
+    assert out.count("ms per task") == 4 and out.count("extra per task") == 2
+    assert "task_stage_commit" in out and "committer_commit_job" in out
+    assert "ratio aiocommit/native (higher of the two medians): " in out.splitlines()[-1]

@@ -1,6 +1,7 @@
 """Throughput of ``df.write.format("aiocommit")`` against Spark's native Parquet writer.
 
-    .venv/bin/python -m stress.spark_bench [--rows 10000000] [--rounds 2] [--master local[2]]
+    .venv/bin/python -m aiocommit.stress.spark_bench [--rows 10000000] [--rounds 2] [--master M]
+    .venv/bin/python -m aiocommit.stress.spark_bench --tasks 300 --rows-per-task 10  # small tasks
 
 Writes the same DataFrame (``id bigint, k int, x double, s string, ts timestamp`` from
 ``spark.range``, two input partitions) to the local filesystem, unpartitioned and
@@ -25,9 +26,10 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiocommit.integrations.spark.transfer import ARROW_MAX_BYTES_CONF
 
@@ -126,69 +128,31 @@ def tree_size(root: Path) -> int:
 def commit_seconds(reports: Path) -> float:
     """The job commit's duration from the newest summary report (written after cleanup,
     so it covers the whole commit)."""
-    from aiocommit.protocol.success import decode_success
-
-    newest = max(reports.glob("summary-*.json"), key=lambda p: p.stat().st_mtime)
-    mean = decode_success(newest.read_bytes()).iostatistics.meanstatistics
-    stat = mean.get("committer_commit_job.mean")
+    stat = newest_means(reports).get("committer_commit_job.mean")
     return stat.sum / 1000 if stat is not None and stat.samples else float("nan")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=10_000_000)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--keep", action="store_true", help="keep the output directories")
-    args = parser.parse_args(argv)
-
-    from aiocommit.integrations.spark import register
-
-    work = Path(tempfile.mkdtemp(prefix="aiocommit-spark-bench-"))
-    spark = start(args.master, work)
-    try:
-        register(spark)
-        run(spark, work, rows=args.rows, rounds=args.rounds, keep=args.keep, label=args.master)
-    finally:
-        spark.stop()
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
+Writer = Callable[["DataFrame", Path, bool], None]
+VARIANTS = {"flat": False, "partitioned": True}
 
 
-def run(
-    spark: SparkSession, work: Path, *, rows: int, rounds: int, keep: bool = False, label: str = ""
-) -> list[float]:
-    """The benchmark in a session where aiocommit is registered, writing below ``work``;
-    prints as it goes and returns the median ratio aiocommit/native per variant (flat,
-    partitioned)."""
-    reports = work / "reports"
-    df = dataset(spark, rows)
-
-    def aiocommit_write(frame: DataFrame, dest: Path, partitioned: bool) -> None:
-        writer = frame.write.format("aiocommit").mode("append")
-        if partitioned:
-            writer = writer.option("partitionBy", "p")
-        writer.option("aiocommit.report_dir", str(reports)).save(str(dest))
-
-    def native_write(frame: DataFrame, dest: Path, partitioned: bool) -> None:
-        writer = frame.write.mode("append")
-        if partitioned:
-            writer = writer.partitionBy("p")
-        writer.parquet(str(dest))
-
-    writers = {"aiocommit": aiocommit_write, "native": native_write}
-    variants = {"flat": False, "partitioned": True}
-    print(f"load average at start   {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
-    cap = spark.conf.getAll.get(ARROW_MAX_BYTES_CONF)
-    state = f"{cap} (set by the user)" if cap else "lifted while aiocommit writes"
-    print(f"Arrow batch byte cap    {state} ({ARROW_MAX_BYTES_CONF})", flush=True)
-    for name, write in writers.items():  # warm-up: worker daemons, imports, JIT
-        write(dataset(spark, 10_000), work / f"warmup-{name}", False)
-    results = {(n, v): Series(f"{n} {v}") for v in variants for n in writers}
+def alternate(
+    writers: Mapping[str, Writer],
+    df: DataFrame,
+    work: Path,
+    rows: int,
+    rounds: int,
+    reports: Path,
+    keep: bool,
+) -> tuple[dict[tuple[str, str], Series], list[float]]:
+    """Each writer writes ``df`` flat and partitioned, in alternating order round by
+    round; the series by (writer, variant) and the job commit's share of each aiocommit
+    write."""
+    results = {(n, v): Series(f"{n} {v}") for v in VARIANTS for n in writers}
     commit_share: list[float] = []
     for round_number in range(rounds):
-        for variant, partitioned in variants.items():
-            order = list(writers) if round_number % 2 == 0 else list(reversed(writers))
+        for variant, partitioned in VARIANTS.items():
+            order = list(writers) if round_number % 2 == 0 else list(writers)[::-1]
             for name in order:
                 dest = work / f"{name}-{variant}-{round_number}"
                 series = results[(name, variant)]
@@ -210,12 +174,153 @@ def run(
                 print(line, flush=True)
                 if not keep:
                     shutil.rmtree(dest, ignore_errors=True)
+    return results, commit_share
 
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--keep", action="store_true", help="keep the output directories")
+    parser.add_argument(
+        "--tasks",
+        type=int,
+        default=0,
+        help="small-task mode: this many tasks (repartition), --rows-per-task rows each",
+    )
+    parser.add_argument("--rows-per-task", type=int, default=10)
+    args = parser.parse_args(argv)
+
+    from aiocommit.integrations.spark import register
+
+    work = Path(tempfile.mkdtemp(prefix="aiocommit-spark-bench-"))
+    spark = start(args.master, work)
+    try:
+        register(spark)
+        if args.tasks:
+            run_small_tasks(
+                spark,
+                work,
+                tasks=args.tasks,
+                rows_per_task=args.rows_per_task,
+                rounds=args.rounds,
+                keep=args.keep,
+            )
+        else:
+            run(spark, work, rows=args.rows, rounds=args.rounds, keep=args.keep, label=args.master)
+    finally:
+        spark.stop()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def both_writers(reports: Path) -> dict[str, Writer]:
+    """aiocommit (its summary reports in ``reports``) and Spark's own Parquet writer."""
+
+    def aiocommit_write(frame: DataFrame, dest: Path, partitioned: bool) -> None:
+        writer = frame.write.format("aiocommit").mode("append")
+        if partitioned:
+            writer = writer.option("partitionBy", "p")
+        writer.option("aiocommit.report_dir", str(reports)).save(str(dest))
+
+    def native_write(frame: DataFrame, dest: Path, partitioned: bool) -> None:
+        writer = frame.write.mode("append")
+        if partitioned:
+            writer = writer.partitionBy("p")
+        writer.parquet(str(dest))
+
+    return {"aiocommit": aiocommit_write, "native": native_write}
+
+
+def run_small_tasks(
+    spark: SparkSession,
+    work: Path,
+    *,
+    tasks: int,
+    rows_per_task: int,
+    rounds: int,
+    keep: bool = False,
+) -> list[float]:
+    """The shape most Spark jobs end with: a shuffle into many small tasks
+    (``repartition(tasks)``, ``rows_per_task`` rows each), flat and partitioned, both
+    writers alternating. Prints each write, then per variant the median wall time of each
+    writer, the ratio aiocommit/native (target <= 1.0), the cost per task of each and the
+    difference, and aiocommit's per-task breakdown from its job summary (task stages,
+    summed over the tasks, per task; the job commit per task). Returns the median ratios."""
+    reports = work / "reports"
+    rows = tasks * rows_per_task
+    df = dataset(spark, rows).repartition(tasks)
+    writers = both_writers(reports)
+    warm_up(writers, dataset(spark, 1_000).repartition(4), work)
+    results, _ = alternate(writers, df, work, rows, rounds, reports, keep)
+    print()
+    print(f"tasks per write         {tasks} x {rows_per_task} rows, {rounds} rounds")
+    print(f"load average at end     {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    ratios: list[float] = []
+    for variant in VARIANTS:
+        ours = statistics.median(results[("aiocommit", variant)].seconds)
+        native = statistics.median(results[("native", variant)].seconds)
+        ratios.append(ours / native)
+        print(f"-- {variant}")
+        for name, seconds in (("aiocommit", ours), ("native", native)):
+            print(f"{name:<23} {seconds:.2f} s median, {seconds / tasks * 1000:.1f} ms per task")
+        print(f"extra per task          {(ours - native) / tasks * 1000:+.1f} ms")
+        verdict = "meets" if ours / native <= 1.0 else "MISSES"
+        print(f"ratio aiocommit/native  {ours / native:.2f} (wall time; {verdict} the 1.0 target)")
+    print("-- aiocommit per task, from the last job's summary (ms per task)")
+    for stage, per_task in stage_costs(reports, tasks):
+        print(f"  {stage:<38} {per_task:8.2f}")
+    print(f"ratio aiocommit/native (higher of the two medians): {max(ratios):.2f}")
+    return ratios
+
+
+def newest_means(reports: Path) -> dict[str, Any]:
+    """The mean statistics of the newest job summary report in ``reports``."""
+    from aiocommit.protocol.success import decode_success
+
+    newest = max(reports.glob("summary-*.json"), key=lambda p: p.stat().st_mtime)
+    return dict(decode_success(newest.read_bytes()).iostatistics.meanstatistics)
+
+
+def warm_up(writers: Mapping[str, Writer], df: DataFrame, work: Path) -> None:
+    """Print the load average; one write each (worker daemons, imports, JIT)."""
+    print(f"load average at start   {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    for name, write in writers.items():
+        write(df, work / f"warmup-{name}", False)
+
+
+def stage_costs(reports: Path, tasks: int) -> list[tuple[str, float]]:
+    """(stage, milliseconds per task) of the task and job stages in the newest summary."""
+    mean = newest_means(reports)
+    costs = []
+    for key in sorted(mean):
+        if key.endswith(".mean") and key.startswith(("task_stage_", "job_stage_", "committer_")):
+            stat = mean[key]
+            if stat.samples:
+                costs.append((key.removesuffix(".mean"), stat.sum / tasks))
+    return costs
+
+
+def run(
+    spark: SparkSession, work: Path, *, rows: int, rounds: int, keep: bool = False, label: str = ""
+) -> list[float]:
+    """The benchmark in a session where aiocommit is registered, writing below ``work``;
+    prints as it goes and returns the median ratio aiocommit/native per variant (flat,
+    partitioned)."""
+    reports = work / "reports"
+    df = dataset(spark, rows)
+    writers = both_writers(reports)
+    warm_up(writers, dataset(spark, 10_000), work)
+    cap = spark.conf.getAll.get(ARROW_MAX_BYTES_CONF)
+    state = f"{cap} (set by the user)" if cap else "lifted while aiocommit writes"
+    print(f"Arrow batch byte cap    {state} ({ARROW_MAX_BYTES_CONF})", flush=True)
+    results, commit_share = alternate(writers, df, work, rows, rounds, reports, keep)
     print()
     print(f"rows per write          {rows:,} ({label or 'session'}, {rounds} rounds)")
     print(f"load average at end     {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     ratios: list[float] = []
-    for variant in variants:
+    for variant in VARIANTS:
         ours, theirs = results[("aiocommit", variant)], results[("native", variant)]
         ours_median, ours_best = ours.rates(rows)
         native_median, native_best = theirs.rates(rows)

@@ -30,7 +30,6 @@ import pyarrow as pa
 from aiocommit.integrations.spark.datetime_patterns import compile_pattern
 from aiocommit.integrations.spark.text_options import (
     DEFAULT_DATE_FORMAT,
-    DEFAULT_TIMESTAMP_FORMAT,
     DEFAULT_TIMESTAMP_NTZ_FORMAT,
     TextOptions,
 )
@@ -123,7 +122,7 @@ def timestamp_encoder(arrow_type: pa.DataType, options: TextOptions) -> Callable
     if arrow_type.tz:
         tz: datetime.tzinfo | None = zone(options.time_zone or arrow_type.tz)
         text = options.timestamp_format
-        default = text == DEFAULT_TIMESTAMP_FORMAT
+        default = not text  # Spark's default (not the same text given as the option)
     else:
         tz = None
         text = options.timestamp_ntz_format

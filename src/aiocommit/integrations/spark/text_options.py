@@ -104,7 +104,9 @@ class TextOptions:
     encoding: str = "utf-8"  # Python's codec name
     bom: bytes = b""  # Java's UTF-16 writes a big-endian byte order mark first
     date_format: str = DEFAULT_DATE_FORMAT
-    timestamp_format: str = DEFAULT_TIMESTAMP_FORMAT
+    #: empty: Spark's default, which prints an offset's seconds (``+05:21:10``); the same
+    #: text given as the option (``...SSSXXX``) cuts them off (``+05:21``), as Java's ``XXX``
+    timestamp_format: str = ""
     timestamp_ntz_format: str = DEFAULT_TIMESTAMP_NTZ_FORMAT
     #: the ``timeZone`` option (else the session's, carried by Spark's Arrow batches)
     time_zone: str | None = None
@@ -183,7 +185,7 @@ class TextOptions:
             encoding=encoding,
             bom=bom,
             date_format=lowered.get("dateformat", DEFAULT_DATE_FORMAT),
-            timestamp_format=lowered.get("timestampformat", DEFAULT_TIMESTAMP_FORMAT),
+            timestamp_format=lowered.get("timestampformat", ""),
             timestamp_ntz_format=lowered.get("timestampntzformat", DEFAULT_TIMESTAMP_NTZ_FORMAT),
             time_zone=lowered.get("timezone") or None,
             ignore_null_fields=_bool("ignoreNullFields", lowered.get("ignorenullfields", "true")),
@@ -191,7 +193,7 @@ class TextOptions:
         )
         for name, pattern in (
             ("dateFormat", options.date_format),
-            ("timestampFormat", options.timestamp_format),
+            ("timestampFormat", options.timestamp_format or DEFAULT_TIMESTAMP_FORMAT),
             ("timestampNTZFormat", options.timestamp_ntz_format),
         ):
             try:
