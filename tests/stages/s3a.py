@@ -13,7 +13,8 @@ from aiocommit.io.multipart import MultipartOperations
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.pending import SinglePendingCommit, pendingsets_dir
 from aiocommit.stages.context import StageContext
-from aiocommit.stages.pending import save_pendingset_stage, upload_pending
+from aiocommit.stages.s3a.save_pendingset import save_pendingset_stage
+from aiocommit.stages.s3a.upload import upload_pending
 from aiocommit.stores.base import join
 from aiocommit.stores.memory import MemoryStore
 from tests.stages.conftest import memory_store

@@ -14,7 +14,7 @@ from aiocommit.protocol.pending import (
     encode_pendingset,
     pendingset_path,
 )
-from aiocommit.stages.pending import (
+from aiocommit.stages.s3a.load_pendingsets import (
     LoadedPending,
     list_pendingset_names,
     load_pendingsets_stage,

@@ -7,7 +7,7 @@ import pytest
 
 from aiocommit.errors import CommitError
 from aiocommit.protocol.pending import decode_pendingset, pendingset_path, pendingsets_dir
-from aiocommit.stages.pending import save_pendingset_stage
+from aiocommit.stages.s3a.save_pendingset import save_pendingset_stage
 from tests.stages.s3a import DEST, s3a_job
 
 

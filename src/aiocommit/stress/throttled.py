@@ -16,14 +16,14 @@ from typing import Any
 import anyio
 
 from aiocommit.engine.job import commit_job, setup_job
-from aiocommit.engine.task import commit_task, setup_task
-from aiocommit.engine.zero_rename import (
+from aiocommit.engine.s3a import (
     commit_magic_task,
     commit_s3_job,
     setup_magic_task,
     setup_s3_job,
     write_magic_file,
 )
+from aiocommit.engine.task import commit_task, setup_task
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.stores.base import Store
