@@ -12,12 +12,15 @@ from aiocommit import CommitOptions, OutputConflict, abort_job, commit_job, comm
 from aiocommit.protocol.success import decode_success
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.faulty import Faults, FaultyStore
-from tests.helpers import exists, output, run_tasks, task_files, write_task
+from tests.helpers import MANIFEST, exists, output, run_tasks, task_files, write_task
 
 
-async def _job(store: Store, dest: str, files: dict[str, bytes]) -> str:
-    """A set-up job with one committed task writing ``files``."""
-    job_id = await setup_job(dest, store=store)
+async def _job(
+    store: Store, dest: str, files: dict[str, bytes], setup: CommitOptions | None = None
+) -> str:
+    """A set-up job with one committed task writing ``files`` (``setup``: the job's
+    options; by default the store's committer)."""
+    job_id = await setup_job(dest, store=store, options=setup)
     attempt = await write_task(store, dest, job_id, 0, 0, files)
     await commit_task(attempt, store=store)
     return job_id
@@ -119,7 +122,8 @@ async def test_abort_before_the_old_files_go_keeps_them_all(
     store, root = any_store_root
     dest = join(root, "out")
     old = await _seed(store, dest)
-    job_id = await _job(store, dest, {"part=0/new-a.dat": b"a", "part=1/new-b.dat": b"b"})
+    new = {"part=0/new-a.dat": b"a", "part=1/new-b.dat": b"b"}
+    job_id = await _job(store, dest, new, MANIFEST)  # its files arrive by rename
     failing = FaultyStore(
         store, Faults(fail_paths=lambda op, path: op == "rename" and path.endswith("new-b.dat"))
     )

@@ -2,8 +2,8 @@
 
     recognise an earlier success (then only clean up)
     -> load the committed tasks' records and fix them in the commit plan
-    -> delete an older job's _SUCCESS (the destination changes from here on)
     -> resolve conflicts with existing output
+    -> delete an older job's _SUCCESS (the destination changes from here on)
     -> publish the output (rename, or complete uploads) up to the commit point
     -> save _SUCCESS -> cleanup
     -> (summary report, always; the failure recorded in it)
@@ -91,10 +91,10 @@ async def run_job_commit(context: StageContext, steps: JobCommitSteps) -> Succes
                     await steps.cleanup(context)
                 return existing
             await steps.load(context, summary)
+            await steps.resolve_conflicts(context)  # a replace takes _SUCCESS with it
             if steps.committing:
                 # the destination changes from here on: an older job's _SUCCESS goes
                 await context.ops.delete(layout.success_path)
-            await steps.resolve_conflicts(context)
             await steps.publish(context, summary)
             summary.iostatistics = combined_statistics(context, steps.task_stats)
             if options.write_success:
