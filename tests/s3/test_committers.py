@@ -556,17 +556,21 @@ async def test_replace_by_commit_options_and_what_an_abort_cannot_restore(
     await staging_task(store, dest, job_id, 0, 0, new, tmp_path)
     victim = "p=1/old-3.dat"
     failing = FaultyStore(
-        store, Faults(fail_paths=lambda op, path: op == "delete" and path.endswith(victim))
+        store,
+        Faults(fail_paths=lambda op, path: op in ("rename", "delete") and path.endswith(victim)),
     )
     options = CommitOptions(conflict_mode="replace", max_attempts=1, concurrency=1)
     with pytest.raises(CommitError, match=victim):
         await commit_s3_job(dest, job_id, store=failing, options=options)
     lost = await abort_s3_job(dest, job_id, store=store)
     left = await output(store, dest)
-    assert victim in left and "p=0/new.dat" not in left
-    assert left == {k: v for k, v in old.items() if k in left}
-    assert sorted(lost) == sorted(join(dest, k) for k in old if k not in left)
-    assert join(dest, "p=0/old-0.dat") in lost  # in the way of a new file: gone first
+    if store.capabilities.atomic_rename:  # the memory store: moved aside, moved back
+        assert (lost, left) == ([], old)
+    else:
+        assert victim in left and "p=0/new.dat" not in left
+        assert left == {k: v for k, v in old.items() if k in left}
+        assert sorted(lost) == sorted(join(dest, k) for k in old if k not in left)
+        assert join(dest, "p=0/old-0.dat") in lost  # in the way of a new file: gone first
     assert await outstanding(store, root) == []
     # the same job shape committed whole replaces exactly
     job_id = await setup_s3_job(dest, store=store)

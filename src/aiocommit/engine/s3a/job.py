@@ -51,6 +51,7 @@ from aiocommit.stages.resolve_conflicts import (
     finish_conflicts_stage,
     initial_record,
     resolve_conflicts_stage,
+    restore_replaced_stage,
     settle_conflict_mode,
     unrestorable,
 )
@@ -370,7 +371,8 @@ async def abort_s3(
             commits = await readable_pending(context)
             await abort_pending_stage(context, mops, commits, revert=revert)
             plan = await read_plan(context)
-            if plan is not None:
+            if plan is not None:  # the job's output is gone: the old output back
+                await restore_replaced_stage(context, plan)
                 lost = await unrestorable(context, plan)
     await _cleanup(context, mops, s3_options, name=S.JOB_STAGE_ABORT)
     return lost
