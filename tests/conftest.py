@@ -63,7 +63,7 @@ CLOUD_STORES = ("adls", "gcs", "s3")
 #: the test directories that need a JVM
 SPARK_DIRECTORIES = ("spark", "interop")
 #: fixtures that are, or start, an emulator server
-EMULATOR_FIXTURES = frozenset({"s3_endpoint", "gcs_endpoint", "emulator", "endpoint"})
+EMULATOR_FIXTURES = frozenset({"s3_endpoint", "gcs_endpoint", "emulator", "endpoint", "adls"})
 TESTS = Path(__file__).resolve().parent
 
 

@@ -111,6 +111,7 @@ async def test_rate_mode_admits_the_rate_and_throttles_the_rest(
         assert 10 <= admitted <= 10 + 20 * elapsed + 1, (admitted, elapsed)
 
 
+@pytest.mark.emulator  # moto, through the chaos proxy
 async def test_s3_repeated_completion_answers_no_such_upload(
     request: pytest.FixtureRequest,
 ) -> None:
