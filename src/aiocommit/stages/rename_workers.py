@@ -125,12 +125,14 @@ def job_commit_collections(options: CommitOptions) -> Iterator[None]:
 
 
 def worker_options(options: CommitOptions, workers: int) -> CommitOptions:
-    """A worker's share of the job's in-flight and rate limits."""
+    """A worker's share of the job's in-flight and rate limits (its floor never above
+    its share)."""
+    concurrency = max(1, math.ceil(options.concurrency / workers))
     return dataclasses.replace(
         options,
         processes=1,
-        concurrency=max(1, math.ceil(options.concurrency / workers)),
-        min_concurrency=max(1, math.ceil(options.min_concurrency / workers)),
+        concurrency=concurrency,
+        min_concurrency=min(concurrency, max(1, math.ceil(options.min_concurrency / workers))),
         rate_limit=options.rate_limit / workers if options.rate_limit else None,
     )
 
