@@ -125,7 +125,8 @@ def job_commit_collections(options: CommitOptions) -> Iterator[None]:
 
 
 def worker_options(options: CommitOptions, workers: int) -> CommitOptions:
-    """A worker's share of the job's in-flight and rate limits."""
+    """A worker's share of the job's in-flight and rate limits (its floor never above
+    its share)."""
     concurrency = max(1, math.ceil(options.concurrency / workers))
     return dataclasses.replace(
         options,
