@@ -131,6 +131,16 @@ async def prepare_job(settings: WriteSettings, job_id: str) -> None:
             await store.aclose()
 
 
+def _injected(error: BaseException | None) -> bool:
+    """Whether ``error`` is, or was caused by, the test hook's injected failure (a stage
+    reports it as its own ``CommitError``, the injected failure its cause)."""
+    while error is not None:
+        if isinstance(error, InjectedFailure):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
 def _should_fail(hooks: TestHooks, partition: int, attempt_number: int) -> bool:
     if hooks.fail_partition_always == partition:
         return True
@@ -208,7 +218,9 @@ async def commit_task_files(
             target = FaultyStore(store, Faults(fail_paths=_saves_task_record))
         try:
             await commit_task(attempt, store=target, options=options, per_attempt=True)
-        except InjectedFailure as error:
+        except Exception as error:
+            if not _injected(error):
+                raise
             raise InjectedTaskFailure(
                 f"aiocommit.test hook: partition {partition} attempt {attempt_number} fails "
                 f"after writing {len(files)} file(s)"
