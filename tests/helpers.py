@@ -7,13 +7,16 @@ from collections.abc import Iterable
 from aiocommit import CommitOptions, TaskAttempt, commit_task, setup_job, setup_task
 from aiocommit.stores.base import Store, join
 
+#: the manifest committer, asked for: on S3 the default is the staging committer
+MANIFEST = CommitOptions(committer="manifest")
+
 
 async def write_task(
     store: Store, dest: str, job_id: str, task: int, attempt: int, files: dict[str, bytes]
 ) -> TaskAttempt:
     task_attempt = await setup_task(dest, job_id, task, attempt, store=store)
     for relative, data in files.items():
-        await store.write_bytes(task_attempt.path(relative), data)
+        await task_attempt.write_bytes(relative, data, store=store)
     return task_attempt
 
 
@@ -32,9 +35,11 @@ async def run_tasks(
     *,
     job_id: str | None = None,
     options: CommitOptions | None = None,
+    setup: CommitOptions = MANIFEST,
 ) -> tuple[str, dict[str, bytes]]:
-    """Set up a job and commit ``tasks`` tasks; returns (job_id, expected output)."""
-    job_id = await setup_job(dest, job_id, store=store)
+    """Set up a job (``setup``: with the manifest committer by default, whatever the
+    store) and commit ``tasks`` tasks; returns (job_id, expected output)."""
+    job_id = await setup_job(dest, job_id, store=store, options=setup)
     expected: dict[str, bytes] = {}
     for task in range(tasks):
         files = task_files(task, files_per_task)

@@ -3,6 +3,11 @@
 ::
 
     AiocommitError
+    ├── InvalidInput                       (also a ValueError) a bad argument, option value,
+    │   │                                   URL, job ID or path, refused before any work
+    │   └── UnknownOption(key, closest)     an option key that names no option
+    ├── MissingExtra(extra)                (also an ImportError) a store adapter's packages
+    │                                       are not installed; names the pip extra
     ├── StoreError(path, operation)        raised by store adapters, translated once at their edge
     │   ├── NotFound                        (also a FileNotFoundError)
     │   ├── AlreadyExists                   (also a FileExistsError): the path, or a file in the way
@@ -22,11 +27,44 @@ engine: the retry policy asks ``error.retryable`` and nothing else.
 
 from __future__ import annotations
 
+import asyncio
 from typing import ClassVar
+
+import anyio
 
 
 class AiocommitError(Exception):
     """Root of every error raised by aiocommit."""
+
+
+class InvalidInput(AiocommitError, ValueError):
+    """Bad input: an argument, option value, URL, job ID or path. Raised before any
+    work starts, so nothing was changed."""
+
+
+class UnknownOption(InvalidInput):
+    """A key under our prefixes that names no option; the message names the closest one."""
+
+    def __init__(self, key: str, closest: str | None):
+        hint = f"; did you mean {closest!r}?" if closest else ""
+        super().__init__(f"unknown option {key!r}{hint}")
+        self.key = key
+        self.closest = closest
+
+
+class MissingExtra(AiocommitError, ImportError):
+    """A feature's packages are not installed; the message says which extra installs them
+    (``pip install 'aiocommit[EXTRA]'``)."""
+
+    def __init__(self, feature: str, extra: str, missing: str | None = None):
+        found = f" ({missing} is not installed)" if missing else ""
+        super().__init__(
+            f"{feature} needs packages that are not installed{found}; install them with: "
+            f"pip install 'aiocommit[{extra}]'",
+            name=missing,
+        )
+        self.feature = feature
+        self.extra = extra
 
 
 class StoreError(AiocommitError):
@@ -47,6 +85,8 @@ class StoreError(AiocommitError):
         self.operation = operation
         #: attempts the engine made before this error surfaced (set by the retry loop)
         self.attempts = 1
+        #: seconds from the first attempt to giving up (set by the retry loop)
+        self.retried_seconds = 0.0
 
     def __str__(self) -> str:
         where = []
@@ -54,7 +94,19 @@ class StoreError(AiocommitError):
             where.append(self.operation)
         if self.path:
             where.append(repr(self.path))
-        return f"{self.message} ({' '.join(where)})" if where else self.message
+        text = f"{self.message} ({' '.join(where)})" if where else self.message
+        return text + self.retry_note()
+
+    def retry_note(self) -> str:
+        """How the engine retried the call before this error surfaced ("" if it did not)."""
+        if self.attempts <= 1:
+            return ""
+        if self.retryable:
+            return (
+                f"; retried, gave up after {self.attempts} attempts over "
+                f"{self.retried_seconds:.1f} s"
+            )
+        return f"; on attempt {self.attempts}, {self.retried_seconds:.1f} s after the first"
 
 
 class NotFound(StoreError, FileNotFoundError):
@@ -156,3 +208,25 @@ class ManifestError(CommitError):
 class OutputConflict(CommitError):
     """Two tasks claim the same destination file, or the destination already holds a
     different file there and deleting target files is off."""
+
+
+def first_error(error: BaseException) -> BaseException:
+    """The error to report for ``error``: itself, or for an exception group (a task
+    group's failure, nested or not) its first leaf that is not a cancellation (the
+    cancellations are the other tasks stopped because of it). Works in and outside an
+    event loop."""
+    if not isinstance(error, BaseExceptionGroup):
+        return error
+    leaves = [first_error(inner) for inner in error.exceptions]
+    cancellations = _cancellations()
+    for leaf in leaves:
+        if not isinstance(leaf, cancellations):
+            return leaf
+    return leaves[0]
+
+
+def _cancellations() -> tuple[type[BaseException], ...]:
+    try:
+        return (asyncio.CancelledError, anyio.get_cancelled_exc_class())
+    except Exception:  # no event loop here: asyncio's is the one anyio would use
+        return (asyncio.CancelledError,)

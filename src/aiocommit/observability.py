@@ -15,6 +15,9 @@ job that caused it. aiocommit does the same with standard :mod:`logging`:
 * :func:`configure_logging` is what the ``aiocommit`` command calls.
 * :func:`stage_span` opens an OpenTelemetry span per stage when ``opentelemetry-api`` is
   installed, and only sets the audit context otherwise.
+* :func:`job_done` logs the one INFO line of a job commit, abort or cleanup, with its
+  figures as structured fields, and records the OpenTelemetry metrics
+  (:func:`configure_metrics`); without OpenTelemetry only the line is written.
 """
 
 from __future__ import annotations
@@ -24,10 +27,13 @@ import importlib
 import importlib.util
 import logging
 import sys
+import weakref
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from types import MappingProxyType
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
+
+from aiocommit.protocol import statistics as S
 
 #: the fields every record carries, in the order the default format shows them
 AUDIT_FIELDS = ("job_id", "stage", "task_attempt_id")
@@ -181,3 +187,199 @@ def stage_span(name: str, attributes: Mapping[str, AttributeValue] | None = None
         }
         with tracer.start_as_current_span(name, attributes=span_attributes):
             yield
+
+
+def annotate_span(attributes: Mapping[str, AttributeValue]) -> None:
+    """Set ``aiocommit.``-prefixed attributes on the current span (a stage's, see
+    :func:`stage_span`); nothing without OpenTelemetry."""
+    if _get_tracer() is None:
+        return
+    try:
+        trace = importlib.import_module("opentelemetry.trace")
+    except ImportError:
+        return
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.set_attributes({f"aiocommit.{key}": value for key, value in attributes.items()})
+
+
+# -- metrics ---------------------------------------------------------------------------
+
+#: the meter's instruments (OpenTelemetry names; durations in seconds)
+FILES_COMMITTED = "aiocommit.files.committed"
+BYTES_COMMITTED = "aiocommit.bytes.committed"
+STORE_CALLS = "aiocommit.store.calls"
+STORE_RETRIES = "aiocommit.store.retries"
+STORE_THROTTLES = "aiocommit.store.throttles"
+STORE_IN_FLIGHT = "aiocommit.store.in_flight"
+JOBS = "aiocommit.jobs"
+JOB_DURATION = "aiocommit.job.duration"
+STAGE_DURATION = "aiocommit.stage.duration"
+
+
+class InFlight(Protocol):
+    """What the in-flight gauge reads: a store-call limiter (``io.limits``)."""
+
+    @property
+    def in_flight(self) -> int: ...
+
+
+#: the counters and histograms: instrument name -> (unit, description)
+_COUNTERS = {
+    FILES_COMMITTED: ("{file}", "Files committed (renamed or completed)"),
+    BYTES_COMMITTED: ("By", "Bytes of the files committed"),
+    STORE_CALLS: ("{call}", "Store calls by operation and outcome"),
+    STORE_RETRIES: ("{call}", "Store calls retried"),
+    STORE_THROTTLES: ("{call}", "Store calls the store throttled"),
+    JOBS: ("{job}", "Job commits, aborts and cleanups by outcome"),
+}
+_HISTOGRAMS = {
+    JOB_DURATION: ("s", "Job commit, abort and cleanup durations"),
+    STAGE_DURATION: ("s", "Stage durations"),
+}
+
+#: every instrument aiocommit records
+INSTRUMENTS = (*_COUNTERS, *_HISTOGRAMS, STORE_IN_FLIGHT)
+
+
+class _Instruments:
+    """The OpenTelemetry instruments of one meter provider, by instrument name."""
+
+    def __init__(self, metrics: Any, provider: Any) -> None:
+        meter = (provider or metrics.get_meter_provider()).get_meter("aiocommit")
+        self.counters = {
+            name: meter.create_counter(name, unit=unit, description=description)
+            for name, (unit, description) in _COUNTERS.items()
+        }
+        self.histograms = {
+            name: meter.create_histogram(name, unit=unit, description=description)
+            for name, (unit, description) in _HISTOGRAMS.items()
+        }
+        observation = importlib.import_module("opentelemetry.metrics").Observation
+        meter.create_observable_up_down_counter(
+            STORE_IN_FLIGHT,
+            callbacks=[lambda options: [observation(in_flight_calls())]],
+            unit="{call}",
+            description="Store calls in flight in this process",
+        )
+
+
+_instruments: _Instruments | None = None
+_metrics_checked = False
+_limiters: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def configure_metrics(meter_provider: Any = None) -> bool:
+    """Record metrics with ``meter_provider`` (an OpenTelemetry ``MeterProvider``; by
+    default the global one, as ``opentelemetry.metrics.set_meter_provider`` set it).
+    Returns False, recording nothing, when ``opentelemetry-api`` is not installed."""
+    global _instruments, _metrics_checked
+    _metrics_checked = True
+    _instruments = None
+    if importlib.util.find_spec("opentelemetry") is None:
+        return False
+    try:
+        metrics = importlib.import_module("opentelemetry.metrics")
+    except ImportError:
+        return False
+    _instruments = _Instruments(metrics, meter_provider)
+    return True
+
+
+def _meter() -> _Instruments | None:
+    if not _metrics_checked:
+        configure_metrics()
+    return _instruments
+
+
+def watch_in_flight(limiter: InFlight) -> None:
+    """Count ``limiter``'s calls in the in-flight gauge while it lives."""
+    _limiters.add(limiter)
+
+
+def in_flight_calls() -> int:
+    """Store calls in flight now, over every live limiter of this process."""
+    return sum(limiter.in_flight for limiter in list(_limiters))
+
+
+def record_stage(name: str, seconds: float, *, failed: bool) -> None:
+    """A stage's duration into the stage histogram."""
+    instruments = _meter()
+    if instruments is not None:
+        instruments.histograms[STAGE_DURATION].record(seconds, {"stage": name, "failed": failed})
+
+
+#: the counters of a job's statistics that the line and the metrics report
+JOB_FIGURES = {
+    "files": S.COMMITTER_FILES_COMMITTED,
+    "bytes": S.COMMITTER_BYTES_COMMITTED,
+    "tasks": S.COMMITTER_TASKS_COMPLETED,
+    "retries": S.STORE_IO_RETRY,
+    "throttled": S.STORE_IO_THROTTLED,
+}
+
+
+def job_figures(counters: Mapping[str, int], gauges: Mapping[str, int]) -> dict[str, int]:
+    """files, bytes, tasks, retries, throttled and processes from a job's statistics."""
+    figures = {name: int(counters.get(key, 0)) for name, key in JOB_FIGURES.items()}
+    figures["processes"] = int(gauges.get(S.JOB_RENAME_PROCESSES, 0))
+    return figures
+
+
+def job_done(
+    operation: str,
+    job_id: str,
+    dest: str,
+    counters: Mapping[str, int],
+    gauges: Mapping[str, int],
+    seconds: float,
+    error: BaseException | None = None,
+    *,
+    log: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
+) -> None:
+    """Report a finished job commit, abort or cleanup (``operation``): one INFO line (a
+    WARNING when it failed) whose record carries every figure as a field
+    (``record.files``, ``record.seconds``...), and the metrics."""
+    figures = job_figures(counters, gauges)
+    outcome = "failed" if error is not None else "ok"
+    fields: dict[str, Any] = {
+        "operation": operation,
+        "outcome": outcome,
+        "job_id": job_id,
+        "dest": dest,
+        "seconds": round(seconds, 3),
+        **figures,
+    }
+    if error is not None:
+        fields["error"] = f"{type(error).__name__}: {error}"
+    text = (
+        f"job {operation} {outcome}: {dest} job={job_id} files={figures['files']} "
+        f"bytes={figures['bytes']} tasks={figures['tasks']} seconds={seconds:.3f} "
+        f"processes={figures['processes']} retries={figures['retries']} "
+        f"throttled={figures['throttled']}"
+    )
+    if error is not None:
+        text += f" error={fields['error']}"
+    target = log or logging.getLogger("aiocommit")
+    target.log(logging.WARNING if error else logging.INFO, "%s", text, extra=fields)
+    instruments = _meter()
+    if instruments is None:
+        return
+    attributes = {"operation": operation}
+    counters_of = instruments.counters
+    counters_of[JOBS].add(1, {**attributes, "outcome": outcome})
+    instruments.histograms[JOB_DURATION].record(seconds, {**attributes, "outcome": outcome})
+    for name, figure in (
+        (FILES_COMMITTED, "files"),
+        (BYTES_COMMITTED, "bytes"),
+        (STORE_RETRIES, "retries"),
+        (STORE_THROTTLES, "throttled"),
+    ):
+        counters_of[name].add(figures[figure], attributes)
+    for name in S.STORE_OPERATIONS:
+        for failed, key in ((False, name), (True, name + ".failures")):
+            count = counters.get(key, 0)
+            if count:
+                counters_of[STORE_CALLS].add(
+                    count, {**attributes, "store_operation": name, "failed": failed}
+                )

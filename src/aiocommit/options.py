@@ -15,9 +15,15 @@ import dataclasses
 import difflib
 import functools
 import logging
+import math
+import types
+import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from aiocommit.errors import InvalidInput
+from aiocommit.errors import UnknownOption as UnknownOption  # re-exported: its old home
 
 SPARK_HADOOP_PREFIX = "spark.hadoop."
 OWN_PREFIX = "aiocommit."
@@ -39,15 +45,13 @@ HADOOP_ONLY_OPTIONS = frozenset(
 
 logger = logging.getLogger("aiocommit")
 
+#: what a job commit does with output already in its destination (Hadoop S3A's
+#: ``fs.s3a.committer.staging.conflict-mode`` values)
+CONFLICT_MODES = ("fail", "append", "replace")
 
-class UnknownOption(ValueError):
-    """A key under our prefixes that names no option; the message names the closest one."""
-
-    def __init__(self, key: str, closest: str | None):
-        hint = f"; did you mean {closest!r}?" if closest else ""
-        super().__init__(f"unknown option {key!r}{hint}")
-        self.key = key
-        self.closest = closest
+#: the committers ``CommitOptions.committer`` names (Hadoop's ``directory`` is staging,
+#: its ``file`` the manifest committer)
+COMMITTERS = ("manifest", "staging", "partitioned", "magic", "directory", "file")
 
 
 #: defaults of a process that exists to commit (the command line, a Spark driver), under
@@ -55,8 +59,29 @@ class UnknownOption(ValueError):
 DRIVER_DEFAULTS: dict[str, object] = {"processes": 0}
 
 
-def _option(default: Any, hadoop: str | None, doc: str) -> Any:
-    return field(default=default, metadata={"hadoop": hadoop, "doc": doc})
+def _option(
+    default: Any,
+    hadoop: str | None,
+    doc: str,
+    *,
+    minimum: float | None = None,
+    above: float | None = None,
+) -> Any:
+    """A ``CommitOptions`` field: its default, Hadoop name, documentation, and the range
+    its value must be in (``minimum`` inclusive, ``above`` exclusive). Its type comes from
+    the annotation and is checked too (``__post_init__``)."""
+    return field(
+        default=default,
+        metadata={"hadoop": hadoop, "doc": doc, "minimum": minimum, "above": above},
+    )
+
+
+#: (smaller, larger): ``smaller`` may not exceed ``larger``, unless ``smaller`` is left at
+#: its default (then it yields: the limiter's floor is never above its limit)
+RELATIONS: tuple[tuple[str, str], ...] = (
+    ("min_concurrency", "concurrency"),
+    ("retry_base_delay", "retry_max_delay"),
+)
 
 
 @dataclass(frozen=True)
@@ -70,6 +95,7 @@ class CommitOptions:
         "Most store operations in flight for the job (the job limiter), shared by its rename "
         "processes and capped by what the store client serves at once; adaptive concurrency "
         "backs off from it when the store throttles.",
+        minimum=1,
     )
     adaptive_concurrency: bool = _option(
         True,
@@ -77,21 +103,33 @@ class CommitOptions:
         "Cut the in-flight limit by 30% when the store throttles; grow it back by one per "
         "window of successes (AIMD).",
     )
-    min_concurrency: int = _option(4, None, "Floor for adaptive concurrency.")
+    min_concurrency: int = _option(
+        4, None, "Floor for adaptive concurrency; at most ``concurrency``.", minimum=1
+    )
     rate_limit: float | None = _option(
-        None, "fs.azure.io.rate.limit", "Store operations per second, shared per store client."
+        None,
+        "fs.azure.io.rate.limit",
+        "Store operations per second, shared per store client.",
+        above=0,
     )
     delete_rate_limit: float | None = _option(
-        None, None, "Directory deletes per second, shared per store client."
+        None, None, "Directory deletes per second, shared per store client.", above=0
     )
     max_attempts: int = _option(
-        20, None, "Attempts per store operation, the first included, before its error surfaces."
+        20,
+        None,
+        "Attempts per store operation, the first included, before its error surfaces.",
+        minimum=1,
     )
     retry_budget_seconds: float = _option(
-        300.0, None, "Longest time one store operation may spend retrying."
+        300.0, None, "Longest time one store operation may spend retrying.", minimum=0
     )
-    retry_base_delay: float = _option(0.05, None, "First backoff delay in seconds.")
-    retry_max_delay: float = _option(20.0, None, "Largest single backoff delay in seconds.")
+    retry_base_delay: float = _option(
+        0.05, None, "First backoff delay in seconds; at most ``retry_max_delay``.", minimum=0
+    )
+    retry_max_delay: float = _option(
+        20.0, None, "Largest single backoff delay in seconds.", minimum=0
+    )
     delete_target_files: bool = _option(
         False,
         "mapreduce.manifest.committer.delete.target.files",
@@ -135,27 +173,75 @@ class CommitOptions:
     use_source_etag: bool = _option(
         True, None, "Rename with the manifest's etag as a source precondition where known."
     )
+    committer: str | None = _option(
+        None,
+        None,
+        "The committer of a new job: manifest (renames), staging, partitioned or magic (S3 "
+        "multipart uploads, nothing renamed; Hadoop's directory, partitioned, magic). Unset: "
+        "staging on S3, manifest elsewhere. A job keeps the committer it was set up with.",
+    )
+    conflict_mode: str | None = _option(
+        None,
+        "fs.s3a.committer.staging.conflict-mode",
+        "What the job commit does with output already in the destination (or, with "
+        "replace_partitions, in the partitions it writes): fail, append or replace. Unset: "
+        "append, or what the job's commit plan recorded when a commit of the job started "
+        "earlier.",
+    )
+    replace_partitions: bool | None = _option(
+        None,
+        None,
+        "Apply the conflict mode per partition: to each directory the job writes files into, "
+        "with everything below it (Hadoop's partitioned committer), not to the whole "
+        "destination. Unset: false, or what the job's commit plan recorded.",
+    )
+    tune_gc: bool = _option(
+        False,
+        None,
+        "Freeze the garbage collector's survivors and collect less often while the job "
+        "commits (a process-wide change: only for a process that exists to commit; the "
+        "rename worker processes always do).",
+    )
     processes: int = _option(
         1,
         None,
         "Worker processes for the rename stage, one event loop and store client each; 1 keeps "
         "everything in the caller's event loop, 0 means one per CPU core. The command line "
         "and the Spark driver default to 0 (DRIVER_DEFAULTS).",
+        minimum=0,
     )
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> CommitOptions:
+        # before the generated __init__: a misspelt keyword is an UnknownOption naming
+        # the closest field, not a TypeError
+        for key in kwargs:
+            if key not in _fields():
+                raise UnknownOption(key, _closest(key))
+        if len(args) > len(_fields()):
+            raise InvalidInput(f"CommitOptions takes at most {len(_fields())} values")
+        return super().__new__(cls)
+
     def __post_init__(self) -> None:
-        if self.concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, not {self.concurrency}")
-        if self.min_concurrency < 1:
-            raise ValueError(f"min_concurrency must be >= 1, not {self.min_concurrency}")
-        if self.processes < 0:
-            raise ValueError(f"processes must be >= 0, not {self.processes}")
-        if self.max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, not {self.max_attempts}")
-        for name in ("rate_limit", "delete_rate_limit"):
-            value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise ValueError(f"{name} must be positive, not {value}")
+        """Check every value against its field's type and range, then the relations
+        between fields; ``InvalidInput`` names the first that does not hold."""
+        if self.committer is not None and self.committer not in COMMITTERS:
+            raise InvalidInput(f"committer must be one of {COMMITTERS}, not {self.committer!r}")
+        if isinstance(self.conflict_mode, str):  # Hadoop reads the mode in any case
+            object.__setattr__(self, "conflict_mode", self.conflict_mode.strip().lower())
+            if self.conflict_mode not in CONFLICT_MODES:
+                choices = ", ".join(CONFLICT_MODES)
+                raise InvalidInput(
+                    f"conflict_mode must be one of {choices}, not {self.conflict_mode!r}"
+                )
+        hints = _type_hints()
+        for name, option in _fields().items():
+            value = _checked(name, hints[name], getattr(self, name), option.metadata)
+            object.__setattr__(self, name, value)
+        defaults = CommitOptions.__dataclass_fields__
+        for smaller, larger in RELATIONS:
+            low, high = getattr(self, smaller), getattr(self, larger)
+            if low > high and low != defaults[smaller].default:
+                raise InvalidInput(f"{smaller} ({low}) must not exceed {larger} ({high})")
 
     @classmethod
     def names(cls) -> dict[str, str | None]:
@@ -191,14 +277,17 @@ class CommitOptions:
 
         Raises ``UnknownOption`` for an unknown key under our prefixes, or for any unknown
         key with ``others="error"``; keys under ``handled_prefixes`` belong to the caller
-        and are skipped. ``ValueError`` for a bad value."""
+        and are skipped. ``InvalidInput`` (a ``ValueError``) for a bad value."""
         handled = tuple(handled_prefixes)
         values: dict[str, Any] = {}
         for raw_key, raw_value in settings.items():
             key = str(raw_key).strip()
             name = cls.option_for(key)
             if name is not None:
-                values[name] = _parse(_fields()[name], raw_value)
+                try:
+                    values[name] = _parse(_fields()[name], raw_value)
+                except ValueError as error:
+                    raise InvalidInput(f"{key}: {error}") from error
                 continue
             bare = key.removeprefix(SPARK_HADOOP_PREFIX)
             if handled and bare.startswith(handled):
@@ -209,6 +298,52 @@ class CommitOptions:
                 raise UnknownOption(key, _closest(bare))
         values.update(overrides)
         return cls(**values)
+
+
+def _type_name(kind: Any) -> str:
+    return " or ".join(sorted(getattr(k, "__name__", str(k)) for k in kind))
+
+
+def _checked(name: str, annotation: Any, value: Any, metadata: Mapping[str, Any]) -> Any:
+    """``value`` if it is of the field's type (an ``int`` widened to ``float``) and in its
+    range; ``InvalidInput`` otherwise. Literal types are checked as choices; a type this
+    does not know (a class) by ``isinstance``."""
+    origin = typing.get_origin(annotation)
+    members = typing.get_args(annotation) if origin in (typing.Union, types.UnionType) else ()
+    kinds = members or (annotation,)
+    if value is None:
+        if type(None) in kinds:
+            return None
+        raise InvalidInput(f"{name} must be set (not None)")
+    for kind in kinds:
+        if typing.get_origin(kind) is Literal:
+            if value in typing.get_args(kind):
+                return value
+            choices = ", ".join(repr(c) for c in typing.get_args(kind))
+            raise InvalidInput(f"{name} must be one of {choices}, not {value!r}")
+    plain = tuple(k for k in kinds if isinstance(k, type) and k is not type(None))
+    if float in plain and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    exact = isinstance(value, plain) and not (isinstance(value, bool) and bool not in plain)
+    if plain and not exact:
+        raise InvalidInput(
+            f"{name} must be {_type_name(plain)}, not {value!r} ({type(value).__name__})"
+        )
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        minimum, above = metadata.get("minimum"), metadata.get("above")
+        if isinstance(value, float) and math.isnan(value):
+            raise InvalidInput(f"{name} must be a number, not NaN")
+        if minimum is not None and not value >= minimum:
+            raise InvalidInput(f"{name} must be >= {minimum}, not {value}")
+        if above is not None and not value > above:
+            bound = "positive" if above == 0 else f"> {above}"
+            raise InvalidInput(f"{name} must be {bound}, not {value}")
+    return value
+
+
+@functools.cache
+def _type_hints() -> dict[str, Any]:
+    return typing.get_type_hints(CommitOptions)
 
 
 @functools.cache
@@ -250,11 +385,15 @@ def _parse(option: dataclasses.Field[Any], raw: object) -> Any:
             return True
         if text.lower() in ("false", "0", "no", "off"):
             return False
-        raise ValueError(f"{option.name}: not a boolean: {raw!r}")
+        raise ValueError(f"not a boolean: {raw!r}")
     if "None" in kind and text == "":
         return None
-    if kind.startswith("int"):
-        return int(text)
-    if kind.startswith("float"):
-        return float(text)
+    try:
+        if kind.startswith("int"):
+            return int(text)
+        if kind.startswith("float"):
+            return float(text)
+    except ValueError:
+        what = "an integer" if kind.startswith("int") else "a number"
+        raise ValueError(f"not {what}: {raw!r}") from None
     return text

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from aiocommit.cli import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE, parse_duration
+from aiocommit.cli.exits import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE
+from aiocommit.cli.units import parse_duration
 from tests.cli.conftest import Cli, Dest, one_error_line
 
 
@@ -70,8 +71,9 @@ def test_cleanup_one_job(cli: Cli, dest: Dest) -> None:
     assert dest.exists(f"_temporary/{second}")
     assert dest.output() == {}
     missing = cli("cleanup", dest.url, "--job-id", first)
-    assert missing.exit_code == EXIT_NOT_FOUND
-    assert "no such job" in one_error_line(missing)
+    assert missing.exit_code == 0  # as abort: idempotent
+    assert f"job {first}: nothing to clean up" in missing.stdout
+    assert cli("abort", dest.url, "--job-id", first).exit_code == 0
 
 
 def test_cleanup_older_than(cli: Cli, dest: Dest) -> None:
@@ -91,13 +93,30 @@ def test_cleanup_older_than(cli: Cli, dest: Dest) -> None:
 
 
 def test_cleanup_all(cli: Cli, dest: Dest) -> None:
-    dest.job(tasks=1, files=1)
-    dest.job(tasks=1, files=1)
-    result = cli("cleanup", dest.url, "--all")
+    old, _ = dest.job(tasks=1, files=1, job_id="job_202001010000_0001")
+    first, _ = dest.job(tasks=1, files=1)
+    second, _ = dest.job(tasks=1, files=1)
+    # set up a moment ago: their tasks may still be writing
+    kept = cli("cleanup", dest.url, "--all")
+    assert kept.exit_code == 0, kept.output
+    assert kept.stdout.count("removed ") == 1 and old in kept.stdout
+    assert kept.stdout.count("kept ") == 2 and "--min-age 0 or --force" in kept.stdout
+    assert dest.exists(f"_temporary/{first}") and dest.exists(f"_temporary/{second}")
+    assert cli("cleanup", dest.url, "--all", "--min-age", "1h").stdout.count("kept ") == 2
+    result = cli("cleanup", dest.url, "--all", "--min-age", "0s")
     assert result.exit_code == 0, result.output
     assert result.stdout.count("removed ") == 2
     assert not dest.exists("_temporary")
     assert "no jobs under" in cli("cleanup", dest.url, "--all").stdout
+
+
+def test_cleanup_all_removes_finished_jobs_of_any_age(cli: Cli, dest: Dest) -> None:
+    job_id, _ = dest.job(tasks=1, files=1)
+    assert cli("commit", dest.url, "--job-id", job_id, "--cleanup-skip").exit_code == 0
+    result = cli("cleanup", dest.url, "--all")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("removed ") == 1
+    assert not dest.exists(f"_temporary/{job_id}")
 
 
 def test_cleanup_refuses_an_unfinished_commit(cli: Cli, dest: Dest) -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from aiocommit.cli import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE, ProgressBar
+from aiocommit.cli.exits import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE
+from aiocommit.cli.progress import ProgressBar
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.success import decode_success
 from aiocommit.stages.context import Progress
@@ -16,13 +17,13 @@ from tests.cli.conftest import Cli, Dest, one_error_line
 
 def test_commit(cli: Cli, dest: Dest) -> None:
     job_id, size = dest.job(tasks=3, files=4)
-    result = cli("commit", dest.url, "--job-id", job_id)
+    result = cli("-v", "commit", dest.url, "--job-id", job_id)
     assert result.exit_code == 0, result.output
     assert f"job {job_id} committed in" in result.stdout
-    assert f"_SUCCESS of job {job_id}" in result.stdout
+    assert f"_SUCCESS of job {job_id}" in result.stdout  # -v: the full summary
     assert "job_stage_rename_files" in result.stdout
-    assert "job_stage_rename_files" in result.stderr  # the progress bar
-    assert "12/12" in result.stderr
+    assert "renaming files" in result.stderr  # the progress bar
+    assert "12/12 files" in result.stderr
     assert len(dest.output()) == 12
     assert not dest.exists("_temporary")
     success = decode_success(dest.read("_SUCCESS"))

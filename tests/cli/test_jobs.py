@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from aiocommit.cli import EXIT_NOT_FOUND, EXIT_USAGE, human_duration
+from aiocommit.cli.exits import EXIT_NOT_FOUND, EXIT_USAGE
+from aiocommit.cli.units import human_duration
 from aiocommit.engine.jobs import job_started
 from tests.cli.conftest import Cli, Dest, one_error_line
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 import pytest
 
-from aiocommit.cli import (
+from aiocommit.cli.flags import (
     COMMIT_ONLY_OPTIONS,
     build_options,
     format_default,

@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from aiocommit.cli.exits import EXIT_FAILED, EXIT_NOT_FOUND
-from aiocommit.engine.zero_rename import S3CommitterOptions, commit_s3_job, setup_s3_job
+from aiocommit.engine.s3a import S3CommitterOptions, commit_s3_job, setup_s3_job
 from aiocommit.errors import CommitError
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.success import decode_success
@@ -96,7 +96,7 @@ def test_cleanup_after_a_dead_driver(cli: Cli, s3_dest: tuple[str, str], tmp_pat
     bucket, endpoint = s3_dest
     prepare(bucket, endpoint, tmp_path)
     assert open_uploads(bucket, endpoint) == 3
-    result = cli("cleanup", f"s3://{bucket}/out", "--all")
+    result = cli("cleanup", f"s3://{bucket}/out", "--all", "--min-age", "0s")
     assert result.exit_code == 0, result.output
     assert open_uploads(bucket, endpoint) == 0
 
@@ -132,6 +132,8 @@ def test_commit_an_s3_job_left_by_a_dead_driver(
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["success"] is True and summary["already_committed"] is False
+    assert summary["tasks"] == 2  # one staging task, one magic task
+    assert summary["files"] == len(expected)
     assert _with_store(bucket, endpoint, lambda store: output(store, "/out")) == expected
     success = _with_store(bucket, endpoint, lambda store: store.read_bytes("/out/_SUCCESS"))
     assert decode_success(success).job_id == job_id
@@ -147,9 +149,10 @@ def test_commit_an_s3_job_left_by_a_dead_driver(
 def test_commit_rerun_finishes_with_the_settings_it_started_with(
     cli: Cli, s3_dest: tuple[str, str], tmp_path: Path
 ) -> None:
-    """A partitioned `replace` commit dies before deleting the old partition's file; the
-    CLI's re-run (no settings given) finishes it as `replace`, not the default `append`;
-    other settings are refused before anything changes."""
+    """A partitioned `replace` commit dies before deleting the old partition's file (the
+    new one is in: old and new side by side); the CLI's re-run (no settings given)
+    finishes it as `replace`, not the default `append`; other settings are refused before
+    anything changes."""
     bucket, endpoint = s3_dest
     new = {"p=1/new.dat": b"new"}
     replace = S3CommitterOptions(conflict_mode="replace", partitioned=True)
@@ -175,7 +178,7 @@ def test_commit_rerun_finishes_with_the_settings_it_started_with(
     job_id = _with_store(bucket, endpoint, dying_commit)
     url = f"s3://{bucket}/out"
     seen = _with_store(bucket, endpoint, lambda store: output(store, "/out"))
-    assert seen == {"p=1/old.dat": b"old", "p=2/kept.dat": b"other partition"}
+    assert seen == {"p=1/old.dat": b"old", "p=2/kept.dat": b"other partition", **new}
     other = cli(
         "commit",
         url,

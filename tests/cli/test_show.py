@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aiocommit.cli import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE
+from aiocommit.cli.exits import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE
 from tests.cli.conftest import HADOOP_MANIFEST, HADOOP_SUCCESS, Cli, Dest, one_error_line
 
 

@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from aiocommit.cli import format_default, option_flag
+from aiocommit.cli.flags import format_default, option_flag
 from aiocommit.options import CommitOptions
 from tests.docs.conftest import DOCS, options_hook
 

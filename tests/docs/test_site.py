@@ -8,9 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
-from aiocommit import cli
+from aiocommit.cli import exits, main
 from tests.docs.conftest import DOCS, ROOT
 
 
@@ -64,8 +65,8 @@ def test_nav_lists_every_page() -> None:
 
 def test_cli_page_documents_commands_and_exit_codes() -> None:
     text = (DOCS / "cli.md").read_text(encoding="utf-8")
-    for command in cli.main.commands:
+    for command in main.list_commands(click.Context(main)):
         assert f"`aiocommit {command}" in text, command
     codes = {int(code) for code in re.findall(r"^\| (\d+) \|", text, flags=re.MULTILINE)}
-    constants = {value for name, value in vars(cli).items() if name.startswith("EXIT_")}
+    constants = {value for name, value in vars(exits).items() if name.startswith("EXIT_")}
     assert codes == constants

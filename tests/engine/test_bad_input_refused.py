@@ -25,11 +25,11 @@ from aiocommit.protocol.layout import JobLayout
 from aiocommit.protocol.manifest import DirEntry, FileEntry, decode_manifest, encode_manifest
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.local import LocalStore
-from tests.helpers import exists, output, task_files, write_task
+from tests.helpers import MANIFEST, exists, output, task_files, write_task
 
 
 async def job_of(store: Store, dest: str, tasks: dict[int, dict[str, bytes]]) -> str:
-    job_id = await setup_job(dest, store=store)
+    job_id = await setup_job(dest, store=store, options=MANIFEST)
     for task, files in tasks.items():
         await commit_task(await write_task(store, dest, job_id, task, 0, files), store=store)
     return job_id
@@ -45,7 +45,7 @@ async def test_task_commit_refuses_a_link(tmp_path: Path, target: str) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.dat").write_bytes(b"secret")
-    job_id = await setup_job(dest, store=store)
+    job_id = await setup_job(dest, store=store, options=MANIFEST)
     attempt = await write_task(store, dest, job_id, 0, 0, {"a.dat": b"a"})
     link_to = outside if target == "directory" else outside / "secret.dat"
     os.symlink(link_to, attempt.path("linked"))

@@ -101,6 +101,7 @@ async def test_bad_manifest_and_abort(cloud_store_root: tuple[Store, str]) -> No
     assert not await exists(store, join(dest, "_temporary"))
 
 
+@pytest.mark.emulator  # starts its own ADLS emulator
 async def test_adls_thousand_files_under_http_faults() -> None:
     """ADLS through the real SDK: 503 ServerBusy with Retry-After and renames applied
     whose responses are dropped (500 OperationTimedOut), injected by the emulator."""
@@ -141,6 +142,7 @@ async def test_gcs_thousand_files(gcs_endpoint: str) -> None:
         assert summary.iostatistics.counters[S.COMMITTER_FILES_COMMITTED] == 1000
 
 
+@pytest.mark.emulator  # starts its own ADLS emulator
 async def test_adls_source_check_costs_one_listing_per_source_directory() -> None:
     """ADLS's rename moves a directory whole, so the job commit checks its sources first
     (#12 case 9): one listing per directory holding sources (tasks x partitions), no call

@@ -22,7 +22,7 @@ from aiocommit.stages import commit_plan
 from aiocommit.stages.job_state import read_job_record
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.faulty import Faults, FaultyStore
-from tests.helpers import exists, output, run_tasks, task_files, write_task
+from tests.helpers import MANIFEST, exists, output, run_tasks, task_files, write_task
 
 
 def failing_renames(store: Store, marker: str) -> FaultyStore:
@@ -63,7 +63,7 @@ async def directories(store: Store, root: str) -> set[str]:
 
 async def new_job(store: Store, dest: str, tag: str) -> tuple[str, dict[str, bytes]]:
     """A job whose two tasks write names no other job in these tests writes."""
-    job_id = await setup_job(dest, store=store)
+    job_id = await setup_job(dest, store=store, options=MANIFEST)
     expected: dict[str, bytes] = {}
     for task in range(2):
         files = task_files(task, 4, tag=tag)
@@ -187,7 +187,7 @@ async def test_abort_of_another_attempt_undoes_every_attempt(
     await store.write_bytes(join(dest, "old.dat"), b"old")
     job_id, _ = await run_tasks(store, dest, tasks=3, files_per_task=8)
     await part_way_commit(store, dest, job_id)
-    await setup_job(dest, job_id, attempt=1, store=store)
+    await setup_job(dest, job_id, attempt=1, store=store, options=MANIFEST)
     await abort_job(dest, job_id, attempt=1, store=store)
     assert await output(store, dest) == {"old.dat": b"old"}
     assert not await exists(store, join(dest, "_temporary"))
@@ -214,7 +214,7 @@ async def test_abort_removes_the_empty_directories_the_commit_created(
         pytest.skip("no directories on this store")
     dest = join(root, "out")
     await store.write_bytes(join(dest, "part=0", "old.dat"), b"old")
-    job_id = await setup_job(dest, store=store)
+    job_id = await setup_job(dest, store=store, options=MANIFEST)
     files = {
         "part=0/deep/a/x.dat": b"x",
         "part=1/y.dat": b"y",

@@ -7,10 +7,10 @@ from __future__ import annotations
 from aiocommit import commit_job, commit_task, setup_job
 from aiocommit.integrations.spark.paths import partition_path
 from aiocommit.protocol.layout import JobLayout
-from aiocommit.protocol.manifest import decode_manifest
+from aiocommit.protocol.manifest import TaskManifest, decode_manifest
 from aiocommit.protocol.uris import manifest_path, manifest_uri
 from aiocommit.stores.base import Store, join
-from tests.helpers import output, write_task
+from tests.helpers import MANIFEST, output, write_task
 
 NAMES = (
     "part=a b/file 1.txt",
@@ -26,10 +26,11 @@ NAMES = (
 async def test_special_names_on_every_store(any_store_root: tuple[Store, str]) -> None:
     store, root = any_store_root
     dest = join(root, "out")
-    job_id = await setup_job(dest, store=store)
+    job_id = await setup_job(dest, store=store, options=MANIFEST)
     files = {name: name.encode() for name in NAMES}
     attempt = await write_task(store, dest, job_id, 0, 0, files)
     manifest = await commit_task(attempt, store=store)
+    assert isinstance(manifest, TaskManifest)
     saved = decode_manifest(
         await store.read_bytes(
             join(JobLayout(dest, job_id).manifests_dir, manifest.task_id + "-manifest.json")

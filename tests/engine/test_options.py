@@ -117,7 +117,10 @@ def test_every_option_is_read_by_the_engine() -> None:
         "report_dir": "/reports",
         "diagnostics_dir": "/diagnostics",
         "use_source_etag": True,
+        "conflict_mode": "append",
+        "replace_partitions": False,
         "processes": 2,  # read, then the memory store stays in the caller's loop
+        "committer": "manifest",
     }
     assert set(values) == RecordingOptions.fields, "give every option a value here"
 

@@ -242,6 +242,8 @@ def test_workers_split_the_limits() -> None:
         CommitOptions(concurrency=2048, rate_limit=1000.0, processes=0), 3
     )
     assert (options.concurrency, options.rate_limit, options.processes) == (683, 1000 / 3, 1)
+    small = rename_workers.worker_options(CommitOptions(concurrency=3, min_concurrency=3), 3)
+    assert (small.concurrency, small.min_concurrency) == (1, 1), "the floor within the share"
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")

@@ -20,7 +20,7 @@ def test_spill_round_trip_and_leaves_no_file() -> None:
     scratch.close()
 
 
-def test_repeats_found_across_flushes(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_repeats_found_across_flushes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(spill, "FLUSH_AT", 1000)
     scratch = SpillFile()
     hashes = DestinationHashes(scratch)
@@ -29,5 +29,5 @@ def test_repeats_found_across_flushes(monkeypatch: pytest.MonkeyPatch) -> None:
     hashes.add([42, 7777, -5])
     hashes.add([-5])
     assert hashes._buffered < 1000, "flushed to the spill file, not held"
-    assert hashes.repeated() == {42, 7777, -5}
+    assert await hashes.repeated() == {42, 7777, -5}
     scratch.close()

@@ -57,7 +57,7 @@ async def test_wrong_file_at_destination_after_lost_response_is_an_error() -> No
     """Recovery needs the manifest's etag at the destination; anything else fails loudly."""
     from aiocommit.engine.session import open_context
     from aiocommit.errors import CommitError
-    from aiocommit.stages.rename_files import commit_file
+    from aiocommit.stages.commit_file import commit_file
 
     store = MemoryStore("wrong-dest")
     await store.write_bytes("/dest/x", b"somebody else's file")

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from aiocommit.engine.jobs import list_jobs
-from aiocommit.engine.zero_rename import (
+from aiocommit.engine.s3a import (
     S3CommitterOptions,
     abort_magic_task,
     abort_s3_job,
@@ -41,13 +41,15 @@ from aiocommit.protocol.pending import (
 from aiocommit.protocol.success import decode_success
 from aiocommit.stores.base import join
 from aiocommit.stores.faulty import Faults, FaultyStore, InjectedFailure
-from aiocommit.stores.s3 import S3Store
+from aiocommit.stores.multipart import MultipartStore
 from aiocommit.stores.wrapper import StoreWrapper
 from tests.helpers import exists, output, task_files
 from tests.s3.helpers import magic_task, outstanding, run_s3_tasks, staging_task, write_local
 
 T = TypeVar("T")
 COMMITTERS = ["staging", "magic"]
+#: (store, root) with multipart uploads: the memory store, S3 (moto)
+S3Root = tuple[MultipartStore, str]
 FAST_RETRY = CommitOptions(retry_base_delay=0.001, retry_max_delay=0.01, max_attempts=30)
 
 
@@ -57,7 +59,7 @@ def pendingset_of(dest: str, job_id: str, task: int) -> str:
 
 @pytest.mark.parametrize("committer", COMMITTERS)
 async def test_complete_and_nothing_visible_before_job_commit(
-    s3_root: tuple[S3Store, str], tmp_path: Path, committer: str
+    s3_root: S3Root, tmp_path: Path, committer: str
 ) -> None:
     store, root = s3_root
     dest = join(root, "out")
@@ -85,7 +87,7 @@ async def test_complete_and_nothing_visible_before_job_commit(
     assert summary.job_id == job_id
 
 
-async def test_multi_part_files(s3_root: tuple[S3Store, str], tmp_path: Path) -> None:
+async def test_multi_part_files(s3_root: S3Root, tmp_path: Path) -> None:
     store, root = s3_root
     dest = join(root, "big")
     job_id = await setup_s3_job(dest, store=store)
@@ -99,9 +101,7 @@ async def test_multi_part_files(s3_root: tuple[S3Store, str], tmp_path: Path) ->
     assert await output(store, dest) == files
 
 
-async def test_exclusive_failed_and_aborted_attempts(
-    s3_root: tuple[S3Store, str], tmp_path: Path
-) -> None:
+async def test_exclusive_failed_and_aborted_attempts(s3_root: S3Root, tmp_path: Path) -> None:
     store, root = s3_root
     dest = join(root, "out")
     job_id = await setup_s3_job(dest, store=store)
@@ -121,7 +121,7 @@ async def test_exclusive_failed_and_aborted_attempts(
 
 
 async def test_staging_task_dying_after_upload_aborts_its_uploads(
-    s3_root: tuple[S3Store, str], tmp_path: Path
+    s3_root: S3Root, tmp_path: Path
 ) -> None:
     store, root = s3_root
     dest = join(root, "out")
@@ -141,7 +141,7 @@ async def test_staging_task_dying_after_upload_aborts_its_uploads(
     assert await output(store, dest) == task_files(0, 4)
 
 
-async def test_last_attempt_to_commit_wins(s3_root: tuple[S3Store, str], tmp_path: Path) -> None:
+async def test_last_attempt_to_commit_wins(s3_root: S3Root, tmp_path: Path) -> None:
     store, root = s3_root
     dest = join(root, "out")
     job_id = await setup_s3_job(dest, store=store)
@@ -153,9 +153,7 @@ async def test_last_attempt_to_commit_wins(s3_root: tuple[S3Store, str], tmp_pat
 
 
 @pytest.mark.parametrize("committer", COMMITTERS)
-async def test_abort_job_before_commit(
-    s3_root: tuple[S3Store, str], tmp_path: Path, committer: str
-) -> None:
+async def test_abort_job_before_commit(s3_root: S3Root, tmp_path: Path, committer: str) -> None:
     store, root = s3_root
     dest = join(root, "out")
     await store.write_bytes(join(dest, "existing.dat"), b"keep me")
@@ -170,9 +168,7 @@ async def test_abort_job_before_commit(
     assert not await exists(store, join(dest, "_temporary"))
 
 
-async def test_abort_never_deletes_a_committed_jobs_output(
-    s3_root: tuple[S3Store, str], tmp_path: Path
-) -> None:
+async def test_abort_never_deletes_a_committed_jobs_output(s3_root: S3Root, tmp_path: Path) -> None:
     """#12 case 1 on S3: job OLD committed with its cleanup skipped; job NEW then commits
     to the same destination (its _SUCCESS replaces OLD's). OLD is still 'committed' (its
     plan says so), and its abort only cleans up: its completed files stay."""
@@ -193,9 +189,7 @@ async def test_abort_never_deletes_a_committed_jobs_output(
     assert not await exists(store, JobLayout(dest, old_id).job_dir)
 
 
-async def test_abort_after_a_partial_commit_reverts(
-    s3_root: tuple[S3Store, str], tmp_path: Path
-) -> None:
+async def test_abort_after_a_partial_commit_reverts(s3_root: S3Root, tmp_path: Path) -> None:
     store, root = s3_root
     dest = join(root, "out")
     job_id = await setup_s3_job(dest, store=store)
@@ -212,15 +206,13 @@ async def test_abort_after_a_partial_commit_reverts(
     assert await outstanding(store, root) == []
 
 
-async def _commit_counting_calls(store: S3Store, dest: str, job_id: str) -> int:
+async def _commit_counting_calls(store: MultipartStore, dest: str, job_id: str) -> int:
     counter = FaultyStore(store, Faults())
     await commit_s3_job(dest, job_id, store=counter)
     return counter.counts.calls
 
 
-async def test_rerunnable_after_a_crash_at_any_store_call(
-    s3_root: tuple[S3Store, str], tmp_path: Path
-) -> None:
+async def test_rerunnable_after_a_crash_at_any_store_call(s3_root: S3Root, tmp_path: Path) -> None:
     """A job commit that dies at its N-th store call, for every N, is finished by a re-run:
     exactly the committed output, no upload left outstanding."""
     store, root = s3_root
@@ -241,7 +233,7 @@ async def test_rerunnable_after_a_crash_at_any_store_call(
         assert await outstanding(store, dest) == [], f"crash at call {crash_at}"
 
 
-async def test_continuity(s3_root: tuple[S3Store, str], tmp_path: Path) -> None:
+async def test_continuity(s3_root: S3Root, tmp_path: Path) -> None:
     store, root = s3_root
     dest = join(root, "out")
     job_id = await setup_s3_job(dest, store=store)
@@ -261,7 +253,7 @@ async def test_continuity(s3_root: tuple[S3Store, str], tmp_path: Path) -> None:
 
 
 async def test_lost_responses_on_complete_and_abort_and_throttling(
-    s3_root: tuple[S3Store, str], tmp_path: Path
+    s3_root: S3Root, tmp_path: Path
 ) -> None:
     store, root = s3_root
     dest = join(root, "out")
@@ -294,7 +286,7 @@ async def test_lost_responses_on_complete_and_abort_and_throttling(
 
 
 async def test_cleanup_after_a_dead_driver_leaves_no_upload(
-    s3_root: tuple[S3Store, str], tmp_path: Path
+    s3_root: S3Root, tmp_path: Path
 ) -> None:
     store, root = s3_root
     dest = join(root, "out")
@@ -310,21 +302,21 @@ async def test_cleanup_after_a_dead_driver_leaves_no_upload(
 # -- bad input ------------------------------------------------------------------------
 
 
-async def _job_with_tasks(store: S3Store, dest: str, tmp: Path) -> str:
+async def _job_with_tasks(store: MultipartStore, dest: str, tmp: Path) -> str:
     job_id = await setup_s3_job(dest, store=store)
     await run_s3_tasks(store, dest, job_id, 2, 2, tmp)
     return job_id
 
 
 async def _assert_refused(
-    store: S3Store, dest: str, job_id: str, error: type[Exception], match: str
+    store: MultipartStore, dest: str, job_id: str, error: type[Exception], match: str
 ) -> None:
     with pytest.raises(error, match=match):
         await commit_s3_job(dest, job_id, store=store)
     assert await output(store, dest) == {}, "nothing completed before the refusal"
 
 
-async def test_truncated_pendingset(s3_root: tuple[S3Store, str], tmp_path: Path) -> None:
+async def test_truncated_pendingset(s3_root: S3Root, tmp_path: Path) -> None:
     store, root = s3_root
     dest = join(root, "out")
     job_id = await _job_with_tasks(store, dest, tmp_path)
@@ -336,7 +328,7 @@ async def test_truncated_pendingset(s3_root: tuple[S3Store, str], tmp_path: Path
     assert await outstanding(store, root) == [], "abort finds the truncated set's uploads"
 
 
-async def test_pendingset_of_another_job(s3_root: tuple[S3Store, str], tmp_path: Path) -> None:
+async def test_pendingset_of_another_job(s3_root: S3Root, tmp_path: Path) -> None:
     store, root = s3_root
     dest = join(root, "out")
     job_id = await _job_with_tasks(store, dest, tmp_path)
@@ -347,9 +339,7 @@ async def test_pendingset_of_another_job(s3_root: tuple[S3Store, str], tmp_path:
     await _assert_refused(store, dest, job_id, ManifestError, "of job")
 
 
-async def test_destination_outside_the_destination(
-    s3_root: tuple[S3Store, str], tmp_path: Path
-) -> None:
+async def test_destination_outside_the_destination(s3_root: S3Root, tmp_path: Path) -> None:
     store, root = s3_root
     dest = join(root, "out")
     job_id = await _job_with_tasks(store, dest, tmp_path)
@@ -363,7 +353,7 @@ async def test_destination_outside_the_destination(
     assert not await exists(store, "/root/elsewhere/f.dat")
 
 
-async def test_upload_that_no_longer_exists(s3_root: tuple[S3Store, str], tmp_path: Path) -> None:
+async def test_upload_that_no_longer_exists(s3_root: S3Root, tmp_path: Path) -> None:
     store, root = s3_root
     dest = join(root, "out")
     job_id = await _job_with_tasks(store, dest, tmp_path)
@@ -373,9 +363,7 @@ async def test_upload_that_no_longer_exists(s3_root: tuple[S3Store, str], tmp_pa
     await _assert_refused(store, dest, job_id, ManifestError, "no longer exists")
 
 
-async def test_two_tasks_claiming_one_destination(
-    s3_root: tuple[S3Store, str], tmp_path: Path
-) -> None:
+async def test_two_tasks_claiming_one_destination(s3_root: S3Root, tmp_path: Path) -> None:
     store, root = s3_root
     dest = join(root, "out")
     job_id = await setup_s3_job(dest, store=store)
@@ -388,7 +376,7 @@ async def test_two_tasks_claiming_one_destination(
 
 
 async def _each_conflict_mode(
-    store: S3Store,
+    store: MultipartStore,
     root: str,
     tmp_path: Path,
     old: dict[str, bytes],
@@ -424,9 +412,7 @@ async def _each_conflict_mode(
 
 
 @pytest.mark.parametrize("partitioned", [False, True])
-async def test_conflict_modes(
-    s3_root: tuple[S3Store, str], tmp_path: Path, partitioned: bool
-) -> None:
+async def test_conflict_modes(s3_root: S3Root, tmp_path: Path, partitioned: bool) -> None:
     store, root = s3_root
     new = {"p=1/new.dat": b"new"}
     old = {"p=1/old.dat": b"old", "p=2/other.dat": b"untouched partition"}
@@ -439,7 +425,7 @@ async def test_conflict_modes(
 
 
 async def test_partitioned_conflicts_are_whole_leaf_partitions(
-    s3_root: tuple[S3Store, str], tmp_path: Path
+    s3_root: S3Root, tmp_path: Path
 ) -> None:
     """Multi-column partitions: the partition of ``a=1/b=2/new.dat`` is ``a=1/b=2`` with
     everything below it (Hadoop: FAIL if it exists, REPLACE deletes it recursively); its
@@ -475,7 +461,7 @@ def test_options_from_hadoop_names() -> None:
         S3CommitterOptions(part_size=1024)
 
 
-async def test_magic_marker_and_pending_file(s3_root: tuple[S3Store, str]) -> None:
+async def test_magic_marker_and_pending_file(s3_root: S3Root) -> None:
     store, root = s3_root
     dest = join(root, "out")
     job_id = await setup_s3_job(dest, store=store)
@@ -497,7 +483,7 @@ class DocumentedSecondComplete(StoreWrapper):
     """moto answers a second CompleteMultipartUpload 200; S3 documents NoSuchUpload. This
     wrapper answers as documented, and loses every first complete's response."""
 
-    def __init__(self, inner: S3Store):
+    def __init__(self, inner: MultipartStore):
         super().__init__(inner)
         self.completed: set[str] = set()
 
@@ -513,7 +499,7 @@ class DocumentedSecondComplete(StoreWrapper):
 
 
 async def test_retried_complete_answered_no_such_upload_counts_as_done(
-    s3_root: tuple[S3Store, str], tmp_path: Path
+    s3_root: S3Root, tmp_path: Path
 ) -> None:
     store, root = s3_root
     dest = join(root, "out")
@@ -526,7 +512,7 @@ async def test_retried_complete_answered_no_such_upload_counts_as_done(
     assert summary.iostatistics.counters[S3.COMMITTER_COMMITS_RECOVERED] == 6
 
 
-async def test_two_drivers_committing_one_job(s3_root: tuple[S3Store, str], tmp_path: Path) -> None:
+async def test_two_drivers_committing_one_job(s3_root: S3Root, tmp_path: Path) -> None:
     """Two drivers commit the same job at once (a driver restarted while the first still
     ran): the conditional put of the plan fixes one set of pending sets; the output is
     exact and no upload is left."""
@@ -551,3 +537,43 @@ async def test_two_drivers_committing_one_job(s3_root: tuple[S3Store, str], tmp_
         await commit_s3_job(dest, job_id, store=store)
     assert await output(store, dest) == expected
     assert await outstanding(store, root) == []
+
+
+async def test_replace_by_commit_options_and_what_an_abort_cannot_restore(
+    moto_root: S3Root, tmp_path: Path
+) -> None:
+    """``CommitOptions(conflict_mode="replace")`` drives the staging committer too (the
+    shared stage): the old objects that no new one lands on go only after the uploads are
+    completed; a commit that fails while they go is aborted with exactly the deleted ones
+    named, every other old object kept and nothing of the job left."""
+    store, root = moto_root  # S3: no atomic rename, so replace deletes
+    dest = join(root, "out")
+    old = {f"p={n % 2}/old-{n}.dat": b"old %d" % n for n in range(6)}
+    for relative, data in old.items():
+        await store.write_bytes(join(dest, relative), data)
+    job_id = await setup_s3_job(dest, store=store)
+    new = {"p=0/new.dat": b"new", "p=0/old-0.dat": b"same name, new bytes"}
+    await staging_task(store, dest, job_id, 0, 0, new, tmp_path)
+    victim = "p=1/old-3.dat"
+    failing = FaultyStore(
+        store,
+        Faults(fail_paths=lambda op, path: op in ("rename", "delete") and path.endswith(victim)),
+    )
+    options = CommitOptions(conflict_mode="replace", max_attempts=1, concurrency=1)
+    with pytest.raises(CommitError, match=victim):
+        await commit_s3_job(dest, job_id, store=failing, options=options)
+    lost = await abort_s3_job(dest, job_id, store=store)
+    left = await output(store, dest)
+    if store.capabilities.atomic_rename:  # the memory store: moved aside, moved back
+        assert (lost, left) == ([], old)
+    else:
+        assert victim in left and "p=0/new.dat" not in left
+        assert left == {k: v for k, v in old.items() if k in left}
+        assert sorted(lost) == sorted(join(dest, k) for k in old if k not in left)
+        assert join(dest, "p=0/old-0.dat") in lost  # in the way of a new file: gone first
+    assert await outstanding(store, root) == []
+    # the same job shape committed whole replaces exactly
+    job_id = await setup_s3_job(dest, store=store)
+    await staging_task(store, dest, job_id, 0, 0, new, tmp_path / "again")
+    await commit_s3_job(dest, job_id, store=store, options=CommitOptions(conflict_mode="replace"))
+    assert await output(store, dest) == new

@@ -18,15 +18,37 @@ import sys
 
 import pytest
 
+from aiocommit.integrations.spark import seam
+
 #: the run itself; on a loaded 2-core machine the cluster alone can take 2 minutes
 RUN_SECONDS = 360
 
 
 @pytest.mark.timeout(RUN_SECONDS + 60)
-def test_speculation_on_a_standalone_cluster_is_exactly_once() -> None:
+@pytest.mark.parametrize(
+    "via",
+    [
+        pytest.param(
+            "format",
+            marks=pytest.mark.skipif(not seam.HAS_DATA_SOURCES, reason="needs pyspark 4"),
+        ),
+        "write",
+    ],
+)
+def test_speculation_on_a_standalone_cluster_is_exactly_once(via: str) -> None:
+    """``via``: ``format("aiocommit")`` (Spark's commit coordinator picks the attempt) or
+    ``write()`` (``mapInArrow``: the attempt whose result ``collect()`` kept)."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     process = subprocess.Popen(
-        [sys.executable, "-m", "aiocommit.stress.spark_speculation", "--rows", "30000"],
+        [
+            sys.executable,
+            "-m",
+            "aiocommit.stress.spark_speculation",
+            "--rows",
+            "30000",
+            "--via",
+            via,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -3,6 +3,7 @@ splitting and the commit/overwrite protocol against the memory and local stores.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import itertools
 import os
@@ -15,9 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from aiocommit import CommitOptions, commit_job, new_job_id
+from aiocommit import CommitOptions, new_job_id
 from aiocommit.integrations.spark import files as files_module
-from aiocommit.integrations.spark import overwrite
 from aiocommit.integrations.spark.committer import (
     TaskOutcome,
     abort_write,
@@ -350,7 +350,10 @@ async def test_abort_after_failed_overwrite_commit_keeps_old_data(url: str, tmp_
     assert not any(k.startswith("_temporary") for k in found)
 
 
-async def test_crash_between_commit_and_deletes(url: str, tmp_path: Path) -> None:
+async def test_overwrite_killed_part_way_is_finished_by_a_rerun(url: str, tmp_path: Path) -> None:
+    """The engine's replace, as a dynamic overwrite: the commit dies while the old files
+    go; nobody calls abort. A re-run of the same commit() finishes it from the record
+    in the commit plan."""
     settings = WriteSettings(url=url, partition_by=("k",), partition_overwrite_mode="dynamic")
     await seed(settings, tmp_path, {0: {"k=a/old-0.txt": "old"}, 1: {"k=b/old-1.txt": "old"}})
     job_id, results = await run_job(settings, tmp_path, {0: {"k=b/new-0.txt": "new"}})
@@ -358,56 +361,36 @@ async def test_crash_between_commit_and_deletes(url: str, tmp_path: Path) -> Non
         url=url,
         partition_by=("k",),
         partition_overwrite_mode="dynamic",
-        hooks=TestHooks(commit_fault=("delete", "old-1")),
+        hooks=TestHooks(commit_fault=("rename", "old-1")),
     )
     with pytest.raises(Exception, match="injected permanent failure"):
         await commit_write(crashing, job_id, True, results)
-    # the driver died here: nobody called abort. New and old files are both visible ...
+    # the new file is in, the old one of its partition could not go yet
     assert visible(await files_at(url)) == {
         "k=a/old-0.txt": b"old",
         "k=b/old-1.txt": b"old",
         "k=b/new-0.txt": b"new",
     }
-    # ... and a re-run of the same commit() finishes the overwrite
     await commit_write(settings, job_id, True, results)
     found = await files_at(url)
     assert visible(found) == {"k=a/old-0.txt": b"old", "k=b/new-0.txt": b"new"}
     assert not any(k.startswith("_temporary") for k in found)
 
 
-async def test_next_job_finishes_a_committed_overwrite(url: str, tmp_path: Path) -> None:
-    """The plan says "planned" but the job's _SUCCESS is in place: it did commit."""
+async def test_static_overwrite_aborted_part_way_restores_the_old_output(
+    url: str, tmp_path: Path
+) -> None:
     settings = WriteSettings(url=url)
-    await seed(settings, tmp_path, {0: {"old.txt": "old"}})
+    await seed(settings, tmp_path, {0: {"old-0.txt": "old"}, 1: {"k=b/old-1.txt": "old"}})
+    before = visible(await files_at(url))
     job_id, results = await run_job(settings, tmp_path, {0: {"new.txt": "new"}})
-    store, dest = open_store(url)
-    try:
-        await overwrite.prepare(store, dest, job_id, partitions=None, options=settings.commit)
-        await commit_job(dest, job_id, manifests=[r.manifest for r in results], store=store)
-        plan = await overwrite.read_plan(store, dest, job_id)
-        assert plan is not None and plan.state == overwrite.PLANNED
-        assert plan.files == ["old.txt"]
-    finally:
-        await store.aclose()
-    next_job = new_job_id()
-    await prepare_job(settings, next_job)  # finishes the earlier plan first
+    crashing = WriteSettings(url=url, hooks=TestHooks(commit_fault=("rename", "old-1")))
+    with pytest.raises(Exception, match="injected permanent failure"):
+        await commit_write(crashing, job_id, True, results)
+    assert await abort_write(settings, job_id, True) == "aborted"
     found = await files_at(url)
-    assert visible(found) == {"new.txt": b"new"}
-    assert not any(k.endswith(overwrite.PLAN_SUFFIX) for k in found)
-
-
-async def test_plans_of_jobs_that_may_still_run_are_left_alone(url: str, tmp_path: Path) -> None:
-    settings = WriteSettings(url=url)
-    await seed(settings, tmp_path, {0: {"old.txt": "old"}})
-    job_id, _ = await run_job(settings, tmp_path, {0: {"new.txt": "new"}})
-    store, dest = open_store(url)
-    try:
-        await overwrite.prepare(store, dest, job_id, partitions=None, options=settings.commit)
-        assert await overwrite.finish_pending(store, dest, settings.commit) == []
-        assert await overwrite.read_plan(store, dest, job_id) is not None
-    finally:
-        await store.aclose()
-    assert visible(await files_at(url)) == {"old.txt": b"old"}
+    assert visible(found) == before
+    assert not any(k.startswith("_temporary") for k in found)
 
 
 def test_memory_store_urls_share_one_store() -> None:
@@ -525,3 +508,16 @@ def test_pretty_json_lays_out_as_sparks_pretty_option() -> None:
         '      "x" : 0,\n      "y" : [ {\n        "z" : 1\n      } ]\n    }\n  },\n'
         '  "s" : { },\n  "t" : "a\\",:{["\n}'
     )
+
+
+def test_save_modes_decide_the_conflict_mode() -> None:
+    """Spark's save mode wins over a conflict mode given among the options."""
+    settings = WriteSettings.from_options(
+        {"path": "/x", "partitionBy": "k", "aiocommit.conflict_mode": "fail"}
+    )
+    assert settings.commit.conflict_mode == "fail"
+    assert settings.commit_options(False).conflict_mode == "append"
+    static = settings.commit_options(True)
+    assert (static.conflict_mode, static.replace_partitions) == ("replace", False)
+    dynamic = dataclasses.replace(settings, partition_overwrite_mode="dynamic")
+    assert dynamic.commit_options(True).replace_partitions is True

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
-import json
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -25,7 +25,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from aiocommit.integrations.spark.overwrite import PLAN_SUFFIX
+from aiocommit import abort_job, list_jobs
 from aiocommit.protocol.success import decode_success
 from tests.spark.helpers import data_files, quiet, temporary_is_clean
 
@@ -291,44 +291,46 @@ def test_commit_failing_part_way_leaves_nothing_visible(
     assert temporary_is_clean(dest)
 
 
-def test_overwrite_failing_after_commit_is_finished_by_abort(
-    spark: SparkSession, tmp_path: Path
-) -> None:
+def test_overwrite_failing_part_way_is_undone_by_abort(spark: SparkSession, tmp_path: Path) -> None:
     dest = tmp_path / "out"
-    write(frame(spark, keyed(0, 40, ["a", "b"]), SCHEMA), dest, options={"partitionBy": "k"})
-    victim = sorted(data_files(dest))[0]
+    old = keyed(0, 40, ["a", "b"])
+    write(frame(spark, old, SCHEMA), dest, options={"partitionBy": "k"})
+    snapshot = data_files(dest)
+    victim = sorted(snapshot)[-1]
     new = keyed(100, 40, ["b", "c"])
-    options = {"partitionBy": "k", "aiocommit.test.commitFault": f"delete:{victim}"}
+    # the new files are in; an old one cannot be moved aside: commit() fails
+    options = {"partitionBy": "k", "aiocommit.test.commitFault": f"rename:{victim}"}
     with quiet(spark), pytest.raises(Exception, match="injected permanent failure"):
         write(frame(spark, new, SCHEMA), dest, "overwrite", options)
-    # the job had committed, so abort() finished the overwrite instead of undoing it
-    assert read_rows(spark, dest, SCHEMA) == ordered(new)
-    assert victim not in data_files(dest)
+    # abort() undid the job and moved the old files it had moved aside back
+    assert data_files(dest) == snapshot
+    assert read_rows(spark, dest, SCHEMA) == ordered(old)
     assert temporary_is_clean(dest)
 
 
-def test_overwrite_interrupted_after_commit_is_finished_by_the_next_job(
+def test_overwrite_whose_abort_failed_is_undone_by_abort_job(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     dest = tmp_path / "out"
-    write(frame(spark, keyed(0, 40, ["a", "b"]), SCHEMA), dest, options={"partitionBy": "k"})
-    victim = sorted(data_files(dest))[0]
+    old = keyed(0, 40, ["a", "b"])
+    write(frame(spark, old, SCHEMA), dest, options={"partitionBy": "k"})
+    snapshot = data_files(dest)
+    victim = sorted(snapshot)[-1]
     new = keyed(100, 40, ["b", "c"])
     options = {
         "partitionBy": "k",
-        "aiocommit.test.commitFault": f"delete:{victim}",
-        "aiocommit.test.abortFault": f"delete:{victim}",
+        "aiocommit.test.commitFault": f"rename:{victim}",
+        "aiocommit.test.abortFault": "rename:k=c",  # moving the new files back fails
     }
     with quiet(spark), pytest.raises(Exception, match="injected permanent failure"):
         write(frame(spark, new, SCHEMA), dest, "overwrite", options)
-    # stuck half-way: every new row is visible and the old victim is still there ...
-    assert victim in data_files(dest)
-    (plan_file,) = (dest / "_temporary").glob("*" + PLAN_SUFFIX)
-    assert json.loads(plan_file.read_bytes())["state"] == "committed"
-    # ... until the next job on the destination finishes the overwrite first
-    extra = [(9999, "z", 1.0)]
-    write(frame(spark, extra, SCHEMA, slices=1), dest, options={"partitionBy": "k"})
-    assert read_rows(spark, dest, SCHEMA) == ordered(new + extra)
+    # stuck half-way, and recorded: the job is committing ...
+    (job,) = asyncio.run(list_jobs(str(dest)))
+    assert job.state == "committing"
+    # ... until an abort (aiocommit abort) finishes undoing it from its commit plan
+    assert asyncio.run(abort_job(str(dest), job.job_id)) == []
+    assert data_files(dest) == snapshot
+    assert read_rows(spark, dest, SCHEMA) == ordered(old)
     assert temporary_is_clean(dest)
 
 

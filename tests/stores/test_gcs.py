@@ -173,7 +173,9 @@ async def test_mkdirs_over_a_file(store: tuple[GcsStore, str]) -> None:
     assert caught.value.path == join(root, "f")
     with pytest.raises(AlreadyExists) as caught:
         await gcs.mkdirs(join(root, "f/below/more"))
-    assert caught.value.path == join(root, "f")
+    # the error names the directory asked for, and says where the file is
+    assert caught.value.path == join(root, "f/below/more")
+    assert f"in the way at {join(root, 'f')}" in str(caught.value)
     assert await gcs.read_bytes(join(root, "f")) == b"x"
     with pytest.raises(NotFound):
         await gcs.stat(join(root, "f/below"))

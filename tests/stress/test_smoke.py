@@ -132,6 +132,7 @@ def test_crash(tmp_path: Path) -> None:
     assert data["figures"]["correct_completions"] >= 2
 
 
+@pytest.mark.spark  # Hadoop's committer on a JVM, when the harness is here
 def test_bench_w1_small_side_by_side_with_hadoop(tmp_path: Path) -> None:
     from aiocommit.stress import hadoop
 
@@ -154,6 +155,7 @@ def test_bench_w1_small_side_by_side_with_hadoop(tmp_path: Path) -> None:
         assert data["hadoop_missing"] == hadoop.available()
 
 
+@pytest.mark.spark  # Hadoop's committer on a JVM, when the harness is here
 def test_bench_versus_plots_both_committers(tmp_path: Path) -> None:
     from aiocommit.stress import hadoop
 
@@ -267,6 +269,7 @@ def test_odd_partition_names_stay_distinct() -> None:
     assert len(names) == 100
 
 
+@pytest.mark.emulator  # the harness starts moto
 def test_s3_job_and_crash_on_moto(tmp_path: Path) -> None:
     data = run(tmp_path, "job", "--store", "s3", "--tasks", "3", "--files-per-task", "4")
     assert data["figures"]["files"] == 12 and data["figures"]["problems"] == []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
 import time
 from typing import Any
@@ -11,17 +10,15 @@ import anyio
 import click
 from rich.text import Text
 
+from aiocommit.cli.entry_points import EntryPointGroup
 from aiocommit.cli.exits import (
     EXIT_FAILED,
     EXIT_NOT_FOUND,
-    EXIT_UNAVAILABLE,
-    EXIT_USAGE,
     Problem,
-    fail,
-    leaf,
     one_line,
     open_url,
     report,
+    resume_hint,
     run_reporting,
 )
 from aiocommit.cli.flags import (
@@ -31,33 +28,41 @@ from aiocommit.cli.flags import (
     duration_flag,
     job_layout,
     job_options,
+    s3_client_options,
 )
-from aiocommit.cli.jobs import exists, read_dest_success, require_dir, scan_jobs
+from aiocommit.cli.jobs import (
+    MIN_AGE,
+    exists,
+    read_dest_success,
+    require_dir,
+    scan_jobs,
+    too_recent,
+)
 from aiocommit.cli.progress import ProgressBar
-from aiocommit.cli.render import console_for, echo_json, render_jobs, render_summary
+from aiocommit.cli.render import (
+    console_for,
+    echo_json,
+    render_brief,
+    render_jobs,
+    render_summary,
+    report_unrestorable,
+    verbose,
+)
 from aiocommit.cli.summary import decode_document, success_summary
 from aiocommit.cli.units import human_duration
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job
-from aiocommit.engine.jobs import JobInfo, job_info
-from aiocommit.engine.zero_rename import (
-    S3Uploads,
-    abort_s3_job,
-    cleanup_s3_job,
-    commit_s3_job,
-    is_zero_rename_job,
-    s3_uploads,
-)
-from aiocommit.errors import CommitError, NotFound
+from aiocommit.engine.jobs import JobInfo, job_info, remove_empty_temporary
+from aiocommit.engine.s3a import S3Uploads, s3_uploads
+from aiocommit.errors import CommitError, NotFound, first_error
 from aiocommit.observability import configure_logging
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.layout import SUCCESS, TEMPORARY, JobLayout
-from aiocommit.protocol.pending import pendingsets_dir
 from aiocommit.protocol.success import SuccessData
 from aiocommit.stores.base import join
 from aiocommit.stores.multipart import supports_multipart
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=EntryPointGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="aiocommit")
 @click.option(
     "--log-level",
@@ -73,8 +78,10 @@ def main(log_level: str | None, verbose: int) -> None:
     PATH and DEST are store URLs (file:///…, memory://NAME/…,
     abfss://FS@ACCOUNT.dfs.core.windows.net/…, gs://BUCKET/…) or local paths.
 
-    Exit codes: 0 ok, 1 failed, 2 usage error, 3 not found, 4 unavailable (packages
-    not installed), 130 interrupted.
+    Exit codes: 0 ok (also: abort or cleanup of a job that is not there, output cut
+    short by its reader), 1 failed (or refused), 2 usage error, 3 not found (the path,
+    the destination, a job to commit), 4 unavailable (packages not installed),
+    130 interrupted.
     """
     level = log_level or ("DEBUG" if verbose > 1 else "INFO" if verbose else "WARNING")
     configure_logging(level)
@@ -97,7 +104,11 @@ def demo(dest: str | None, tasks: int, files_per_task: int) -> None:
     click.echo(f"  tasks committed:  {counters.get(S.COMMITTER_TASKS_COMPLETED, 0)}")
     click.echo(f"  files committed:  {counters.get(S.COMMITTER_FILES_COMMITTED, 0)}")
     click.echo(f"  bytes committed:  {counters.get(S.COMMITTER_BYTES_COMMITTED, 0)}")
-    click.echo(f"  renames:          {counters.get(S.OP_RENAME, 0)}")
+    own = counters.get(S.OP_RENAME, 0) - counters.get(S.COMMITTER_FILES_COMMITTED, 0)
+    click.echo(
+        f"  files renamed:    {counters.get(S.COMMITTER_FILES_COMMITTED, 0)} "
+        f"(and {own} of the committer's own files)"
+    )
     click.echo(f"  _SUCCESS:         {dest_dir}/_SUCCESS ({len(summary.filenames)} file names)")
     if not summary.success:
         sys.exit(1)
@@ -141,10 +152,13 @@ def show(path: str, as_json: bool, filenames: int) -> None:
 @main.command()
 @click.argument("dest")
 @click.option("--json", "as_json", is_flag=True, help="Print the jobs as JSON.")
-def jobs(dest: str, as_json: bool) -> None:
+@commit_options(commit=False)
+def jobs(dest: str, as_json: bool, option_pairs: tuple[str, ...], **values: Any) -> None:
     """List jobs with work under DEST/_temporary: attempts, committed task manifests,
     their files' total size, age and state."""
-    store, path = open_url(dest)
+    build_options(values, option_pairs)  # refuse bad options
+    build_s3_options(option_pairs)
+    store, path = open_url(dest, s3_client_options(option_pairs))
 
     async def scan() -> tuple[list[JobInfo], S3Uploads | None]:
         try:
@@ -208,7 +222,7 @@ def commit(
     """
     options = build_options(values, option_pairs)
     s3_options = build_s3_options(option_pairs)
-    store, path = open_url(dest)
+    store, path = open_url(dest, s3_client_options(option_pairs))
     layout = job_layout(path, job_id, attempt)
     started = time.perf_counter()
     console = console_for(stderr=True)
@@ -219,28 +233,16 @@ def commit(
         try:
             success = await read_dest_success(store, path)
             already = success is not None and success.success and success.job_id == job_id
-            # on S3, the zero-rename committers' job (pending sets) or the manifest one's
-            s3 = await is_zero_rename_job(path, job_id, store=store, attempt=attempt)
-            if s3 and manifests:
-                raise Problem(EXIT_USAGE, "--manifest names manifests; this job has pending sets")
-            marker = pendingsets_dir(layout) if s3 else layout.manifests_dir
-            if not already and not await exists(store, marker):
+            if not already and not await exists(store, layout.job_attempt_dir):
                 await require_dir(store, path)
                 raise Problem(
                     EXIT_NOT_FOUND,
                     f"{store.qualify(layout.job_attempt_dir)}: no such job attempt "
                     "(nothing to commit; see `aiocommit jobs DEST`)",
                 )
-            if s3:
-                return await commit_s3_job(
-                    path,
-                    job_id,
-                    attempt=attempt,
-                    store=store,
-                    options=options,
-                    s3_options=s3_options,
-                )
-            with ProgressBar(console, enabled=not no_progress) as bar:
+            with ProgressBar(
+                console, enabled=not no_progress, follow_only={S.JOB_STAGE_CLEANUP}
+            ) as bar:
                 return await commit_job(
                     path,
                     job_id,
@@ -248,6 +250,7 @@ def commit(
                     attempt=attempt,
                     store=store,
                     options=options,
+                    s3a=s3_options,
                     progress=bar,
                 )
         finally:
@@ -256,9 +259,9 @@ def commit(
     try:
         summary = anyio.run(run)
     except (Exception, KeyboardInterrupt, BaseExceptionGroup) as error:
-        if isinstance(leaf(error), CommitError):
+        if isinstance(first_error(error), CommitError):
             click.echo(
-                f"aiocommit: error: {one_line(str(leaf(error)))}",
+                f"aiocommit: error: {one_line(str(first_error(error)))}",
                 err=True,
             )
             click.echo(
@@ -267,7 +270,7 @@ def commit(
                 err=True,
             )
             raise click.exceptions.Exit(EXIT_FAILED) from None
-        report(error, dest)
+        report(error, dest, resume=resume_hint("commit", dest, job_id))
     seconds = time.perf_counter() - started
     data = success_summary(store.qualify(layout.success_path), summary)
     if as_json:
@@ -275,8 +278,12 @@ def commit(
     else:
         out = console_for()
         verb = "was already committed" if already else f"committed in {seconds:.3f} s"
-        out.print(Text(f"job {job_id} {verb}: {store.qualify(path)}"))
-        render_summary(out, data)
+        headline = f"job {job_id} {verb}: {store.qualify(path)}"
+        if verbose():
+            out.print(Text(headline))
+            render_summary(out, data)
+        else:
+            render_brief(out, {**data, "seconds": seconds}, headline)
     if not summary.success:
         raise click.exceptions.Exit(EXIT_FAILED)
 
@@ -287,7 +294,8 @@ def commit(
 @click.option(
     "--keep-renames",
     is_flag=True,
-    help="Do not move back files that an unfinished job commit already renamed.",
+    help="Keep what an unfinished job commit already put in place (renamed files; on S3 "
+    "completed uploads) instead of undoing it.",
 )
 @commit_options(commit=False)
 def abort(
@@ -302,44 +310,41 @@ def abort(
     temporary files. A committed job is only cleaned up."""
     options = build_options(values, option_pairs)
     s3_options = build_s3_options(option_pairs)
-    store, path = open_url(dest)
+    store, path = open_url(dest, s3_client_options(option_pairs))
     layout = job_layout(path, job_id, attempt)
+    lost: list[str] = []
 
     async def run() -> str | None:
         try:
             await require_dir(store, path)
             found = await job_info(path, job_id, store=store)
-            if found is None:
-                return None  # never set up, or already aborted or cleaned up: idempotent
-            if await is_zero_rename_job(path, job_id, store=store, attempt=attempt):
-                await abort_s3_job(
+            if found is None:  # never set up, or already aborted or cleaned up: idempotent
+                # a cleanup killed after removing the job's directory left _temporary
+                await remove_empty_temporary(path, store=store, options=options)
+                return None
+            with ProgressBar(console_for(stderr=True)) as bar:
+                lost[:] = await abort_job(
                     path,
                     job_id,
                     attempt=attempt,
                     store=store,
                     options=options,
-                    s3_options=s3_options,
-                )
-            else:
-                await abort_job(
-                    path,
-                    job_id,
-                    attempt=attempt,
-                    store=store,
-                    options=options,
+                    s3a=s3_options,
                     undo_renames=not keep_renames,
+                    progress=bar,
                 )
             return found.state
         finally:
             await store.aclose()
 
-    state = run_reporting(run, dest)
+    state = run_reporting(run, dest, resume=resume_hint("abort", dest, job_id))
     if state is None:
         where = store.qualify(layout.job_dir)
         click.echo(f"job {job_id}: nothing to abort ({where} does not exist)")
         return
     what = "was committed; cleaned up" if state == "committed" else "aborted"
     click.echo(f"job {job_id} {what}: {store.qualify(layout.job_dir)} removed")
+    report_unrestorable(lost, store.qualify)
 
 
 @main.command()
@@ -352,13 +357,28 @@ def abort(
     help="Only jobs older than this (e.g. 2h, 3d, 1h30m); the age comes from the job ID's "
     "timestamp, or on a local store the job directory's modification time.",
 )
-@click.option("--all", "all_jobs", is_flag=True, help="Every job under DEST/_temporary.")
+@click.option(
+    "--all",
+    "all_jobs",
+    is_flag=True,
+    help="Every job under DEST/_temporary; a job not known finished (set up, its tasks "
+    "may still be writing) only once older than --min-age.",
+)
+@click.option(
+    "--min-age",
+    metavar="DURATION",
+    callback=duration_flag,
+    help=f"With --all: keep jobs not known finished that are younger than this "
+    f"[default: {human_duration(MIN_AGE)}]; 0 removes them whatever their age.",
+)
 @click.option("--dry-run", is_flag=True, help="Print what would be removed; remove nothing.")
 @click.option(
     "--force",
     is_flag=True,
     help="Also remove jobs whose commit started and did not finish (their output is then "
-    "partly visible and can no longer be finished or undone).",
+    "partly visible and can no longer be finished or undone; old output a replacing "
+    "commit had moved aside into the job's directory is deleted with it), and with --all "
+    "recent jobs not known finished.",
 )
 @commit_options(commit=False)
 def cleanup(
@@ -366,6 +386,7 @@ def cleanup(
     job_id: str | None,
     older_than: float | None,
     all_jobs: bool,
+    min_age: float | None,
     dry_run: bool,
     force: bool,
     option_pairs: tuple[str, ...],
@@ -379,7 +400,7 @@ def cleanup(
         raise click.UsageError("--job-id and --all exclude each other")
     options = build_options(values, option_pairs)
     s3_options = build_s3_options(option_pairs)
-    store, path = open_url(dest)
+    store, path = open_url(dest, s3_client_options(option_pairs))
     if job_id is not None:
         job_layout(path, job_id)
     console = console_for()
@@ -389,11 +410,12 @@ def cleanup(
             found = await scan_jobs(store, path)
             if job_id is not None:
                 found = [job for job in found if job.job_id == job_id]
-                if not found:
-                    raise Problem(
-                        EXIT_NOT_FOUND,
-                        f"{store.qualify(JobLayout(path, job_id).job_dir)}: no such job",
+                if not found:  # as abort: nothing left is what cleanup wants
+                    where = store.qualify(JobLayout(path, job_id).job_dir)
+                    console.print(
+                        Text(f"job {job_id}: nothing to clean up ({where} does not exist)")
                     )
+                    return 0
             now = time.time()
             refused = 0
             for job in found:
@@ -412,23 +434,39 @@ def cleanup(
                         err=True,
                     )
                     continue
+                if too_recent(job, age, all_jobs=all_jobs, min_age=min_age, force=force):
+                    reason = "age unknown" if age is None else f"age {human_duration(age)}"
+                    console.print(
+                        Text(
+                            f"kept {where} ({job.state}, {reason}: its tasks may still be "
+                            f"writing; --min-age 0 or --force removes it)"
+                        )
+                    )
+                    continue
                 if dry_run:
                     console.print(Text(f"would remove {where} (age {human_duration(age)})"))
                     continue
-                if supports_multipart(store):  # S3: also aborts open uploads
-                    await cleanup_s3_job(
-                        path, job.job_id, store=store, options=options, s3_options=s3_options
+                with ProgressBar(console_for(stderr=True)) as bar:
+                    await cleanup_job(
+                        path,
+                        job.job_id,
+                        store=store,
+                        options=options,
+                        s3a=s3_options,
+                        progress=bar,
                     )
-                else:
-                    await cleanup_job(path, job.job_id, store=store, options=options)
                 console.print(Text(f"removed {where} (age {human_duration(age)})"))
             if not found:
                 console.print(Text(f"no jobs under {store.qualify(join(path, TEMPORARY))}"))
+            # a cleanup killed after removing the last job's directory left _temporary
+            tidy = job_id is None and not dry_run
+            if tidy and await remove_empty_temporary(path, store=store, options=options):
+                console.print(Text(f"removed {store.qualify(join(path, TEMPORARY))} (empty)"))
             return refused
         finally:
             await store.aclose()
 
-    if run_reporting(run, dest):
+    if run_reporting(run, dest, resume=resume_hint("cleanup", dest, job_id)):
         raise click.exceptions.Exit(EXIT_FAILED)
 
 
@@ -441,29 +479,3 @@ def _s3_facts(uploads: S3Uploads | None, job_id: str) -> dict[str, Any]:
         "pending_files": facts.files,
         "outstanding_uploads": len(facts.upload_ids & uploads.outstanding),
     }
-
-
-def _load_stress() -> click.Command:
-    """``aiocommit.stress.cli.main``, imported only when ``stress`` runs (needs ``[stress]``)."""
-    module = importlib.import_module("aiocommit.stress.cli")
-    command = getattr(module, "main", None)
-    if not isinstance(command, click.Command):
-        raise ImportError("aiocommit.stress.cli.main is not a click command")
-    return command
-
-
-@main.command(
-    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
-    add_help_option=False,
-)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def stress(args: tuple[str, ...]) -> None:
-    """Run the stress harness (python -m stress); arguments are passed on, try --help."""
-    try:
-        stress_main = _load_stress()
-    except ImportError as error:
-        fail(
-            EXIT_UNAVAILABLE,
-            f"the stress harness needs its extra ({error}): pip install 'aiocommit[stress]'",
-        )
-    stress_main.main(args=list(args), prog_name="aiocommit stress", standalone_mode=True)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import NoReturn, TypeVar
+import os
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, NoReturn, TypeVar
 
 import anyio
 import click
 
-from aiocommit.errors import AiocommitError, NotFound
+from aiocommit.errors import AiocommitError, InvalidInput, MissingExtra, NotFound, first_error
 from aiocommit.stores.base import Store
-from aiocommit.stores.registry import open_store
+from aiocommit.stores.registry import EXTRAS, open_store
 
 T = TypeVar("T")
 
@@ -21,8 +23,19 @@ EXIT_NOT_FOUND = 3
 EXIT_UNAVAILABLE = 4
 EXIT_INTERRUPTED = 130
 
-#: URL scheme -> the pip extra that installs its adapter's packages
-_EXTRAS = {"abfs": "azure", "abfss": "azure", "gs": "gcs"}
+
+class CommandGroup(click.Group):
+    """The ``aiocommit`` group: output cut short by its reader (``aiocommit show … | head``)
+    ends the command with exit 0, as other Unix tools do, not click's exit 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            # nothing more can be written; keep the interpreter's final flush quiet too
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise click.exceptions.Exit(EXIT_OK) from None
 
 
 class Problem(Exception):
@@ -34,12 +47,6 @@ class Problem(Exception):
         self.message = message
 
 
-def leaf(error: BaseException) -> BaseException:
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:
-        error = error.exceptions[0]
-    return error
-
-
 def one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -49,22 +56,30 @@ def fail(code: int, message: str) -> NoReturn:
     raise click.exceptions.Exit(code)
 
 
-def report(error: BaseException, target: str) -> NoReturn:
-    """Print ``error`` in one line naming the path, and exit with its code."""
-    error = leaf(error)
+def report(error: BaseException, target: str, *, resume: str | None = None) -> NoReturn:
+    """Print ``error`` in one line naming the path, and exit with its code. ``resume``
+    tells an interrupted user how to finish or undo what was under way."""
+    error = first_error(error)
     if isinstance(error, Problem):
         fail(error.code, error.message)
     if isinstance(error, KeyboardInterrupt):
-        fail(EXIT_INTERRUPTED, "interrupted")
+        click.echo("aiocommit: error: interrupted", err=True)
+        if resume:
+            click.echo(f"aiocommit: hint: {resume}", err=True)
+        raise click.exceptions.Exit(EXIT_INTERRUPTED)
     path = getattr(error, "path", None)
     where = "" if path else f"{target}: "
     if isinstance(error, NotFound):
         fail(EXIT_NOT_FOUND, f"{where}not found: {error}")
+    if isinstance(error, MissingExtra):
+        fail(EXIT_UNAVAILABLE, f"{target}: {error}")
+    if isinstance(error, InvalidInput):
+        fail(EXIT_USAGE, f"{where}{error}")
     if isinstance(error, AiocommitError):
         fail(EXIT_FAILED, f"{where}{error}")
     if isinstance(error, ModuleNotFoundError):
         scheme = target.partition("://")[0] if "://" in target else "file"
-        extra = _EXTRAS.get(scheme)
+        extra = EXTRAS.get(scheme)
         hint = f"; install them with: pip install 'aiocommit[{extra}]'" if extra else ""
         fail(
             EXIT_UNAVAILABLE,
@@ -78,17 +93,44 @@ def report(error: BaseException, target: str) -> NoReturn:
     raise error
 
 
-def run_reporting(function: Callable[[], Awaitable[T]], target: str) -> T:
-    """Run a coroutine function; any failure is reported in one line and ends the command."""
+def run_reporting(
+    function: Callable[[], Awaitable[T]], target: str, *, resume: str | None = None
+) -> T:
+    """Run a coroutine function; any failure is reported in one line and ends the command
+    (``resume``: see ``report``)."""
     try:
         return anyio.run(function)
     except (Exception, KeyboardInterrupt, BaseExceptionGroup) as error:
-        report(error, target)
+        report(error, target, resume=resume)
 
 
-def open_url(url: str) -> tuple[Store, str]:
+def resume_hint(command: str, dest: str, job_id: str | None) -> str:
+    """What to run after an interrupted ``commit``, ``abort`` or ``cleanup``."""
+    job = f" --job-id {job_id}" if job_id else ""
+    if command == "commit":
+        return (
+            f"nothing is lost: re-run the same command to finish the commit, or "
+            f"`aiocommit abort {dest}{job}` to undo it"
+        )
+    return f"re-run the same command to finish the {command}"
+
+
+def open_url(url: str, s3_client: Mapping[str, str] | None = None) -> tuple[Store, str]:
+    """The store of ``url`` and the path in it; ``s3_client``: ``fs.s3a.*`` settings of
+    an S3 destination's client (a usage error for another scheme)."""
+    store: Store
     try:
-        store, path = open_store(url)
-    except (ValueError, ModuleNotFoundError) as error:
+        if s3_client:
+            if url.partition("://")[0].lower() not in ("s3", "s3a"):
+                raise click.UsageError(
+                    f"--option {sorted(s3_client)[0]}: fs.s3a.* client settings apply to "
+                    "s3:// and s3a:// destinations only"
+                )
+            from aiocommit.stores.s3 import open_s3
+
+            store, path = open_s3(url, s3_client)
+        else:
+            store, path = open_store(url)
+    except (AiocommitError, ValueError, ModuleNotFoundError) as error:
         report(error, url)
     return store, path.rstrip("/") or "/"

@@ -10,9 +10,10 @@ from typing import Any, TypeVar
 import click
 
 from aiocommit.cli.units import parse_duration
-from aiocommit.engine.zero_rename import S3CommitterOptions
-from aiocommit.options import DRIVER_DEFAULTS, CommitOptions, UnknownOption
+from aiocommit.engine.s3a import S3CommitterOptions
+from aiocommit.options import CONFLICT_MODES, DRIVER_DEFAULTS, CommitOptions, UnknownOption
 from aiocommit.protocol.layout import JobLayout
+from aiocommit.stores.s3_settings import CLIENT_KEYS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -30,8 +31,14 @@ COMMIT_ONLY_OPTIONS = frozenset(
         "diagnostics_dir",
         "use_source_etag",
         "processes",
+        "tune_gc",
+        "conflict_mode",
+        "replace_partitions",
     }
 )
+
+#: options whose values are one of a few words
+CHOICES = {"conflict_mode": CONFLICT_MODES}
 
 
 def _kind(field: dataclasses.Field[Any]) -> str:
@@ -77,7 +84,8 @@ def commit_options(*, commit: bool) -> Callable[[F], F]:
         for field in reversed(option_fields(commit=commit)):
             hadoop = field.metadata["hadoop"]
             doc = field.metadata["doc"]
-            help_text = f"{doc} [default: {format_default(field.default)}]" + (
+            default = DRIVER_DEFAULTS.get(field.name, field.default)  # what the CLI uses
+            help_text = f"{doc} [default: {format_default(default)}]" + (
                 f" (Hadoop: {hadoop})" if hadoop else ""
             )
             flag = option_flag(field.name)
@@ -85,6 +93,14 @@ def commit_options(*, commit: bool) -> Callable[[F], F]:
             if kind == "bool":
                 decorator = click.option(
                     f"{flag}/--no-{flag[2:]}", field.name, default=None, help=help_text
+                )
+            elif field.name in CHOICES:
+                decorator = click.option(
+                    flag,
+                    field.name,
+                    type=click.Choice(CHOICES[field.name], case_sensitive=False),
+                    default=None,
+                    help=help_text,
                 )
             else:
                 types: dict[str, Any] = {
@@ -143,13 +159,25 @@ def build_options(values: Mapping[str, Any], pairs: Sequence[str]) -> CommitOpti
 
 def build_s3_options(pairs: Sequence[str]) -> S3CommitterOptions | None:
     """The S3 committers' settings from ``--option fs.s3a.…=VALUE`` pairs, None without
-    any; ``click.UsageError`` for an unknown ``fs.s3a.*`` key or a bad value."""
+    any; ``click.UsageError`` for an unknown ``fs.s3a.*`` key or a bad value. The S3
+    client's settings (``fs.s3a.endpoint`` ...) are ``s3_client_options``'."""
     try:
-        return S3CommitterOptions.from_settings(_settings(pairs))
+        return S3CommitterOptions.from_settings(_settings(pairs), others=CLIENT_KEYS)
     except UnknownOption as error:
         raise click.UsageError(f"--option {error}") from None
     except (ValueError, TypeError) as error:
         raise click.UsageError(f"bad option value: {error}") from None
+
+
+def s3_client_options(pairs: Sequence[str]) -> dict[str, str]:
+    """The S3 client's settings among ``--option`` pairs (``fs.s3a.endpoint``,
+    ``fs.s3a.path.style.access`` ...; ``spark.hadoop.`` dropped)."""
+    found: dict[str, str] = {}
+    for key, value in _settings(pairs).items():
+        bare = key.removeprefix("spark.hadoop.")
+        if bare in CLIENT_KEYS:
+            found[bare] = value
+    return found
 
 
 def duration_flag(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:

@@ -51,6 +51,26 @@ async def require_dir(store: Store, path: str) -> None:
         raise Problem(EXIT_NOT_FOUND, f"{store.qualify(path)}: not a directory")
 
 
+#: ``cleanup --all`` keeps a job not known finished until it is this old (seconds)
+MIN_AGE = 3600.0
+#: states after which nothing writes into a job's directory any more
+FINISHED = ("committed", "aborted")
+
+
+def too_recent(
+    job: JobInfo, age: float | None, *, all_jobs: bool, min_age: float | None, force: bool
+) -> bool:
+    """Whether ``cleanup --all`` keeps ``job``: not known finished, and younger than
+    ``min_age`` (``MIN_AGE`` by default) or of unknown age, without ``--force``. A job
+    named by ``--job-id`` or chosen by ``--older-than`` is the user's explicit choice."""
+    if not all_jobs or force or job.state in FINISHED:
+        return False
+    limit = MIN_AGE if min_age is None else min_age
+    if limit <= 0:
+        return False
+    return age is None or age < limit
+
+
 async def scan_jobs(store: Store, dest: str) -> list[JobInfo]:
     """Every job under ``DEST/_temporary`` with its state from its durable record
     (``aiocommit.list_jobs``), oldest first (unknown ages last)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import click
@@ -13,12 +13,29 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from aiocommit.cli.progress import stage_label
 from aiocommit.cli.units import human_bytes, human_duration
 from aiocommit.engine.jobs import JobInfo
 
 
+def verbose() -> bool:
+    """Whether the command runs with ``-v`` (or a ``--log-level`` of INFO or DEBUG)."""
+    context = click.get_current_context(silent=True)
+    if context is None:
+        return False
+    params = context.find_root().params
+    level = str(params.get("log_level") or "").upper()
+    return bool(params.get("verbose")) or level in ("INFO", "DEBUG")
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # rich would exit 1; the command group ends a cut-short output with 0
+        raise BrokenPipeError
+
+
 def console_for(*, stderr: bool = False) -> Console:
-    console = Console(stderr=stderr, highlight=False, soft_wrap=False)
+    console = _Console(stderr=stderr, highlight=False, soft_wrap=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = 200  # piped or captured: do not fold tables at 80 columns
     return console
@@ -66,9 +83,13 @@ def render_summary(console: Console, summary: Mapping[str, Any], *, filenames: i
             ("committer", summary["committer"]),
             ("date", summary["date"]),
             ("host", summary["hostname"]),
-            ("tasks", summary["tasks"]),
+            ("tasks", f"{summary['tasks']:,}"),
             ("files", f"{summary['files']:,}"),
             ("bytes", f"{summary['bytes']:,} ({human_bytes(summary['bytes'])})"),
+            ("commit time", _seconds_text(summary["commit_seconds"])),
+            ("cleanup", _cleanup_text(summary)),
+            ("rename processes", summary["rename_processes"]),
+            ("peak in flight", _in_flight_text(summary)),
             ("directories created", summary["directories_created"]),
             ("task directories", summary["task_directories"]),
         ]
@@ -115,6 +136,51 @@ def render_summary(console: Console, summary: Mapping[str, Any], *, filenames: i
             console.print(Text(f"  ... {len(names) - filenames} more (--json lists them all)"))
 
 
+def _seconds_text(seconds: float | None) -> str | None:
+    return None if seconds is None else f"{seconds:,.3f} s"
+
+
+def _cleanup_text(summary: Mapping[str, Any]) -> str:
+    if summary["cleanup_seconds"] is not None:
+        return f"{summary['cleanup_seconds']:,.3f} s"
+    return "after _SUCCESS was written (timed in the summary report, --report-dir)"
+
+
+def _in_flight_text(summary: Mapping[str, Any]) -> str | None:
+    peak, limit = summary["peak_in_flight"], summary["concurrency_limit"]
+    if peak is None:
+        return None
+    return f"{peak:,} store calls" + (f" (limit {limit:,})" if limit else "")
+
+
+def _rate(count: int, seconds: float) -> str:
+    return f"{count / seconds:,.0f}/s" if seconds > 0 else "-"
+
+
+def render_brief(console: Console, summary: Mapping[str, Any], headline: str) -> None:
+    """A commit's outcome in a few lines, the headline last so it stays on screen:
+    files, bytes, tasks and rates; the time of each stage that took any. The full table:
+    ``render_summary`` (``-v``) or ``--json``."""
+    seconds = summary.get("seconds") or summary.get("commit_seconds") or 0.0
+    files, size = summary["files"], summary["bytes"]
+    console.print(
+        Text(
+            f"  {files:,} files, {human_bytes(size)} from {summary['tasks']:,} tasks; "
+            f"{_rate(files, seconds)} files, {human_bytes(int(size / seconds)) if seconds else '-'}"
+            "/s"
+        )
+    )
+    stages = [
+        f"{stage_label(row['name'])} {row['total'] / 1000:,.2f} s"
+        for row in summary["stages"]
+        if row["name"].startswith("job_stage_") and row["total"]
+    ]
+    if stages:
+        console.print(Text("  " + ", ".join(stages)))
+    console.print(Text(f"  {summary['path']}  (-v or --json: every statistic)"))
+    console.print(Text(headline, style="bold"))
+
+
 def echo_json(data: object) -> None:
     click.echo(json.dumps(data, indent=2))
 
@@ -142,3 +208,18 @@ def render_jobs(console: Console, found: Sequence[JobInfo], now: float) -> None:
             Text(job.state),
         )
     console.print(table)
+
+
+def report_unrestorable(lost: list[str], qualify: Callable[[str], str]) -> None:
+    """Name, on stderr, every old file an aborted ``replace`` deleted and could not
+    restore (stores without atomic rename delete the old output, they cannot move it)."""
+    if not lost:
+        return
+    click.echo(
+        f"aiocommit: warning: the aborted commit had replaced the destination's old output; "
+        f"{len(lost)} old file(s) were deleted (this store has no atomic rename to move them "
+        "aside) and cannot be restored:",
+        err=True,
+    )
+    for path in lost:
+        click.echo(f"  {qualify(path)}", err=True)

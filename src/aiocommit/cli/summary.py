@@ -36,6 +36,15 @@ def _extreme(values: Mapping[str, int], key: str) -> int | None:
     return value if value is not None and value >= 0 else None
 
 
+def _total_ms(stats: IOStatisticsSnapshot, name: str) -> float | None:
+    mean = _mean(stats, name)
+    return None if mean is None else mean[0] * mean[1]
+
+
+def _seconds(millis: float | None) -> float | None:
+    return None if millis is None else round(millis / 1000, 3)
+
+
 def statistics_rows(stats: IOStatisticsSnapshot, *, stages: bool) -> list[dict[str, Any]]:
     """One row per statistic that happened (non-zero count, failures or samples), stages
     only or everything else: count, failures, mean, min and max (``None`` when unset)."""
@@ -70,6 +79,8 @@ def success_summary(path: str, success: SuccessData) -> dict[str, Any]:
     stats = success.iostatistics
     counters = stats.counters
     tasks = counters.get(S.COMMITTER_TASKS_COMPLETED) or counters.get(S.TASK_STAGE_COMMIT, 0)
+    gauges = stats.gauges
+    commit_ms = _total_ms(stats, S.COMMITTER_COMMIT_JOB) or gauges.get(S.JOB_COMMIT_ELAPSED_MS)
     state = success.state if isinstance(success.state, str) else None
     stage = success.stage if isinstance(success.stage, str) else None
     return {
@@ -86,6 +97,12 @@ def success_summary(path: str, success: SuccessData) -> dict[str, Any]:
         "tasks": tasks,
         "files": counters.get(S.COMMITTER_FILES_COMMITTED, 0),
         "bytes": counters.get(S.COMMITTER_BYTES_COMMITTED, 0),
+        "commit_seconds": None if commit_ms is None else round(commit_ms / 1000, 3),
+        # a _SUCCESS is written before cleanup: only the summary report times it
+        "cleanup_seconds": _seconds(_total_ms(stats, S.JOB_STAGE_CLEANUP)),
+        "rename_processes": gauges.get(S.JOB_RENAME_PROCESSES),
+        "peak_in_flight": gauges.get(S.STORE_IO_CONCURRENCY_PEAK),
+        "concurrency_limit": gauges.get(S.STORE_IO_CONCURRENCY_LIMIT),
         "directories_created": counters.get(S.COMMITTER_DIRECTORIES_CREATED),
         "task_directories": counters.get(S.COMMITTER_TASK_DIRECTORY_COUNT, 0),
         "filenames": list(success.filenames),

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 
 from aiocommit.engine.session import open_operations
-from aiocommit.errors import ManifestError, NotFound
+from aiocommit.errors import ManifestError, NotEmpty, NotFound
 from aiocommit.io.operations import StoreOperations
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
@@ -84,6 +84,19 @@ async def job_info(
     """One job's ``JobInfo``, or None when it has no directory."""
     async with open_operations(dest, store=store, options=options) as (ops, path):
         return await _job(_context(ops, path, job_id), await _success_job(ops, path))
+
+
+async def remove_empty_temporary(
+    dest: str, *, store: Store | None = None, options: CommitOptions | None = None
+) -> bool:
+    """Remove ``DEST/_temporary`` if it holds nothing: what a cleanup killed after
+    deleting the last job's directory leaves (on S3 a zero-byte ``_temporary/`` marker).
+    Returns whether it was removed."""
+    async with open_operations(dest, store=store, options=options) as (ops, path):
+        try:
+            return await ops.delete(join(path, TEMPORARY), recursive=False)
+        except (NotEmpty, NotFound):
+            return False
 
 
 async def _list_jobs(ops: StoreOperations, dest: str) -> list[JobInfo]:

@@ -1,8 +1,8 @@
 """What every job commit reports, whichever committer ran it: the ``_SUCCESS`` summary's
 diagnostics, the job's combined statistics and the record of a failure.
 
-Shared by the manifest committer (``engine.job``) and the zero-rename committers
-(``engine.zero_rename``), so both summaries carry the same keys.
+Used by the job-commit frame every committer shares (``engine.commit_frame``), so every
+summary carries the same keys.
 """
 
 from __future__ import annotations

@@ -1,46 +1,21 @@
-"""The task side: ``setup_task``, ``commit_task``, ``abort_task``."""
+"""The task side, on every store: ``setup_task``, ``commit_task``, ``abort_task``.
+
+A task attempt writes its output through ``TaskAttempt.write_bytes`` or
+``TaskAttempt.open``, wherever its job's committer needs it.
+"""
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
-
+from aiocommit.engine.committer import Committer, TaskAttempt, name_attempt, open_attempt
+from aiocommit.engine.factory import job_committer
+from aiocommit.engine.manifest import ManifestCommitter
 from aiocommit.engine.session import open_context
-from aiocommit.errors import CommitError
 from aiocommit.options import CommitOptions
-from aiocommit.protocol.ids import attempt_ids
-from aiocommit.protocol.layout import JobLayout
 from aiocommit.protocol.manifest import TaskManifest
-from aiocommit.stages.context import StageContext
-from aiocommit.stages.task import abort_task_stage, commit_task_stage, setup_task_stage
-from aiocommit.stores.base import Store, join
+from aiocommit.protocol.pending import PendingSet
+from aiocommit.stores.base import Store
 
-
-@dataclass(frozen=True)
-class TaskAttempt:
-    """One attempt of one task: where it writes, and the IDs its manifest carries.
-
-    ``dest`` is the destination's URL (so the attempt can be committed from another
-    process); ``dest_path`` the same directory as a path of its store.
-    """
-
-    dest: str
-    dest_path: str
-    job_id: str
-    task_id: str
-    task_attempt_id: str
-    job_attempt: int = 0
-
-    @property
-    def work_dir(self) -> str:
-        """The attempt's working directory: a store path; write output below it with the
-        layout it must have under the destination."""
-        layout = JobLayout(self.dest_path, self.job_id, self.job_attempt)
-        return layout.task_attempt_dir(self.task_attempt_id)
-
-    def path(self, relative: str) -> str:
-        """The store path for output that will land at ``DEST/relative``."""
-        return join(self.work_dir, relative)
+__all__ = ["TaskAttempt", "abort_task", "commit_task", "setup_task", "task_attempt"]
 
 
 def task_attempt(
@@ -51,11 +26,20 @@ def task_attempt(
     attempt: int | str = 0,
     *,
     job_attempt: int = 0,
+    committer: Committer | None = None,
 ) -> TaskAttempt:
     """Name a task attempt. ``task`` is a task ID or a partition number (giving a Hadoop
-    style ID); ``attempt`` an attempt number or a full attempt ID."""
-    task_id, attempt_id = attempt_ids(job_id, task, attempt)
-    return TaskAttempt(dest, dest_path, job_id, task_id, attempt_id, job_attempt)
+    style ID); ``attempt`` an attempt number or a full attempt ID. ``committer``: the
+    job's (the manifest committer by default)."""
+    return name_attempt(
+        dest,
+        dest_path,
+        job_id,
+        task,
+        attempt,
+        job_attempt=job_attempt,
+        committer=committer or ManifestCommitter(),
+    )
 
 
 async def setup_task(
@@ -68,22 +52,23 @@ async def setup_task(
     store: Store | None = None,
     options: CommitOptions | None = None,
 ) -> TaskAttempt:
-    """Create the attempt's working directory; the job must have been set up."""
+    """Set a task attempt up for its job's committer (the job must have been set up):
+    its working directory (manifest), local directory (staging), or nothing (magic)."""
     async with open_context(
         dest, job_id, attempt=job_attempt, store=store, options=options
     ) as context:
+        committer = await job_committer(context, context.options)
         path = context.layout.dest
         named = task_attempt(
-            context.qualify(path), path, job_id, task, attempt, job_attempt=job_attempt
+            context.qualify(path),
+            path,
+            job_id,
+            task,
+            attempt,
+            job_attempt=job_attempt,
+            committer=committer,
         )
-        if await context.ops.stat_or_none(context.layout.manifests_dir) is None:
-            raise CommitError(
-                "job is not set up (or was committed or aborted): no manifests directory",
-                stage="task_stage_setup",
-                path=context.layout.manifests_dir,
-            )
-        await setup_task_stage(context, named.work_dir)
-        return named
+        return await committer.setup_task(context, named)
 
 
 async def commit_task(
@@ -91,11 +76,15 @@ async def commit_task(
     *,
     store: Store | None = None,
     options: CommitOptions | None = None,
-) -> TaskManifest:
-    """Scan the attempt's output in parallel and save its manifest as the task's
-    committed manifest, replacing an earlier attempt's: the last to commit wins."""
-    async with _attempt_context(attempt, store, options) as context:
-        return await commit_task_stage(context, attempt.task_id, attempt.task_attempt_id)
+    per_attempt: bool = False,
+) -> TaskManifest | PendingSet:
+    """Commit the attempt: save its record (the manifest committer: a manifest listing
+    its files; the S3A committers: a pending set of its uploads), replacing an earlier
+    attempt's: the last to commit wins. ``per_attempt``: also under the attempt's own
+    name (``committed_name``), for a caller that picks the winning attempts itself and
+    commits exactly those."""
+    async with open_attempt(attempt, store, options) as context:
+        return await attempt.committer.commit_task(context, attempt, per_attempt=per_attempt)
 
 
 async def abort_task(
@@ -104,19 +93,12 @@ async def abort_task(
     store: Store | None = None,
     options: CommitOptions | None = None,
 ) -> None:
-    """Delete the attempt's working directory and temporary manifest. Idempotent."""
-    async with _attempt_context(attempt, store, options) as context:
-        await abort_task_stage(context, attempt.task_attempt_id)
+    """Discard the attempt's output and its unsaved record. Idempotent."""
+    async with open_attempt(attempt, store, options) as context:
+        await attempt.committer.abort_task(context, attempt)
 
 
-def _attempt_context(
-    attempt: TaskAttempt, store: Store | None, options: CommitOptions | None
-) -> AbstractAsyncContextManager[StageContext]:
-    return open_context(
-        attempt.dest,
-        attempt.job_id,
-        attempt=attempt.job_attempt,
-        store=store,
-        options=options,
-        task_attempt_id=attempt.task_attempt_id,
-    )
+def committed_name(attempt: TaskAttempt, *, per_attempt: bool = False) -> str:
+    """The name of the record ``commit_task`` saves, as ``commit_job(manifests=...)``
+    takes it."""
+    return attempt.committer.committed_name(attempt, per_attempt=per_attempt)

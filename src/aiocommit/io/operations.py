@@ -3,21 +3,25 @@ the shared rate limiter, the retry policy and the statistics, in one place."""
 
 from __future__ import annotations
 
+import contextlib
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
 import anyio
+import msgspec.structs
 
-from aiocommit.errors import NotFound, StoreError, Throttled, Transient
+from aiocommit.errors import AlreadyExists, NotFound, StoreError, Throttled, Transient
 from aiocommit.io.limits import AdaptiveLimiter, RateLimiter, rate_limiter_for
 from aiocommit.io.retry import RetryPolicy
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
-from aiocommit.stores.base import FileStatus, Store, StoreCapabilities
+from aiocommit.stores.base import REQUEST_RETRY, FileStatus, Store, StoreCapabilities
 
 T = TypeVar("T")
+P = TypeVar("P")
 
 
 class StoreOperations:
@@ -105,9 +109,15 @@ class StoreOperations:
         self, error: StoreError, attempt: int, delay: float, started: float
     ) -> float:
         """Sleep before the next attempt and return the delay, or re-raise ``error``."""
-        next_delay = self.retry.next_delay(error, attempt, delay, started)
+        next_delay = (
+            None  # a request of the call was retried on its own and given up already
+            if error.retried_seconds
+            else self.retry.next_delay(error, attempt, delay, started)
+        )
         if next_delay is None:
-            error.attempts = attempt
+            if not error.retried_seconds:
+                error.attempts = attempt
+                error.retried_seconds = max(1e-9, self.retry.clock() - started)
             raise error
         self.stats.increment(S.STORE_IO_RETRY)
         self.stats.record_duration(S.STORE_IO_BACKOFF, next_delay * 1000)
@@ -172,21 +182,32 @@ class StoreOperations:
             limiter.on_success()
             return result
 
-    async def list_dir(self, path: str) -> AsyncIterator[list[FileStatus]]:
-        """Pages of a listing. A retryable failure restarts the listing after a backoff and
-        skips what was already yielded (listings are consistent on every supported store)."""
+    def call(
+        self, statistic: str, function: Callable[[], Awaitable[T]], *, probe: bool = False
+    ) -> Awaitable[T]:
+        """Any other store call through this door, timed under ``statistic``: limits,
+        statistics and retries as for the calls above (for capabilities beyond ``Store``,
+        such as multipart uploads). ``probe``: ``NotFound`` is an answer, not a failure."""
+        return self._call(statistic, function, probe=probe)
+
+    async def pages(
+        self, statistic: str, listing: Callable[[], AsyncIterator[list[P]]]
+    ) -> AsyncIterator[list[P]]:
+        """The pages of a listing (``listing()`` starts it), each page timed under
+        ``statistic``. A retryable failure restarts the listing after a backoff and skips
+        what was already yielded (listings are consistent on every supported store)."""
         yielded = 0
         started = self.retry.clock()
         attempt = 0
         delay = 0.0
         while True:
             attempt += 1
-            iterator = self.store.list_dir(path).__aiter__()
+            iterator = listing().__aiter__()
             skip = yielded
             try:
                 while True:
                     try:
-                        page = await self._attempt(S.OP_LIST_STATUS, iterator.__anext__)
+                        page = await self._attempt(statistic, iterator.__anext__)
                     except StopAsyncIteration:
                         return
                     if skip:
@@ -203,6 +224,11 @@ class StoreOperations:
                 if aclose is not None:
                     await aclose()
 
+    def list_dir(self, path: str) -> AsyncIterator[list[FileStatus]]:
+        """Pages of a directory's listing, restarted on a retryable failure (``pages``)."""
+        store = self.store
+        return self.pages(S.OP_LIST_STATUS, lambda: store.list_dir(path))
+
     def stat(self, path: str) -> Awaitable[FileStatus]:
         """A path's status; ``NotFound`` (not counted as a failure) when nothing is there."""
         store = self.store
@@ -215,7 +241,30 @@ class StoreOperations:
             return None
 
     async def mkdirs(self, path: str) -> None:
-        await self._call(S.OP_MKDIRS, lambda: self.store.mkdirs(path))
+        """Make a directory and its parents. A store whose ``mkdirs`` is several requests
+        (a prefix store's walk) has each retried on its own (``REQUEST_RETRY``)."""
+        token = REQUEST_RETRY.set(self._retry_request)
+        try:
+            await self._call(S.OP_MKDIRS, lambda: self.store.mkdirs(path))
+        finally:
+            REQUEST_RETRY.reset(token)
+
+    async def _retry_request(self, request: Callable[[], Awaitable[T]]) -> T:
+        """One request of a call in progress (which holds the slot), retried on its own per
+        the retry policy; an error it gives up on is not retried again by the call."""
+        started = self.retry.clock()
+        attempt = 0
+        delay = 0.0
+        while True:
+            attempt += 1
+            try:
+                return await request()
+            except StoreError as error:
+                if isinstance(error, Throttled):
+                    self.stats.increment(S.STORE_IO_THROTTLED)
+                elif isinstance(error, Transient):
+                    self.stats.increment(S.STORE_IO_TRANSIENT)
+                delay = await self._backoff(error, attempt, delay, started)
 
     async def delete(self, path: str, *, recursive: bool = False) -> bool:
         statistic = S.OP_DELETE_DIR if recursive else S.OP_DELETE
@@ -239,14 +288,32 @@ class StoreOperations:
     async def publish_bytes(self, temporary: str, final: str, data: bytes) -> None:
         """Write ``data`` to ``temporary`` and rename it over ``final``, so readers see the
         old file or the new one, whole. A rename retried after a lost response that finds
-        its source gone is done when ``final`` has the written size."""
-        written = await self.write_bytes(temporary, data, overwrite=True)
+        its source gone is done when ``final`` holds what was written."""
+        written = await self._write(temporary, data, overwrite=True)
+        await self._rename_written(temporary, final, written, overwrite=True)
+
+    async def _rename_written(
+        self, temporary: str, final: str, written: FileStatus, *, overwrite: bool
+    ) -> None:
+        """Rename a just-written ``temporary`` to ``final``. A retried rename that finds
+        the source gone (or, without ``overwrite``, the destination there) after an
+        earlier attempt whose answer was lost is done when ``final`` is what was written:
+        the same etag where renames keep etags, else the same size."""
         try:
-            await self.rename(temporary, final, overwrite=True)
-        except NotFound as error:
-            landed = await self.stat_or_none(final)
-            if error.attempts < 2 or landed is None or landed.size != written.size:
+            await self.rename(temporary, final, overwrite=overwrite)
+        except (NotFound, AlreadyExists) as error:
+            if error.attempts < 2:
                 raise
+            landed = await self.stat_or_none(final)
+            keeps_etags = self.capabilities.etags_preserved_in_rename
+            if (
+                landed is None
+                or landed.size != written.size
+                or (keeps_etags and written.etag and landed.etag and landed.etag != written.etag)
+            ):
+                raise
+            if isinstance(error, AlreadyExists) and await self.stat_or_none(temporary):
+                raise  # another writer's file is at ``final``; ours is still temporary
 
     async def read_bytes(self, path: str, *, statistic: str) -> bytes:
         """A small file's bytes, timed under ``statistic`` (what is read:
@@ -255,6 +322,48 @@ class StoreOperations:
         return await self._call(statistic, lambda: self.store.read_bytes(path), probe=True)
 
     async def write_bytes(self, path: str, data: bytes, *, overwrite: bool = True) -> FileStatus:
+        """Write a small file whole or not at all, on every store: a reader finds no file
+        (or the one it replaces) or all of ``data``, never a part; every state file (the
+        commit plan and its parts, manifests, pending sets, ``.pending`` records,
+        ``_SUCCESS``) is written through here. Where one store write is several requests
+        (``capabilities.atomic_write`` false: ADLS), ``data`` goes to a hidden temporary
+        name beside ``path`` and is renamed into place (without ``overwrite``, by a rename
+        that refuses an existing file); a write that fails removes its temporary file."""
+        if self.capabilities.atomic_write:
+            return await self._write(path, data, overwrite=overwrite)
+        temporary = temporary_name(path)
+        try:
+            written = await self._write(temporary, data, overwrite=True)
+            await self._rename_written(temporary, path, written, overwrite=overwrite)
+        except BaseException:
+            with anyio.move_on_after(TEMPORARY_DELETE_SECONDS, shield=True):
+                with contextlib.suppress(StoreError):
+                    await self.store.delete(temporary)
+            raise
+        return msgspec.structs.replace(written, path=path)
+
+    async def _write(self, path: str, data: bytes, *, overwrite: bool) -> FileStatus:
+        """One store write, retried (on ADLS several requests, not whole on failure)."""
         return await self._call(
             S.OP_WRITE, lambda: self.store.write_bytes(path, data, overwrite=overwrite)
         )
+
+    async def upload_file(
+        self, local_path: str, path: str, *, overwrite: bool = True
+    ) -> FileStatus:
+        """Upload a local file (re-read whole on each attempt)."""
+        return await self._call(
+            S.OP_UPLOAD,
+            lambda: self.store.upload_file(local_path, path, overwrite=overwrite),
+        )
+
+
+#: how long a failed whole write may spend removing its temporary file
+TEMPORARY_DELETE_SECONDS = 10.0
+
+
+def temporary_name(path: str) -> str:
+    """A hidden name beside ``path``, unique to this write (two writers of one path never
+    share one): ``/d/.f.json.<hex>.tmp``. Listings that look for a suffix never match it."""
+    parent, _, name = path.rpartition("/")
+    return f"{parent}/.{name}.{uuid.uuid4().hex[:16]}.tmp"

@@ -13,6 +13,8 @@ import re
 import secrets
 import time
 
+from aiocommit.errors import InvalidInput
+
 _counter = itertools.count(1)
 _SAFE = re.compile(r"^[^/\\\x00]+$")
 
@@ -25,8 +27,8 @@ def new_job_id() -> str:
 
 def check_id(kind: str, value: str) -> str:
     """IDs become directory and file names: refuse separators, NUL and dot names."""
-    if not value or not _SAFE.match(value) or value in (".", ".."):
-        raise ValueError(f"invalid {kind}: {value!r}")
+    if not isinstance(value, str) or not _SAFE.match(value) or value in (".", ".."):
+        raise InvalidInput(f"invalid {kind}: {value!r}")
     return value
 
 
@@ -44,6 +46,10 @@ def task_attempt_id_for(task_id: str, attempt: int) -> str:
 def attempt_ids(job_id: str, task: str | int, attempt: int | str) -> tuple[str, str]:
     """(task ID, task attempt ID), both checked. ``task`` is a task ID or a partition
     number (giving a Hadoop style ID); ``attempt`` an attempt number or a full attempt ID."""
+    check_id("job ID", job_id)
+    for kind, number in (("task", task), ("attempt", attempt)):
+        if isinstance(number, bool) or (isinstance(number, int) and number < 0):
+            raise InvalidInput(f"{kind} number must be >= 0, not {number!r}")
     task_id = task_id_for(job_id, task) if isinstance(task, int) else check_id("task ID", task)
     attempt_id = task_attempt_id_for(task_id, attempt) if isinstance(attempt, int) else attempt
     return task_id, check_id("task attempt ID", attempt_id)

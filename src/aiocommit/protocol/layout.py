@@ -7,6 +7,7 @@
     DEST/_temporary/JOB/NN/_SUCCESS.tmp
     DEST/_temporary/JOB/NN/commit-plan.json                      (aiocommit only; see below)
     DEST/_temporary/JOB/NN/plan-manifests/part-NNNNN             (aiocommit only)
+    DEST/_temporary/JOB/NN/replaced/...       (aiocommit only: old output a replace moved)
 
 ``commit-plan.json`` lists the manifests a job commit loaded, with a hash of each, written
 before the first rename, so a re-run after a crash commits exactly the same manifests; it
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aiocommit.errors import InvalidInput
 from aiocommit.protocol.ids import check_id
 from aiocommit.stores.base import join
 
@@ -38,8 +40,8 @@ class JobLayout:
 
     def __post_init__(self) -> None:
         check_id("job ID", self.job_id)
-        if self.attempt < 0:
-            raise ValueError(f"job attempt must be >= 0, not {self.attempt}")
+        if not isinstance(self.attempt, int) or isinstance(self.attempt, bool) or self.attempt < 0:
+            raise InvalidInput(f"job attempt must be an int >= 0, not {self.attempt!r}")
 
     @property
     def temporary_dir(self) -> str:
@@ -76,6 +78,12 @@ class JobLayout:
     @property
     def plan_manifests_dir(self) -> str:
         return join(self.job_attempt_dir, "plan-manifests")
+
+    @property
+    def replaced_dir(self) -> str:
+        """Where a replacing commit moves the destination's old output (rename stores),
+        so an abort can move it back; removed with the job's directory."""
+        return join(self.job_attempt_dir, "replaced")
 
     def plan_manifests_part(self, part: int) -> str:
         return join(self.plan_manifests_dir, f"part-{part:05d}")

@@ -1,8 +1,8 @@
 """The task manifest: Hadoop's ``TaskManifest`` JSON, version 1.
 
-Field names, order and meaning follow what Hadoop 3.5.0 writes (see
-``shared/notes/hadoop/LAYOUT.md``): a manifest Hadoop wrote loads here, and one written
-here loads in Hadoop.
+Field names, order and meaning follow what Hadoop 3.5.0 writes (manifests it wrote are
+in ``tests/data/hadoop/``): a manifest Hadoop wrote loads here, and one written here
+loads in Hadoop.
 """
 
 from __future__ import annotations

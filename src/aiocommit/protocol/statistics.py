@@ -16,6 +16,8 @@ OP_LOAD_COMMIT_PLAN = "op_load_commit_plan"
 #: the S3 committers' records: a task's ``.pendingset`` and a magic file's ``.pending``
 OP_LOAD_PENDING_SET = "op_load_pending_set"
 OP_LOAD_PENDING = "op_load_pending"
+#: the job's committer record (``committer.json``)
+OP_LOAD_COMMITTER = "op_load_committer_record"
 OP_WRITE = "op_save_file"
 OP_UPLOAD = "op_upload_file"
 COMMIT_FILE_RENAME = "commit_file_rename"
@@ -36,6 +38,9 @@ COMMITTER_TASK_MANIFEST_FILE_SIZE = "committer_task_manifest_file_size"
 COMMITTER_DIRECTORIES_CREATED = "committer_directories_created"
 COMMITTER_FILES_DELETED_IN_THE_WAY = "committer_files_deleted_in_the_way"
 COMMITTER_TARGET_FILES_DELETED = "committer_target_files_deleted"
+# conflict resolution (ours): old files a replace moved aside or deleted, and restored
+COMMITTER_FILES_REPLACED = "committer_files_replaced"
+COMMITTER_FILES_RESTORED = "committer_files_restored"
 COMMITTER_FILES_ALREADY_COMMITTED = "committer_files_already_committed"
 COMMITTER_TASK_ATTEMPT_DIRECTORIES_DELETED = "committer_task_attempt_directories_deleted"
 COMMITTER_UNCOMMITTED_TASK_ATTEMPTS_DELETED = "committer_uncommitted_task_attempts_deleted"
@@ -48,15 +53,25 @@ STORE_IO_BACKOFF = "store_io_backoff"
 STORE_IO_RATE_LIMITED = "store_io_rate_limited"
 STORE_IO_CONCURRENCY_DECREASED = "store_io_concurrency_decreased"
 
+# gauges (ours)
+#: milliseconds from the start of the job commit to writing _SUCCESS
+JOB_COMMIT_ELAPSED_MS = "job_commit_elapsed_ms"
+JOB_RENAME_PROCESSES = "job_rename_processes"
+STORE_IO_CONCURRENCY_LIMIT = "store_io_concurrency_limit"
+STORE_IO_CONCURRENCY_PEAK = "store_io_concurrency_peak"
+
 # stages (durations)
 JOB_STAGE_SETUP = "job_stage_setup"
 JOB_STAGE_LOAD_MANIFESTS = "job_stage_load_manifests"
+JOB_STAGE_RESOLVE_CONFLICTS = "job_stage_resolve_conflicts"
 JOB_STAGE_CREATE_TARGET_DIRS = "job_stage_create_target_dirs"
 JOB_STAGE_RENAME_FILES = "job_stage_rename_files"
 JOB_STAGE_SAVE_SUCCESS = "job_stage_save_success_marker"
 JOB_STAGE_VALIDATE_OUTPUT = "job_stage_optional_validate_output"
 JOB_STAGE_CLEANUP = "job_stage_cleanup"
 JOB_STAGE_ABORT = "job_stage_abort"
+#: finding the job's committer (its record, or what its files show)
+JOB_STAGE_FIND_COMMITTER = "job_stage_find_committer"
 COMMITTER_COMMIT_JOB = "committer_commit_job"
 TASK_STAGE_SETUP = "task_stage_setup"
 TASK_STAGE_SCAN_DIRECTORY = "task_stage_scan_directory"
@@ -76,6 +91,7 @@ STORE_OPERATIONS = (
     OP_LOAD_COMMIT_PLAN,
     OP_LOAD_PENDING_SET,
     OP_LOAD_PENDING,
+    OP_LOAD_COMMITTER,
     OP_WRITE,
     COMMIT_FILE_RENAME,
 )
@@ -88,6 +104,7 @@ JOB_STAGES = (
     JOB_STAGE_SAVE_SUCCESS,
     JOB_STAGE_CLEANUP,
     JOB_STAGE_ABORT,
+    JOB_STAGE_FIND_COMMITTER,
     COMMITTER_COMMIT_JOB,
 )
 TASK_STAGES = (

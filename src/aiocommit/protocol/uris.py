@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
+from aiocommit.errors import InvalidInput
+
 #: Unicode space separators (categories Zs, Zl, Zp: Java's ``Character.isSpaceChar``)
 #: beyond ASCII; ``tests/protocol/test_uris.py`` checks the list against ``unicodedata``.
 UNICODE_SPACES = "\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
@@ -89,7 +91,7 @@ def manifest_path(uri: str) -> str:
     bad = _ILLEGAL.search(uri)
     if bad is not None:
         where = bad.start()
-        raise ValueError(
+        raise InvalidInput(
             f"not a URI as Hadoop writes it: {uri[where : where + 3]!r} at index {where} "
             "(a space, '#', '?', '%' and similar must be %-escaped)"
         )

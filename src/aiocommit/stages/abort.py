@@ -7,7 +7,8 @@ pre:  the attempt's commit plan is ``committing`` (a commit started renaming and
 post: every file of the plan is at its source again (a copy that an interrupted
       copy-then-delete rename left at the destination is deleted); the destination directories the
       commit created and left empty are removed (deepest first; a directory someone
-      else filled stays); the plan says ``aborted``, so deleting the job's directory
+      else filled stays); old output a ``replace`` moved aside is back in place
+      (``restore_replaced_stage``); the plan says ``aborted``, so deleting the job's directory
       afterwards, in any order, never leaves a plan whose sources are gone.
 fail: ``CommitError`` naming the file that is neither at its source nor at its
       destination; nothing is deleted, so a re-run (after the cause is fixed) resumes.
@@ -19,11 +20,12 @@ from __future__ import annotations
 from aiocommit.errors import CommitError, ManifestError
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
+from aiocommit.stages.commit_file import Entry, holds, same_file
 from aiocommit.stages.commit_plan import ABORTED, CommitPlan, copies_reader, save_plan
 from aiocommit.stages.context import StageContext, parallel, stage
 from aiocommit.stages.create_dirs import remove_created_directories
 from aiocommit.stages.load_manifests import LoadedJob, load_manifests_stage
-from aiocommit.stages.rename_files import Entry, holds, same_file
+from aiocommit.stages.resolve_conflicts import restore_replaced_stage
 from aiocommit.stores.base import parent_of
 
 
@@ -36,6 +38,8 @@ async def undo_commit_stage(context: StageContext, plan: CommitPlan, stats: IOSt
             await remove_created_directories(context, loaded.directories)
         finally:
             loaded.close()
+        # the old output a replace moved aside goes back before the plan says aborted
+        await restore_replaced_stage(context, plan)
         plan.state = ABORTED
         await save_plan(context, plan)
     context.log.info("moved %d renamed files back; plan marked aborted", moved)
@@ -64,10 +68,18 @@ async def _move_back(context: StageContext, loaded: LoadedJob) -> int:
     ops = context.ops
     etags_kept = ops.capabilities.etags_preserved_in_rename
     moved = 0
+    progress = context.counter(S.JOB_STAGE_ABORT, loaded.file_count, bytes_total=loaded.total_size)
 
     async def move_back(entry: Entry) -> None:
         nonlocal moved
         source, dest, size, etag = entry
+        try:
+            await _move_one(source, dest, size, etag)
+        finally:
+            progress.add(1, size)
+
+    async def _move_one(source: str, dest: str, size: int, etag: str | None) -> None:
+        nonlocal moved
         source_status = await ops.stat_or_none(source)
         if source_status is not None:
             # not renamed; or a copy-then-delete rename stopped before its delete, which
@@ -94,4 +106,5 @@ async def _move_back(context: StageContext, loaded: LoadedJob) -> int:
             move_back,
             workers=context.options.concurrency,
         )
+    progress.finish()
     return moved

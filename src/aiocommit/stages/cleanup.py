@@ -37,6 +37,7 @@ async def cleanup_stage(
             uncommitted = sum(1 for d in attempt_dirs if d not in committed_attempt_dirs)
             context.stats.increment(S.COMMITTER_UNCOMMITTED_TASK_ATTEMPTS_DELETED, uncommitted)
             context.stats.increment(S.COMMITTER_TASK_ATTEMPT_DIRECTORIES_DELETED, len(attempt_dirs))
+            progress = context.counter(name, len(attempt_dirs) + 1, unit="directories")
             if (
                 context.options.cleanup_parallel_delete
                 and not ops.capabilities.fast_directory_delete
@@ -44,9 +45,12 @@ async def cleanup_stage(
 
                 async def remove(path: str) -> None:
                     await ops.delete(path, recursive=True)
+                    progress.add()
 
                 await parallel(attempt_dirs, remove, workers=context.options.concurrency)
             await ops.delete(layout.job_dir, recursive=True)
+            progress.done = progress.total
+            progress.finish()
             try:
                 await ops.delete(layout.temporary_dir, recursive=False)
             except NotEmpty:

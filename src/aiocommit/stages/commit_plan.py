@@ -23,11 +23,12 @@ from collections.abc import Awaitable, Callable
 from typing import Literal
 
 import anyio
+import anyio.to_thread
 import msgspec
 
 from aiocommit.errors import ManifestError, NotFound
 from aiocommit.protocol import statistics as S
-from aiocommit.protocol.codec import decode_or_raise, encode_pretty
+from aiocommit.protocol.codec import decode_or_raise, encode_pretty, is_partial
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.stages.context import StageContext, parallel
 from aiocommit.stages.load_manifests import LoadedJob, LoadedManifest
@@ -36,6 +37,29 @@ PlanState = Literal["committing", "committed", "aborted"]
 COMMITTING: PlanState = "committing"
 COMMITTED: PlanState = "committed"
 ABORTED: PlanState = "aborted"
+
+
+class ConflictRecord(msgspec.Struct):
+    """How the job commit resolved conflicts with the destination's old output (the
+    ``resolve_conflicts`` stage), recorded before it changed anything, so a re-run
+    finishes the same resolution and an abort restores or reports what it replaced."""
+
+    #: ``fail``, ``append`` or ``replace``
+    mode: str
+    #: per partition (the directories the job writes into), not the whole destination
+    partitioned: bool = False
+    #: the directories the mode applied to, relative to the destination ("" is all of it)
+    roots: list[str] = msgspec.field(default_factory=list)
+    #: replace: the old files, relative to the destination
+    replaced: list[str] = msgspec.field(default_factory=list)
+    #: replace: the old files a new file lands on (and ``_SUCCESS``): replaced first
+    collisions: list[str] = msgspec.field(default_factory=list)
+    #: replace: the old directories in scope (removed when emptied, recreated on restore)
+    directories: list[str] = msgspec.field(default_factory=list)
+    #: replace: the old files are moved into ``NN/replaced/`` (restorable), not deleted
+    aside: bool = False
+    #: every old file is aside or deleted (a re-run skips the stage)
+    done: bool = False
 
 
 class CommitPlan(msgspec.Struct):
@@ -50,6 +74,8 @@ class CommitPlan(msgspec.Struct):
     #: the zero-rename committers: the settings the commit started with (Hadoop's
     #: ``fs.s3a.*`` names), so a re-run finishes it the same way
     committer: dict[str, str] = msgspec.field(default_factory=dict)
+    #: the conflict resolution, once decided (None before; plans of older versions)
+    conflicts: ConflictRecord | None = None
 
 
 _plan_decoder = msgspec.json.Decoder(CommitPlan)
@@ -64,21 +90,38 @@ def encode_plan(plan: CommitPlan) -> bytes:
 
 
 async def read_plan(context: StageContext, layout: JobLayout | None = None) -> CommitPlan | None:
-    """The plan of ``layout``'s job attempt (the context's by default), or None."""
+    """The plan of ``layout``'s job attempt (the context's by default), or None.
+
+    A plan that is not whole JSON (empty or cut short: its first write stopped part-way)
+    reads as None too: that write came before any rename, and every later change is
+    published whole, so the commit it would have started changed nothing. A re-run then
+    starts the commit again and replaces it; an abort or cleanup removes it."""
     path = (layout or context.layout).commit_plan_path
     try:
         data = await context.ops.read_bytes(path, statistic=S.OP_LOAD_COMMIT_PLAN)
-        return decode_plan(data, path)
     except NotFound:
         return None
+    if is_partial(data):
+        context.log.warning(
+            "commit plan %s is incomplete (%d bytes: its first write stopped part-way, "
+            "before anything was renamed); treated as absent",
+            context.qualify(path),
+            len(data),
+        )
+        return None
+    return decode_plan(data, path)
 
 
 async def save_plan(context: StageContext, plan: CommitPlan) -> None:
-    """Publish the plan whole: written to a temporary name, renamed over the old one."""
+    """Publish the plan whole: written to a temporary name, renamed over the old one; on
+    an object store (no directories), whose writes replace an object whole, in place (a
+    rename there is a copy)."""
     layout = context.layout
-    await context.ops.publish_bytes(
-        layout.commit_plan_path + ".tmp", layout.commit_plan_path, encode_plan(plan)
-    )
+    data = encode_plan(plan)
+    if not context.ops.capabilities.directories:
+        await context.ops.write_bytes(layout.commit_plan_path, data)
+        return
+    await context.ops.publish_bytes(layout.commit_plan_path + ".tmp", layout.commit_plan_path, data)
 
 
 #: the most bytes of manifest copies written in one call
@@ -101,8 +144,12 @@ async def save_copies(context: StageContext, loaded: LoadedJob) -> dict[str, tup
         parts[-1].append(manifest)
         size += manifest.kept_length
 
+    def assemble(number: int) -> bytes:
+        return b"".join(loaded.spill.read(m.kept_offset, m.kept_length) for m in parts[number])
+
     async def write_part(number: int) -> None:
-        data = b"".join(loaded.spill.read(m.kept_offset, m.kept_length) for m in parts[number])
+        # megabytes read from the spill file: in a worker thread, not on the caller's loop
+        data = await anyio.to_thread.run_sync(assemble, number)
         await context.ops.write_bytes(context.layout.plan_manifests_part(number), data)
 
     await parallel(range(len(parts)), write_part, workers=PART_WRITES)

@@ -5,17 +5,31 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+)
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 
-from aiocommit.errors import CommitError, StoreError
+from aiocommit.errors import CommitError, StoreError, first_error
 from aiocommit.io.operations import StoreOperations
-from aiocommit.observability import ContextAdapter, stage_span
+from aiocommit.observability import (
+    ContextAdapter,
+    annotate_span,
+    job_figures,
+    record_stage,
+    stage_span,
+)
 from aiocommit.options import CommitOptions
+from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.protocol.uris import manifest_path, manifest_uri
@@ -28,13 +42,21 @@ logger = logging.getLogger("aiocommit")
 
 @dataclass(frozen=True)
 class Progress:
-    """A progress report: the stage, files and bytes done, and the totals when known."""
+    """A progress report: the stage, files and bytes done, and the totals when known.
+
+    ``unit`` says what ``files_done``/``files_total`` count: ``"files"`` (renaming, moving
+    back), ``"manifests"`` (loading them) or ``"directories"`` (cleanup)."""
 
     stage: str
     files_done: int = 0
     files_total: int = 0
     bytes_done: int = 0
     bytes_total: int = 0
+    unit: str = "files"
+
+
+#: the least time between two progress reports of a stage
+PROGRESS_SECONDS = 0.2
 
 
 ProgressCallback = Callable[[Progress], None]
@@ -54,6 +76,8 @@ class StageContext:
     progress: ProgressCallback | None = None
     #: opens this store again in a worker process; None where it cannot be (memory)
     reopen: StoreOpener | None = None
+    #: ``time.monotonic()`` when the context was opened (the job operation's start)
+    started: float = field(default_factory=time.monotonic)
     log: ContextAdapter = field(init=False)
 
     def __post_init__(self) -> None:
@@ -77,16 +101,55 @@ class StageContext:
         if self.progress is not None:
             self.progress(event)
 
+    def counter(
+        self, stage: str, total: int, *, unit: str = "files", bytes_total: int = 0
+    ) -> StageProgress:
+        """Progress of ``total`` items of a stage, reported at most every
+        ``PROGRESS_SECONDS`` (and at ``finish``)."""
+        return StageProgress(self, stage, total, unit, bytes_total)
 
-def first_error(error: BaseException) -> BaseException:
-    """The first leaf of an exception group that is not a cancellation."""
-    if isinstance(error, BaseExceptionGroup):
-        leaves = [first_error(inner) for inner in error.exceptions]
-        for leaf in leaves:
-            if not isinstance(leaf, anyio.get_cancelled_exc_class()):
-                return leaf
-        return leaves[0]
-    return error
+
+class StageProgress:
+    """Counts a stage's items done and reports them now and then (``StageContext.counter``)."""
+
+    def __init__(
+        self, context: StageContext, stage: str, total: int, unit: str, bytes_total: int
+    ) -> None:
+        self.context = context
+        self.stage = stage
+        self.total = total
+        self.unit = unit
+        self.bytes_total = bytes_total
+        self.done = 0
+        self.bytes_done = 0
+        self._last = 0.0
+        self._on = context.progress is not None
+        if self._on:
+            self._send()
+
+    def add(self, items: int = 1, size: int = 0) -> None:
+        self.done += items
+        self.bytes_done += size
+        if self._on:
+            now = time.monotonic()
+            if now - self._last > PROGRESS_SECONDS:
+                self._last = now
+                self._send()
+
+    def finish(self) -> None:
+        if self._on:
+            self._send()
+
+    def _send(self) -> None:
+        self.context.report(
+            Progress(
+                self.stage, self.done, self.total, self.bytes_done, self.bytes_total, self.unit
+            )
+        )
+
+
+#: the outer stages of a job commit, abort and cleanup: their spans carry the job's figures
+_JOB_STAGES = frozenset({S.COMMITTER_COMMIT_JOB, S.JOB_STAGE_ABORT, S.JOB_STAGE_CLEANUP})
 
 
 @asynccontextmanager
@@ -95,6 +158,7 @@ async def stage(context: StageContext, name: str) -> AsyncIterator[None]:
     surfaced as one ``CommitError`` naming the stage, operation and path."""
     context.log.debug("stage %s starting", name, extra={"stage": name})
     started = time.perf_counter()
+    failed = True
     try:
         with (
             stage_span(
@@ -106,7 +170,12 @@ async def stage(context: StageContext, name: str) -> AsyncIterator[None]:
             ),
             context.stats.track(name),
         ):
-            yield
+            try:
+                yield
+            finally:
+                if name in _JOB_STAGES:
+                    annotate_span(job_figures(context.stats.counters, context.stats.gauges))
+        failed = False
     except BaseException as raw:
         error = first_error(raw)
         if isinstance(error, CommitError):
@@ -117,7 +186,7 @@ async def stage(context: StageContext, name: str) -> AsyncIterator[None]:
             raise error from error.__cause__  # the group only wrapped it
         if isinstance(error, StoreError):
             raise CommitError(
-                f"{name} failed: {error.message}",
+                f"{name} failed: {error.message}{error.retry_note()}",
                 stage=name,
                 operation=error.operation,
                 path=error.path,
@@ -125,6 +194,8 @@ async def stage(context: StageContext, name: str) -> AsyncIterator[None]:
         if error is not raw and not isinstance(error, anyio.get_cancelled_exc_class()):
             raise error from error.__cause__
         raise
+    finally:
+        record_stage(name, time.perf_counter() - started, failed=failed)
     context.log.debug(
         "stage %s done in %.3f s", name, time.perf_counter() - started, extra={"stage": name}
     )
@@ -151,13 +222,12 @@ async def parallel(
             for done, item in enumerate(shared, 1):
                 await worker(item)
                 if done % 32 == 0:
-                    # stores that answer without suspending (memory, local metadata)
-                    # would otherwise never let a cancellation or another worker in
+                    # stores that answer without suspending (memory) would otherwise
+                    # never let a cancellation or another worker in
                     await anyio.lowlevel.checkpoint()
 
         async with anyio.create_task_group() as group:
-            for _ in range(max(1, workers)):
-                group.start_soon(drain)
+            await _start(group, drain, workers)
         return
     send, receive = anyio.create_memory_object_stream[T](max_buffer_size=workers)
 
@@ -173,6 +243,20 @@ async def parallel(
 
     async with anyio.create_task_group() as group:
         group.start_soon(produce)
-        for _ in range(max(1, workers)):
-            group.start_soon(consume, receive.clone())
+        await _start(group, lambda: consume(receive.clone()), workers)
         receive.close()
+
+
+#: workers started per loop turn: each runs its first item in the turn after its start
+STARTS_PER_TURN = 32
+
+
+async def _start(
+    group: anyio.abc.TaskGroup, worker: Callable[[], Coroutine[Any, Any, None]], workers: int
+) -> None:
+    """Start ``workers`` tasks, ``STARTS_PER_TURN`` per loop turn, so the caller's loop
+    never runs thousands of first items in one turn."""
+    for started in range(1, max(1, workers) + 1):
+        group.start_soon(worker)
+        if started % STARTS_PER_TURN == 0:
+            await anyio.lowlevel.checkpoint()

@@ -12,11 +12,13 @@ commit, so a name that could not be committed leaves no empty directory behind.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import anyio
 
-from aiocommit.errors import AlreadyExists, NotEmpty, NotFound
+from aiocommit.errors import AlreadyExists, NotEmpty, NotFound, first_error
 from aiocommit.protocol import statistics as S
-from aiocommit.stages.context import StageContext, first_error, parallel, stage
+from aiocommit.stages.context import StageContext, parallel, stage
 from aiocommit.stores.base import is_under, parent_of
 
 #: the longest a failed commit spends removing the empty directories it made
@@ -75,17 +77,25 @@ async def create_directories_stage(context: StageContext, directories: dict[str,
 
 async def remove_created_directories(context: StageContext, directories: dict[str, bool]) -> None:
     """Remove, deepest first, the empty destination directories that no task saw as
-    existing directories (so the commit created them). One non-recursive delete each:
-    a directory that holds anything stays, and so does a file that came to stand there.
-    Store errors are raised (abort is re-run until it finishes)."""
+    existing directories (so the commit created them). Store errors are raised (abort is
+    re-run until it finishes)."""
+    root = context.layout.dest.rstrip("/") or "/"
+    await remove_empty_directories(
+        context,
+        [d for d, needed in directories.items() if needed and d != root and is_under(d, root)],
+    )
+
+
+async def remove_empty_directories(context: StageContext, directories: Iterable[str]) -> None:
+    """Remove those of ``directories`` that are empty, deepest first, one non-recursive
+    delete each: a directory that holds anything stays, and so does a file that came to
+    stand where one was. Nothing on stores without directories."""
     ops = context.ops
     if not ops.capabilities.directories:
         return
-    root = context.layout.dest.rstrip("/") or "/"
     by_depth: dict[int, list[str]] = {}
-    for directory, needed in directories.items():
-        if needed and directory != root and is_under(directory, root):
-            by_depth.setdefault(directory.count("/"), []).append(directory)
+    for directory in directories:
+        by_depth.setdefault(directory.count("/"), []).append(directory)
 
     async def remove(directory: str) -> None:
         status = await ops.stat_or_none(directory)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from aiocommit.errors import ManifestError, NotFound, OutputConflict
+from aiocommit.io.turns import take_turn
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.layout import MANIFEST_SUFFIX
@@ -170,6 +171,7 @@ async def _load_all(
     seen_tasks: dict[str, str] = {}
     seen_attempt_dirs: dict[str, str] = {}
     hashes = DestinationHashes(loaded.spill)
+    progress = context.counter(S.JOB_STAGE_LOAD_MANIFESTS, of_manifests, unit="manifests")
 
     async def load_one(name: str) -> None:
         path = join(layout.manifests_dir, name)
@@ -181,6 +183,7 @@ async def _load_all(
             )
         except NotFound as error:
             raise ManifestError("manifest not found", path=path) from error
+        await take_turn()  # many reads end in one loop turn; check them a slice at a time
         digest = hashlib.sha256(data).hexdigest()
         if digests is not None and digests.get(name) != digest:
             raise ManifestError(
@@ -233,14 +236,16 @@ async def _load_all(
         task_stats.aggregate(manifest.iostatistics)
         if on_loaded is not None:
             on_loaded(len(loaded.manifests), loaded.file_count, of_manifests)
+        progress.add(1, checked.total_size)
 
     # each load holds a whole manifest in memory: bounded apart from the store limit
     await parallel(list(names), load_one, workers=min(context.options.concurrency, LOADS))
+    progress.finish()
     loaded.manifests.sort(key=lambda m: m.name)
     context.stats.increment(S.COMMITTER_TASKS_COMPLETED, len(loaded.manifests))
     every_dir = _with_ancestors(loaded.directories, layout.dest)
     hashes.add(hash(name_key(d)) for d in every_dir)
-    _check_no_duplicates(context, loaded, hashes.repeated(), every_dir)
+    _check_no_duplicates(context, loaded, await hashes.repeated(), every_dir)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Rename files into place, and the recovery rule that makes it re-runnable.
+"""The rename stage: every entry of the loaded manifests into place.
 
 pre:  every manifest loaded and checked; target directories exist; the commit plan is
       saved, so a re-run commits exactly these manifests.
@@ -14,219 +14,41 @@ fail: the first failure cancels the other renames and is raised naming source an
       destination. Already-renamed files stay renamed; a re-run finishes the rest, and
       ``abort_job`` moves them back.
 
-The recovery rule (``commit_file``): a rename whose source is gone is done when the
-destination holds the manifest's file (same etag, or same size where etags are not kept
-through renames); counted as recovered when an earlier attempt of this run may have
-applied, else as already committed (a re-run). A destination that exists while the
-source is still there and is the same file (a copy-then-delete rename interrupted before
-its delete) is finished by deleting the source.
+Each file goes into place by ``commit_file`` (``stages.commit_file``: the recovery rule
+that makes a re-run finish what a failed run left).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
-from aiocommit.errors import AlreadyExists, CommitError, NotFound, OutputConflict, StoreError
 from aiocommit.protocol import statistics as S
+from aiocommit.stages import rename_workers
+from aiocommit.stages.commit_file import (
+    AttemptCountdown,
+    Entry,
+    commit_file,
+    delete_attempt_dir,
+    deletes_attempt_dirs_early,
+    file_done,
+)
 from aiocommit.stages.context import Progress, StageContext, parallel, stage
 from aiocommit.stages.load_manifests import LoadedJob
-from aiocommit.stores.base import FileStatus, parent_of
-
-if TYPE_CHECKING:
-    from aiocommit.stages.rename_workers import RenameWorkers
-
-Entry = tuple[str, str, int, str | None]
-
-
-class AttemptCountdown:
-    """One manifest's files still to rename, and its task attempt directory."""
-
-    __slots__ = ("attempt_dir", "left")
-
-    def __init__(self, attempt_dir: str, left: int) -> None:
-        self.attempt_dir = attempt_dir
-        self.left = left
-
-
-def deletes_attempt_dirs_early(context: StageContext) -> bool:
-    """Are task attempt directories deleted as their manifests finish? Only where cleanup
-    would delete them one by one anyway (the same calls, moved earlier)."""
-    options = context.options
-    return (
-        not options.cleanup_skip
-        and options.cleanup_parallel_delete
-        and not context.ops.capabilities.fast_directory_delete
-    )
-
-
-def file_done(countdown: AttemptCountdown) -> bool:
-    """Count one renamed file of ``countdown``'s manifest: True after its last one."""
-    countdown.left -= 1
-    return not countdown.left
-
-
-async def delete_attempt_dir(context: StageContext, countdown: AttemptCountdown) -> None:
-    """Delete a finished manifest's task attempt directory (best effort: cleanup deletes
-    what is left)."""
-    try:
-        deleted = await context.ops.delete(countdown.attempt_dir, recursive=True)
-    except StoreError as error:
-        context.log.info("task attempt directory left for cleanup: %s", error)
-        return
-    if deleted:  # a re-run finds the directories of manifests it had finished gone
-        context.stats.increment(S.COMMITTER_TASK_ATTEMPT_DIRECTORIES_DELETED)
-
-
-def holds(status: FileStatus | None, size: int, etag: str | None, *, etags_kept: bool) -> bool:
-    """Does ``status`` describe the manifest's file (etag when comparable, else size)?"""
-    if status is None or status.is_dir:
-        return False
-    if etags_kept and etag is not None and status.etag is not None:
-        return status.etag == etag
-    return status.size == size
-
-
-def same_file(first: FileStatus, second: FileStatus, *, etags_kept: bool) -> bool:
-    """Are two paths provably one file's content (checksum, else etag kept by rename)?"""
-    if first.is_dir or second.is_dir or first.size != second.size:
-        return False
-    if first.checksum is not None and second.checksum is not None:
-        return first.checksum == second.checksum
-    if etags_kept and first.etag is not None and second.etag is not None:
-        return first.etag == second.etag
-    return False
-
-
-async def commit_file(context: StageContext, entry: Entry) -> None:
-    """Rename one file into place, recovering as the module docstring says."""
-    source, dest, size, etag = entry
-    ops = context.ops
-    capabilities = ops.capabilities
-    etags_kept = capabilities.etags_preserved_in_rename
-    if context.options.delete_target_files:
-        with context.stats.track(S.OP_DELETE_FILE_UNDER_DESTINATION):
-            existing = await ops.stat_or_none(dest)
-            replace = (
-                existing is not None
-                and not existing.is_dir  # a directory is never replaced by a file
-                and not holds(existing, size, etag, etags_kept=etags_kept)
-            )
-            if replace and await ops.stat_or_none(source) is not None:
-                await ops.delete(dest)
-                context.stats.increment(S.COMMITTER_TARGET_FILES_DELETED)
-    source_etag = etag if context.options.use_source_etag and capabilities.etags else None
-    started = time.perf_counter()
-    try:
-        try:
-            await ops.rename(source, dest, source_etag=source_etag)  # nearly always all
-        except (NotFound, AlreadyExists) as error:
-            await _recover_rename(context, entry, source_etag, etags_kept, error)
-    except BaseException:
-        context.stats.record_duration(
-            S.COMMIT_FILE_RENAME, (time.perf_counter() - started) * 1000, failed=True
-        )
-        raise
-    context.stats.record_duration(S.COMMIT_FILE_RENAME, (time.perf_counter() - started) * 1000)
-
-
-#: renames of one file tried while its destination's parent keeps vanishing
-_PARENT_RETRIES = 3
-
-
-async def _recover_rename(
-    context: StageContext,
-    entry: Entry,
-    source_etag: str | None,
-    etags_kept: bool,
-    error: NotFound | AlreadyExists,
-) -> None:
-    """After a rename of ``entry`` failed with ``error``: recreate a vanished parent and
-    rename again, or settle a missing source or an existing destination."""
-    source, dest, _, _ = entry
-    ops = context.ops
-    renames = 1
-    while (
-        isinstance(error, NotFound)
-        and error.path not in (None, source)
-        and ops.capabilities.directories
-    ):
-        if renames == _PARENT_RETRIES:
-            raise CommitError("destination parent keeps vanishing", operation="rename", path=dest)
-        await ops.mkdirs(parent_of(dest))  # the parent vanished after create_dirs
-        renames += 1
-        try:
-            await ops.rename(source, dest, source_etag=source_etag)
-            return
-        except (NotFound, AlreadyExists) as again:
-            error = again
-    if isinstance(error, NotFound):
-        await _recover_missing_source(context, error.attempts, entry, etags_kept)
-    else:
-        await _resolve_existing_dest(context, error.attempts, entry, etags_kept)
-
-
-async def _recover_missing_source(
-    context: StageContext, attempts: int, entry: Entry, etags_kept: bool
-) -> None:
-    source, dest, size, etag = entry
-    status = await context.ops.stat_or_none(dest)
-    if holds(status, size, etag, etags_kept=etags_kept):
-        context.stats.increment(
-            S.COMMIT_FILE_RENAME_RECOVERED if attempts > 1 else S.COMMITTER_FILES_ALREADY_COMMITTED
-        )
-        return
-    raise CommitError(
-        f"rename source {context.qualify(source)} is gone and the destination does not hold "
-        f"its file (size {size}, etag {etag})",
-        operation="rename",
-        path=context.qualify(dest),
-    )
-
-
-async def _resolve_existing_dest(
-    context: StageContext, attempts: int, entry: Entry, etags_kept: bool
-) -> None:
-    source, dest, _, _ = entry
-    ops = context.ops
-    source_status = await ops.stat_or_none(source)
-    if source_status is None:
-        await _recover_missing_source(context, attempts, entry, etags_kept)
-        return
-    dest_status = await ops.stat_or_none(dest)
-    if dest_status is not None and same_file(source_status, dest_status, etags_kept=etags_kept):
-        await ops.delete(source)  # a copy-then-delete rename stopped before its delete
-        context.stats.increment(S.COMMIT_FILE_RENAME_RECOVERED)
-        return
-    if dest_status is not None and dest_status.is_dir:
-        raise OutputConflict(
-            "destination is a directory, and a file is never put in a directory's place "
-            f"(source {context.qualify(source)})",
-            operation="rename",
-            path=context.qualify(dest),
-        )
-    raise OutputConflict(
-        "destination already exists and is not this job's file "
-        f"(source {context.qualify(source)}); "
-        "enable delete_target_files to replace existing files",
-        operation="rename",
-        path=context.qualify(dest),
-    )
 
 
 async def rename_files_stage(
-    context: StageContext, loaded: LoadedJob, started: RenameWorkers | None = None
+    context: StageContext, loaded: LoadedJob, started: rename_workers.RenameWorkers | None = None
 ) -> None:
     """Rename every entry, in this event loop or over worker processes (``processes``;
     those ``started`` ahead are used first)."""
-    from aiocommit.stages.rename_workers import rename_in_workers, worker_count
-
     async with stage(context, S.JOB_STAGE_RENAME_FILES):
-        workers = worker_count(context, loaded)
+        workers = rename_workers.worker_count(context, loaded)
         context.stats.set_gauge("job_rename_processes", workers)
         if workers > 1:
-            files_done, bytes_done = await rename_in_workers(context, loaded, workers, started)
+            files_done, bytes_done = await rename_workers.rename_in_workers(
+                context, loaded, workers, started
+            )
         else:
             files_done, bytes_done = await _rename_here(context, loaded)
     context.stats.increment(S.COMMITTER_FILES_COMMITTED, files_done)

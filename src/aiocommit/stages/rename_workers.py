@@ -10,9 +10,9 @@ fail: the first failure in any worker, a worker's death, or a cancellation of th
       the job commit finishes, ``abort_job`` moves them back. A worker whose parent dies
       exits within ``PARENT_POLL_SECONDS``.
 
-Each worker is a fresh interpreter (``python -c``, not ``multiprocessing``: no re-import
-of the caller's ``__main__``, safe under any embedding) with its own event loop, store
-client and ``StoreOperations`` holding its share of the concurrency and rate limits.
+Each worker is a process of ``io.processes`` (a fresh interpreter; that module knows
+nothing of renames) with its own event loop, store client and ``StoreOperations``
+holding its share of the concurrency and rate limits.
 Workers are started while the manifests load (``RenameWorkers``) when the first ones
 show the job will want them, else when the stage begins; the calling process renames
 too, from the first moment, while any worker still starts. Renamers
@@ -24,20 +24,15 @@ the work balances itself. A worker answers with progress and, at the end, its st
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import gc
 import math
 import os
 import pickle
-import subprocess
-import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from multiprocessing.connection import Connection
 
 import anyio
 import anyio.lowlevel
@@ -45,13 +40,20 @@ import anyio.to_thread
 
 from aiocommit.errors import CommitError
 from aiocommit.io.operations import StoreOperations
+from aiocommit.io.processes import (
+    PARENT_POLL_SECONDS,
+    Channel,
+    Finished,
+    WorkerExited,
+    WorkerFailed,
+    WorkerProcess,
+    fewer_collections,
+)
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics, IOStatisticsSnapshot
 from aiocommit.protocol.layout import JobLayout
-from aiocommit.stages.context import Progress, StageContext, parallel
-from aiocommit.stages.load_manifests import LoadedJob, spilled_entries
-from aiocommit.stages.rename_files import (
+from aiocommit.stages.commit_file import (
     AttemptCountdown,
     Entry,
     commit_file,
@@ -59,6 +61,8 @@ from aiocommit.stages.rename_files import (
     deletes_attempt_dirs_early,
     file_done,
 )
+from aiocommit.stages.context import Progress, StageContext, parallel
+from aiocommit.stages.load_manifests import LoadedJob, spilled_entries
 from aiocommit.stores.base import StoreOpener
 
 #: below this many files per worker, starting a process costs more than it saves
@@ -67,24 +71,16 @@ MIN_FILES_PER_PROCESS = 10_000
 BATCH_BYTES = 1 << 18
 #: the calling process renames too (tests turn it off to aim faults at the workers)
 PARENT_RENAMES = True
-#: how often a worker checks that its parent is alive, and reports progress
-PARENT_POLL_SECONDS = 0.2
+#: how often a worker reports progress
 PROGRESS_SECONDS = 0.2
 
 Batch = list[tuple[str, bytes]]
 
 
 @dataclasses.dataclass(frozen=True)
-class WorkerOpen:
-    """The first message a worker reads, as it starts: how to open its store client."""
-
-    index: int
-    reopen: StoreOpener
-
-
-@dataclasses.dataclass(frozen=True)
 class WorkerSetup:
-    """The second message, when the rename stage begins: its share of the options."""
+    """A worker's first message, when the rename stage begins: its share of the options
+    (it opens its store client as it starts, from the opener it is started with)."""
 
     options: CommitOptions
     layout: JobLayout
@@ -116,39 +112,12 @@ def _process_count(context: StageContext, manifests: int, files: int) -> int:
     return count
 
 
-_collections_lowered = 0
-
-
-@contextmanager
-def fewer_collections() -> Iterator[None]:
-    """Garbage collection made cheap for the rename loop, in processes that exist to
-    commit: what is alive now is frozen (never scanned again) and the youngest generation
-    collects every 100,000 allocations instead of 700. Each rename allocates coroutines,
-    futures and handles that die young without cycles; at 2,048 calls in flight the
-    default collections cost ~20 us per file (a third of the CPU) on this machine.
-    Nested uses are no-ops: the outermost restores the settings."""
-    global _collections_lowered
-    if _collections_lowered:
-        yield
-        return
-    threshold = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(max(threshold[0], 100_000), threshold[1], threshold[2])
-    _collections_lowered += 1
-    try:
-        yield
-    finally:
-        _collections_lowered -= 1
-        gc.set_threshold(*threshold)
-        gc.unfreeze()
-
-
 @contextmanager
 def job_commit_collections(options: CommitOptions) -> Iterator[None]:
-    """``fewer_collections`` for a whole job commit that runs with worker processes
-    (``processes`` other than 1: a driver or the command line, which exist to commit);
-    with ``processes=1`` an embedding service's settings are left alone."""
-    if options.processes == 1:
+    """``fewer_collections`` for a whole job commit when the caller asks (``tune_gc``: a
+    process that exists to commit); otherwise the host's garbage collector is left alone
+    (freezing would keep the host's pending garbage until the next full collection)."""
+    if not options.tune_gc:
         yield
         return
     with fewer_collections():
@@ -156,65 +125,27 @@ def job_commit_collections(options: CommitOptions) -> Iterator[None]:
 
 
 def worker_options(options: CommitOptions, workers: int) -> CommitOptions:
-    """A worker's share of the job's in-flight and rate limits."""
+    """A worker's share of the job's in-flight and rate limits (its floor never above
+    its share)."""
+    concurrency = max(1, math.ceil(options.concurrency / workers))
     return dataclasses.replace(
         options,
         processes=1,
-        concurrency=max(1, math.ceil(options.concurrency / workers)),
-        min_concurrency=max(1, math.ceil(options.min_concurrency / workers)),
+        concurrency=concurrency,
+        min_concurrency=min(concurrency, max(1, math.ceil(options.min_concurrency / workers))),
         rate_limit=options.rate_limit / workers if options.rate_limit else None,
     )
 
 
-class _Worker:
-    """The parent's handle on one worker process."""
+class _Worker(WorkerProcess):
+    """The parent's handle on one rename worker process."""
 
     def __init__(self, index: int, reopen: StoreOpener) -> None:
-        to_child_read, to_child_write = os.pipe()
-        from_child_read, from_child_write = os.pipe()
-        # the directory holding the aiocommit package (aiocommit/stages/this file)
-        source_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (source_root, env.get("PYTHONPATH", "")) if p
-        )
-        try:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-c",
-                    "from aiocommit.stages.rename_workers import worker_main; worker_main()",
-                    str(to_child_read),
-                    str(from_child_write),
-                    str(os.getpid()),
-                ],
-                pass_fds=(to_child_read, from_child_write),
-                stdin=subprocess.DEVNULL,
-                env=env,
-            )
-        finally:
-            os.close(to_child_read)
-            os.close(from_child_write)
-        self.index = index
-        self.inbox = Connection(to_child_write, readable=False)
-        self.outbox = Connection(from_child_read, writable=False)
+        super().__init__(index, _renamer_main, reopen)
         self.files_done = 0
         self.bytes_done = 0
         #: set when the worker has opened its store (the feeding thread waits for it)
         self.ready = threading.Event()
-        # the child reads this first thing: a short wait at most
-        self.inbox.send(WorkerOpen(index, reopen))
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-
-    def reap(self) -> None:
-        """Wait for the process, then close the pipes (a watcher thread reading the pipe
-        has seen its end by then)."""
-        self.process.wait()
-        self.inbox.close()
-        self.outbox.close()
 
 
 def _workers_besides_this(processes: int) -> int:
@@ -335,7 +266,7 @@ async def rename_in_workers(
         # Sends block while the worker is busy (a full pipe), so it takes manifests only
         # as it needs them; the kill that ends the stage ends a blocked send.
         try:
-            handle.inbox.send(WorkerSetup(options, context.layout))
+            handle.send(WorkerSetup(options, context.layout))
             while not handle.ready.wait(PARENT_POLL_SECONDS):
                 if handle.process.poll() is not None:
                     return  # its watcher says why
@@ -350,11 +281,11 @@ async def rename_in_workers(
                 batch.append((manifest.attempt_dir, data))
                 size += len(data)
                 if size >= BATCH_BYTES:
-                    handle.inbox.send(batch)
+                    handle.send(batch)
                     batch, size = [], 0
             if batch:
-                handle.inbox.send(batch)
-            handle.inbox.send(None)
+                handle.send(batch)
+            handle.send(None)
         except OSError:
             return  # the worker is gone; its watcher says why
 
@@ -362,42 +293,42 @@ async def rename_in_workers(
         while True:
             try:
                 message = await anyio.to_thread.run_sync(
-                    handle.outbox.recv, abandon_on_cancel=True, limiter=threads
+                    handle.receive, abandon_on_cancel=True, limiter=threads
                 )
-            except (EOFError, OSError):
-                code = await anyio.to_thread.run_sync(handle.process.wait, limiter=threads)
+            except WorkerExited as exited:
                 raise CommitError(
-                    f"rename worker {handle.index} (pid {handle.process.pid}) died with exit "
-                    f"code {code}; the renames it finished stay: commit the job again to "
-                    "finish it, or abort it",
+                    f"rename worker {handle.index} (pid {exited.pid}) died with exit "
+                    f"code {exited.code}; the renames it finished stay: commit the job again "
+                    "to finish it, or abort it",
                     stage=S.JOB_STAGE_RENAME_FILES,
                 ) from None
-            kind = message[0]
-            if kind == "ready":
-                handle.ready.set()
-            elif kind == "progress":
-                handle.files_done, handle.bytes_done = message[1], message[2]
-                report()
-            elif kind == "done":
-                handle.files_done, handle.bytes_done = message[1], message[2]
-                snapshot: IOStatisticsSnapshot = message[3]
+            except WorkerFailed as failed:
+                raise CommitError(
+                    f"rename worker {handle.index} failed: {failed}",
+                    stage=S.JOB_STAGE_RENAME_FILES,
+                ) from None
+            if isinstance(message, Finished):
+                snapshot: IOStatisticsSnapshot
+                handle.files_done, handle.bytes_done, snapshot = message.result
                 context.stats.aggregate(snapshot)
                 return
-            else:
-                raise _error_from(message[1], handle)
+            if message[0] == "ready":
+                handle.ready.set()
+            else:  # progress
+                handle.files_done, handle.bytes_done = message[1], message[2]
+                report()
 
     try:
         if started is not None:
             handles.extend(started.take(workers, reopen))
         else:
             handles.extend(_Worker(index, reopen) for index in range(workers))
-        with fewer_collections():
-            async with anyio.create_task_group() as group:
-                for handle in handles:
-                    group.start_soon(_in_thread, feed, handle, threads)
-                    group.start_soon(watch, handle)
-                if PARENT_RENAMES:
-                    await parallel(entries_here(), rename_here, workers=options.concurrency)
+        async with anyio.create_task_group() as group:
+            for handle in handles:
+                group.start_soon(_in_thread, feed, handle, threads)
+                group.start_soon(watch, handle)
+            if PARENT_RENAMES:
+                await parallel(entries_here(), rename_here, workers=options.concurrency)
     finally:
         for handle in handles:
             handle.kill()
@@ -417,21 +348,6 @@ async def _in_thread(
     await anyio.to_thread.run_sync(function, handle, abandon_on_cancel=True, limiter=limiter)
 
 
-def _error_from(pickled: bytes | str, handle: _Worker) -> BaseException:
-    """The worker's exception, rebuilt (its type, message and fields)."""
-    if isinstance(pickled, bytes):
-        try:
-            error = pickle.loads(pickled)
-            if isinstance(error, BaseException):
-                return error
-        except Exception:  # fall through to the text form
-            pass
-        pickled = repr(pickled[:200])
-    return CommitError(
-        f"rename worker {handle.index} failed: {pickled}", stage=S.JOB_STAGE_RENAME_FILES
-    )
-
-
 # -- the worker process ----------------------------------------------------------------
 
 
@@ -440,8 +356,8 @@ class _Feed:
     without awaiting (a memory stream costs a suspension per entry), kept ``low`` to
     twice ``low`` entries ahead of them."""
 
-    def __init__(self, inbox: Connection, dest_root: str, *, low: int) -> None:
-        self.inbox = inbox
+    def __init__(self, channel: Channel, dest_root: str, *, low: int) -> None:
+        self.channel = channel
         self.dest_root = dest_root
         self.low = low
         self.pending: deque[tuple[Entry, AttemptCountdown]] = deque()
@@ -454,7 +370,7 @@ class _Feed:
 
     async def read(self) -> None:
         while True:
-            batch: Batch | None = await anyio.to_thread.run_sync(self.inbox.recv)
+            batch: Batch | None = await anyio.to_thread.run_sync(self.channel.receive)
             if batch is None:
                 break
             for attempt_dir, data in batch:
@@ -473,61 +389,16 @@ class _Feed:
         self._ready = anyio.Event()
 
 
-def worker_main() -> None:
-    """Entry point of a worker process: ``argv`` holds its two pipe ends and parent pid."""
-    inbox = Connection(int(sys.argv[1]), writable=False)
-    outbox = Connection(int(sys.argv[2]), readable=False)
-    parent = int(sys.argv[3])
-    _exit_with_parent(parent)
-    try:
-        opening: WorkerOpen = inbox.recv()
-        with fewer_collections():
-            files, size, stats = anyio.run(_work, opening, inbox, outbox)
-    except BaseException as raised:  # every failure is reported, then exit 1
-        error = _first_leaf(raised)
-        try:
-            payload: bytes | str = pickle.dumps(error)
-        except Exception:
-            payload = f"{type(error).__name__}: {error}"
-        try:
-            outbox.send(("error", payload))
-        finally:
-            os._exit(1)
-    outbox.send(("done", files, size, stats))
-    os._exit(0)
-
-
-def _first_leaf(error: BaseException) -> BaseException:
-    """The first leaf of an exception group that is not a cancellation (outside the loop,
-    so without asking anyio which class that is)."""
-    if isinstance(error, BaseExceptionGroup):
-        leaves = [_first_leaf(inner) for inner in error.exceptions]
-        for leaf in leaves:
-            if not isinstance(leaf, asyncio.CancelledError):
-                return leaf
-        return leaves[0]
-    return error
-
-
-def _exit_with_parent(parent: int) -> None:
-    """Exit as soon as the parent is gone (killed): a daemon thread polls ``getppid``."""
-
-    def poll() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_POLL_SECONDS)
-        os._exit(70)
-
-    threading.Thread(target=poll, daemon=True, name="aiocommit-parent-watch").start()
-
-
-async def _work(
-    opening: WorkerOpen, inbox: Connection, outbox: Connection
+async def _renamer_main(
+    reopen: StoreOpener, channel: Channel
 ) -> tuple[int, int, IOStatisticsSnapshot]:
+    """A rename worker (``io.processes`` runs it): opens its store, says it is ready,
+    renames the manifests' entries it is sent, and answers (files, bytes, statistics)."""
     stats = IOStatistics(durations=S.STORE_OPERATIONS, counters=S.COUNTERS)
-    store = opening.reopen()
-    outbox.send(("ready",))
+    store = reopen()
+    channel.send(("ready",))
     try:
-        setup: WorkerSetup = await anyio.to_thread.run_sync(inbox.recv)
+        setup: WorkerSetup = await anyio.to_thread.run_sync(channel.receive)
         context = StageContext(
             layout=setup.layout,
             options=setup.options,
@@ -539,7 +410,7 @@ async def _work(
         size = 0
         last = time.monotonic()
 
-        feed = _Feed(inbox, dest_root, low=4 * setup.options.concurrency)
+        feed = _Feed(channel, dest_root, low=4 * setup.options.concurrency)
         early = deletes_attempt_dirs_early(context)
 
         async def renamer() -> None:
@@ -565,7 +436,7 @@ async def _work(
                     now = time.monotonic()
                     if now - last > PROGRESS_SECONDS:
                         last = now
-                        outbox.send(("progress", files, size))
+                        channel.send(("progress", files, size))
 
         async with anyio.create_task_group() as group:
             group.start_soon(feed.read)

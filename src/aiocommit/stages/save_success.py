@@ -3,12 +3,16 @@
 ``_SUCCESS``
     pre:  renames done (and validated, if asked).
     post: ``DEST/_SUCCESS`` is the job's summary, written to ``NN/_SUCCESS.tmp`` and
-          renamed over any older one, so readers see the old or the new file, whole.
+          renamed over any older one, so readers see the old or the new file, whole;
+          on an object store (no directories: S3, GCS), whose every write replaces an
+          object whole, written in place (a rename there would be a copy).
 The report (``REPORT_DIR/summary-JOB.json``) is written last, also when the commit
 failed; its failure is logged, never raised over the commit's own outcome.
 """
 
 from __future__ import annotations
+
+import time
 
 from aiocommit.errors import AiocommitError, NotFound
 from aiocommit.protocol import statistics as S
@@ -37,10 +41,17 @@ async def read_success(context: StageContext) -> SuccessData | None:
 
 async def save_success_stage(context: StageContext, summary: SuccessData) -> None:
     layout = context.layout
+    # the job commit's time so far: the file is written before cleanup, while the
+    # commit's own duration statistic is still open
+    summary.iostatistics.gauges[S.JOB_COMMIT_ELAPSED_MS] = int(
+        (time.monotonic() - context.started) * 1000
+    )
+    data = encode_success(summary)
     async with stage(context, S.JOB_STAGE_SAVE_SUCCESS):
-        await context.ops.publish_bytes(
-            layout.success_temp_path, layout.success_path, encode_success(summary)
-        )
+        if context.ops.capabilities.directories:
+            await context.ops.publish_bytes(layout.success_temp_path, layout.success_path, data)
+        else:
+            await context.ops.write_bytes(layout.success_path, data)
 
 
 async def save_report(context: StageContext, summary: SuccessData) -> None:
@@ -48,7 +59,11 @@ async def save_report(context: StageContext, summary: SuccessData) -> None:
     report_dir = context.options.report_dir
     if not report_dir:
         return
-    store, path = open_store(report_dir)
+    try:
+        store, path = open_store(report_dir)
+    except Exception:  # a report must never mask the commit's outcome
+        context.log.exception("could not open the report directory %s", report_dir)
+        return
     try:
         await store.write_bytes(
             join(path, f"summary-{context.layout.job_id}.json"), encode_success(summary)

@@ -14,6 +14,8 @@ import tempfile
 from array import array
 from collections.abc import Iterable
 
+from aiocommit.io.turns import take_turn
+
 #: hashes gathered in memory before they are flushed to the spill file (8 MB)
 FLUSH_AT = 1 << 20
 BUCKETS = 256
@@ -77,10 +79,12 @@ class DestinationHashes:
                 self._buckets[index] = array("q")
         self._buffered = 0
 
-    def repeated(self) -> set[int]:
-        """The hashes seen more than once (true repeats, or rare hash collisions)."""
+    async def repeated(self) -> set[int]:
+        """The hashes seen more than once (true repeats, or rare hash collisions); a
+        bucket at a time, yielding the event loop between them as its slice runs out."""
         repeats: set[int] = set()
         for index in range(BUCKETS):
+            await take_turn()
             bucket = array("q")
             for offset, length in self._chunks[index]:
                 bucket.frombytes(self._spill.read(offset, length))

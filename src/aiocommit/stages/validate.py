@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from aiocommit.errors import CommitError
 from aiocommit.protocol import statistics as S
+from aiocommit.stages.commit_file import Entry, holds
 from aiocommit.stages.context import StageContext, parallel, stage
 from aiocommit.stages.load_manifests import LoadedJob
-from aiocommit.stages.rename_files import Entry, holds
 
 
 async def validate_output_stage(context: StageContext, loaded: LoadedJob) -> None:

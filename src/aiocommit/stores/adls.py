@@ -53,6 +53,7 @@ from azure.storage.filedatalake.aio import DataLakeServiceClient, FileSystemClie
 
 from aiocommit.errors import (
     AlreadyExists,
+    InvalidInput,
     NotEmpty,
     NotFound,
     PermissionDenied,
@@ -144,6 +145,8 @@ _CAPABILITIES = StoreCapabilities(
     # one Path-Create renames a directory whole; refusing one here would cost a HEAD per
     # rename, so the engine checks a job's sources with one listing per directory instead
     rename_checks_source=False,
+    # create + append + flush: a failed append leaves an empty or short file
+    atomic_write=False,
 )
 
 
@@ -171,7 +174,7 @@ class AdlsStore:
         read_timeout: float = 60.0,
     ) -> None:
         if scheme not in _SCHEMES:
-            raise ValueError(f"scheme must be one of {_SCHEMES}, not {scheme!r}")
+            raise InvalidInput(f"scheme must be one of {_SCHEMES}, not {scheme!r}")
         self.account = account
         self.filesystem = filesystem
         self.scheme = scheme
@@ -192,7 +195,7 @@ class AdlsStore:
             self._endpoint = f"https://{self.host}"
         token = self._owns_credential or token_credential is not None
         if token and not self._endpoint.lower().startswith("https://"):
-            raise ValueError(
+            raise InvalidInput(
                 f"{self.credential_kind} needs an https endpoint, not {self._endpoint!r}; "
                 f"set {ENV_ACCOUNT_KEY} or {ENV_SAS_TOKEN} for a plain-http emulator"
             )
@@ -207,11 +210,11 @@ class AdlsStore:
         """``(store, path)`` for ``abfs[s]://FILESYSTEM@ACCOUNT.dfs.core.windows.net/path``."""
         scheme, sep, rest = url.partition("://")
         if not sep or scheme not in _SCHEMES:
-            raise ValueError(f"not an abfs:// or abfss:// URL: {url!r}")
+            raise InvalidInput(f"not an abfs:// or abfss:// URL: {url!r}")
         netloc, slash, path = rest.partition("/")
         filesystem, at, host = netloc.partition("@")
         if not at or not filesystem or not host:
-            raise ValueError(
+            raise InvalidInput(
                 f"expected {scheme}://FILESYSTEM@ACCOUNT.dfs.core.windows.net/: {url!r}"
             )
         account = host.split(".", 1)[0]
@@ -237,7 +240,9 @@ class AdlsStore:
             fields = _parse_connection_string(connection_string)
             name = fields.get("accountname", self.account)
             if name != self.account:
-                raise ValueError(f"connection string is for account {name!r}, not {self.account!r}")
+                raise InvalidInput(
+                    f"connection string is for account {name!r}, not {self.account!r}"
+                )
             endpoint = fields.get("dfsendpoint") or fields.get("blobendpoint")
             if self._endpoint is None and endpoint:
                 self._endpoint = endpoint.replace(".blob.", ".dfs.")
@@ -248,7 +253,7 @@ class AdlsStore:
                 self._credential = AzureSasCredential(fields["sharedaccesssignature"].lstrip("?"))
                 self.credential_kind = "SAS token (from connection string)"
             else:
-                raise ValueError("connection string lacks AccountKey and SharedAccessSignature")
+                raise InvalidInput("connection string lacks AccountKey and SharedAccessSignature")
         elif account_key is not None:
             self._credential = AzureNamedKeyCredential(self.account, account_key)
             self.credential_kind = "account key"
@@ -362,17 +367,17 @@ class AdlsStore:
     def unqualify(self, uri: str) -> str:
         scheme, sep, rest = uri.partition("://")
         if not sep or scheme not in _SCHEMES:
-            raise ValueError(f"{uri!r} is not an abfs:// or abfss:// URI")
+            raise InvalidInput(f"{uri!r} is not an abfs:// or abfss:// URI")
         netloc, _, path = rest.partition("/")
         filesystem, _, host = netloc.partition("@")
         if filesystem != self.filesystem or host.split(".", 1)[0] != self.account:
-            raise ValueError(f"{uri!r} is not in {self.filesystem}@{self.account}")
+            raise InvalidInput(f"{uri!r} is not in {self.filesystem}@{self.account}")
         return "/" + path
 
     @staticmethod
     def _rel(path: str) -> str:
         if not path.startswith("/"):
-            raise ValueError(f"not an absolute store path: {path!r}")
+            raise InvalidInput(f"not an absolute store path: {path!r}")
         return path.strip("/")
 
     # -- error translation: the one place SDK errors become store errors ------------------

@@ -30,7 +30,8 @@ from urllib.parse import quote
 import aiohttp
 import msgspec
 from azure.core.credentials import AzureNamedKeyCredential, AzureSasCredential
-from multidict import CIMultiDictProxy
+from azure.core.exceptions import ClientAuthenticationError
+from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 if TYPE_CHECKING:
@@ -162,7 +163,15 @@ class LeanDfsClient:
         async with self._token_lock:
             if self._token is None or time.time() >= self._token_expires - TOKEN_REFRESH_MARGIN:
                 assert self._token_credential is not None
-                access = await self._token_credential.get_token(STORAGE_SCOPE)
+                try:
+                    access = await self._token_credential.get_token(STORAGE_SCOPE)
+                except ClientAuthenticationError as error:
+                    # no credential could give a token: an answer the adapter translates
+                    # like the service's own 401, not an SDK error escaping the edge
+                    reason = str(error.message or error).splitlines()[0]
+                    raise DfsResponseError(
+                        401, "NoToken", reason, CIMultiDictProxy(CIMultiDict())
+                    ) from error
                 self._token, self._token_expires = access.token, float(access.expires_on)
         return self._token
 

@@ -32,11 +32,14 @@ Contract (every adapter; checked by ``tests/contract``):
 
 from __future__ import annotations
 
+import contextvars
 import posixpath
-from collections.abc import AsyncIterator, Callable
-from typing import Protocol, runtime_checkable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol, runtime_checkable
 
 import msgspec
+
+from aiocommit.errors import InvalidInput
 
 
 class FileStatus(msgspec.Struct, frozen=True, gc=False):
@@ -73,6 +76,11 @@ class StoreCapabilities(msgspec.Struct, frozen=True):
         rename_checks_source: ``rename`` of a directory source raises ``NotAFile`` (as the
             contract asks of stores with directories). False where checking would cost a
             call per rename (ADLS Gen2): the engine then checks sources before renaming.
+        atomic_write: ``write_bytes`` makes the file appear whole or not at all (one
+            request, or invisible until completed: GCS, S3, local, memory). False where a
+            write is several requests and a failed one leaves a partial file (ADLS Gen2:
+            create, append, flush): ``StoreOperations.write_bytes`` then writes a temporary
+            name and renames it into place.
     """
 
     etags: bool = True
@@ -82,6 +90,7 @@ class StoreCapabilities(msgspec.Struct, frozen=True):
     fast_directory_delete: bool = False
     max_in_flight: int | None = None
     rename_checks_source: bool = True
+    atomic_write: bool = True
 
 
 @runtime_checkable
@@ -128,6 +137,20 @@ class Store(Protocol):
     async def aclose(self) -> None: ...
 
 
+#: runs one request of a call made of several (a prefix store's ``mkdirs``), retrying it on
+#: its own; the engine's door sets it for the calls it makes, else a request runs once
+RequestRetry = Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
+
+
+async def _once(request: Callable[[], Awaitable[Any]]) -> Any:
+    return await request()
+
+
+REQUEST_RETRY: contextvars.ContextVar[RequestRetry] = contextvars.ContextVar(
+    "aiocommit_request_retry", default=_once
+)
+
+
 #: a picklable callable that opens an equivalent store client in another process
 StoreOpener = Callable[[], Store]
 
@@ -162,18 +185,25 @@ def relative_to(path: str, root: str) -> str:
     """``path`` relative to ``root``; ``ValueError`` when it is not below it."""
     root = root.rstrip("/")
     if not path.startswith(root + "/"):
-        raise ValueError(f"{path!r} is not below {root!r}")
+        raise InvalidInput(f"{path!r} is not below {root!r}")
     return path[len(root) + 1 :]
+
+
+def check_counts(**values: object) -> None:
+    """``InvalidInput`` unless every value is an int >= 1 (a store's page size, threads)."""
+    for name, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InvalidInput(f"{name} must be an int >= 1, not {value!r}")
 
 
 def check_clean(path: str) -> None:
     """Raise ``ValueError`` for a path with ``.``/``..``/empty segments or a NUL byte."""
     if not path.startswith("/"):
-        raise ValueError(f"not an absolute store path: {path!r}")
+        raise InvalidInput(f"not an absolute store path: {path!r}")
     if "//" not in path and "/." not in path and "\x00" not in path and not path.endswith("/"):
         return  # the common case: no segment can be empty, "." or ".."
     if "\x00" in path:
-        raise ValueError(f"NUL byte in path: {path!r}")
+        raise InvalidInput(f"NUL byte in path: {path!r}")
     segments = path.split("/")[1:]
     if path != "/" and any(s in ("", ".", "..") for s in segments):
-        raise ValueError(f"path has an empty, '.' or '..' segment: {path!r}")
+        raise InvalidInput(f"path has an empty, '.' or '..' segment: {path!r}")

@@ -70,6 +70,7 @@ from gcloud.aio.storage import Storage
 
 from aiocommit.errors import (
     AlreadyExists,
+    InvalidInput,
     NotEmpty,
     NotFound,
     PermissionDenied,
@@ -81,6 +82,7 @@ from aiocommit.errors import (
 from aiocommit.stores.base import FileStatus, StoreCapabilities, check_clean
 from aiocommit.stores.edge import retry_after, translating
 from aiocommit.stores.prefixes import (
+    KnownDirectories,
     gather,
     listing_prefix,
     mkdirs_with_markers,
@@ -221,7 +223,7 @@ class GcsStore:
         atomic_move: bool | None = None,
     ):
         if not bucket or "/" in bucket:
-            raise ValueError(f"not a bucket name: {bucket!r}")
+            raise InvalidInput(f"not a bucket name: {bucket!r}")
         self.bucket = bucket
         self.connections = connections
         self.page_size = page_size
@@ -241,6 +243,8 @@ class GcsStore:
         self._client: Storage | None = None
         self._bucket_moves: bool | None = None
         self._timeout = aiohttp.ClientTimeout(total=timeout)
+        #: directories this client made or found: mkdirs asks nothing about them again
+        self._known_dirs = KnownDirectories()
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -262,7 +266,7 @@ class GcsStore:
         if uri == base:
             return "/"
         if not uri.startswith(base + "/"):
-            raise ValueError(f"{uri!r} is not in bucket {self.bucket!r}")
+            raise InvalidInput(f"{uri!r} is not in bucket {self.bucket!r}")
         return uri[len(base) :]
 
     def _storage(self) -> Storage:
@@ -391,11 +395,14 @@ class GcsStore:
             with contextlib.suppress(AlreadyExists):  # a concurrent mkdirs placed it
                 await self._upload(marker, b"", overwrite=False, operation="mkdirs")
 
-        await mkdirs_with_markers(path, lambda name: self._info_or_none(name, "mkdirs"), place)
+        await mkdirs_with_markers(
+            path, lambda name: self._info_or_none(name, "mkdirs"), place, self._known_dirs
+        )
 
     async def delete(self, path: str, *, recursive: bool = False) -> bool:
         if path.strip("/") == "":
             raise PreconditionFailed("refusing to delete the root", path=path, operation="delete")
+        self._known_dirs.forget(path)
         name = object_key(path.rstrip("/"))
         try:
             with _edge(path, "delete"):
@@ -614,7 +621,7 @@ class GcsStore:
 def open_gcs(url: str) -> tuple[GcsStore, str]:
     """Opener for ``gs://bucket/path``: a new store (close it with ``aclose``) and the path."""
     if not url.startswith("gs://"):
-        raise ValueError(f"not a gs:// URL: {url!r}")
+        raise InvalidInput(f"not a gs:// URL: {url!r}")
     rest = url[len("gs://") :]
     bucket, slash, tail = rest.partition("/")
     return GcsStore(bucket), ("/" + tail if slash else "/")

@@ -2,13 +2,32 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import posixpath
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Sequence
 from typing import ClassVar
 
-from aiocommit.errors import AlreadyExists, NotAFile, NotEmpty, NotFound, PreconditionFailed
-from aiocommit.stores.base import FileStatus, StoreCapabilities, check_clean, parent_of
+import anyio.lowlevel
+
+from aiocommit.errors import (
+    AlreadyExists,
+    InvalidInput,
+    NotAFile,
+    NotEmpty,
+    NotFound,
+    PreconditionFailed,
+    StoreError,
+)
+from aiocommit.stores.base import (
+    FileStatus,
+    StoreCapabilities,
+    check_clean,
+    check_counts,
+    parent_of,
+)
+from aiocommit.stores.multipart import Upload, multipart_etag
 
 _CAPABILITIES = StoreCapabilities(fast_directory_delete=True)
 _METADATA_SUFFIXES = (".json", ".json.tmp", "_SUCCESS", "_SUCCESS.tmp")
@@ -23,6 +42,22 @@ class _File:
         self.etag = etag
 
 
+#: S3's limits: parts are numbered 1 to 10,000; every part but the last is at least 5 MiB
+MAX_PARTS = 10_000
+MIN_PART_SIZE = 5 * 1024 * 1024
+
+
+class _Upload:
+    __slots__ = ("initiated", "parts", "path", "upload_id")
+
+    def __init__(self, path: str, upload_id: str, initiated: int):
+        self.path = path
+        self.upload_id = upload_id
+        self.initiated = initiated
+        #: part number -> (etag, size, data: None where the store keeps no data)
+        self.parts: dict[int, tuple[str, int, bytes | None]] = {}
+
+
 class MemoryStore:
     """A store held in a dict. Renames keep etags, as on ADLS Gen2 with HNS.
 
@@ -31,17 +66,27 @@ class MemoryStore:
     of the right length) and the content of the committer's own JSON files (manifests,
     plans, ``_SUCCESS``), so the stress harness can hold millions of files.
     URLs: ``memory://NAME/path``; ``MemoryStore.named(NAME)`` is one instance per process.
+
+    Multipart uploads (``stores.multipart``) behave as S3's: parts are MD5-etagged, a
+    completed object's etag is ``multipart_etag`` of its parts, every part but the last
+    must be at least ``MIN_PART_SIZE`` (S3's EntityTooSmall), and completing or aborting
+    an upload that is gone (never created, completed, aborted) answers NoSuchUpload
+    (``NotFound``), as S3 documents.
     """
 
     _named: ClassVar[dict[str, MemoryStore]] = {}
     _etags = itertools.count(1)
 
     def __init__(self, name: str = "default", *, page_size: int = 1000, keep_data: bool = True):
+        if not isinstance(name, str) or not name or "/" in name:
+            raise InvalidInput(f"a memory store's name: a str without '/', not {name!r}")
+        check_counts(page_size=page_size)
         self.name = name
         self.page_size = page_size
         self.keep_data = keep_data
         self._dirs: dict[str, dict[str, bool]] = {"/": {}}
         self._files: dict[str, _File] = {}
+        self._uploads: dict[str, _Upload] = {}
         MemoryStore._named[name] = self  # memory://NAME/ URLs find the newest of that name
 
     @classmethod
@@ -65,7 +110,7 @@ class MemoryStore:
     def unqualify(self, uri: str) -> str:
         prefix = f"memory://{self.name}/"
         if not uri.startswith(prefix):
-            raise ValueError(f"{uri!r} is not in memory store {self.name!r}")
+            raise InvalidInput(f"{uri!r} is not in memory store {self.name!r}")
         return uri[len(prefix) - 1 :]
 
     # -- helpers -------------------------------------------------------------------------
@@ -123,16 +168,19 @@ class MemoryStore:
             yield page
 
     async def stat(self, path: str) -> FileStatus:
+        await anyio.lowlevel.checkpoint()  # a call suspends, as on a real store
         status = self._status(path)
         if status is None:
             raise NotFound("no such file or directory", path=path, operation="stat")
         return status
 
     async def mkdirs(self, path: str) -> None:
+        await anyio.lowlevel.checkpoint()  # a call suspends, as on a real store
         check_clean(path)
         self._make_dirs(path, "mkdirs")
 
     async def delete(self, path: str, *, recursive: bool = False) -> bool:
+        await anyio.lowlevel.checkpoint()  # a call suspends, as on a real store
         if path in self._files:
             del self._files[path]
             del self._dirs[parent_of(path)][posixpath.basename(path)]
@@ -163,6 +211,7 @@ class MemoryStore:
     async def rename(
         self, source: str, dest: str, *, overwrite: bool = False, source_etag: str | None = None
     ) -> None:
+        await anyio.lowlevel.checkpoint()  # a call suspends, as on a real store
         check_clean(dest)
         file = self._files.get(source)
         if file is None:
@@ -192,12 +241,14 @@ class MemoryStore:
         self._dirs[parent][posixpath.basename(dest)] = False
 
     async def read_bytes(self, path: str) -> bytes:
+        await anyio.lowlevel.checkpoint()  # a call suspends, as on a real store
         file = self._files.get(path)
         if file is None:
             raise NotFound("no such file", path=path, operation="read_bytes")
         return file.data if file.data is not None else bytes(file.size)
 
     async def write_bytes(self, path: str, data: bytes, *, overwrite: bool = True) -> FileStatus:
+        await anyio.lowlevel.checkpoint()  # a call suspends, as on a real store
         return self._put(path, bytes(data), overwrite, "write_bytes")
 
     async def upload_file(
@@ -206,6 +257,94 @@ class MemoryStore:
         with open(local_path, "rb") as handle:  # noqa: ASYNC230 - an in-memory store for tests
             data = handle.read()
         return self._put(path, data, overwrite, "upload_file")
+
+    # -- multipart uploads -----------------------------------------------------------------
+
+    def _upload(self, path: str, upload_id: str, op: str) -> _Upload:
+        upload = self._uploads.get(upload_id)
+        if upload is None or upload.path != path:
+            raise NotFound(
+                f"NoSuchUpload: no upload {upload_id} (never created, completed or aborted)",
+                path=path,
+                operation=op,
+            )
+        return upload
+
+    async def create_upload(self, path: str) -> str:
+        check_clean(path)
+        upload_id = f"memory-upload-{next(self._etags)}"
+        self._uploads[upload_id] = _Upload(path, upload_id, int(time.time() * 1000))
+        return upload_id
+
+    async def upload_part(self, path: str, upload_id: str, number: int, data: bytes) -> str:
+        upload = self._upload(path, upload_id, "upload_part")
+        if not 1 <= number <= MAX_PARTS:
+            raise StoreError(
+                f"InvalidArgument: part number {number} is not in 1..{MAX_PARTS}",
+                path=path,
+                operation="upload_part",
+            )
+        etag = hashlib.md5(data, usedforsecurity=False).hexdigest()
+        upload.parts[number] = (etag, len(data), bytes(data) if self.keep_data else None)
+        return etag
+
+    async def complete_upload(
+        self, path: str, upload_id: str, etags: Sequence[str], *, if_none_match: bool = False
+    ) -> FileStatus:
+        upload = self._upload(path, upload_id, "complete_upload")
+        if not etags:
+            raise StoreError(
+                "MalformedXML: an upload completes with at least one part",
+                path=path,
+                operation="complete_upload",
+            )
+        chunks: list[bytes | None] = []
+        for number, etag in enumerate(etags, 1):
+            part = upload.parts.get(number)
+            if part is None or part[0] != etag.strip('"'):
+                raise StoreError(
+                    f"InvalidPart: part {number} was not uploaded with etag {etag}",
+                    path=path,
+                    operation="complete_upload",
+                )
+            if number < len(etags) and part[1] < MIN_PART_SIZE:
+                raise StoreError(
+                    f"EntityTooSmall: part {number} is {part[1]} bytes, under "
+                    f"{MIN_PART_SIZE} and not the last",
+                    path=path,
+                    operation="complete_upload",
+                )
+            chunks.append(part[2])
+        if if_none_match and path in self._files:
+            raise AlreadyExists("file exists", path=path, operation="complete_upload")
+        kept = [chunk for chunk in chunks if chunk is not None]
+        data = (
+            b"".join(kept)
+            if len(kept) == len(chunks)
+            else bytes(sum(upload.parts[n][1] for n in range(1, len(etags) + 1)))
+        )
+        status = self._put(path, data, True, "complete_upload")
+        del self._uploads[upload_id]
+        file = self._files[path]
+        file.etag = multipart_etag(etags)
+        return FileStatus(path, False, status.size, file.etag)
+
+    async def abort_upload(self, path: str, upload_id: str) -> bool:
+        upload = self._uploads.get(upload_id)
+        if upload is None or upload.path != path:
+            return False
+        del self._uploads[upload_id]
+        return True
+
+    async def list_uploads(self, prefix: str) -> AsyncIterator[list[Upload]]:
+        start = prefix if prefix.startswith("/") else "/" + prefix
+        found = sorted(
+            (Upload(u.path, u.upload_id, u.initiated) for u in self._uploads.values()),
+            key=lambda u: (u.path, u.initiated, u.upload_id),
+        )
+        found = [u for u in found if u.path.startswith(start)]
+        for begin in range(0, len(found), self.page_size):
+            yield found[begin : begin + self.page_size]
 
     async def aclose(self) -> None:
         return None

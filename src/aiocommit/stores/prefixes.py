@@ -15,14 +15,14 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from aiocommit.errors import AlreadyExists, NotFound, StoreError
-from aiocommit.stores.base import check_clean
+from aiocommit.errors import AlreadyExists, InvalidInput, NotFound, StoreError, first_error
+from aiocommit.stores.base import REQUEST_RETRY, check_clean
 
 
 def object_key(path: str) -> str:
     """The object key of an absolute store path: ``/a/b`` -> ``a/b``."""
     if not path.startswith("/"):
-        raise ValueError(f"not an absolute store path: {path!r}")
+        raise InvalidInput(f"not an absolute store path: {path!r}")
     return path[1:]
 
 
@@ -39,29 +39,86 @@ def directory_chain(path: str) -> list[str]:
     return ["/" + "/".join(segments[: i + 1]) for i in range(len(segments))]
 
 
+class KnownDirectories:
+    """Directories this store client made or found (their ``dir/`` marker is there), so
+    ``mkdirs`` asks the store nothing about them again; a delete through the same client
+    forgets the path and everything below it. A directory another client deletes stays
+    known here: ``mkdirs`` of it is then a no-op (its files still land, as keys need no
+    parent), so a job's directories are made by the clients that use them."""
+
+    def __init__(self) -> None:
+        self._dirs: set[str] = set()
+
+    def __contains__(self, path: str) -> bool:
+        return path.rstrip("/") in self._dirs
+
+    def add(self, path: str) -> None:
+        self._dirs.add(path.rstrip("/"))
+
+    def forget(self, path: str) -> None:
+        """Forget ``path`` and every directory below it (they are being deleted)."""
+        root = path.rstrip("/")
+        self._dirs = {d for d in self._dirs if d != root and not d.startswith(root + "/")}
+
+
 async def mkdirs_with_markers(
     path: str,
     probe: Callable[[str], Awaitable[object | None]],
     place: Callable[[str], Coroutine[Any, Any, None]],
+    known: KnownDirectories,
 ) -> None:
-    """``mkdirs`` on a prefix store: probe (concurrently) each directory of the chain as a
-    file and as a marker; a file at any raises ``AlreadyExists`` before anything is
-    written; then ``place`` each missing marker (``dir/``). ``probe`` answers None for
-    nothing there."""
+    """``mkdirs`` on a prefix store with the fewest requests its semantics need.
+
+    Nothing at all for a directory in ``known``. Else walk up from ``path`` one level at
+    a time, probing the level as a file and as a marker (two requests at once): a file
+    raises ``AlreadyExists`` before anything is written; a marker, or a level in
+    ``known``, ends the walk (what is above it exists). Then ``place`` the missing
+    markers (``dir/``), all at once. Every marker found or placed joins ``known``, so a
+    retry of a call that failed part-way (the engine retries the call) resumes where it
+    stopped instead of walking again. Each request runs in ``REQUEST_RETRY``: the engine
+    retries it on its own, not the walk. An error names ``path``, the directory asked for,
+    and the level it was about."""
     check_clean(path)
-    dirs = directory_chain(path)
-    if not dirs:
+    if path in known or not path.strip("/"):
         return
-    found: dict[str, object | None] = {}
+    retry = REQUEST_RETRY.get()
 
-    async def look(name: str) -> None:
-        found[name] = await probe(name)
+    async def level(directory: str) -> tuple[bool, bool]:
+        """(a file is at ``directory``, its marker is there): two probes at once."""
+        found: dict[str, object | None] = {}
 
-    await gather(partial(look, name) for d in dirs for name in (d, d + "/"))
-    for directory in dirs:
-        if found[directory] is not None:
-            raise AlreadyExists("a file is in the way", path=directory, operation="mkdirs")
-    await gather(partial(place, d + "/") for d in dirs if found[d + "/"] is None)
+        async def look(name: str) -> None:
+            found[name] = await retry(lambda: probe(name))
+
+        await gather(partial(look, name) for name in (directory, directory + "/"))
+        return found[directory] is not None, found[directory + "/"] is not None
+
+    missing: list[str] = []
+    try:
+        for directory in reversed(directory_chain(path)):
+            if directory in known:
+                break
+            is_file, has_marker = await level(directory)
+            if is_file:
+                raise AlreadyExists(
+                    f"a file is in the way at {directory}", path=path, operation="mkdirs"
+                )
+            if has_marker:
+                known.add(directory)
+                break
+            missing.append(directory)
+
+        async def make(directory: str) -> None:
+            await retry(lambda: place(directory + "/"))
+            known.add(directory)
+
+        await gather(partial(make, d) for d in missing)
+    except StoreError as error:
+        if error.path is not None and error.path != path:
+            if error.path.rstrip("/") != path.rstrip("/"):
+                error.message = f"{error.message} (at {error.path})"
+            error.path = path
+        raise
 
 
 async def read_local_file(local_path: str) -> bytes:
@@ -79,6 +136,8 @@ async def gather(calls: Iterable[Callable[[], Coroutine[Any, Any, None]]]) -> No
     """Run ``calls`` concurrently; the first failure cancels the rest and is raised as is
     (not wrapped in an exception group)."""
     pending = list(calls)
+    if not pending:
+        return
     if len(pending) == 1:
         await pending[0]()
         return
@@ -87,13 +146,4 @@ async def gather(calls: Iterable[Callable[[], Coroutine[Any, Any, None]]]) -> No
             for call in pending:
                 group.start_soon(call)
     except BaseExceptionGroup as group_error:
-        raise _first_leaf(group_error) from None
-
-
-def _first_leaf(error: BaseExceptionGroup[BaseException]) -> BaseException:
-    for inner in error.exceptions:
-        if isinstance(inner, BaseExceptionGroup):
-            return _first_leaf(inner)
-        if not isinstance(inner, anyio.get_cancelled_exc_class()):
-            return inner
-    return error.exceptions[0]
+        raise first_error(group_error) from None

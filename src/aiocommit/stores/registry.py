@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
+from aiocommit.errors import InvalidInput, MissingExtra
 from aiocommit.stores.base import Store
 
 #: scheme -> "module:function"; the function takes the URL and returns (store, path).
@@ -20,6 +21,9 @@ OPENERS: dict[str, str] = {
     "s3": "aiocommit.stores.s3:open_s3",
     "s3a": "aiocommit.stores.s3:open_s3",
 }
+
+#: scheme -> the pip extra that installs its adapter's packages
+EXTRAS: dict[str, str] = {"abfs": "azure", "abfss": "azure", "gs": "gcs", "s3": "s3", "s3a": "s3"}
 
 
 def register_scheme(scheme: str, opener: str) -> None:
@@ -46,16 +50,33 @@ def _open_memory(url: str) -> tuple[Store, str]:
 
 def open_store(url: str) -> tuple[Store, str]:
     """Return ``(store, path)`` for a URL: ``file:///abs``, a plain path, ``memory://name/p``,
-    or any scheme a cloud adapter registered (``abfs``, ``abfss``, ``gs``, ``s3``, ``s3a``)."""
+    or any scheme a cloud adapter registered (``abfs``, ``abfss``, ``gs``, ``s3``, ``s3a``).
+
+    Raises ``InvalidInput`` for a URL no adapter serves or one its adapter refuses, and
+    ``MissingExtra`` (naming the pip extra) when the adapter's packages are not installed.
+    """
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidInput(f"not a store URL or path: {url!r}")
     scheme = urlsplit(url).scheme if "://" in url or url.startswith("file:") else "file"
     target = OPENERS.get(scheme)
     if target is None:
-        raise ValueError(f"no store adapter for URL scheme {scheme!r} in {url!r}")
+        known = ", ".join(f"{name}://" for name in sorted(OPENERS))
+        raise InvalidInput(f"no store adapter for URL scheme {scheme!r} in {url!r} ({known})")
     module_name, _, function_name = target.partition(":")
-    opener: Callable[[str], tuple[Store, str]] = getattr(
-        importlib.import_module(module_name), function_name
-    )
-    return opener(url)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        extra = EXTRAS.get(scheme)
+        if extra is None or (error.name or "").startswith("aiocommit"):
+            raise
+        raise MissingExtra(f"the {scheme}:// store", extra, error.name) from error
+    opener: Callable[[str], tuple[Store, str]] = getattr(module, function_name)
+    try:
+        return opener(url)
+    except InvalidInput:
+        raise
+    except ValueError as error:
+        raise InvalidInput(f"{url!r}: {error}") from error
 
 
 def reopen_url(url: str) -> Store:

@@ -63,6 +63,7 @@ from botocore.exceptions import (
 
 from aiocommit.errors import (
     AlreadyExists,
+    InvalidInput,
     NotEmpty,
     NotFound,
     PermissionDenied,
@@ -75,6 +76,7 @@ from aiocommit.stores.base import FileStatus, StoreCapabilities, check_clean
 from aiocommit.stores.edge import retry_after, translating
 from aiocommit.stores.multipart import Upload
 from aiocommit.stores.prefixes import (
+    KnownDirectories,
     listing_prefix,
     mkdirs_with_markers,
     object_key,
@@ -195,9 +197,9 @@ class S3Store:
         path_style: bool | None = None,
     ):
         if not bucket or "/" in bucket:
-            raise ValueError(f"not a bucket name: {bucket!r}")
+            raise InvalidInput(f"not a bucket name: {bucket!r}")
         if scheme not in ("s3", "s3a"):
-            raise ValueError(f"not an S3 scheme: {scheme!r}")
+            raise InvalidInput(f"not an S3 scheme: {scheme!r}")
         opts = dict(options or {})
         self.bucket = bucket
         self.scheme = scheme
@@ -213,6 +215,8 @@ class S3Store:
         )
         self.connections = connections or int(opts.get("fs.s3a.connection.maximum", "256"))
         self.page_size = min(1000, page_size or int(opts.get("fs.s3a.paging.maximum", "1000")))
+        #: directories this client made or found: mkdirs asks nothing about them again
+        self._known_dirs = KnownDirectories()
         self.timeout = timeout or float(opts.get("fs.s3a.connection.request.timeout", "60"))
         style = opts.get("fs.s3a.path.style.access")
         self.path_style = path_style if path_style is not None else style == "true"
@@ -251,7 +255,7 @@ class S3Store:
                 return "/"
             if uri.startswith(base + "/"):
                 return uri[len(base) :]
-        raise ValueError(f"{uri!r} is not in bucket {self.bucket!r}")
+        raise InvalidInput(f"{uri!r} is not in bucket {self.bucket!r}")
 
     async def client(self) -> S3Client:
         """The shared client, created on first use inside the running event loop."""
@@ -357,11 +361,14 @@ class S3Store:
         async def place(marker: str) -> None:
             await self._put(marker, b"", overwrite=True, operation="mkdirs")
 
-        await mkdirs_with_markers(path, lambda name: self._head(name, "mkdirs"), place)
+        await mkdirs_with_markers(
+            path, lambda name: self._head(name, "mkdirs"), place, self._known_dirs
+        )
 
     async def delete(self, path: str, *, recursive: bool = False) -> bool:
         if path.strip("/") == "":
             raise PreconditionFailed("refusing to delete the root", path=path, operation="delete")
+        self._known_dirs.forget(path)
         client = await self.client()
         file_path = path.rstrip("/")
         if await self._head(file_path, "delete") is not None:
@@ -542,12 +549,14 @@ class S3Store:
             await stack.aclose()
 
 
-def open_s3(url: str) -> tuple[S3Store, str]:
+def open_s3(url: str, options: Mapping[str, str] | None = None) -> tuple[S3Store, str]:
     """Opener for ``s3://bucket/path`` and ``s3a://bucket/path``: a new store (close it with
-    ``aclose``) and the path. The endpoint comes from ``AWS_ENDPOINT_URL_S3`` /
-    ``AWS_ENDPOINT_URL`` if set (botocore reads them), credentials from the AWS chain."""
+    ``aclose``) and the path. ``options``: ``fs.s3a.*`` client settings
+    (``s3_settings.CLIENT_KEYS``); else the endpoint comes from ``AWS_ENDPOINT_URL_S3``
+    / ``AWS_ENDPOINT_URL`` if set (botocore reads them), credentials from the AWS
+    chain."""
     scheme, sep, rest = url.partition("://")
-    if scheme not in ("s3", "s3a") or not sep:
-        raise ValueError(f"not an s3:// or s3a:// URL: {url!r}")
+    if scheme.lower() not in ("s3", "s3a") or not sep:
+        raise InvalidInput(f"not an s3:// or s3a:// URL: {url!r}")
     bucket, slash, tail = rest.partition("/")
-    return S3Store(bucket, scheme=scheme), ("/" + tail if slash else "/")
+    return S3Store(bucket, scheme=scheme.lower(), options=options), ("/" + tail if slash else "/")

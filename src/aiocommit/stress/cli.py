@@ -496,15 +496,20 @@ def crash(**kw: Any) -> None:
 
 @main.command("kill-cli")
 @click.option(
-    "--operation", type=click.Choice(["abort", "cleanup"]), default="abort", show_default=True
+    "--operation",
+    type=click.Choice(["abort", "cleanup", "replace"]),
+    default="abort",
+    show_default=True,
 )
 @click.option("--runs", type=int, default=40, show_default=True, help="Kills to make.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--workdir", type=click.Path(file_okay=False), default=None)
 @output_options
 def kill_cli(**kw: Any) -> None:
-    """`aiocommit abort` or `aiocommit cleanup` killed with SIGKILL at stratified random
-    store calls beside other jobs' work, re-run, and checked (local store)."""
+    """`aiocommit abort`, `aiocommit cleanup` or `aiocommit commit --conflict-mode
+    replace` killed with SIGKILL at stratified random store calls beside other jobs'
+    work, re-run (a replace: re-run or aborted, every other run), and checked (local
+    store)."""
     import tempfile
 
     from aiocommit.stress.kill_cli import kill_anywhere
@@ -527,6 +532,46 @@ def kill_cli(**kw: Any) -> None:
 
 
 # -- benchmarks ----------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--store", type=click.Choice(["adls", "gcs", "s3"]), required=True)
+@click.option("--seeds", type=int, default=20, show_default=True)
+@click.option("--first-seed", type=int, default=0, show_default=True)
+@click.option("--tasks", type=int, default=4, show_default=True, help="Tasks per job.")
+@click.option("--files-per-task", type=int, default=250, show_default=True)
+@click.option("--throttle", type=float, default=0.2, show_default=True)
+@click.option("--lost", type=float, default=0.05, show_default=True, help="Lost responses.")
+@click.option("--reset", type=float, default=0.03, show_default=True, help="Resets.")
+@click.option("--latency-ms", type=float, default=2.0, show_default=True, help="Median.")
+@click.option("--retry-after", type=float, default=1.0, show_default=True)
+@output_options
+def chaos(**kw: Any) -> None:
+    """Seeded whole jobs (set-up, tasks, job commit, abort) through the chaos proxy in
+    front of the store's emulator, default options; the destination checked directly.
+    Passes when every seed is exact and no public call raised."""
+    from aiocommit.stress.chaos import chaos_scenario, chaos_settings
+
+    settings = chaos_settings(
+        throttle=kw["throttle"],
+        lost=kw["lost"],
+        reset=kw["reset"],
+        latency=kw["latency_ms"] / 1000,
+        retry_after=kw["retry_after"],
+    )
+    _run(
+        kw,
+        lambda r: chaos_scenario(
+            kw["store"],
+            seeds=kw["seeds"],
+            first_seed=kw["first_seed"],
+            tasks=kw["tasks"],
+            files=kw["files_per_task"],
+            chaos=settings,
+            options=CommitOptions(),
+            reporter=r,
+        ),
+    )
 
 
 @main.group()
@@ -585,6 +630,82 @@ def _latency_command(name: str, latency_ms: float, hadoop_threads: str) -> Calla
 
 bench.command("w1")(_latency_command("W1", 10.0, "32,256"))
 bench.command("w2")(_latency_command("W2", 50.0, "256"))
+
+
+@bench.command("throttled")
+@click.option("--store", type=click.Choice(["adls", "gcs", "s3"]), required=True)
+@click.option("--rate", type=float, required=True, help="Requests/s the store admits (R).")
+@click.option("--files", type=int, default=20000, show_default=True)
+@click.option("--tasks", type=int, default=20, show_default=True)
+@output_options
+def bench_throttled(**kw: Any) -> None:
+    """Job commit through a token-bucket throttling front (per ADLS account, GCS bucket,
+    S3 prefix) at R requests/s, default options: files/s against R, throttled share,
+    retries per file."""
+    from aiocommit.stress.throttled import throttled_bench
+
+    _run(
+        kw,
+        lambda r: throttled_bench(
+            kw["store"], rate=kw["rate"], files=kw["files"], tasks=kw["tasks"], reporter=r
+        ),
+    )
+
+
+@bench.command("loop")
+@click.option(
+    "--parts",
+    default="local,cloud,concurrent,cancel,rss",
+    show_default=True,
+    help="Comma-separated: local, cloud, concurrent, cancel, rss.",
+)
+@click.option("--files", type=int, default=100_000, show_default=True)
+@click.option("--cloud", type=click.Choice(["adls", "gcs"]), default="adls", show_default=True)
+@click.option("--cloud-files", type=int, default=100_000, show_default=True)
+@click.option("--jobs", type=int, default=8, show_default=True, help="Commits at once.")
+@click.option("--cancel-points", type=int, default=30, show_default=True)
+@click.option("--cancel-files", type=int, default=20_000, show_default=True)
+@click.option("--rss-files", type=int, default=20_000, show_default=True)
+@click.option("--rss-commits", type=int, default=20, show_default=True)
+@click.option("--rss-processes", default="1,0,2", show_default=True)
+@click.option("--processes", type=int, default=CommitOptions.processes, show_default=True)
+@click.option("--concurrency", type=int, default=CommitOptions.concurrency, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--workdir", type=click.Path(file_okay=False), default=None)
+@output_options
+def bench_loop(**kw: Any) -> None:
+    """A 1 ms ticker beside job commits (local, a cloud emulator, 8 at once), commits
+    cancelled at seeded points, and RSS over many commits: the worst loop stall (the
+    loop thread's own CPU per gap), the cancel latency and the RSS growth."""
+    from aiocommit.stress.loop_bench import PART_NAMES, loop_bench
+
+    parts = [p for p in kw.pop("parts").split(",") if p]
+    unknown = set(parts) - set(PART_NAMES)
+    if unknown:
+        raise click.BadParameter(f"unknown parts {sorted(unknown)}", param_hint="--parts")
+    options = CommitOptions(concurrency=kw.pop("concurrency"), processes=kw.pop("processes"))
+    figures = {
+        name: kw.pop(name)
+        for name in (
+            "files",
+            "cloud",
+            "cloud_files",
+            "jobs",
+            "cancel_points",
+            "cancel_files",
+            "rss_files",
+            "rss_commits",
+            "seed",
+        )
+    }
+    rss_processes = _ints(kw.pop("rss_processes"))
+    common = _common(kw)
+    _run(
+        kw,
+        lambda r: loop_bench(
+            common, parts, rss_processes=rss_processes, options=options, reporter=r, **figures
+        ),
+    )
 
 
 @bench.command("versus")

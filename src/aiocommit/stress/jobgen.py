@@ -320,6 +320,8 @@ async def prepare_job(
 
     async def commit(made: TaskAttempt, files: list[tuple[str, int]]) -> None:
         manifest = await commit_task(made, store=store, options=options)
+        if not isinstance(manifest, TaskManifest):
+            raise AssertionError("synthetic jobs need the manifest committer")
         etags = _manifest_etags(store, dest, manifest) if keeps_etags else {}
         for relative, size in files:
             expected[relative] = ExpectedFile(size, etags.get(relative))

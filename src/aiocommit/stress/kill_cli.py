@@ -15,10 +15,21 @@ cleanup (``--all``)
     a committed job with its temporary files left and a set-up job (both removed), a
     job whose commit stopped part-way (refused: kept, and still undone whole by a later
     abort), and a committed job's output (untouched).
+replace (``commit --conflict-mode replace``)
+    a destination holding a committed job's output and a set-up job that replaces it.
+    Every other run is finished by re-running the commit (the destination then holds
+    exactly the new job's output and ``_SUCCESS``); the others by ``aiocommit abort``:
+    a job killed before its commit point leaves exactly the old output and ``_SUCCESS``
+    (moved back from the job's directory), one killed after it exactly the new.
+replace-s3
+    the same on S3 with the staging committer (``kill_anywhere(store=S3Store(...))``,
+    the children reaching moto through ``AWS_ENDPOINT_URL_S3``): no upload may be left
+    outstanding, and an abort may lose only the old objects it names as deleted.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import shutil
@@ -34,15 +45,17 @@ from aiocommit import CommitError, CommitOptions, abort_job, commit_job, commit_
 from aiocommit.engine.jobs import list_jobs
 from aiocommit.engine.task import setup_task
 from aiocommit.protocol.layout import SUCCESS, TEMPORARY
+from aiocommit.protocol.success import decode_success
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.faulty import Faults, FaultyStore
 from aiocommit.stores.local import LocalStore
+from aiocommit.stores.multipart import supports_multipart
 from aiocommit.stores.wrapper import StoreWrapper
 from aiocommit.stress.crash import run_child
 
 T = TypeVar("T")
 
-OPERATIONS = ("abort", "cleanup")
+OPERATIONS = ("abort", "cleanup", "replace", "replace-s3")
 _kill = {"at": 0, "after": 0, "count": 0}
 
 
@@ -76,6 +89,14 @@ def open_killing_local(url: str) -> tuple[Store, str]:
     return _KillingStore(store), path
 
 
+def open_killing_s3(url: str) -> tuple[Store, str]:
+    """The ``s3``/``s3a`` schemes' opener in the child: an S3 store that kills on cue."""
+    from aiocommit.stores.s3 import open_s3
+
+    store, path = open_s3(url)
+    return _KillingStore(store), path
+
+
 def cli_child_main(argv: list[str]) -> None:
     """``python -m aiocommit.stress kill-cli-child AT AFTER CLI-ARGS...``"""
     from aiocommit.cli import main
@@ -83,6 +104,8 @@ def cli_child_main(argv: list[str]) -> None:
 
     _kill["at"], _kill["after"] = int(argv[0]), int(argv[1])
     register_scheme("file", "aiocommit.stress.kill_cli:open_killing_local")
+    for scheme in ("s3", "s3a"):
+        register_scheme(scheme, "aiocommit.stress.kill_cli:open_killing_s3")
     print("READY", flush=True)
     code: Any = 0
     try:
@@ -112,6 +135,14 @@ class Scene:
     refused: str | None = None
     #: jobs whose directory must be gone
     gone: list[str] = field(default_factory=list)
+    #: the job whose ``_SUCCESS`` the destination must hold afterwards (None: unchecked)
+    success: str | None = None
+    #: replace: the job under test, and what a reader sees if its commit is undone
+    job: str | None = None
+    #: the destination's URL for the command (its store path otherwise)
+    url: str | None = None
+    old_visible: dict[str, bytes] = field(default_factory=dict)
+    old_success: str | None = None
 
 
 async def _job(
@@ -170,7 +201,7 @@ async def cleanup_scene(store: Store, dest: str) -> Scene:
     await _part_way(store, dest, refused)
     return Scene(
         dest,
-        ["cleanup", dest, "--all"],
+        ["cleanup", dest, "--all", "--min-age", "0s"],
         1,
         {"old.dat": b"old", **committed_files},
         refused=refused,
@@ -178,7 +209,80 @@ async def cleanup_scene(store: Store, dest: str) -> Scene:
     )
 
 
-SCENES = {"abort": abort_scene, "cleanup": cleanup_scene}
+async def replace_scene(store: Store, dest: str) -> Scene:
+    await store.write_bytes(join(dest, "old.dat"), b"old")
+    old, old_files = await _job(store, dest, "old", tasks=2, files=9)
+    await commit_job(dest, old, store=store)
+    new, new_files = await _job(store, dest, "new", tasks=3, files=8)
+    return Scene(
+        dest,
+        # one process: every store call goes through the killing store
+        ["commit", dest, "--job-id", new, "--conflict-mode", "replace", "--processes", "1"],
+        0,
+        new_files,
+        gone=[new],
+        success=new,
+        job=new,
+        old_visible={"old.dat": b"old", **old_files},
+        old_success=old,
+    )
+
+
+async def s3_replace_scene(store: Store, dest: str) -> Scene:
+    """``replace_scene`` on S3 with the staging committer: the old output is a committed
+    staging job's, the new job's tasks are uploaded and not completed."""
+    from aiocommit.engine.s3a import commit_s3_job
+
+    old, old_files = await _s3_job(store, dest, "old", tasks=2, files=9)
+    await commit_s3_job(dest, old, store=store)
+    new, new_files = await _s3_job(store, dest, "new", tasks=3, files=8)
+    url = store.qualify(dest)
+    return Scene(
+        dest,
+        ["commit", url, "--job-id", new, "--conflict-mode", "replace"],
+        0,
+        new_files,
+        gone=[new],
+        success=new,
+        job=new,
+        old_visible=old_files,
+        old_success=None,  # the S3 committers delete _SUCCESS at job setup
+        url=url,
+    )
+
+
+def _write_local(root: str, relative: str, data: bytes) -> bytes:
+    path = os.path.join(root, relative)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as handle:
+        handle.write(data)
+    return data
+
+
+async def _s3_job(
+    store: Store, dest: str, tag: str, tasks: int, files: int
+) -> tuple[str, dict[str, bytes]]:
+    from aiocommit.engine.s3a import commit_staging_task, s3_task_attempt, setup_s3_job
+
+    job_id = await setup_s3_job(dest, store=store)
+    written: dict[str, bytes] = {}
+    for task in range(tasks):
+        local = tempfile.mkdtemp(prefix="aiocommit-kill-s3-")
+        for n in range(files):
+            name = f"part={n % 3}/{tag}-{task:03d}-{n:03d}.dat"
+            written[name] = _write_local(local, name, f"{tag} {task} {n}".encode())
+        attempt = s3_task_attempt(dest, job_id, task, local_dir=local, store=store)
+        await commit_staging_task(attempt, store=store)
+        shutil.rmtree(local, ignore_errors=True)
+    return job_id, written
+
+
+SCENES = {
+    "abort": abort_scene,
+    "cleanup": cleanup_scene,
+    "replace": replace_scene,
+    "replace-s3": s3_replace_scene,
+}
 
 
 async def _visible(store: Store, dest: str) -> dict[str, bytes]:
@@ -212,6 +316,21 @@ async def check_scene(store: Store, scene: Scene) -> list[str]:
         else:
             await abort_job(scene.dest, scene.refused, store=store)
     visible = await _visible(store, scene.dest)
+    if supports_multipart(store):
+        from aiocommit.engine.s3a import list_outstanding_uploads
+
+        left = await list_outstanding_uploads(scene.dest, store=store)
+        if left:
+            problems.append(f"{len(left)} multipart upload(s) left outstanding")
+    if scene.success is not None:
+        try:
+            owner: str | None = decode_success(
+                await store.read_bytes(join(scene.dest, SUCCESS))
+            ).job_id
+        except FileNotFoundError:
+            owner = None
+        if owner != scene.success:
+            problems.append(f"_SUCCESS is job {owner}'s, not {scene.success}'s")
     if visible != scene.visible:
         extra = sorted(set(visible) - set(scene.visible))[:5]
         lost = sorted(set(scene.visible) - set(visible))[:5]
@@ -228,14 +347,48 @@ async def check_scene(store: Store, scene: Scene) -> list[str]:
     return problems
 
 
+async def _abort_instead(store: Store, scene: Scene) -> Scene:
+    """The scene finished by ``aiocommit abort`` instead of a re-run: what a reader must
+    see then depends on whether the killed commit had passed its commit point."""
+    assert scene.job is not None
+    jobs = {job.job_id: job for job in await list_jobs(scene.dest, store=store)}
+    committed = scene.job not in jobs or jobs[scene.job].state == "committed"
+    return dataclasses.replace(
+        scene,
+        args=["abort", scene.url or scene.dest, "--job-id", scene.job],
+        expected_code=0,
+        visible=scene.visible if committed else scene.old_visible,
+        success=scene.success if committed else scene.old_success,
+    )
+
+
+def _named_unrestorable(store: Store, scene: Scene, stderr: str) -> set[str]:
+    """The old files (relative to the destination) ``aiocommit abort`` named as deleted
+    and not restorable; each must have been one of the old output's."""
+    named = set()
+    for line in stderr.splitlines():
+        if line.startswith("  ") and "://" in line:
+            path = store.unqualify(line.strip())
+            named.add(path[len(scene.dest.rstrip("/")) + 1 :])
+    unknown = named - set(scene.old_visible) - {SUCCESS}
+    if unknown:
+        raise RuntimeError(f"abort named files that were never old output: {sorted(unknown)}")
+    return named
+
+
 # -- the runs ------------------------------------------------------------------------------
 
 
-async def kill_anywhere(operation: str, *, runs: int, seed: int, workdir: str) -> dict[str, Any]:
+async def kill_anywhere(
+    operation: str, *, runs: int, seed: int, workdir: str, store: Store | None = None
+) -> dict[str, Any]:
     """Kill ``aiocommit OPERATION`` ``runs`` times at stratified random store calls,
-    re-run it unkilled and check; returns the figures (``ok`` when all held)."""
+    re-run it unkilled and check; returns the figures (``ok`` when all held).
+    ``store``: where the scenes are built (``workdir`` is then a path in it; the child
+    reaches it by its URL); by default the local store."""
     rng = random.Random(seed)
-    store = LocalStore()
+    owned = store is None
+    store = store or LocalStore()
     tmpdir = tempfile.mkdtemp(prefix="aiocommit-kill-tmp-")
     scene_of = SCENES[operation]
     failures: list[str] = []
@@ -243,7 +396,7 @@ async def kill_anywhere(operation: str, *, runs: int, seed: int, workdir: str) -
     positions: list[float] = []
     started = time.monotonic()
 
-    async def child(scene: Scene, at: int, after: bool) -> tuple[bool, int, int]:
+    async def child(scene: Scene, at: int, after: bool) -> tuple[bool, int, int, str]:
         result = await run_child(
             [str(at), str(int(after)), *scene.args],
             kill_after=None,
@@ -252,15 +405,15 @@ async def kill_anywhere(operation: str, *, runs: int, seed: int, workdir: str) -
         )
         done = [line for line in result.lines if line.startswith("DONE")]
         if result.killed:
-            return True, 0, -signal.SIGKILL
+            return True, 0, -signal.SIGKILL, result.stderr
         if not done:
             raise RuntimeError(f"child failed: {result.returncode}: {result.stderr[-800:]}")
         _, calls, code = done[0].split()
-        return False, int(calls), int(code)
+        return False, int(calls), int(code), result.stderr
 
     try:
-        calibration = await scene_of(store, os.path.join(workdir, "calibration"))
-        _, calls, code = await child(calibration, 0, False)
+        calibration = await scene_of(store, join(workdir, "calibration"))
+        _, calls, code, _ = await child(calibration, 0, False)
         if code != calibration.expected_code:
             raise RuntimeError(f"unkilled {operation} exited {code}")
         problems = await check_scene(store, calibration)
@@ -271,21 +424,28 @@ async def kill_anywhere(operation: str, *, runs: int, seed: int, workdir: str) -
             high = max(low, (run + 1) * calls // runs)
             at = rng.randint(low, high)
             after = rng.random() < 0.5
-            scene = await scene_of(store, os.path.join(workdir, f"run-{run}"))
-            killed, _, _ = await child(scene, at, after)
+            scene = await scene_of(store, join(workdir, f"run-{run}"))
+            killed, _, _, _ = await child(scene, at, after)
             kills += killed
             where = f"call {at}/{calls} {'after' if after else 'before'}"
             positions.append(round(at / calls, 3))
-            _, _, code = await child(scene, 0, False)
+            if scene.job is not None and run % 2:
+                scene = await _abort_instead(store, scene)
+            _, _, code, stderr = await child(scene, 0, False)
             if code != scene.expected_code:
                 failures.append(f"{where}: re-run exited {code}")
                 continue
+            if scene.args[0] == "abort":  # what the abort said it cannot restore is gone
+                named = _named_unrestorable(store, scene, stderr)
+                scene.visible = {k: v for k, v in scene.visible.items() if k not in named}
             problems = await check_scene(store, scene)
             failures.extend(f"{where}: {problem}" for problem in problems)
-            shutil.rmtree(scene.dest, ignore_errors=True)
+            if owned:
+                shutil.rmtree(scene.dest, ignore_errors=True)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
-        await store.aclose()
+        if owned:
+            await store.aclose()
     return {
         "operation": operation,
         "ok": not failures and kills == runs,

@@ -14,18 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import Progress, TaskID
 from rich.table import Table
 
 from aiocommit import Progress as CommitProgress
+from aiocommit.cli.progress import columns, count_text, rate_text, stage_label
 
 #: reports and plots go here unless ``--out`` says otherwise (relative to the working directory)
 DEFAULT_OUT = Path(os.environ.get("AIOCOMMIT_STRESS_OUT", "stress-out"))
@@ -59,12 +52,7 @@ class Reporter:
             yield
             return
         self._progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
+            *columns(),
             console=self.err,
             transient=True,
             refresh_per_second=5,
@@ -82,10 +70,13 @@ class Reporter:
         if progress is None:
             yield lambda n: None
             return
-        task = progress.add_task(description, total=total, rate="")
+        task = progress.add_task(description, total=total, count="", rate="")
+        done = 0
 
         def advance(n: int) -> None:
-            progress.advance(task, n)
+            nonlocal done
+            done += n
+            progress.update(task, completed=done, count=count_text(done, total, "items"))
 
         try:
             yield advance
@@ -94,21 +85,27 @@ class Reporter:
 
     @contextmanager
     def commit_bar(self, description: str) -> Iterator[Callable[[CommitProgress], None]]:
-        """A bar driven by ``commit_job(progress=...)``: files renamed of the total, rate."""
+        """A bar driven by ``commit_job(progress=...)``: the stage, files (or manifests,
+        directories) done of the total, the rate; drawn as the command's bar is."""
         progress = self._progress
         if progress is None:
             yield lambda event: None
             return
-        task: TaskID = progress.add_task(description, total=None, rate="")
+        task: TaskID = progress.add_task(description, total=None, count="", rate="")
         started = time.monotonic()
+        stage = ""
 
         def update(event: CommitProgress) -> None:
-            elapsed = max(1e-9, time.monotonic() - started)
+            nonlocal started, stage
+            if event.stage != stage:
+                stage, started = event.stage, time.monotonic()
             progress.update(
                 task,
+                description=f"{description}: {stage_label(event.stage)}",
                 total=event.files_total or None,
                 completed=event.files_done,
-                rate=f"{event.files_done / elapsed:,.0f} files/s",
+                count=count_text(event.files_done, event.files_total, event.unit),
+                rate=rate_text(event.files_done, time.monotonic() - started, event.unit),
             )
 
         try:

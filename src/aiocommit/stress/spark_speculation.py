@@ -2,6 +2,7 @@
 cluster: exactly-once output whichever attempt wins.
 
     .venv/bin/python -m stress.spark_speculation [--scenario late-loser|kill] [--rows N]
+        [--via format|write]
 
 Spark only speculates across hosts, so this starts a standalone master on 127.0.0.1
 and two workers (2 cores each) bound to the loopback addresses 127.0.0.2 and
@@ -17,6 +18,11 @@ Scenarios (partition 0's first attempt is the slow one; every task logs its time
   attempt's own manifest copy).
 * ``kill``: attempt 0 of partition 0 sleeps 40 s; the speculative copy wins and the
   slow attempt is killed before it writes anything.
+
+``--via write`` writes with ``aiocommit.integrations.spark.write()`` (``mapInArrow``, the
+Spark 3.5 path) instead of ``format("aiocommit")``: there is no commit coordinator, the
+accepted attempt of a partition is the one whose result ``collect()`` kept, so the check
+is one attempt's files per partition and every row once.
 
 The destination is a **relative** path (``out``, the driver's working directory is the
 run's work directory): the driver must qualify it, or each executor would write under
@@ -263,12 +269,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scenario", choices=("late-loser", "kill"), default="late-loser")
     parser.add_argument("--rows", type=int, default=60_000)
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--via", choices=("format", "write"), default="format")
     args = parser.parse_args(argv)
 
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType
 
-    from aiocommit.integrations.spark import register
+    from aiocommit.integrations.spark import register, seam, write
 
     work = Path(tempfile.mkdtemp(prefix="aiocommit-speculation-"))
     dest = work / "out"
@@ -285,17 +292,24 @@ def main(argv: list[str] | None = None) -> None:
         cluster.start()
         print(f"cluster up in {time.monotonic() - t0:.0f} s: {cluster.url}", flush=True)
         spark = session(cluster, work)
-        register(spark)
+        if seam.HAS_DATA_SOURCES:
+            register(spark)
         df = spark.range(args.rows, numPartitions=PARTITIONS).selectExpr("id", "id % 7 AS k")
         # warm up the executors' Python workers so the timings below mean something
-        spark.range(100, numPartitions=4).write.format("aiocommit").mode("append").save(
-            str(work / "warmup")
-        )
+        if args.via == "write":
+            write(spark.range(100, numPartitions=4), str(work / "warmup"), mode="append")
+        else:
+            spark.range(100, numPartitions=4).write.format("aiocommit").mode("append").save(
+                str(work / "warmup")
+            )
         deadline = time.time() + 15.0
         delay = F.udf(slow_udf(args.scenario, deadline, str(timeline)), LongType())
         slow = df.select(delay("id").alias("id"), "k")
         started = time.monotonic()
-        slow.write.format("aiocommit").mode("append").option("partitionBy", "k").save("out")
+        if args.via == "write":
+            write(slow, "out", mode="append", partition_by="k")
+        else:
+            slow.write.format("aiocommit").mode("append").option("partitionBy", "k").save("out")
         print(f"write took {time.monotonic() - started:.1f} s", flush=True)
 
         ids = [row["id"] for row in spark.read.parquet(str(dest)).select("id").collect()]
@@ -315,7 +329,10 @@ def main(argv: list[str] | None = None) -> None:
         ok = len(ids) == args.rows and not duplicates and success
         for partition in range(PARTITIONS):
             accepted = {t for t, v in decisions.get(partition, {}).items() if v == "authorized"}
-            right = committed.get(partition) == accepted
+            if args.via == "write":  # no coordinator: the attempt collect() kept
+                right = len(committed.get(partition, set())) == 1
+            else:
+                right = committed.get(partition) == accepted
             ok = ok and right
             print(
                 f"partition {partition}: coordinator {decisions.get(partition)}, "

@@ -20,7 +20,6 @@ preconditions, so a store behaves there as on GCS (``tests/stores/test_gcs.py`` 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import importlib.util
 import json
@@ -34,7 +33,6 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from types import FrameType
-from urllib.parse import quote
 
 import anyio
 import anyio.to_thread
@@ -122,94 +120,16 @@ def run_fake_gcs_server(port: int = 0) -> AbstractAsyncContextManager[FakeGcsSer
     return run_child_server(FakeGcsServer(port))
 
 
-_HOP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "keep-alive"}
-
-
 @contextlib.asynccontextmanager
 async def precondition_proxy(upstream: str) -> AsyncIterator[str]:
-    """A loopback HTTP proxy in front of fake-gcs-server that enforces what it ignores.
+    """A loopback HTTP proxy in front of fake-gcs-server that enforces what it ignores:
+    ``ifGenerationMatch`` on simple uploads, rewrites, copies and deletes, and
+    ``ifSourceGenerationMatch`` on rewrites and copies, answering 412 as GCS does (the
+    chaos proxy with no faults). Runs in the current event loop; yields its endpoint."""
+    from aiocommit.testing.chaos_proxy import run_chaos_proxy
 
-    Checks ``ifGenerationMatch`` on simple uploads, rewrites, copies and deletes, and
-    ``ifSourceGenerationMatch`` on rewrites and copies, answering 412 as GCS does; all
-    else is forwarded untouched. Writes pass one at a time, so check-then-forward is atomic
-    for clients of this proxy. Runs in the current event loop; yields its endpoint.
-    """
-    from aiohttp import ClientSession, web
-    from yarl import URL
-
-    lock = asyncio.Lock()
-    client = ClientSession(auto_decompress=False)
-
-    async def generation(bucket: str, quoted_name: str) -> int:
-        url = URL(f"{upstream}/storage/v1/b/{bucket}/o/{quoted_name}", encoded=True)
-        async with client.get(url) as reply:
-            if reply.status == 404:
-                return 0
-            return int((await reply.json(content_type=None))["generation"])
-
-    async def violated(request: web.BaseRequest) -> bool:
-        parts = request.raw_path.split("?", 1)[0].split("/")
-        query = request.query
-        # (bucket, quoted object name, expected generation, is a rewrite source)
-        checks: list[tuple[str, str, str, bool]] = []
-        # /storage/v1/b/B/o/SRC/{rewriteTo,copyTo}/b/DB/o/DST
-        is_object_api = parts[1:4] == ["storage", "v1", "b"]
-        if is_object_api and len(parts) == 12 and parts[7] in ("rewriteTo", "copyTo"):
-            if "ifGenerationMatch" in query:
-                checks.append((parts[9], parts[11], query["ifGenerationMatch"], False))
-            if "ifSourceGenerationMatch" in query:
-                checks.append((parts[4], parts[6], query["ifSourceGenerationMatch"], True))
-        elif is_object_api and len(parts) == 7 and request.method == "DELETE":
-            if "ifGenerationMatch" in query:
-                checks.append((parts[4], parts[6], query["ifGenerationMatch"], False))
-        elif (
-            parts[1:5] == ["upload", "storage", "v1", "b"]
-            and query.get("uploadType") == "media"
-            and "ifGenerationMatch" in query
-        ):
-            name = quote(query.get("name", ""), safe="")
-            checks.append((parts[5], name, query["ifGenerationMatch"], False))
-        for bucket, quoted_name, expected, is_source in checks:
-            actual = await generation(bucket, quoted_name)
-            if actual == 0 and is_source:
-                continue  # a missing rewrite source: fake-gcs-server answers 404, as GCS does
-            if str(actual) != expected:
-                return True
-        return False
-
-    async def forward(request: web.BaseRequest) -> web.StreamResponse:
-        body = await request.read()
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
-        url = URL(upstream + request.raw_path, encoded=True)
-        async with client.request(request.method, url, data=body, headers=headers) as reply:
-            payload = await reply.read()
-            out = {k: v for k, v in reply.headers.items() if k.lower() not in _HOP_HEADERS}
-            return web.Response(status=reply.status, body=payload, headers=out)
-
-    async def handle(request: web.BaseRequest) -> web.StreamResponse:
-        if request.method == "GET":
-            return await forward(request)
-        async with lock:
-            if await violated(request):
-                error = {
-                    "code": 412,
-                    "message": "Precondition Failed",
-                    "errors": [{"reason": "conditionNotMet"}],
-                }
-                return web.json_response({"error": error}, status=412)
-            return await forward(request)
-
-    runner = web.ServerRunner(web.Server(handle))
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = runner.addresses[0][1]
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        with anyio.CancelScope(shield=True):
-            await runner.cleanup()
-            await client.close()
+    async with run_chaos_proxy(upstream, "gcs") as proxy:
+        yield proxy.endpoint
 
 
 def main(argv: list[str] | None = None) -> int:

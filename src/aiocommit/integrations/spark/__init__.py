@@ -1,12 +1,19 @@
-"""PySpark integration: the ``aiocommit`` data source for ``df.write.format("aiocommit")``.
+"""PySpark integration: the ``aiocommit`` data source for ``df.write.format("aiocommit")``
+(pyspark 4.0 to 4.3), and ``write(df, dest, ...)`` (pyspark 3.5 to 4.3, classic or Spark
+Connect).
 
-Needs the ``spark`` extra (``pip install 'aiocommit[spark]'``: pyspark 4 and pyarrow)::
+Needs the ``spark`` extra (``pip install 'aiocommit[spark]'``: pyspark and pyarrow)::
 
     from aiocommit.integrations.spark import register
     register(spark)
     (df.write.format("aiocommit").mode("overwrite")
         .partitionBy("country", "day")
         .save("abfss://container@account.dfs.core.windows.net/table"))
+
+    # any supported pyspark, Spark 3.5 included
+    from aiocommit.integrations.spark import write
+    write(df, "abfss://container@account.dfs.core.windows.net/table",
+          mode="overwrite", partition_by=["country", "day"])
 
 See ``docs/spark.md`` for the options, the guarantees and how it runs.
 """
@@ -15,7 +22,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from aiocommit.integrations.spark import seam
 from aiocommit.integrations.spark.dataframe_writer import install
+from aiocommit.integrations.spark.map_in_arrow import write
 from aiocommit.integrations.spark.source import (
     AiocommitCommitMessage,
     AiocommitDataSource,
@@ -30,6 +39,7 @@ __all__ = [
     "AiocommitDataSource",
     "AiocommitWriter",
     "register",
+    "write",
 ]
 
 
@@ -37,6 +47,13 @@ def register(spark: SparkSession) -> None:
     """Register the ``aiocommit`` data source with a session (once per session), and
     make ``df.write.format("aiocommit")`` honour what Spark's Python data source API
     drops: every save mode, ``partitionBy``, the session's write confs, writes from any
-    thread, errors with their cause first (see ``dataframe_writer``)."""
+    thread, errors with their cause first (see ``dataframe_writer``). Needs pyspark
+    4.0 or later (Spark's Python data source API); on 3.5 use ``write(df, ...)``."""
+    if not seam.HAS_DATA_SOURCES:
+        raise RuntimeError(
+            f"pyspark {seam.VERSION} has no Python data source API (new in 4.0): "
+            'format("aiocommit") needs pyspark >= 4.0; write with '
+            "aiocommit.integrations.spark.write(df, dest, ...) instead"
+        )
     install()
     spark.dataSource.register(AiocommitDataSource)

@@ -1,18 +1,19 @@
-"""The commit protocol of one Spark write, in async functions free of pyspark:
+"""The commit protocol of one Spark write, in async functions free of pyspark, the same
+on every store (the job's committer does what its store needs):
 
-* ``prepare_job`` (driver, in ``writer()``): finish earlier jobs' committed overwrites,
-  then ``setup_job``;
+* ``prepare_job`` (driver, in ``writer()``): ``setup_job``;
 * ``open_task_attempt`` (executor, in ``write()``): for a local destination, the attempt
   directory the task writes into directly;
-* ``commit_task_files`` (executor, in ``write()``): ``setup_task``, upload the closed
-  local files into the attempt directory (unless written there), ``commit_task``;
-* ``commit_write`` (driver, in ``commit()``): plan an overwrite, ``commit_job`` with
-  exactly the manifests the messages name (one per accepted attempt), then delete the
-  replaced files. Once the job has committed (``_SUCCESS`` saved), cleaning up
-  ``_temporary/JOB`` never fails the write: a losing speculative attempt may still be
-  writing there. Cleanup is retried, then left to ``aiocommit cleanup``;
-* ``abort_write`` (driver, in ``abort()``): finish a committed overwrite, else
-  ``abort_job`` (which also moves back files a partly-run commit renamed).
+* ``commit_task_files`` (executor, in ``write()``): ``setup_task``, add the closed local
+  files to the attempt's output (unless written there), ``commit_task``;
+* ``commit_write`` (driver, in ``commit()``): ``commit_job`` with exactly the task records
+  the messages name (one per accepted attempt); an overwrite is the engine's conflict
+  mode ``replace`` (per partition for a dynamic one). Once the job has committed
+  (``_SUCCESS`` saved), cleaning up ``_temporary/JOB`` never fails the write: a losing
+  speculative attempt may still be writing there. Cleanup is retried, then left to
+  ``aiocommit cleanup``;
+* ``abort_write`` (driver, in ``abort()``): ``abort_job``, which undoes a partly-run
+  commit and restores the old output a replace had moved aside.
 
 Each opens its own store client and closes it: Spark reuses its Python workers, and a
 client bound to one event loop must not outlive its ``asyncio.run``.
@@ -29,18 +30,17 @@ from typing import Protocol
 import anyio
 
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job, setup_job
-from aiocommit.engine.task import TaskAttempt, commit_task, setup_task
-from aiocommit.errors import NotFound
-from aiocommit.integrations.spark import overwrite, zero_rename
+from aiocommit.engine.s3a import S3CommitterOptions
+from aiocommit.engine.task import commit_task, committed_name, setup_task
+from aiocommit.errors import NotFound, first_error
 from aiocommit.integrations.spark.files import LocalFile
 from aiocommit.integrations.spark.settings import TestHooks, WriteSettings
 from aiocommit.options import CommitOptions
-from aiocommit.protocol.ids import task_attempt_id_for, task_id_for
 from aiocommit.protocol.layout import JobLayout
-from aiocommit.protocol.manifest import encode_manifest
 from aiocommit.protocol.success import SuccessData
-from aiocommit.stores.base import Store, join
-from aiocommit.stores.faulty import Faults, FaultyStore
+from aiocommit.stages.context import parallel
+from aiocommit.stores.base import Store
+from aiocommit.stores.faulty import Faults, FaultyStore, InjectedFailure
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.registry import open_store
 
@@ -75,8 +75,40 @@ class InjectedTaskFailure(RuntimeError):
     """Raised by the TEST-ONLY ``aiocommit.test.failPartition*`` hooks."""
 
 
+#: URL schemes of S3, whose client takes the write's ``fs.s3a.*`` options
+S3_SCHEMES = ("s3", "s3a")
+
+
+def committer_options(settings: WriteSettings, overwriting: bool) -> S3CommitterOptions:
+    """The S3A committers' settings of a write (used where the store has them): Spark's
+    save modes as conflict modes. Append is ``append``; overwrite is ``replace`` of the
+    whole destination, or of the written partitions with ``partitionOverwriteMode=dynamic``
+    (the partitioned committer)."""
+    if not overwriting:
+        return S3CommitterOptions(
+            committer=settings.committer,
+            conflict_mode="append",
+            partitioned=bool(settings.partition_by),
+        )
+    dynamic = settings.partition_overwrite_mode == "dynamic" and bool(settings.partition_by)
+    return S3CommitterOptions(
+        committer=settings.committer, conflict_mode="replace", partitioned=dynamic
+    )
+
+
+def _open_url(settings: WriteSettings) -> tuple[Store, str]:
+    scheme, _, rest = settings.url.partition("://")
+    if scheme.lower() not in S3_SCHEMES:
+        return open_store(settings.url)
+    from aiocommit.stores.s3 import S3Store  # the s3 extra, needed only for S3 writes
+
+    bucket, slash, tail = rest.partition("/")
+    store = S3Store(bucket, scheme=scheme.lower(), options=settings.s3a)
+    return store, "/" + tail if slash else "/"
+
+
 def _open(settings: WriteSettings, fault: tuple[str, str] | None = None) -> tuple[Store, str]:
-    store, path = open_store(settings.url)
+    store, path = _open_url(settings)
     if fault is not None:
         operation, fragment = fault
 
@@ -87,29 +119,16 @@ def _open(settings: WriteSettings, fault: tuple[str, str] | None = None) -> tupl
     return store, path.rstrip("/") or "/"
 
 
-async def prepare_job(settings: WriteSettings, job_id: str) -> list[str]:
-    """Driver side, once per write: finish overwrites earlier jobs committed but did not
-    complete, then set this job up. Returns the job IDs of plans finished."""
-    if zero_rename.is_zero_rename(settings):  # S3: the zero-rename committers
-        await zero_rename.prepare(settings, job_id)
-        return []
+async def prepare_job(settings: WriteSettings, job_id: str) -> None:
+    """Driver side, once per write: set the job up (its committer chosen from the store:
+    on S3 the staging or magic committer, as the write's ``committer`` option says)."""
     store, dest = _open(settings)
     try:
-        finished = await overwrite.finish_pending(store, dest, settings.commit)
-        await setup_job(dest, job_id, store=store, options=settings.commit)
-        return finished
+        s3a = committer_options(settings, overwriting=False)
+        await setup_job(dest, job_id, store=store, options=settings.commit, s3a=s3a)
     finally:
         with anyio.CancelScope(shield=True):
             await store.aclose()
-
-
-#: per-attempt manifest copies; not ``-manifest.json``, so the engine's own listing of a
-#: job's manifests (and tools built on it) still sees one manifest per task
-ATTEMPT_MANIFEST_SUFFIX = ".attempt-manifest.json"
-
-
-def attempt_manifest_name(attempt: TaskAttempt) -> str:
-    return attempt.task_attempt_id + ATTEMPT_MANIFEST_SUFFIX
 
 
 def _should_fail(hooks: TestHooks, partition: int, attempt_number: int) -> bool:
@@ -165,115 +184,75 @@ async def commit_task_files(
     attempt_number: int,
     files: Sequence[LocalFile],
 ) -> TaskOutcome:
-    """Executor side: upload a task attempt's closed files and commit the attempt."""
-    if zero_rename.is_zero_rename(settings):  # S3: the zero-rename committers
-        attempt_id = task_attempt_id_for(task_id_for(job_id, partition), attempt_number)
-        name = await zero_rename.commit_task(
-            settings,
-            job_id,
-            partition=partition,
-            attempt_number=attempt_number,
-            files=files,
-            fail_after_upload=_should_fail(settings.hooks, partition, attempt_number),
-        )
-        return TaskOutcome(
-            task_id=task_id_for(job_id, partition),
-            task_attempt_id=attempt_id,
-            manifest=name,
-            files=len(files),
-            bytes=sum(f.size for f in files),
-            rows=sum(f.rows for f in files),
-            partitions=tuple(sorted({f.partition for f in files if f.partition})),
-        )
+    """Executor side: add a task attempt's closed files to its output (those written
+    into the attempt directory already stay) and commit the attempt."""
     store, dest = _open(settings)
     options = settings.commit
     try:
         attempt = await setup_task(
             dest, job_id, partition, attempt_number, store=store, options=options
         )
-        limiter = anyio.CapacityLimiter(max(1, min(options.concurrency, 16)))
 
-        async def upload(local: LocalFile) -> None:
-            async with limiter:
-                target = attempt.path(local.relative)
-                await overwrite.retrying(
-                    lambda: store.upload_file(local.local_path, target), options
-                )
+        async def add(local: LocalFile) -> None:
+            await attempt.write_file(local.relative, local.local_path, store=store, options=options)
 
-        with overwrite.first_error_raised():
-            async with anyio.create_task_group() as group:
-                for local in files:
-                    if not local.in_place:  # written into the attempt directory already
-                        group.start_soon(upload, local)
-        if _should_fail(settings.hooks, partition, attempt_number):
+        # written into the attempt directory already, or added now
+        added = [local for local in files if not local.in_place]
+        try:
+            await parallel(added, add, workers=min(options.concurrency, 16))
+        except BaseExceptionGroup as errors:  # Spark shows the message: the cause
+            raise first_error(errors) from errors
+        target: Store = store
+        failing = _should_fail(settings.hooks, partition, attempt_number)
+        if failing:  # saving the attempt's record fails: its output is written (uploaded)
+            target = FaultyStore(store, Faults(fail_paths=_saves_task_record))
+        try:
+            await commit_task(attempt, store=target, options=options, per_attempt=True)
+        except InjectedFailure as error:
             raise InjectedTaskFailure(
                 f"aiocommit.test hook: partition {partition} attempt {attempt_number} fails "
-                f"after uploading {len(files)} file(s)"
-            )
-        manifest = await commit_task(attempt, store=store, options=options)
-        # the engine keeps one manifest per task, and the last attempt to commit wins; Spark
-        # picks its winner only after write() returned, so a losing speculative attempt can
-        # save its manifest after the winner's. A copy under this attempt's own name is
-        # what the message names and job commit loads: exactly the attempts Spark accepted.
-        own = join(JobLayout(dest, job_id).manifests_dir, attempt_manifest_name(attempt))
-        data = encode_manifest(manifest)
-        await overwrite.retrying(lambda: store.write_bytes(own, data), options)
+                f"after writing {len(files)} file(s)"
+            ) from error
     finally:
         with anyio.CancelScope(shield=True):
             await store.aclose()
     return TaskOutcome(
         task_id=attempt.task_id,
         task_attempt_id=attempt.task_attempt_id,
-        manifest=attempt_manifest_name(attempt),
-        files=len(manifest.files),
-        bytes=manifest.total_size,
+        manifest=committed_name(attempt, per_attempt=True),
+        files=len(files),
+        bytes=sum(f.size for f in files),
         rows=sum(f.rows for f in files),
         partitions=tuple(sorted({f.partition for f in files if f.partition})),
     )
 
 
+def _saves_task_record(operation: str, path: str) -> bool:
+    """The test hook's fault: the write of a task attempt's manifest or pending set."""
+    name = path.rsplit("/", 1)[-1]
+    return operation == "write_bytes" and name.endswith((".pendingset", "-manifest.json.tmp"))
+
+
 async def commit_write(
     settings: WriteSettings, job_id: str, overwriting: bool, results: Sequence[TaskResult]
 ) -> SuccessData:
-    """Driver side: commit exactly the manifests the tasks' messages name."""
-    if zero_rename.is_zero_rename(settings):  # S3: the zero-rename committers
-        return await zero_rename.commit_write(settings, job_id, overwriting, results)
+    """Driver side: commit exactly the task records (manifests or pending sets) the
+    tasks' messages name."""
     store, dest = _open(settings, settings.hooks.commit_fault)
     options = settings.commit
     try:
-        layout = JobLayout(dest, job_id)
-        manifests = [r.manifest for r in results]
         # cleanup runs after _SUCCESS is saved: its failure is logged, not raised
-        committing = dataclasses.replace(options, cleanup_ignore_failures=True)
-        if not overwriting:
-            summary = await commit_job(
-                dest, job_id, manifests=manifests, store=store, options=committing
-            )
-            await clean_up_committed(store, dest, job_id, options)
-            return summary
-        # a re-run of a commit that started (its commit plan saved) or finished must not
-        # list the destination again: the new files would count as old ones
-        started = await overwrite.owns_success(store, dest, job_id) or await _exists(
-            store, layout.commit_plan_path
+        committing = dataclasses.replace(
+            settings.commit_options(overwriting), cleanup_ignore_failures=True
         )
-        plan = await overwrite.read_plan(store, dest, job_id)
-        if plan is None and not started:
-            dynamic = settings.partition_overwrite_mode == "dynamic" and bool(settings.partition_by)
-            partitions = sorted({p for r in results for p in r.partitions}) if dynamic else None
-            plan = await overwrite.prepare(
-                store, dest, job_id, partitions=partitions, options=options
-            )
-        # without a _SUCCESS marker, keep the job directory until the plan is marked, so
-        # an interrupted commit is recognisably not committed (see overwrite.py)
-        run_options = committing
-        if not options.write_success and not options.cleanup_skip:
-            run_options = dataclasses.replace(committing, cleanup_skip=True)
         summary = await commit_job(
-            dest, job_id, manifests=manifests, store=store, options=run_options
+            dest,
+            job_id,
+            manifests=[r.manifest for r in results],
+            store=store,
+            options=committing,
+            s3a=committer_options(settings, overwriting),
         )
-        if plan is not None:
-            await overwrite.mark(store, dest, plan, overwrite.COMMITTED, options)
-            await overwrite.finish(store, dest, plan, options)
         await clean_up_committed(store, dest, job_id, options)
         return summary
     finally:
@@ -284,27 +263,22 @@ async def commit_write(
 async def abort_write(settings: WriteSettings, job_id: str, overwriting: bool) -> str:
     """Driver side, after a failed job or a failed ``commit()``. Idempotent.
 
-    A committed overwrite is finished (its old files deleted); otherwise the job is
-    aborted: files a partly-run commit renamed are moved back and ``_temporary/JOB`` is
-    removed, whatever the messages say (they are incomplete after a failure).
-    Returns ``"finished"`` or ``"aborted"``.
+    ``abort_job``: what a partly-run commit put in place is undone, the old output a
+    replace moved aside is restored (a store without atomic rename had deleted it: the
+    files it cannot restore are logged), and ``_temporary/JOB`` is removed, whatever the
+    messages say (they are incomplete after a failure). A job that had committed is only
+    cleaned up. Returns ``"aborted"``.
     """
-    if zero_rename.is_zero_rename(settings):  # S3: the zero-rename committers
-        return await zero_rename.abort_write(settings, job_id, overwriting)
     store, dest = _open(settings, settings.hooks.abort_fault)
-    options = settings.commit
     try:
-        plan = await overwrite.read_plan(store, dest, job_id) if overwriting else None
-        if plan is not None:
-            if await overwrite.is_committed(store, dest, plan):
-                await overwrite.mark(store, dest, plan, overwrite.COMMITTED, options)
-                await overwrite.finish(store, dest, plan, options)
-                await cleanup_job(dest, job_id, store=store, options=options)
-                return "finished"
-            await overwrite.mark(store, dest, plan, overwrite.ABORTED, options)
-        await abort_job(dest, job_id, store=store, options=options)
-        if plan is not None:
-            await overwrite.discard(store, dest, job_id, options)
+        s3a = committer_options(settings, overwriting)
+        lost = await abort_job(dest, job_id, store=store, options=settings.commit, s3a=s3a)
+        if lost:
+            log.warning(
+                "job %s aborted; %d old file(s) its replace had deleted cannot be restored",
+                job_id,
+                len(lost),
+            )
         return "aborted"
     finally:
         with anyio.CancelScope(shield=True):

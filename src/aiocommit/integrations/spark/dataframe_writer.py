@@ -37,7 +37,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from aiocommit.integrations.spark import tables
+from aiocommit.integrations.spark import seam, tables
 from aiocommit.integrations.spark.schema import sparks_refusal
 from aiocommit.integrations.spark.settings import (
     JAVA_VERSION_OPTION,
@@ -108,19 +108,12 @@ def _recorded(writer: DataFrameWriter) -> Recorded:
 
 def install() -> None:
     """Wrap the methods of pyspark's classic ``DataFrameWriter`` and, where pyspark's
-    Connect client is installed, of Spark Connect's (once per process; idempotent)."""
-    from pyspark.sql.readwriter import DataFrameWriter, DataFrameWriterV2
-
-    _install_on(DataFrameWriter, tables_too=True)
-    _refuse_using_aiocommit(DataFrameWriterV2)
-    try:
-        from pyspark.sql.connect.readwriter import DataFrameWriter as ConnectWriter
-        from pyspark.sql.connect.readwriter import DataFrameWriterV2 as ConnectWriterV2
-    except ImportError:  # the Connect client's dependencies (grpcio, pandas) are optional
-        return
-    # Connect's writer holds a plan, not a DataFrame: saveAsTable/insertInto stay Spark's
-    _install_on(ConnectWriter, tables_too=False)  # type: ignore[arg-type]
-    _refuse_using_aiocommit(ConnectWriterV2)
+    Connect client is installed, of Spark Connect's (once per process; idempotent).
+    ``seam.PysparkChanged`` naming the method when this pyspark lacks one."""
+    for writer_class, tables_too in seam.writer_classes():
+        _install_on(writer_class, tables_too=tables_too)
+    for writer_v2 in seam.writer_v2_classes():
+        _refuse_using_aiocommit(writer_v2)
 
 
 def _refuse_using_aiocommit(writer_class: type[Any]) -> None:
@@ -143,16 +136,18 @@ def _refuse_using_aiocommit(writer_class: type[Any]) -> None:
 def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> None:
     if getattr(writer_class, _INSTALLED, False):
         return
-    original_format = writer_class.format
-    original_mode = writer_class.mode
-    original_partition_by = writer_class.partitionBy
-    original_option = writer_class.option
-    original_options = writer_class.options
-    original_save = writer_class.save
-    original_save_as_table = writer_class.saveAsTable
-    original_insert_into = writer_class.insertInto
-    original_bucket_by = writer_class.bucketBy
-    original_sort_by = writer_class.sortBy
+    originals = seam.wrapped_methods(writer_class, tables_too)
+    # the chaining methods return the writer
+    original_format: Callable[..., DataFrameWriter] = originals["format"]
+    original_mode: Callable[..., DataFrameWriter] = originals["mode"]
+    original_partition_by: Callable[..., DataFrameWriter] = originals["partitionBy"]
+    original_option: Callable[..., DataFrameWriter] = originals["option"]
+    original_options: Callable[..., DataFrameWriter] = originals["options"]
+    original_save = originals["save"]
+    original_save_as_table = originals.get("saveAsTable")
+    original_insert_into = originals.get("insertInto")
+    original_bucket_by: Callable[..., DataFrameWriter] = originals["bucketBy"]
+    original_sort_by: Callable[..., DataFrameWriter] = originals["sortBy"]
 
     def format(self: DataFrameWriter, source: str) -> DataFrameWriter:
         _recorded(self).format = source.strip().lower()
@@ -177,12 +172,12 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
         return original_sort_by(self, col, *cols)
 
     def option(self: DataFrameWriter, key: str, value: Any) -> DataFrameWriter:
-        _recorded(self).options[key.lower()] = _text(value)
+        _recorded(self).options[key.lower()] = option_text(value)
         return original_option(self, key, value)
 
     def options(self: DataFrameWriter, **values: Any) -> DataFrameWriter:
         for key, value in values.items():
-            _recorded(self).options[key.lower()] = _text(value)
+            _recorded(self).options[key.lower()] = option_text(value)
         return original_options(self, **values)
 
     def save(
@@ -199,11 +194,11 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
             return
         _prepare(self, original_partition_by, original_option, original_mode)
         try:
-            with lifted_arrow_byte_cap(self._spark):
+            with lifted_arrow_byte_cap(seam.writer_session(self)):
                 original_save(self, path)
         except Exception as error:
             _put_cause_first(error)
-            sparks = as_sparks_error(error, path, self._spark)
+            sparks = as_sparks_error(error, path, seam.writer_session(self))
             if sparks is error:
                 raise
             raise sparks from error
@@ -218,6 +213,7 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
     ) -> None:
         _apply_arguments(self, mode, partitionBy, format, values)
         if _recorded(self).format != SOURCE_NAME:
+            assert original_save_as_table is not None
             original_save_as_table(self, name)
             return
         bucketing = _recorded(self).bucketing
@@ -232,6 +228,7 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
 
     def insertInto(self: DataFrameWriter, tableName: str, overwrite: bool | None = None) -> None:
         if _recorded(self).format != SOURCE_NAME:
+            assert original_insert_into is not None
             original_insert_into(self, tableName, overwrite)
             return
         state = _recorded(self)
@@ -253,7 +250,7 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
     setattr(writer_class, _INSTALLED, True)
 
 
-def _text(value: Any) -> str:
+def option_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
@@ -267,7 +264,7 @@ def _prepare(
 ) -> None:
     """Turn what Spark refuses for Python data sources into options ``writer()`` reads."""
     state = _recorded(writer)
-    spark = writer._spark
+    spark = seam.writer_session(writer)
     given = dict(state.options)
     fmt = given.get("format", "parquet").lower()
     schema = _schema_of(writer)
@@ -295,35 +292,41 @@ def _prepare(
             )
         original_partition_by(writer)  # Spark refuses partition columns; the option has them
         original_option(writer, "partitionBy", columns)
-    confs = list(SESSION_CONFS)
-    if fmt == "parquet":
-        confs.append((PARQUET_CODEC_CONF, "compression"))
-        confs.append((PARQUET_TIMESTAMP_CONF, "outputtimestamptype"))
-    elif fmt == "json":
-        confs.append((JSON_NULL_FIELDS_CONF, "ignorenullfields"))
-    for conf, key in confs:
-        value = _conf(spark, conf)
-        if key not in given and value:
-            original_option(writer, key, value)
+    for key, value in session_options(spark, given).items():
+        original_option(writer, key, value)
     mode = state.mode or "errorifexists"
     if mode in ERROR_MODES or mode == "ignore":
         original_mode(writer, "append")
         original_option(writer, SAVE_MODE_OPTION, "ignore" if mode == "ignore" else "errorifexists")
     else:  # set on every save: a reused writer must not keep an earlier save's mode
         original_option(writer, SAVE_MODE_OPTION, "")
-    # the JVM looks the data source up in the calling thread's active session (classic
-    # sessions only: a Connect server resolves it in the client's session)
-    if hasattr(spark, "_jsparkSession"):
-        jvm = spark.sparkContext._jvm
-        if jvm is not None:
-            spark._get_j_spark_session_class(jvm).setActiveSession(spark._jsparkSession)
+    # the JVM looks the data source up in the calling thread's active session
+    seam.make_active(spark)
+
+
+def session_options(spark: Any, given: dict[str, str]) -> dict[str, str]:
+    """The options the session's write confs set (lower-cased keys), for those of them
+    the write's options (``given``, lower-cased keys) do not set: an explicit option wins."""
+    confs = list(SESSION_CONFS)
+    fmt = given.get("format", "parquet").lower()
+    if fmt == "parquet":
+        confs.append((PARQUET_CODEC_CONF, "compression"))
+        confs.append((PARQUET_TIMESTAMP_CONF, "outputtimestamptype"))
+    elif fmt == "json":
+        confs.append((JSON_NULL_FIELDS_CONF, "ignorenullfields"))
+    found: dict[str, str] = {}
+    for conf, key in confs:
+        value = _conf(spark, conf)
+        if key not in given and value:
+            found[key] = value
+    return found
 
 
 def _schema_of(writer: DataFrameWriter) -> StructType | None:
-    """The schema of the DataFrame a classic writer writes (pyspark private ``_df``);
-    None for Spark Connect's writer, which holds a plan."""
-    df = getattr(writer, "_df", None)
-    if df is None or not hasattr(df, "_jdf"):
+    """The schema of the DataFrame a classic writer writes; None for Spark Connect's
+    writer, which holds a plan."""
+    df = seam.classic_dataframe(writer)
+    if df is None:
         return None
     schema: StructType = df.schema
     return schema
@@ -347,8 +350,8 @@ def as_sparks_error(error: Exception, path: str | None, spark: Any) -> Exception
     """Spark's own error for a destination that exists in ``errorifexists`` mode
     (``AnalysisException`` with condition ``PATH_ALREADY_EXISTS`` and SQLSTATE 42K04, as
     ``df.write.parquet`` raises it) instead of the data source's wrapper; else ``error``."""
-    desc = getattr(error, "_desc", None)
-    cause = one_line_cause(desc if isinstance(desc, str) else str(error)) or ""
+    desc = seam.error_text(error)
+    cause = one_line_cause(desc if desc is not None else str(error)) or ""
     if not cause.startswith("FileExistsError: [PATH_ALREADY_EXISTS]"):
         return error
     found = SparkCondition("PATH_ALREADY_EXISTS", {"outputPath": qualified_path(str(path))})
@@ -389,9 +392,9 @@ def one_line_cause(text: str) -> str | None:
 def _put_cause_first(error: Exception) -> None:
     """Start the message of Spark's exception with the one-line cause; the exception
     keeps its type, so ``except AnalysisException`` still works."""
-    desc = getattr(error, "_desc", None)
-    if not isinstance(desc, str):
+    desc = seam.error_text(error)
+    if desc is None:
         return
     cause = one_line_cause(desc)
     if cause and not desc.startswith("aiocommit: "):
-        error._desc = f"aiocommit: {cause}\n{desc}"  # type: ignore[attr-defined]
+        seam.set_error_text(error, f"aiocommit: {cause}\n{desc}")

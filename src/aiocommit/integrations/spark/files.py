@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from aiocommit.integrations.spark import seam
 from aiocommit.integrations.spark.paths import partition_path_string
 from aiocommit.integrations.spark.settings import ROW_GROUP_BYTES, TASK_BUFFER_BYTES
 from aiocommit.integrations.spark.text_compression import open_text, text_extension
@@ -516,7 +517,9 @@ def value_to_string(
     if pa.types.is_date32(arrow_type):
         return date_string(value)
     if isinstance(value, decimal.Decimal):
-        return plain_decimal(value)
+        # Spark 4 names decimal partitions plainly; 3.5 as BigDecimal.toString, which is
+        # Python's str(Decimal) (0E-18, 1.00000000000E-7)
+        return plain_decimal(value) if seam.PLAIN_DECIMAL_PARTITIONS else str(value)
     if isinstance(value, str | int):
         return str(value)
     raise ValueError(f"cannot partition by a column of type {arrow_type}")

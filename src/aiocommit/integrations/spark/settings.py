@@ -89,6 +89,9 @@ class TestHooks:
     * ``aiocommit.test.failPartitionOnFirstAttempt=N``: the task of partition N, on its
       attempt 0, uploads its files into its attempt directory and then raises.
     * ``aiocommit.test.failPartitionAlways=N``: the same on every attempt.
+    * ``aiocommit.test.killFirstAttempts=true``: every task's attempt 0 is killed (its
+      process exits at once, no ``finally`` runs) after it was handed its second batch,
+      the files written so far left in its attempt directory.
     * ``aiocommit.test.commitFault=OP:TEXT``: ``commit()`` opens its store wrapped in a
       ``FaultyStore`` that fails store operation OP (``rename``, ``delete``, ...) on every
       path containing TEXT.
@@ -99,6 +102,7 @@ class TestHooks:
 
     fail_partition_on_first_attempt: int | None = None
     fail_partition_always: int | None = None
+    kill_first_attempts: bool = False
     commit_fault: tuple[str, str] | None = None
     abort_fault: tuple[str, str] | None = None
 
@@ -138,6 +142,14 @@ class WriteSettings:
     case_sensitive: bool = False
     commit: CommitOptions = field(default_factory=CommitOptions)
     hooks: TestHooks = field(default_factory=TestHooks)
+
+    def commit_options(self, overwriting: bool) -> CommitOptions:
+        """The job commit's options, its conflict mode decided by Spark's save mode:
+        append is ``append``; overwrite is ``replace``, per partition when dynamic."""
+        if not overwriting:
+            return dataclasses.replace(self.commit, conflict_mode="append")
+        dynamic = self.partition_overwrite_mode == "dynamic" and bool(self.partition_by)
+        return dataclasses.replace(self.commit, conflict_mode="replace", replace_partitions=dynamic)
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> WriteSettings:
@@ -288,6 +300,7 @@ def _hooks(lowered: Mapping[str, str]) -> TestHooks:
     known = {
         TEST_PREFIX + "failpartitiononfirstattempt",
         TEST_PREFIX + "failpartitionalways",
+        TEST_PREFIX + "killfirstattempts",
         TEST_PREFIX + "commitfault",
         TEST_PREFIX + "abortfault",
     }
@@ -302,6 +315,8 @@ def _hooks(lowered: Mapping[str, str]) -> TestHooks:
     return TestHooks(
         fail_partition_on_first_attempt=partition("failpartitiononfirstattempt"),
         fail_partition_always=partition("failpartitionalways"),
+        kill_first_attempts=lowered.get(TEST_PREFIX + "killfirstattempts", "").strip().lower()
+        == "true",
         commit_fault=_fault("commitFault", lowered.get(TEST_PREFIX + "commitfault")),
         abort_fault=_fault("abortFault", lowered.get(TEST_PREFIX + "abortfault")),
     )

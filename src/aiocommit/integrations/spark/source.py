@@ -26,13 +26,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pyspark import TaskContext
-from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
     ByteType,
-    CalendarIntervalType,
     CharType,
     DataType,
     DateType,
@@ -49,7 +46,6 @@ from pyspark.sql.types import (
     TimestampNTZType,
     TimestampType,
     VarcharType,
-    VariantType,
     YearMonthIntervalType,
 )
 
@@ -68,6 +64,14 @@ from aiocommit.integrations.spark.schema import (
     parquet_metadata,
     parquet_writer_options,
     sparks_refusal,
+)
+from aiocommit.integrations.spark.seam import (
+    CalendarIntervalType,
+    DataSource,
+    DataSourceArrowWriter,
+    VariantType,
+    WriterCommitMessage,
+    arrow_schema,
 )
 from aiocommit.integrations.spark.settings import TABLE_WRITES_REFUSED, WriteSettings
 from aiocommit.protocol.ids import new_job_id
@@ -218,7 +222,7 @@ def check_types(schema: StructType, settings: WriteSettings) -> None:
                     "or json, or convert the column to a string first"
                 )
     try:
-        to_arrow_schema(schema, timezone="UTC")
+        arrow_schema(schema)
     except Exception as error:
         raise TypeError(f"cannot write this schema as {settings.format}: {error}") from None
 
@@ -294,14 +298,14 @@ class AiocommitWriter(DataSourceArrowWriter):
         data = StructType(
             [f for f in self.schema.fields if f.name not in self.settings.partition_by]
         )
-        return to_arrow_schema(data, timezone="UTC")
+        return arrow_schema(data)
 
     def _text_schema(self) -> pa.Schema | None:
         """For JSON: the data columns' Arrow form from the Spark schema (it marks variant
         columns, which Spark's Arrow batches do not)."""
         if self.settings.format != "json":
             return None
-        return to_arrow_schema(data_schema(self.schema, self.settings.partition_by), timezone="UTC")
+        return arrow_schema(data_schema(self.schema, self.settings.partition_by))
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> AiocommitCommitMessage:
         context = TaskContext.get()
@@ -346,8 +350,11 @@ class AiocommitWriter(DataSourceArrowWriter):
             try:
                 if settings.format == "parquet" and settings.timestamp_type == "TIMESTAMP_MILLIS":
                     iterator = floor_to_millis(iterator)
-                for batch in iterator:
+                kill = settings.hooks.kill_first_attempts and attempt_number == 0
+                for number, batch in enumerate(iterator, 1):
                     output.add(batch)
+                    if kill and number == 2:
+                        os._exit(1)  # TEST-ONLY (settings.TestHooks): a killed attempt
                 if output.rows == 0 and partition == 0 and not settings.partition_by:
                     output.write_empty(self._arrow_schema())
                 files = output.close()

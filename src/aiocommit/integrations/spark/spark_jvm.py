@@ -3,8 +3,8 @@ Spark's own exceptions (so an error aiocommit raises where Spark's writer would 
 Spark's: the same class, condition, message and SQLSTATE) and the Java version (Spark's
 text writers print doubles as that Java does).
 
-A classic session is asked through py4j: ``_jvm`` below is this package's only use of
-that pyspark private name. A Spark Connect session has no JVM in the client: its
+A classic session is asked through py4j (its JVM view from ``seam.jvm``). A Spark
+Connect session has no JVM in the client: its
 exceptions are Connect's ``AnalysisException`` with the same condition, message and
 SQLSTATE, and the Java version comes from a SQL query (once per session).
 """
@@ -14,6 +14,8 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
+
+from aiocommit.integrations.spark import seam
 
 #: condition -> (SQLSTATE, message template): the conditions aiocommit raises as Spark does
 CONDITIONS = {
@@ -59,15 +61,9 @@ def sparks_exception(spark: Any, found: SparkCondition) -> Exception:
     """pyspark's exception for ``found`` as Spark's own writer raises it: built by the
     JVM of a classic session (pyspark's captured ``AnalysisException``), else Spark
     Connect's ``AnalysisException`` with the same condition, message and SQLSTATE."""
-    jvm = _jvm(spark)
+    jvm = seam.jvm(spark)
     if jvm is not None:
-        from pyspark.errors.exceptions.captured import convert_exception
-        from pyspark.sql.utils import to_scala_map
-
-        origin = jvm.org.apache.spark.sql.AnalysisException(
-            found.condition, to_scala_map(jvm, found.parameters)
-        )
-        return convert_exception(origin)
+        return seam.jvm_analysis_exception(jvm, found.condition, found.parameters)
     try:
         from pyspark.errors.exceptions.connect import AnalysisException
     except ImportError:  # no Connect client either: pyspark's base class
@@ -91,7 +87,7 @@ _JAVA_VERSIONS: weakref.WeakKeyDictionary[Any, int | None] = weakref.WeakKeyDict
 
 def java_version(spark: Any) -> int | None:
     """The major Java version of the session's JVM (17, 21, ...); None when unknown."""
-    jvm = _jvm(spark)
+    jvm = seam.jvm(spark)
     if jvm is not None:
         return _major(jvm.java.lang.System.getProperty("java.specification.version"))
     if spark in _JAVA_VERSIONS:
@@ -115,11 +111,3 @@ def _major(text: str | None) -> int | None:
     parts = str(text).split(".")
     major = parts[1] if parts[0] == "1" and len(parts) > 1 else parts[0]
     return int(major) if major.isdigit() else None
-
-
-def _jvm(spark: Any) -> Any:
-    """The py4j view of a classic session's JVM; None for Spark Connect (pyspark
-    private names: ``_jsparkSession``, ``SparkContext._jvm``)."""
-    if not hasattr(spark, "_jsparkSession"):
-        return None
-    return spark.sparkContext._jvm

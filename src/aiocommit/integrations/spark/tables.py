@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from aiocommit.integrations.spark import seam
 from aiocommit.integrations.spark.settings import FORMATS
 from aiocommit.integrations.spark.text_options import COMMON_OPTIONS, CSV_OPTIONS, JSON_OPTIONS
 
@@ -36,8 +37,8 @@ TABLE_READ_OPTIONS = frozenset(
 
 def save_as_table(writer: DataFrameWriter, state: Recorded, name: str) -> None:
     """``df.write.format("aiocommit").saveAsTable(name)`` in every save mode."""
-    spark: SparkSession = writer._spark
-    df: DataFrame = writer._df
+    spark: SparkSession = seam.writer_session(writer)
+    df: DataFrame = seam.writer_dataframe(writer)
     mode = state.mode or "errorifexists"
     options = {k: v for k, v in state.options.items() if k not in ("path", "partitionby")}
     partition_by = _partition_columns(state)
@@ -91,8 +92,8 @@ def save_as_table(writer: DataFrameWriter, state: Recorded, name: str) -> None:
 def insert_into(writer: DataFrameWriter, state: Recorded, name: str) -> None:
     """``df.write.format("aiocommit").insertInto(name[, overwrite])``: columns by
     position, as Spark's ``insertInto``; overwrite follows ``partitionOverwriteMode``."""
-    spark: SparkSession = writer._spark
-    df: DataFrame = writer._df
+    spark: SparkSession = seam.writer_session(writer)
+    df: DataFrame = seam.writer_dataframe(writer)
     location, fmt, columns, partitions = describe(spark, name)
     if len(df.columns) != len(columns):
         raise ValueError(

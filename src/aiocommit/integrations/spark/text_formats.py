@@ -191,10 +191,10 @@ def json_field_encoder(
     Spark's JSON writer writes it. ``reference``: the same field as ``to_arrow_schema``
     makes it from the Spark schema, which marks variants (Spark's Arrow batches do not)."""
     if is_variant(field) or (reference is not None and is_variant(reference)):
-        from pyspark.sql.variant_utils import VariantUtils
+        from aiocommit.integrations.spark.seam import variant_to_json
 
         zone_id = options.time_zone or "UTC"
-        return lambda v: VariantUtils.to_json(v["value"], v["metadata"], zone_id)
+        return lambda v: variant_to_json(v["value"], v["metadata"], zone_id)
     return json_encoder(field.type, options, None if reference is None else reference.type)
 
 

@@ -1,0 +1,371 @@
+"""Everything aiocommit takes from pyspark beyond its documented API, in one module.
+
+The supported releases (exactly the ones CI tests: pyspark 3.5 and 4.0 to 4.3) differ in
+what they have; every difference and every private name is handled here:
+
+* pyspark's private attributes: a ``DataFrameWriter``'s session (``_spark``) and DataFrame
+  (``_df``), a captured error's text (``_desc``), and the classic session's JVM handles
+  (``_jsparkSession``, ``_get_j_spark_session_class``, ``SparkContext._jvm``);
+* the ``DataFrameWriter`` methods ``register(spark)`` wraps (``WRAPPED_METHODS``), on the
+  classic writer and on Spark Connect's;
+* modules outside the documented API: ``pyspark.sql.pandas.types.to_arrow_schema`` (its
+  ``timezone`` argument is new in 4.2; before, it always meant UTC) and
+  ``pyspark.sql.variant_utils``;
+* what a release lacks: the Python data source API (``pyspark.sql.datasource``),
+  ``VariantType`` and ``CalendarIntervalType`` are new in 4.0. On 3.5 plain stand-ins
+  take their place, so that ``write()`` (``map_in_arrow``) drives the same writer there;
+* what a release does differently: decimal partition names (``PLAIN_DECIMAL_PARTITIONS``).
+
+``problems()`` names every attribute this pyspark lacks; ``register()`` refuses a pyspark
+that lacks one, and ``tests/spark/test_seam.py`` checks them on every release CI tests.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyspark
+from pyspark.sql.types import StructType
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.readwriter import DataFrameWriter
+
+
+def _release(text: str) -> tuple[int, int]:
+    major, minor = text.split(".")[:2]
+    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+
+
+VERSION: str = pyspark.__version__
+#: the installed pyspark's (major, minor)
+PYSPARK = _release(VERSION)
+#: the releases aiocommit supports (pyproject.toml's range; CI tests each)
+SUPPORTED = ((3, 5), (4, 0), (4, 1), (4, 2), (4, 3))
+#: pyspark has the Python data source API: ``format("aiocommit")`` and the tables
+HAS_DATA_SOURCES = PYSPARK >= (4, 0)
+
+#: Spark 4 names decimal partition directories plainly (``p=0.000000100000000000``),
+#: Spark 3.5 with ``BigDecimal.toString`` (``p=1.00000000000E-7``)
+PLAIN_DECIMAL_PARTITIONS = PYSPARK >= (4, 0)
+
+#: the ``DataFrameWriter`` methods ``register(spark)`` wraps (``dataframe_writer``); the
+#: table methods on the classic writer only; ``DataFrameWriterV2.using`` too
+WRAPPED_METHODS = (
+    "format",
+    "mode",
+    "partitionBy",
+    "bucketBy",
+    "sortBy",
+    "option",
+    "options",
+    "save",
+)
+TABLE_METHODS = ("saveAsTable", "insertInto")
+
+
+class PysparkChanged(RuntimeError):
+    """This pyspark lacks (or changed) a name aiocommit relies on."""
+
+
+def _missing(owner: str, attribute: str, use: str) -> str:
+    return (
+        f"pyspark {VERSION}: {owner}.{attribute} is missing, which aiocommit "
+        f"uses {use}; aiocommit supports pyspark " + ", ".join(f"{a}.{b}" for a, b in SUPPORTED)
+    )
+
+
+def _get(obj: Any, attribute: str, use: str) -> Any:
+    try:
+        return getattr(obj, attribute)
+    except AttributeError:
+        raise PysparkChanged(_missing(type(obj).__qualname__, attribute, use)) from None
+
+
+if HAS_DATA_SOURCES or TYPE_CHECKING:
+    from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+    from pyspark.sql.types import CalendarIntervalType, VariantType
+else:  # pyspark 3.5: the same constructors, so that write() drives the same writer
+
+    class WriterCommitMessage:
+        """Stand-in for pyspark 4's marker class."""
+
+    class DataSource:
+        """Stand-in for pyspark 4's ``DataSource``: holds the options."""
+
+        def __init__(self, options: Mapping[str, str]) -> None:
+            self.options = options
+
+    class DataSourceArrowWriter:
+        """Stand-in for pyspark 4's ``DataSourceArrowWriter``."""
+
+    from pyspark.sql.types import DataType
+
+    class VariantType(DataType):
+        """Stand-in: pyspark 3.5 has no variant type, so no schema holds one."""
+
+    class CalendarIntervalType(DataType):
+        """Stand-in: pyspark 3.5's schemas have no calendar interval type."""
+
+
+__all__ = [
+    "HAS_DATA_SOURCES",
+    "PYSPARK",
+    "CalendarIntervalType",
+    "DataSource",
+    "DataSourceArrowWriter",
+    "VariantType",
+    "WriterCommitMessage",
+]
+
+
+# --- what register() wraps ---------------------------------------------------------
+
+
+def writer_classes() -> list[tuple[type[DataFrameWriter], bool]]:
+    """The ``DataFrameWriter`` classes to wrap, each with whether its table methods are
+    wrapped too: the classic one, and Spark Connect's where its client is installed."""
+    from pyspark.sql.readwriter import DataFrameWriter
+
+    classes: list[tuple[type[DataFrameWriter], bool]] = [(DataFrameWriter, True)]
+    try:
+        from pyspark.sql.connect.readwriter import DataFrameWriter as ConnectWriter
+    except ImportError:  # the Connect client's dependencies (grpcio, pandas) are optional
+        return classes
+    # Connect's writer holds a plan, not a DataFrame: saveAsTable/insertInto stay Spark's
+    classes.append((ConnectWriter, False))  # type: ignore[arg-type]
+    return classes
+
+
+def wrapped_methods(
+    writer_class: type[DataFrameWriter], tables_too: bool
+) -> dict[str, Callable[..., Any]]:
+    """Name -> the original method, for each method ``register()`` wraps on the class;
+    ``PysparkChanged`` naming the first one this pyspark lacks."""
+    names = WRAPPED_METHODS + (TABLE_METHODS if tables_too else ())
+    found = {}
+    for name in names:
+        method = getattr(writer_class, name, None)
+        if not callable(method):
+            raise PysparkChanged(
+                _missing(f"{writer_class.__module__}.{writer_class.__qualname__}", name, "")
+            )
+        found[name] = method
+    return found
+
+
+# --- private attributes ------------------------------------------------------------
+
+
+def writer_session(writer: DataFrameWriter) -> SparkSession:
+    """The session of a ``DataFrameWriter`` (classic or Connect)."""
+    session: SparkSession = _get(writer, "_spark", "to read the session's write confs")
+    return session
+
+
+def writer_dataframe(writer: DataFrameWriter) -> DataFrame:
+    """The DataFrame a classic ``DataFrameWriter`` writes."""
+    df: DataFrame = _get(writer, "_df", "to write saveAsTable/insertInto through save()")
+    return df
+
+
+def writer_v2_classes() -> list[type[Any]]:
+    """pyspark's ``DataFrameWriterV2`` classes (``df.writeTo``): classic, and Spark
+    Connect's where its client is installed."""
+    from pyspark.sql.readwriter import DataFrameWriterV2
+
+    classes: list[type[Any]] = [DataFrameWriterV2]
+    try:
+        from pyspark.sql.connect.readwriter import DataFrameWriterV2 as ConnectWriterV2
+    except ImportError:  # the Connect client's dependencies (grpcio, pandas) are optional
+        return classes
+    classes.append(ConnectWriterV2)
+    return classes
+
+
+def classic_dataframe(writer: DataFrameWriter) -> DataFrame | None:
+    """The DataFrame a classic ``DataFrameWriter`` writes (``_df``, with a ``_jdf``);
+    None for Spark Connect's writer, which holds a plan."""
+    df = getattr(writer, "_df", None)
+    if df is None or not hasattr(df, "_jdf"):
+        return None
+    found: DataFrame = df
+    return found
+
+
+def jvm(spark: SparkSession) -> Any:
+    """The py4j view of a classic session's JVM (``_jsparkSession``,
+    ``SparkContext._jvm``); None for Spark Connect."""
+    if not hasattr(spark, "_jsparkSession"):
+        return None
+    return _get(spark.sparkContext, "_jvm", "to ask Spark's JVM")
+
+
+def jvm_analysis_exception(view: Any, condition: str, parameters: dict[str, str]) -> Exception:
+    """pyspark's captured ``AnalysisException`` for an exception built by the JVM
+    (``pyspark.errors.exceptions.captured.convert_exception``)."""
+    from pyspark.errors.exceptions.captured import convert_exception
+
+    # PythonUtils.toScalaMap: in Spark 3.5 and 4 (pyspark.sql.utils.to_scala_map: 4 only)
+    scala_map = view.org.apache.spark.api.python.PythonUtils.toScalaMap(parameters)
+    origin = view.org.apache.spark.sql.AnalysisException(condition, scala_map)
+    converted: Exception = convert_exception(origin)
+    return converted
+
+
+def make_active(spark: SparkSession) -> None:
+    """Make a classic session the calling thread's active one in the JVM (which looks a
+    Python data source up there); nothing for a Connect session."""
+    if not hasattr(spark, "_jsparkSession"):  # Connect: the server resolves the source
+        return
+    use = "to make the session active for a write from another thread"
+    jvm = _get(spark.sparkContext, "_jvm", use)
+    if jvm is None:
+        return
+    session_class = _get(spark, "_get_j_spark_session_class", use)(jvm)
+    session_class.setActiveSession(_get(spark, "_jsparkSession", use))
+
+
+def error_text(error: BaseException) -> str | None:
+    """The message text of a pyspark captured error (``_desc``), else None."""
+    text = getattr(error, "_desc", None)
+    return text if isinstance(text, str) else None
+
+
+def set_error_text(error: BaseException, text: str) -> None:
+    """Replace a pyspark captured error's message text (``str(error)`` shows it)."""
+    error._desc = text  # type: ignore[attr-defined]
+
+
+# --- modules outside the documented API ---------------------------------------------
+
+
+def _to_arrow_schema() -> Callable[..., pa.Schema]:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema
+
+
+def _takes_timezone() -> bool:
+    return "timezone" in inspect.signature(_to_arrow_schema()).parameters
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema of Spark's Arrow batches for ``schema``, timestamps in UTC (4.2
+    added ``to_arrow_schema``'s ``timezone``; before, timestamps were always UTC)."""
+    convert = _to_arrow_schema()
+    if _takes_timezone():
+        return convert(schema, timezone="UTC")
+    return convert(schema)
+
+
+def variant_to_json(value: bytes, metadata: bytes, zone_id: str) -> str:
+    """A variant's JSON text, as Spark's JSON writer writes it (pyspark 4)."""
+    from pyspark.sql.variant_utils import VariantUtils
+
+    text: str = VariantUtils.to_json(value, metadata, zone_id)
+    return text
+
+
+# --- the check -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Check:
+    owner: str
+    attribute: str
+    use: str
+    since: tuple[int, int] = (3, 5)
+
+
+def _module_checks() -> list[tuple[Check, Any]]:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.pandas import types as pandas_types
+
+    checks: list[tuple[Check, Any]] = [
+        (
+            Check("pyspark.sql.pandas.types", "to_arrow_schema", "for the files' Arrow schema"),
+            pandas_types,
+        ),
+        (
+            Check(
+                "SparkSession",
+                "_get_j_spark_session_class",
+                "to make the session active for a write from another thread",
+                since=(4, 0),
+            ),
+            SparkSession,
+        ),
+        (
+            Check("pyspark.sql.DataFrame", "mapInArrow", "for write()"),
+            DataFrame,
+        ),
+    ]
+    from pyspark.errors.exceptions import captured
+
+    use = "to raise Spark's own errors"
+    checks.append((Check("pyspark.errors.exceptions.captured", "convert_exception", use), captured))
+    if HAS_DATA_SOURCES:
+        import pyspark.sql.datasource as datasource
+        import pyspark.sql.variant_utils as variant_utils
+
+        for name in ("DataSource", "DataSourceArrowWriter", "WriterCommitMessage"):
+            checks.append(
+                (Check("pyspark.sql.datasource", name, "for format('aiocommit')"), datasource)
+            )
+        checks.append(
+            (
+                Check("pyspark.sql.variant_utils", "VariantUtils", "to write variants as JSON"),
+                variant_utils,
+            )
+        )
+    return checks
+
+
+def problems(spark: SparkSession | None = None) -> list[str]:
+    """What this pyspark lacks of the names above, one sentence each naming the
+    attribute (empty: all there). With a classic ``spark`` session, also the instance
+    attributes of a real writer and a real captured error."""
+    found: list[str] = []
+    for check, owner in _module_checks():
+        if check.since <= PYSPARK and not hasattr(owner, check.attribute):
+            found.append(_missing(check.owner, check.attribute, check.use))
+    if HAS_DATA_SOURCES:
+        for writer_class, tables_too in writer_classes():
+            try:
+                wrapped_methods(writer_class, tables_too)
+            except PysparkChanged as error:
+                found.append(str(error))
+    if spark is not None and hasattr(spark, "_jsparkSession"):
+        found.extend(_instance_problems(spark))
+    return found
+
+
+def _instance_problems(spark: SparkSession) -> list[str]:
+    """The private attributes ``register()`` uses (format("aiocommit"), pyspark 4)."""
+    found: list[str] = []
+    if not HAS_DATA_SOURCES:
+        return found
+    df = spark.range(1)
+    writer = df.write
+    for attribute, expected in (("_spark", spark), ("_df", df)):
+        if getattr(writer, attribute, None) is not expected:
+            found.append(_missing("DataFrameWriter", attribute, "for saveAsTable/insertInto"))
+    for attribute in ("_jsparkSession",):
+        if not hasattr(spark, attribute):
+            found.append(_missing("SparkSession", attribute, "to make the session active"))
+    if not hasattr(spark.sparkContext, "_jvm"):
+        found.append(_missing("SparkContext", "_jvm", "to make the session active"))
+    from pyspark.errors import AnalysisException
+
+    try:
+        spark.sql("SELECT * FROM aiocommit_seam_check_no_such_table").collect()
+        found.append("pyspark did not raise AnalysisException for a missing table")
+    except AnalysisException as error:
+        if error_text(error) is None:
+            found.append(_missing(type(error).__qualname__, "_desc", "to put the cause first"))
+    return found

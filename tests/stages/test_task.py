@@ -1,0 +1,85 @@
+"""The task stages: set up an attempt, commit it (scan and save its manifest), abort it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+
+from aiocommit import setup_job
+from aiocommit.engine.session import open_context
+from aiocommit.errors import CommitError
+from aiocommit.protocol import statistics as S
+from aiocommit.protocol.manifest import DirState, decode_manifest
+from aiocommit.stages.context import StageContext
+from aiocommit.stages.task import abort_task_stage, commit_task_stage, setup_task_stage
+from aiocommit.stores.base import join
+from aiocommit.stores.memory import MemoryStore
+from tests.helpers import exists
+from tests.stages.conftest import memory_store
+
+TASK = "task_202611240000_0001_m_000003"
+
+
+def attempt_of(task: str, attempt: int) -> str:
+    return f"attempt_{task[5:]}_{attempt}"
+
+
+async def test_commit_lists_every_file_and_the_last_attempt_wins() -> None:
+    store = memory_store()
+    job_id = await setup_job("/out", "job_202611240000_0001", store=store)
+    await store.write_bytes("/out/p=1/old.dat", b"already there")
+    async with open_context("/out", job_id, store=store) as context:
+        for attempt, files in enumerate(
+            ({"p=1/a.dat": b"first"}, {"p=1/b.dat": b"second", "p=2/c.dat": b"2"})
+        ):
+            attempt_dir = context.layout.task_attempt_dir(attempt_of(TASK, attempt))
+            await setup_task_stage(context, attempt_dir)
+            for relative, data in files.items():
+                await store.write_bytes(join(attempt_dir, relative), data)
+            manifest = await commit_task_stage(context, TASK, attempt_of(TASK, attempt))
+        saved = decode_manifest(await store.read_bytes(context.layout.manifest_path(TASK)))
+        counters = context.stats.snapshot().counters
+    assert saved.task_attempt_id == attempt_of(TASK, 1) == manifest.task_attempt_id
+    assert sorted((store.unqualify(f.dest), f.size) for f in saved.files) == [
+        ("/out/p=1/b.dat", 6),
+        ("/out/p=2/c.dat", 1),
+    ]
+    states = {store.unqualify(d.dest): d.state for d in saved.directories}
+    assert states == {"/out/p=1": DirState.DIR, "/out/p=2": DirState.NOT_FOUND}
+    assert counters[S.COMMITTER_TASK_FILE_COUNT] == 3  # both attempts' files
+
+
+@asynccontextmanager
+async def set_up_attempt(job_id: str) -> AsyncIterator[tuple[MemoryStore, StageContext, str]]:
+    """A job on a fresh memory store, its stage context, and attempt 0 of ``TASK`` set up."""
+    store = memory_store()
+    await setup_job("/out", job_id, store=store)
+    async with open_context("/out", job_id, store=store) as context:
+        attempt_dir = context.layout.task_attempt_dir(attempt_of(TASK, 0))
+        await setup_task_stage(context, attempt_dir)
+        yield store, context, attempt_dir
+
+
+async def test_commit_refused_once_the_job_is_not_active() -> None:
+    async with set_up_attempt("job_202611240000_0002") as (store, context, _):
+        await store.delete(context.layout.manifests_dir, recursive=True)
+        with pytest.raises(CommitError, match="job is not active"):
+            await commit_task_stage(context, TASK, attempt_of(TASK, 0))
+
+
+async def test_commit_of_an_attempt_never_set_up() -> None:
+    async with set_up_attempt("job_202611240000_0003") as (store, context, attempt_dir):
+        await store.delete(attempt_dir, recursive=True)
+        with pytest.raises(CommitError, match="does not exist"):
+            await commit_task_stage(context, TASK, attempt_of(TASK, 0))
+
+
+async def test_abort_removes_the_attempt() -> None:
+    async with set_up_attempt("job_202611240000_0004") as (store, context, attempt_dir):
+        await store.write_bytes(join(attempt_dir, "x.dat"), b"x")
+        await abort_task_stage(context, attempt_of(TASK, 0))
+        await abort_task_stage(context, attempt_of(TASK, 0))  # idempotent
+        assert not await exists(store, attempt_dir)
+        assert not await exists(store, context.layout.manifest_path(TASK))
