@@ -28,7 +28,8 @@ SOURCE = ROOT / "src" / "aiocommit"
 #: ``aiocommit.*`` configuration namespace), OpenTelemetry attributes and metrics, summary keys,
 #: the entry-point group of commands, a placeholder
 NOT_MODULES = frozenset(
-    {"NAME", "saveMode", "savemode", "test", "commands", "job_id", "stage", "task_attempt_id"}
+    {"NAME", "saveMode", "savemode", "javaVersion", "test", "commands", "job_id", "stage"}
+    | {"task_attempt_id"}
     | {"version"}
     # metric names and the figures on a job's span (aiocommit.files.committed, .files)
     | {name.split(".")[1] for name in INSTRUMENTS}

@@ -22,11 +22,13 @@ from aiocommit import (
     LocalStore,
     MemoryStore,
     PermissionDenied,
+    S3CommitterOptions,
     abort_job,
     abort_task,
     cleanup_job,
     commit_job,
     commit_task,
+    committed_name,
     job_info,
     list_jobs,
     open_store,
@@ -103,6 +105,13 @@ def _bad_calls(dest: str) -> dict[str, list[Callable[[], Any]]]:
         call(CommitOptions.from_mapping, {"validate-output": "maybe"}),
         call(CommitOptions.from_mapping, {}, processes=-1),
     ]
+    calls["S3CommitterOptions"] = [
+        call(S3CommitterOptions, committer="rename"),
+        call(S3CommitterOptions, conflict_mode="merge"),
+        call(S3CommitterOptions, part_size=1),
+        call(S3CommitterOptions, part_size="8M"),
+    ]
+    calls["committed_name"] = [call(committed_name, "attempt_1"), call(committed_name, None)]
     calls["LocalStore"] = [call(LocalStore, page_size=0), call(LocalStore, threads="8")]
     calls["MemoryStore"] = [call(MemoryStore, "a/b"), call(MemoryStore, page_size=-1)]
     return calls
@@ -125,8 +134,11 @@ def _names(root: Path) -> list[str]:
 #: public callables that are data, not entry points: building one with bad fields is the
 #: caller's own type error (they are what the library returns), so they are not walked
 DATA_TYPES = {
+    "AttemptFile",  # the protocol of what attempt.open yields
+    "Committer",  # the interface a committer implements
     "FileStatus",
     "JobInfo",
+    "PendingSet",
     "Progress",
     "Store",
     "SuccessData",

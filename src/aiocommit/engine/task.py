@@ -10,6 +10,7 @@ from aiocommit.engine.committer import Committer, TaskAttempt, name_attempt, ope
 from aiocommit.engine.factory import job_committer
 from aiocommit.engine.manifest import ManifestCommitter
 from aiocommit.engine.session import open_context
+from aiocommit.errors import InvalidInput
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.manifest import TaskManifest
 from aiocommit.protocol.pending import PendingSet
@@ -101,4 +102,6 @@ async def abort_task(
 def committed_name(attempt: TaskAttempt, *, per_attempt: bool = False) -> str:
     """The name of the record ``commit_task`` saves, as ``commit_job(manifests=...)``
     takes it."""
+    if not isinstance(attempt, TaskAttempt):
+        raise InvalidInput(f"not a task attempt: {attempt!r}")
     return attempt.committer.committed_name(attempt, per_attempt=per_attempt)

@@ -8,7 +8,7 @@ import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from aiocommit.errors import ManifestError, UnknownOption
+from aiocommit.errors import InvalidInput, ManifestError, UnknownOption
 from aiocommit.options import CONFLICT_MODES
 from aiocommit.protocol.pending import MAGIC_COMMITTER, PARTITIONED_COMMITTER, STAGING_COMMITTER
 from aiocommit.stages.s3a.upload import MIN_PART_SIZE
@@ -51,13 +51,15 @@ class S3CommitterOptions:
 
     def __post_init__(self) -> None:
         if self.committer not in COMMITTERS:
-            raise ValueError(f"committer must be one of {COMMITTERS}, not {self.committer!r}")
+            raise InvalidInput(f"committer must be one of {COMMITTERS}, not {self.committer!r}")
         if self.conflict_mode not in CONFLICT_MODES:
-            raise ValueError(
+            raise InvalidInput(
                 f"conflict mode must be one of {CONFLICT_MODES}, not {self.conflict_mode!r}"
             )
-        if self.part_size < MIN_PART_SIZE:
-            raise ValueError(f"part size must be at least {MIN_PART_SIZE}, not {self.part_size}")
+        if not isinstance(self.part_size, int) or self.part_size < MIN_PART_SIZE:
+            raise InvalidInput(
+                f"part size must be at least {MIN_PART_SIZE}, not {self.part_size!r}"
+            )
 
     @property
     def kind(self) -> str:
