@@ -64,7 +64,6 @@ from aiocommit.stages.commit_file import (
 from aiocommit.stages.context import Progress, StageContext, parallel
 from aiocommit.stages.load_manifests import LoadedJob, spilled_entries
 from aiocommit.stores.base import StoreOpener
-from aiocommit.stores.blocking import dedicate_loop
 
 #: below this many files per worker, starting a process costs more than it saves
 MIN_FILES_PER_PROCESS = 10_000
@@ -396,7 +395,6 @@ async def _renamer_main(
     """A rename worker (``io.processes`` runs it): opens its store, says it is ready,
     renames the manifests' entries it is sent, and answers (files, bytes, statistics)."""
     stats = IOStatistics(durations=S.STORE_OPERATIONS, counters=S.COUNTERS)
-    dedicate_loop()  # this process exists to rename: no one else waits for its loop
     store = reopen()
     channel.send(("ready",))
     try:
