@@ -130,6 +130,9 @@ async def test_a_cancel_returns_at_once_and_a_rerun_finishes(
     process, thread or descriptor, and a re-run commits every file exactly once."""
     dest, job_id = job_20k()
     options = CommitOptions(processes=processes)
+    import psutil
+
+    children = set(psutil.Process().children())  # emulators other tests started stay up
     descriptors = len(os.listdir("/proc/self/fd"))
     own_threads = {t for t in threading.enumerate() if not t.name.startswith("AnyIO")}
     cancelled_at: list[float] = []
@@ -151,9 +154,7 @@ async def test_a_cancel_returns_at_once_and_a_rerun_finishes(
     assert renamed < 20_000, "the cancel stopped the renames"
     in_flight = options.concurrency + 64 * (processes + 1)  # the calls in flight may land
     assert renamed - renamed_at_cancel[0] <= in_flight
-    import psutil
-
-    assert psutil.Process().children() == []
+    assert set(psutil.Process().children()) <= children
     assert len(os.listdir("/proc/self/fd")) <= descriptors
     assert {t for t in threading.enumerate() if not t.name.startswith("AnyIO")} <= own_threads
     await commit_job(dest, job_id, options=options)

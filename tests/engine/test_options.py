@@ -121,6 +121,7 @@ def test_every_option_is_read_by_the_engine() -> None:
         "replace_partitions": False,
         "processes": 2,  # read, then the memory store stays in the caller's loop
         "committer": "manifest",
+        "tune_gc": True,
     }
     assert set(values) == RecordingOptions.fields, "give every option a value here"
 

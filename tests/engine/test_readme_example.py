@@ -94,7 +94,14 @@ async def destination(
         raise ValueError(kind)
 
 
-@pytest.mark.parametrize("kind", ["file", "memory", "abfss", "gs", "s3a"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "file",
+        "memory",
+        *(pytest.param(k, marks=pytest.mark.emulator) for k in ("abfss", "gs", "s3a")),
+    ],
+)
 async def test_readme_example_commits_on_every_store(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:

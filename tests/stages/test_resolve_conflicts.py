@@ -198,7 +198,8 @@ async def test_an_interrupted_replace_is_resumed_from_its_record(store: MemorySt
     with pytest.raises(Exception, match=r"b2\.txt"):
         await replace()
     assert plan.conflicts is not None and not plan.conflicts.done
-    assert await visible(store) == {"k=b/deep/b2.txt": b"b2"}
+    left = await visible(store)  # which other moves finished first is the scheduler's
+    assert "k=b/deep/b2.txt" in left and left.items() <= OLD.items()
     # a file of the job that arrived meanwhile is not old output
     await store.write_bytes(join(DEST, "k=a/new.txt"), b"new")
     async with open_context(DEST, "job_1", store=store) as context:
