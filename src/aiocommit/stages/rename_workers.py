@@ -64,6 +64,7 @@ from aiocommit.stages.commit_file import (
 from aiocommit.stages.context import Progress, StageContext, parallel
 from aiocommit.stages.load_manifests import LoadedJob, spilled_entries
 from aiocommit.stores.base import StoreOpener
+from aiocommit.stores.blocking import dedicate_loop
 
 #: below this many files per worker, starting a process costs more than it saves
 MIN_FILES_PER_PROCESS = 10_000
@@ -295,6 +296,11 @@ async def rename_in_workers(
                 message = await anyio.to_thread.run_sync(
                     handle.receive, abandon_on_cancel=True, limiter=threads
                 )
+            except anyio.get_cancelled_exc_class():
+                # at once, not when the stage has unwound: a worker renames inline and
+                # would go on renaming while this loop's renamers unwind
+                handle.kill()
+                raise
             except WorkerExited as exited:
                 raise CommitError(
                     f"rename worker {handle.index} (pid {exited.pid}) died with exit "
@@ -395,6 +401,7 @@ async def _renamer_main(
     """A rename worker (``io.processes`` runs it): opens its store, says it is ready,
     renames the manifests' entries it is sent, and answers (files, bytes, statistics)."""
     stats = IOStatistics(durations=S.STORE_OPERATIONS, counters=S.COUNTERS)
+    dedicate_loop()  # this process exists to rename: no one else waits for its loop
     store = reopen()
     channel.send(("ready",))
     try:

@@ -31,6 +31,22 @@ _limiter: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar(
 )
 
 
+_dedicated_loop = False
+
+
+def dedicate_loop() -> None:
+    """Declare that this process's event loop runs nothing but store calls (a rename
+    worker process): from then on, short metadata calls run on the loop itself, which
+    costs least when no one else waits for the loop."""
+    global _dedicated_loop
+    _dedicated_loop = True
+
+
+def loop_is_dedicated() -> bool:
+    """Whether ``dedicate_loop()`` was called in this process."""
+    return _dedicated_loop
+
+
 def shared_thread_limiter() -> anyio.CapacityLimiter:
     """The one limiter of this event loop's store threads (``THREADS`` at once)."""
     try:

@@ -38,7 +38,7 @@ from aiocommit.stores.base import (
     check_counts,
     parent_of,
 )
-from aiocommit.stores.blocking import Batcher, shared_thread_limiter
+from aiocommit.stores.blocking import Batcher, loop_is_dedicated, shared_thread_limiter
 
 T = TypeVar("T")
 
@@ -121,8 +121,10 @@ class LocalStore:
     thread (``stores.blocking.Batcher``, up to ``batch`` calls); data and tree operations
     (reads, writes, listings, recursive deletes) run in a worker thread each. Threads
     come from the event loop's one shared limiter, unless ``threads`` gives this store
-    its own. ``inline_metadata=True`` makes metadata calls on the event loop itself
-    (fastest for a process that does nothing else, but it holds the loop while it runs).
+    its own. ``inline_metadata=True``, or a process that called
+    ``stores.blocking.dedicate_loop()`` (a rename worker), makes metadata calls on the
+    event loop itself (fastest for a process that does nothing else, but it holds the
+    loop while it runs).
     """
 
     def __init__(
@@ -194,7 +196,7 @@ class LocalStore:
         """A metadata call: batched into a worker thread (on the event loop with
         ``inline_metadata``)."""
         try:
-            if self.inline_metadata:
+            if self.inline_metadata or loop_is_dedicated():
                 return function()
             return await self._batcher.run(function)
         except StoreError:
