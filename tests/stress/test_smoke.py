@@ -300,3 +300,31 @@ def test_filesystem_floor_fails_loudly_when_a_rename_loop_fails(
     with pytest.raises(RuntimeError, match="a rename loop failed"):
         fs_floor.renames_per_second(str(tmp_path), tasks=2, files_per_task=2, dirs=1, processes=2)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_bench_loop_prints_cancel_latency_per_way_and_rss_per_commit(tmp_path: Path) -> None:
+    """``bench loop``'s cancel and RSS parts, tiny: the lateness of each way of cancelling
+    and the RSS after every commit, per ``processes`` setting (whether the targets hold
+    is the machine's business here, not this test's)."""
+    out = tmp_path / "figures.json"
+    result = CliRunner().invoke(
+        main,
+        [
+            "bench", "loop", "--parts", "cancel,rss", "--workdir", str(tmp_path),
+            "--cancel-points", "3", "--cancel-files", "300", "--rss-files", "200",
+            "--rss-commits", "3", "--rss-processes", "0,2", "--json", str(out),
+            "--out", str(tmp_path / "out"), "--no-progress",
+        ],
+    )  # fmt: skip
+    assert result.exit_code in (0, 1), result.output + repr(result.exception)
+    data = json.loads(out.read_text())
+    parts = {part["part"]: part for part in data["results"]}
+    cancel = parts["cancel"]
+    assert set(cancel["by_way"]) == {"asyncio.timeout", "task.cancel", "anyio.move_on_after"}
+    assert sum(way["cancelled"] for way in cancel["by_way"].values()) == cancel["cancelled"]
+    for way in cancel["by_way"]:
+        assert f"  {way}: " in result.output
+    rss = parts["rss"]["settings"]
+    assert set(rss) == {"0", "2"}
+    assert all(len(setting["rss_mb"]) == 3 for setting in rss.values())
+    assert "per commit: " in result.output

@@ -295,6 +295,7 @@ async def cancel_part(
         "median_cancel_ms": round(statistics.median(lates), 1) if lates else None,
         "worst_cancel_loop_cpu_ms": worst_cpu,
         "worst_stall_ms": max((r["worst_stall_ms"] for r in runs), default=0.0),
+        "by_way": {way: _lateness(runs, way) for way in CANCEL_WAYS},
         "all_clean": all(r["clean"] for r in runs),
         "runs": runs,
     }
@@ -305,7 +306,26 @@ async def cancel_part(
         f"after the cancel at most {worst_cpu} ms), worst "
         f"stall {figures['worst_stall_ms']} ms, all clean {figures['all_clean']}"
     )
+    for way, late in figures["by_way"].items():
+        reporter.log(
+            f"  {way}: {late['cancelled']} cancelled, worst {late['worst_ms']} ms late "
+            f"(median {late['median_ms']}; loop CPU after the cancel at most "
+            f"{late['worst_loop_cpu_ms']} ms)"
+        )
     return figures
+
+
+def _lateness(runs: list[dict[str, Any]], way: str) -> dict[str, Any]:
+    """The cancels made ``way``: how many, the worst and median lateness, and the loop
+    thread's worst CPU after a cancel."""
+    cancelled = [r for r in runs if r["way"] == way and r["late_ms"] is not None]
+    lates = [r["late_ms"] for r in cancelled]
+    return {
+        "cancelled": len(lates),
+        "worst_ms": max(lates, default=0.0),
+        "median_ms": round(statistics.median(lates), 1) if lates else None,
+        "worst_loop_cpu_ms": max((r["late_loop_cpu_ms"] for r in cancelled), default=0.0),
+    }
 
 
 async def _restorable(
@@ -381,10 +401,12 @@ async def rss_part(
             "rss_last_mb": round(samples[-1], 1),
             "slope_mb_per_commit": round(slope, 3),
             "flat": slope <= RSS_SLOPE_TARGET_MB,
+            "rss_mb": [round(sample, 1) for sample in samples],
         }
         reporter.log(
             f"rss processes={processes}: {samples[0]:.1f} -> {samples[-1]:.1f} MB over "
-            f"{commits} commits, {slope:+.3f} MB per commit after the fifth"
+            f"{commits} commits, {slope:+.3f} MB per commit after the fifth; per commit: "
+            + " ".join(f"{sample:.1f}" for sample in samples)
         )
     return {
         "part": "rss",
