@@ -284,7 +284,8 @@ async def cancel_part(
     lates = [r["late_ms"] for r in runs if r["late_ms"] is not None]
     worst = max(lates, default=0.0)
     worst_cpu = max((r["late_loop_cpu_ms"] for r in runs if r["late_ms"] is not None), default=0.0)
-    figures = {
+    by_way = {way: _lateness(runs, way) for way in CANCEL_WAYS}
+    figures: dict[str, Any] = {
         "part": "cancel",
         "store": target.kind,
         "files": len(job.expected.files),
@@ -295,7 +296,7 @@ async def cancel_part(
         "median_cancel_ms": round(statistics.median(lates), 1) if lates else None,
         "worst_cancel_loop_cpu_ms": worst_cpu,
         "worst_stall_ms": max((r["worst_stall_ms"] for r in runs), default=0.0),
-        "by_way": {way: _lateness(runs, way) for way in CANCEL_WAYS},
+        "by_way": by_way,
         "all_clean": all(r["clean"] for r in runs),
         "runs": runs,
     }
@@ -306,11 +307,11 @@ async def cancel_part(
         f"after the cancel at most {worst_cpu} ms), worst "
         f"stall {figures['worst_stall_ms']} ms, all clean {figures['all_clean']}"
     )
-    for way, late in figures["by_way"].items():
+    for way, lateness in by_way.items():
         reporter.log(
-            f"  {way}: {late['cancelled']} cancelled, worst {late['worst_ms']} ms late "
-            f"(median {late['median_ms']}; loop CPU after the cancel at most "
-            f"{late['worst_loop_cpu_ms']} ms)"
+            f"  {way}: {lateness['cancelled']} cancelled, worst {lateness['worst_ms']} ms late "
+            f"(median {lateness['median_ms']}; loop CPU after the cancel at most "
+            f"{lateness['worst_loop_cpu_ms']} ms)"
         )
     return figures
 
