@@ -154,6 +154,8 @@ MEASURE_CALLS = 20
 #: successes after a decrease before the rate probes above the ceiling: each probe that
 #: finds the limit costs a few throttles, so a slow store is probed less often
 PROBE_AFTER = 50
+#: or after this many seconds, whichever comes first
+PROBE_SECONDS = 2.0
 
 
 class AdaptiveRate:
@@ -170,9 +172,11 @@ class AdaptiveRate:
     from before it) set the rate to ``decrease_factor`` of the success rate over the latest
     ``MEASURE_SECONDS`` and ``MEASURE_CALLS`` (what the store admitted; at most the rate,
     at least half of it) and remember that as the ceiling. Increase, every ``tick``
-    seconds at least ``hold`` after a decrease: ``recover`` per tick up to the ceiling;
-    then, after ``PROBE_AFTER`` successes since the decrease, beyond it (the store may
-    have loosened): ``probe`` per tick, growing by ``probe`` a tick up to ``probe_most``.
+    seconds at least ``hold`` after a decrease: ``probe_most`` per tick from engaging to
+    the first decrease (the rate measured then may be low); ``recover`` per tick up to
+    the ceiling; then, after ``PROBE_AFTER`` successes or ``PROBE_SECONDS`` since the
+    decrease, beyond it (the store may have loosened): ``probe`` per tick, growing by
+    ``probe`` a tick up to ``probe_most``.
     The rate never falls below ``minimum``. Four decreases in a row at a throttled share
     of at least half ``engage_share`` mean throttles that do not follow the rate (a store
     throttling at random): unpaced again, and ``engage_share`` raised by a quarter.
@@ -225,6 +229,7 @@ class AdaptiveRate:
         self._first = (now, 0)  # unpaced: when the window's first throttle came, admitted then
         self._adjusted = now
         self._probing = 0.0  # ticks spent probing above the ceiling since the last decrease
+        self._found = True  # False from engaging until the first decrease while paced
         self._high = 0  # decreases in a row at a throttled share of half ``engage_share``
         # pacing: a token bucket (``burst``: 50 ms of ``rate``) and the calls waiting
         self._credit = 0.0
@@ -255,6 +260,7 @@ class AdaptiveRate:
             return False
         rate = self.rate
         self._decrease(now, max(min(rate, self._measured(now)), rate / 2))
+        self._found = True
         return True
 
     def _mark(self, now: float) -> None:
@@ -290,6 +296,7 @@ class AdaptiveRate:
         admitted = (self.admitted - admitted_then) / (now - first)
         self._credit, self._refilled = 0.0, now
         self._decrease(now, admitted)
+        self._found = False  # measured in a storm of throttles: maybe low; grow fast
         return True
 
     def _decrease(self, now: float, admitted: float) -> None:
@@ -310,9 +317,14 @@ class AdaptiveRate:
         self._adjusted = now
         if now - self._changed < self.hold:
             return
-        if rate < self.ceiling:
+        if not self._found:
+            rate *= (1 + self.probe_most) ** ticks
+        elif rate < self.ceiling:
             rate = min(self.ceiling, rate * (1 + self.recover) ** ticks)
-        elif self.admitted - self._window_admitted < PROBE_AFTER:
+        elif (
+            self.admitted - self._window_admitted < PROBE_AFTER
+            and now - self._changed < PROBE_SECONDS
+        ):
             return
         else:  # probing: faster the longer the store has not throttled
             self._probing += ticks
