@@ -163,9 +163,9 @@ class AdaptiveRate:
 
     Unpaced (``rate`` None, nothing to wait for) until the store throttles at least
     ``engage_share`` of the calls finished in a window (at least ``engage_throttles`` of
-    them, over at least ``engage_seconds`` since the first): a store that limits requests
-    per second. Then every call waits its turn at ``rate`` requests a second (first come,
-    first served; a changed rate applies to calls waiting).
+    them): a store that limits requests per second. Then every call waits its turn at
+    ``rate`` requests a second (first come, first served; a changed rate applies to calls
+    waiting).
 
     Decrease: two throttles (and eight calls, or four throttles) of calls started at least
     ``settle`` seconds after the last change (the store's own bucket may still be empty
@@ -277,9 +277,11 @@ class AdaptiveRate:
         return (self.admitted - admitted) / max(now - when, 1e-3)
 
     def _engage(self, now: float) -> bool:
-        """Unpaced: start pacing once enough of the window's calls were throttled over
-        ``engage_seconds``, at the success rate since the window's first throttle (too
-        high costs a few throttles and a decrease; too low, time)."""
+        """Unpaced: start pacing once enough of the window's calls were throttled, at once
+        (every call sent unpaced meanwhile would be throttled too), at the success rate
+        since the window's first throttle (over at least ``engage_seconds``) or since the
+        window began, whichever is larger (too high costs a few throttles and a decrease;
+        too low, time: the rate grows fast until the first decrease)."""
         if self._throttles == 1:
             self._first = (now, self.admitted)
         finished = self.admitted - self._window_admitted + self._throttles
@@ -287,13 +289,14 @@ class AdaptiveRate:
             self._changed, self._window_admitted, self._throttles = now, self.admitted, 0
             return False  # a fresh window: old successes do not dilute new throttles
         first, admitted_then = self._first
-        if (
-            self._throttles < self.engage_throttles
-            or self._throttles < self.engage_share * finished
-            or now - first < self.engage_seconds
+        if self._throttles < self.engage_throttles or (
+            self._throttles < self.engage_share * finished
         ):
             return False
-        admitted = (self.admitted - admitted_then) / (now - first)
+        admitted = max(
+            (self.admitted - admitted_then) / max(now - first, self.engage_seconds),
+            (self.admitted - self._window_admitted) / max(now - self._changed, 1e-3),
+        )
         self._credit, self._refilled = 0.0, now
         self._decrease(now, admitted)
         self._found = False  # measured in a storm of throttles: maybe low; grow fast
