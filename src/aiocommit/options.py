@@ -100,8 +100,10 @@ class CommitOptions:
     adaptive_concurrency: bool = _option(
         True,
         None,
-        "Cut the in-flight limit by 30% when the store throttles; grow it back by one per "
-        "window of successes (AIMD).",
+        "Adapt to a throttling store: cut the in-flight limit by 30% when it throttles, grow "
+        "it back by one per window of successes (AIMD); once it throttles half of the calls "
+        "(a limit in requests/s), pace them at the rate it admits, probing upward (AIMD on "
+        "the rate).",
     )
     min_concurrency: int = _option(
         4, None, "Floor for adaptive concurrency; at most ``concurrency``.", minimum=1

@@ -328,3 +328,25 @@ def test_bench_loop_prints_cancel_latency_per_way_and_rss_per_commit(tmp_path: P
     assert set(rss) == {"0", "2"}
     assert all(len(setting["rss_mb"]) == 3 for setting in rss.values())
     assert "per commit: " in result.output
+
+
+@pytest.mark.emulator  # the chaos proxy in front of each store's emulator
+@pytest.mark.parametrize(
+    ("store", "rate", "files"), [("adls", "40", "400"), ("gcs", "40", "200"), ("s3", "5", "400")]
+)
+def test_bench_throttled_paces_at_the_limit(
+    tmp_path: Path, store: str, rate: str, files: str
+) -> None:
+    """A small job commit through the proxy's token bucket (R per ADLS account, GCS
+    bucket, S3 prefix), halved 3 s in, default options: no failed commit, the adaptive
+    rate engaged, and no retry storm (before the adaptive rate: 2.1 retries per file and
+    65 % of requests throttled, ADLS at R=100, 400 files)."""
+    data = run(
+        tmp_path, "bench", "throttled", "--store", store, "--rate", rate, "--files", files,
+        "--tasks", "4", "--capacity-files", "40", "--halve-at", "3",
+    )  # fmt: skip
+    figures = data["figures"]
+    assert figures["rate_decreases"] >= 1
+    assert figures["retries_per_file"] < 1.0, figures
+    assert figures["of_rate"] >= 0.5, figures
+    assert [phase["phase"] for phase in figures["phases"]] == ["before halving", "after halving"]

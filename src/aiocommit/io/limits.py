@@ -2,8 +2,10 @@
 
 ``AdaptiveLimiter`` is the job's one in-flight limit: a semaphore whose size follows AIMD
 when enabled — cut by 30% when the store throttles, grown by one after a window of
-successes. ``RateLimiter`` caps operations per second and is shared by every job
-that uses the same store client in the process (``rate_limiter_for``).
+successes. ``AdaptiveRate`` paces the job's requests at what the store admits once the
+store throttles a large share of them (a store whose limit is requests per second, not
+requests in flight). ``RateLimiter`` caps operations per second at a configured rate and is
+shared by every job that uses the same store client in the process (``rate_limiter_for``).
 """
 
 from __future__ import annotations
@@ -61,6 +63,13 @@ class AdaptiveLimiter:
     @property
     def in_flight(self) -> int:
         return self._in_flight
+
+    def reset(self) -> None:
+        """Back to ``maximum`` (another control took over: the adaptive rate)."""
+        self._epoch += 1
+        self._successes = 0
+        self._window_ok = self._window_throttled = 0
+        self._set_limit(self.maximum)
 
     def _set_limit(self, limit: int) -> None:
         self._limit = limit
@@ -135,6 +144,245 @@ class AdaptiveLimiter:
             return False
         self._set_limit(new_limit)
         return True
+
+
+#: the adaptive rate's success counts are sampled this often (while paced, or throttled)
+MARK_SECONDS = 0.05
+#: and measured over this long at a decrease, and over at least this many successes
+MEASURE_SECONDS = 0.2
+MEASURE_CALLS = 20
+#: successes after a decrease before the rate probes above the ceiling: each probe that
+#: finds the limit costs a few throttles, so a slow store is probed less often
+PROBE_AFTER = 50
+#: or after this many seconds, whichever comes first
+PROBE_SECONDS = 2.0
+
+
+class AdaptiveRate:
+    """Requests per second that follow what a rate-limited store admits.
+
+    Unpaced (``rate`` None, nothing to wait for) until the store throttles at least
+    ``engage_share`` of the calls finished in a window (at least ``engage_throttles`` of
+    them): a store that limits requests per second. Then every call waits its turn at
+    ``rate`` requests a second (first come, first served; a changed rate applies to calls
+    waiting).
+
+    Decrease: two throttles (and eight calls, or four throttles) of calls started at least
+    ``settle`` seconds after the last change (the store's own bucket may still be empty
+    from before it) set the rate to ``decrease_factor`` of the success rate over the latest
+    ``MEASURE_SECONDS`` and ``MEASURE_CALLS`` (what the store admitted; at most the rate,
+    at least half of it) and remember that as the ceiling. Increase, every ``tick``
+    seconds at least ``hold`` after a decrease: ``probe_most`` per tick from engaging to
+    the first decrease (the rate measured then may be low); ``recover`` per tick up to
+    the ceiling; then, after ``PROBE_AFTER`` successes or ``PROBE_SECONDS`` since the
+    decrease, beyond it (the store may have loosened): ``probe`` per tick, growing by
+    ``probe`` a tick up to ``probe_most``.
+    The rate never falls below ``minimum``. Four decreases in a row at a throttled share
+    of at least half ``engage_share`` mean throttles that do not follow the rate (a store
+    throttling at random): unpaced again, and ``engage_share`` raised by a quarter.
+
+    Callers report each success (``admitted += 1``: one increment on the hot path) and
+    each throttle with the clock reading when that call started (``on_throttle``).
+    """
+
+    def __init__(
+        self,
+        *,
+        minimum: float = 1.0,
+        engage_share: float = 0.5,
+        engage_throttles: int = 4,
+        engage_seconds: float = 0.1,
+        settle: float = 0.1,
+        decrease_factor: float = 0.9,
+        recover: float = 0.02,
+        probe: float = 0.02,
+        probe_most: float = 0.1,
+        tick: float = 0.1,
+        hold: float = 0.3,
+        clock: Callable[[], float] = time.perf_counter,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    ):
+        self.minimum = minimum
+        self.engage_share = engage_share
+        self.engage_throttles = engage_throttles
+        self.engage_seconds = engage_seconds
+        self.settle = settle
+        self.decrease_factor = decrease_factor
+        self.recover = recover
+        self.probe = probe
+        self.probe_most = probe_most
+        self.tick = tick
+        self.hold = hold
+        self._clock = clock
+        self._sleep = sleep
+        #: requests/s the job is paced at; None: unpaced
+        self.rate: float | None = None
+        self.ceiling = 0.0
+        #: successes reported (the caller increments it)
+        self.admitted = 0
+        self.decreases = 0
+        now = clock()
+        self._changed = now  # when the rate last dropped (or the window began)
+        self._window_admitted = 0
+        self._throttles = 0  # throttles of calls started after ``_changed``
+        self._marks: deque[tuple[float, int]] = deque([(now, 0)], maxlen=64)
+        self._first = (now, 0)  # unpaced: when the window's first throttle came, admitted then
+        self._adjusted = now
+        self._probing = 0.0  # ticks spent probing above the ceiling since the last decrease
+        self._found = True  # False from engaging until the first decrease while paced
+        self._high = 0  # decreases in a row at a throttled share of half ``engage_share``
+        # pacing: a token bucket (``burst``: 50 ms of ``rate``) and the calls waiting
+        self._credit = 0.0
+        self._refilled = now
+        self._queue: deque[anyio.Event] = deque()
+
+    def on_throttle(self, started: float) -> bool:
+        """A call that started at ``started`` was throttled; True if the rate dropped."""
+        now = self._clock()
+        self._mark(now)
+        if started < self._changed + (self.settle if self.rate is not None else 0.0):
+            return False  # sent before the last change settled: already accounted for
+        self._throttles += 1
+        if self.rate is None:
+            return self._engage(now)
+        throttles = self._throttles
+        finished = self.admitted - self._window_admitted + throttles
+        if throttles < 2 or (finished < 8 and throttles < 4):
+            return False
+        # a store whose throttles do not follow the rate (a share that stays high however
+        # far the rate drops) is not rate-limited: back to unpaced, and slower to engage
+        self._high = self._high + 1 if throttles >= self.engage_share / 2 * finished else 0
+        if self._high >= 4:
+            self.rate = None
+            self.engage_share = min(0.95, self.engage_share + 0.25)
+            self._changed, self._window_admitted, self._throttles = now, self.admitted, 0
+            self._high = 0
+            return False
+        rate = self.rate
+        self._decrease(now, max(min(rate, self._measured(now)), rate / 2))
+        self._found = True
+        return True
+
+    def _mark(self, now: float) -> None:
+        if now - self._marks[-1][0] >= MARK_SECONDS:
+            self._marks.append((now, self.admitted))
+
+    def _measured(self, now: float) -> float:
+        """Successes a second over the latest ``MEASURE_SECONDS`` (or what is recorded)."""
+        when, admitted = self._marks[0]
+        for mark in reversed(self._marks):
+            if now - mark[0] >= MEASURE_SECONDS and self.admitted - mark[1] >= MEASURE_CALLS:
+                when, admitted = mark
+                break
+        return (self.admitted - admitted) / max(now - when, 1e-3)
+
+    def _engage(self, now: float) -> bool:
+        """Unpaced: start pacing once enough of the window's calls were throttled, at once
+        (every call sent unpaced meanwhile would be throttled too), at the success rate
+        since the window's first throttle (over at least ``engage_seconds``) or since the
+        window began, whichever is larger (too high costs a few throttles and a decrease;
+        too low, time: the rate grows fast until the first decrease)."""
+        if self._throttles == 1:
+            self._first = (now, self.admitted)
+        finished = self.admitted - self._window_admitted + self._throttles
+        if finished > 512 and self._throttles < self.engage_share * finished:
+            self._changed, self._window_admitted, self._throttles = now, self.admitted, 0
+            return False  # a fresh window: old successes do not dilute new throttles
+        first, admitted_then = self._first
+        if self._throttles < self.engage_throttles or (
+            self._throttles < self.engage_share * finished
+        ):
+            return False
+        admitted = max(
+            (self.admitted - admitted_then) / max(now - first, self.engage_seconds),
+            (self.admitted - self._window_admitted) / max(now - self._changed, 1e-3),
+        )
+        self._credit, self._refilled = 0.0, now
+        self._decrease(now, admitted)
+        self._found = False  # measured in a storm of throttles: maybe low; grow fast
+        return True
+
+    def _decrease(self, now: float, admitted: float) -> None:
+        self.ceiling = max(self.minimum, admitted)
+        rate = max(self.minimum, admitted * self.decrease_factor)
+        self.rate = rate if self.rate is None else min(self.rate, rate)
+        self._changed, self._window_admitted, self._throttles = now, self.admitted, 0
+        self._adjusted = now
+        self._probing = 0.0
+        self.decreases += 1
+
+    def _adjust(self, now: float) -> None:
+        self._mark(now)
+        rate = self.rate
+        if rate is None or now - self._adjusted < self.tick:
+            return
+        ticks = (now - self._adjusted) / self.tick
+        self._adjusted = now
+        if now - self._changed < self.hold:
+            return
+        if not self._found:
+            rate *= (1 + self.probe_most) ** ticks
+        elif rate < self.ceiling:
+            rate = min(self.ceiling, rate * (1 + self.recover) ** ticks)
+        elif (
+            self.admitted - self._window_admitted < PROBE_AFTER
+            and now - self._changed < PROBE_SECONDS
+        ):
+            return
+        else:  # probing: faster the longer the store has not throttled
+            self._probing += ticks
+            rate *= (1 + min(self.probe * self._probing, self.probe_most)) ** ticks
+        self.rate = rate
+
+    def _take(self, now: float, rate: float) -> float:
+        """Take a token if there is one (0.0), else the seconds until there is."""
+        burst = max(1.0, rate * 0.05)
+        self._credit = min(burst, self._credit + (now - self._refilled) * rate)
+        self._refilled = now
+        if self._credit >= 1.0:
+            self._credit -= 1.0
+            return 0.0
+        return (1.0 - self._credit) / rate
+
+    async def acquire(self) -> float:
+        """Wait for this call's turn at ``rate``; the seconds waited (0 when unpaced).
+        Calls queue first come, first served; only the first of them sleeps (at most a
+        ``tick`` at a time, so a changed rate applies at once)."""
+        rate = self.rate
+        if rate is None:
+            return 0.0
+        queue = self._queue
+        now = self._clock()
+        if not queue:
+            self._adjust(now)
+            rate = self.rate
+            if rate is None or self._take(now, rate) == 0.0:
+                return 0.0
+        turn = anyio.Event()
+        queue.append(turn)
+        if len(queue) == 1:
+            turn.set()
+        begin = now
+        try:
+            await turn.wait()
+            while True:
+                now = self._clock()
+                self._adjust(now)
+                rate = self.rate
+                if rate is None:
+                    break
+                short = self._take(now, rate)
+                if short == 0.0:
+                    break
+                await self._sleep(min(short, self.tick))
+        finally:
+            if queue and queue[0] is turn:
+                queue.popleft()
+                if queue:
+                    queue[0].set()
+            else:
+                queue.remove(turn)
+        return self._clock() - begin
 
 
 class RateLimiter:

@@ -13,7 +13,7 @@ import anyio
 import msgspec.structs
 
 from aiocommit.errors import AlreadyExists, NotFound, StoreError, Throttled, Transient
-from aiocommit.io.limits import AdaptiveLimiter, RateLimiter, rate_limiter_for
+from aiocommit.io.limits import AdaptiveLimiter, AdaptiveRate, RateLimiter, rate_limiter_for
 from aiocommit.io.retry import RetryPolicy
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
@@ -27,10 +27,12 @@ P = TypeVar("P")
 class StoreOperations:
     """The one door from stages to a store.
 
-    Each call: waits on the rate limiter (if set), takes a slot of the job's in-flight
-    limit, calls the store, records the duration under a Hadoop statistic name, and on a
-    retryable error backs off and tries again per the retry policy, feeding throttles to
-    adaptive concurrency. Nested work never holds a slot while waiting for another.
+    Each call: waits on the rate limiter (if set) and on the adaptive rate (once the store
+    has throttled a large share of calls), takes a slot of the job's in-flight limit, calls
+    the store, records the duration under a Hadoop statistic name, and on a retryable error
+    backs off and tries again per the retry policy, feeding throttles to the adaptive rate
+    and, until that paces the calls, to adaptive concurrency. Nested work never holds a
+    slot while waiting for another.
     """
 
     def __init__(
@@ -59,6 +61,9 @@ class StoreOperations:
             adaptive=options.adaptive_concurrency,
         )
         self._sleep = sleep
+        #: paces calls at what the store admits once it throttles (adaptive only)
+        self.pace = AdaptiveRate(sleep=sleep)
+        self._adaptive = options.adaptive_concurrency
         #: asked once: stages consult it per file
         self.capabilities: StoreCapabilities = store.capabilities
         self._rate: RateLimiter | None = (
@@ -81,6 +86,11 @@ class StoreOperations:
             waited = await self._rate.acquire()
             if waited:
                 stats.record_duration(S.STORE_IO_RATE_LIMITED, waited * 1000)
+        pace = self.pace
+        if pace.rate is not None:
+            waited = await pace.acquire()
+            if waited:
+                stats.record_duration(S.STORE_IO_RATE_LIMITED, waited * 1000)
         limiter = self.limiter
         epoch = await limiter.acquire()
         begin = time.perf_counter()
@@ -92,10 +102,9 @@ class StoreOperations:
             stats.record_duration(statistic, millis, failed=not answered)
             if answered:
                 limiter.on_success()
+                pace.admitted += 1
             elif isinstance(error, Throttled):
-                stats.increment(S.STORE_IO_THROTTLED)
-                if limiter.on_throttle(epoch):
-                    stats.increment(S.STORE_IO_CONCURRENCY_DECREASED)
+                self._throttled(epoch, begin)
             elif isinstance(error, Transient):
                 stats.increment(S.STORE_IO_TRANSIENT)
             raise
@@ -103,12 +112,32 @@ class StoreOperations:
             limiter.release()
         stats.record_duration(statistic, (time.perf_counter() - begin) * 1000)
         limiter.on_success()
+        pace.admitted += 1
         return result
+
+    def _throttled(self, epoch: int, begin: float) -> None:
+        """A call that took its slot in ``epoch`` at ``begin`` was throttled: the adaptive
+        rate hears it; adaptive concurrency too until the rate paces the calls (a store
+        that limits requests per second is not helped by fewer in flight)."""
+        stats = self.stats
+        stats.increment(S.STORE_IO_THROTTLED)
+        if not self._adaptive:
+            return
+        pace = self.pace
+        unpaced = pace.rate is None
+        if pace.on_throttle(begin):
+            stats.increment(S.STORE_IO_RATE_DECREASED)
+            if unpaced:
+                self.limiter.reset()  # the rate paces the calls from now on
+        elif pace.rate is None and self.limiter.on_throttle(epoch):
+            stats.increment(S.STORE_IO_CONCURRENCY_DECREASED)
 
     async def _backoff(
         self, error: StoreError, attempt: int, delay: float, started: float
     ) -> float:
         """Sleep before the next attempt and return the delay, or re-raise ``error``."""
+        if isinstance(error, Throttled) and self.pace.rate is not None:
+            delay = 0.0  # the adaptive rate spaces the calls: no growing backoff on top
         next_delay = (
             None  # a request of the call was retried on its own and given up already
             if error.retried_seconds
@@ -142,8 +171,13 @@ class StoreOperations:
         delay = 0.0
         stats = self.stats
         limiter = self.limiter
+        pace = self.pace
         while True:
             attempt += 1
+            if pace.rate is not None:
+                waited = await pace.acquire()
+                if waited:
+                    stats.record_duration(S.STORE_IO_RATE_LIMITED, waited * 1000)
             if rate is not None:
                 waited = await rate.acquire()
                 if waited:
@@ -166,10 +200,9 @@ class StoreOperations:
                 stats.record_duration(statistic, millis, failed=not answered)
                 if answered:
                     limiter.on_success()
+                    pace.admitted += 1
                 elif isinstance(error, Throttled):
-                    stats.increment(S.STORE_IO_THROTTLED)
-                    if limiter.on_throttle(epoch):
-                        stats.increment(S.STORE_IO_CONCURRENCY_DECREASED)
+                    self._throttled(epoch, begin)
                 elif isinstance(error, Transient):
                     stats.increment(S.STORE_IO_TRANSIENT)
                 delay = await self._backoff(error, attempt, delay, started)
@@ -180,6 +213,7 @@ class StoreOperations:
             limiter.release()
             stats.record_duration(statistic, (time.perf_counter() - begin) * 1000)
             limiter.on_success()
+            pace.admitted += 1
             return result
 
     def call(

@@ -52,6 +52,8 @@ STORE_IO_TRANSIENT = "store_io_transient"
 STORE_IO_BACKOFF = "store_io_backoff"
 STORE_IO_RATE_LIMITED = "store_io_rate_limited"
 STORE_IO_CONCURRENCY_DECREASED = "store_io_concurrency_decreased"
+#: times the adaptive rate (requests/s) dropped to what the store admitted
+STORE_IO_RATE_DECREASED = "store_io_rate_decreased"
 
 # gauges (ours)
 #: milliseconds from the start of the job commit to writing _SUCCESS

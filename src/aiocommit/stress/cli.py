@@ -637,19 +637,57 @@ bench.command("w2")(_latency_command("W2", 50.0, "256"))
 @click.option("--rate", type=float, required=True, help="Requests/s the store admits (R).")
 @click.option("--files", type=int, default=20000, show_default=True)
 @click.option("--tasks", type=int, default=20, show_default=True)
+@click.option(
+    "--halve-at",
+    type=float,
+    default=None,
+    help="Seconds into the commit at which the store tightens to R/2.",
+)
+@click.option(
+    "--capacity-files",
+    type=int,
+    default=2000,
+    show_default=True,
+    help="Files of the unthrottled commit that measures this machine's capacity first.",
+)
 @output_options
 def bench_throttled(**kw: Any) -> None:
     """Job commit through a token-bucket throttling front (per ADLS account, GCS bucket,
-    S3 prefix) at R requests/s, default options: files/s against R, throttled share,
-    retries per file."""
+    S3 prefix) at R requests/s, default options: files/s and requests/s against R,
+    throttled share, retries per file; first the unthrottled capacity, same run."""
     from aiocommit.stress.throttled import throttled_bench
 
     _run(
         kw,
         lambda r: throttled_bench(
-            kw["store"], rate=kw["rate"], files=kw["files"], tasks=kw["tasks"], reporter=r
+            kw["store"],
+            rate=kw["rate"],
+            files=kw["files"],
+            tasks=kw["tasks"],
+            reporter=r,
+            halve_at=kw["halve_at"],
+            capacity_files=kw["capacity_files"],
         ),
     )
+
+
+@bench.command("throttled-plot")
+@click.argument(
+    "results", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+@click.option(
+    "--png",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("docs/performance-throttled.png"),
+    show_default=True,
+)
+def bench_throttled_plot(results: tuple[Path, ...], png: Path) -> None:
+    """Plot files/s against time from ``bench throttled --json`` files."""
+    import json
+
+    from aiocommit.stress.throttled import plot_throttled
+
+    click.echo(plot_throttled([json.loads(path.read_text()) for path in results], png))
 
 
 @bench.command("loop")

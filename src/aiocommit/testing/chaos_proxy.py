@@ -32,12 +32,15 @@ import random
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import quote
 
 import anyio
 from aiohttp import ClientSession, ClientTimeout, web
 from yarl import URL
+
+#: the largest request body forwarded (aiohttp's default is 1 MiB; a commit plan's part is more)
+MAX_BODY = 256 * 1024 * 1024
 
 StoreKind = Literal["adls", "gcs", "s3"]
 RateScope = Literal["account", "bucket", "prefix"]
@@ -354,7 +357,17 @@ async def run_chaos_proxy(
     Requests go to ``upstream``'s origin with their own path: ``proxy.url(upstream)`` is
     ``upstream`` with the proxy's origin (e.g. an ADLS endpoint with its account)."""
     proxy = ChaosProxy(upstream, kind, chaos or Chaos())
-    runner = web.ServerRunner(web.Server(proxy.handle), handle_signals=False)
+    loop = asyncio.get_running_loop()
+
+    def request(
+        message: Any, payload: Any, protocol: Any, writer: Any, task: Any
+    ) -> web.BaseRequest:  # bodies as large as the stores take
+        return web.BaseRequest(
+            message, payload, protocol, writer, task, loop, client_max_size=MAX_BODY
+        )
+
+    server = web.Server(proxy.handle, request_factory=request)
+    runner = web.ServerRunner(server, handle_signals=False)
     await runner.setup()
     try:
         site = web.TCPSite(runner, "127.0.0.1", port)
