@@ -250,9 +250,17 @@ def run_small_tasks(
     <= 1.0), the cost per task of each and the difference, CPU per task, and
     aiocommit's per-task breakdown from its job summary (task stages, summed over the
     tasks, per task; the job commit per task). Returns the median ratios."""
+    from aiocommit.stress.spark_floor import NAME, NoopSource
+
     reports = work / "reports"
-    writers = both_writers(reports)
-    warm_up(writers, dataset(spark, 1_000).repartition(4), work)
+    spark.dataSource.register(NoopSource)
+    writers = dict(both_writers(reports))
+
+    def noop_write(frame: DataFrame, dest: Path, partitioned: bool) -> None:
+        frame.write.format(NAME).mode("append").save(str(dest))
+
+    writers["py-noop"] = noop_write
+    warm_up(writers, dataset(spark, 1_000).repartition(20), work)
     ratios: list[float] = []
     for count in [tasks] if isinstance(tasks, int) else tasks:
         rows = count * rows_per_task
@@ -287,6 +295,13 @@ def small_task_table(
                 f"{name:<23} {seconds:.2f} s median, {seconds / tasks * 1000:.1f} ms per task,"
                 f" {cpu / tasks * 1000:.1f} CPU-ms per task"
             )
+        floor = statistics.median(results[("py-noop", variant)].seconds)
+        floor_cpu = statistics.median(results[("py-noop", variant)].cpu)
+        print(
+            f"{'py-noop (floor)':<23} {floor:.2f} s median, {floor / tasks * 1000:.1f} ms per "
+            f"task, {floor_cpu / tasks * 1000:.1f} CPU-ms per task (a Python data source "
+            f"writing nothing; aiocommit/floor {ours_s / floor:.2f})"
+        )
         print(f"extra per task          {(ours_s - native_s) / tasks * 1000:+.1f} ms")
         verdict = "meets" if ours_s / native_s <= 1.0 else "MISSES"
         print(
