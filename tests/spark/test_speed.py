@@ -156,9 +156,12 @@ def test_spark_bench_small_tasks_smoke(
 ) -> None:
     from aiocommit.stress import spark_bench
 
-    ratios = spark_bench.run_small_tasks(spark, tmp_path, tasks=6, rows_per_task=5, rounds=1)
+    ratios = spark_bench.run_small_tasks(spark, tmp_path, tasks=[6, 4], rows_per_task=5, rounds=1)
     out = capsys.readouterr().out
-    assert len(ratios) == 2 and all(r > 0 for r in ratios)
-    assert out.count(" s median, ") == 4 and out.count("extra per task") == 2
+    assert len(ratios) == 4 and all(r > 0 for r in ratios)  # two shapes, flat and partitioned
+    assert "== 6 tasks x 5 rows" in out and "== 4 tasks x 5 rows" in out
+    # aiocommit, Spark's writer and the no-op Python data source (the floor), per variant
+    assert out.count(" s median, ") == 12 and out.count("extra per task") == 4
+    assert out.count("CPU-ms per task") == 12 and out.count("py-noop (floor)") == 4
     assert "task_stage_scan_directory" in out and "committer_commit_job" in out
-    assert "ratio aiocommit/native (higher of the two medians): " in out.splitlines()[-1]
+    assert "ratio aiocommit/native (highest of the medians): " in out.splitlines()[-1]

@@ -21,8 +21,10 @@ from aiocommit.integrations.spark import files as files_module
 from aiocommit.integrations.spark.committer import (
     TaskOutcome,
     abort_write,
+    close_task_attempt,
     commit_task_files,
     commit_write,
+    open_task_attempt,
     prepare_job,
 )
 from aiocommit.integrations.spark.files import (
@@ -286,6 +288,26 @@ def local_files(tmp_path: Path, tag: str, names: dict[str, str]) -> list[LocalFi
     return out
 
 
+async def commit_attempt(
+    settings: WriteSettings,
+    job_id: str,
+    *,
+    partition: int,
+    attempt_number: int,
+    files: list[LocalFile],
+) -> TaskOutcome:
+    """A task attempt's steps on the executor: open, commit its files, close."""
+    opened = await open_task_attempt(
+        settings, job_id, partition=partition, attempt_number=attempt_number
+    )
+    try:
+        return await commit_task_files(
+            settings, opened, partition=partition, attempt_number=attempt_number, files=files
+        )
+    finally:
+        await close_task_attempt(opened)
+
+
 async def run_job(
     settings: WriteSettings,
     tmp_path: Path,
@@ -294,7 +316,7 @@ async def run_job(
     job_id = new_job_id()
     await prepare_job(settings, job_id)
     results = [
-        await commit_task_files(
+        await commit_attempt(
             settings,
             job_id,
             partition=p,
@@ -316,13 +338,13 @@ async def test_spark_authorized_attempt_wins_over_a_later_loser(url: str, tmp_pa
     settings = WriteSettings(url=url)
     job_id = new_job_id()
     await prepare_job(settings, job_id)
-    winner = await commit_task_files(
+    winner = await commit_attempt(
         settings, job_id, partition=0, attempt_number=1,
         files=local_files(tmp_path, "w", {"p=1/part-00000-tid5.txt": "winner"}),
     )  # fmt: skip
     # the losing speculative attempt finishes later and saves its task manifest over the
     # winner's; the job commit loads the winner's own copy, named in its message
-    await commit_task_files(
+    await commit_attempt(
         settings, job_id, partition=0, attempt_number=0,
         files=local_files(tmp_path, "l", {"p=1/part-00000-tid4.txt": "loser"}),
     )  # fmt: skip

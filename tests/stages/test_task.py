@@ -15,6 +15,7 @@ from aiocommit.protocol.manifest import DirState, decode_manifest
 from aiocommit.stages.context import StageContext
 from aiocommit.stages.task import abort_task_stage, commit_task_stage, setup_task_stage
 from aiocommit.stores.base import join
+from aiocommit.stores.faulty import Faults, FaultyStore, InjectedFailure
 from aiocommit.stores.memory import MemoryStore
 from tests.helpers import exists
 from tests.stages.conftest import memory_store
@@ -83,3 +84,53 @@ async def test_abort_removes_the_attempt() -> None:
         await abort_task_stage(context, attempt_of(TASK, 0))  # idempotent
         assert not await exists(store, attempt_dir)
         assert not await exists(store, context.layout.manifest_path(TASK))
+
+
+async def test_commit_of_listed_files_equals_the_scan_and_saves_under_the_given_name() -> None:
+    """``written`` (the caller's list of the attempt's files) gives the manifest a scan
+    gives, without listing the attempt directory; ``save_as`` saves it under that name
+    only, leaving the task's manifest to others."""
+    files = {"p=1/q=a/b.dat": b"second", "p=2/c.dat": b"2", "top.dat": b"top"}
+    store = memory_store()
+    job_id = await setup_job("/out", "job_202611240000_0005", store=store)
+    await store.write_bytes("/out/p=1/old.dat", b"already there")
+    manifests = []
+    # attempt 1's context fails any listing
+    no_listing = FaultyStore(store, Faults(fail_paths=lambda op, _: op == "list_dir"))
+    for attempt, through in ((0, store), (1, no_listing)):
+        async with open_context("/out", job_id, store=through) as context:
+            attempt_dir = context.layout.task_attempt_dir(attempt_of(TASK, attempt))
+            await setup_task_stage(context, attempt_dir)
+            for relative, data in files.items():
+                await store.write_bytes(join(attempt_dir, relative), data)
+            if attempt == 0:
+                with pytest.raises(InjectedFailure):  # the fault is there
+                    await no_listing.list_dir(attempt_dir).__anext__()
+                manifests.append(await commit_task_stage(context, TASK, attempt_of(TASK, 0)))
+                continue
+            own = join(context.layout.manifests_dir, "own.json")
+            written = [(relative, len(data)) for relative, data in files.items()]
+            manifests.append(
+                await commit_task_stage(
+                    context, TASK, attempt_of(TASK, 1), written=written, save_as=own
+                )
+            )
+    scanned, listed = manifests
+    saved = decode_manifest(await store.read_bytes(own))
+    assert saved.task_attempt_id == attempt_of(TASK, 1)
+    # the task's manifest is still attempt 0's: a save under its own name replaces nothing
+    task_manifest = decode_manifest(await store.read_bytes(context.layout.manifest_path(TASK)))
+    assert task_manifest.task_attempt_id == attempt_of(TASK, 0)
+
+    def entries(manifest: object) -> tuple[object, object]:
+        files = [(f.dest, f.size, f.source.replace("_0/", "_1/")) for f in manifest.files]  # type: ignore[attr-defined]
+        dirs = [(d.dest, d.state, d.level) for d in manifest.directories]  # type: ignore[attr-defined]
+        return files, dirs
+
+    assert entries(saved) == entries(listed) == entries(scanned)
+    states = {store.unqualify(d.dest): (d.state, d.level) for d in saved.directories}
+    assert states == {
+        "/out/p=1": (DirState.DIR, 1),
+        "/out/p=1/q=a": (DirState.NOT_FOUND, 2),
+        "/out/p=2": (DirState.NOT_FOUND, 1),
+    }

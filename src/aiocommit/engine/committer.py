@@ -110,11 +110,19 @@ class Committer(Protocol):
         ...
 
     async def commit_task(
-        self, context: StageContext, attempt: TaskAttempt, *, per_attempt: bool
+        self,
+        context: StageContext,
+        attempt: TaskAttempt,
+        *,
+        per_attempt: bool,
+        written: Sequence[tuple[str, int]] | None = None,
     ) -> TaskManifest | PendingSet:
         """Save the attempt's record (manifest or pending set): it is then committed.
-        ``per_attempt``: under the attempt's own name (``committed_name``) as well, for
-        a caller that picks the winning attempts itself (Spark)."""
+        ``per_attempt``: under the attempt's own name (``committed_name``) only, for a
+        caller that picks the winning attempts itself (Spark). ``written``: every file
+        of the attempt's output (path relative to ``work_dir``, size), when the caller
+        knows them: the manifest committer then lists nothing (the S3A committers know
+        their uploads and ignore it)."""
         ...
 
     async def abort_task(self, context: StageContext, attempt: TaskAttempt) -> None:

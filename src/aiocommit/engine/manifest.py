@@ -31,7 +31,7 @@ from aiocommit.errors import CommitError, ManifestError
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.layout import MANIFEST_SUFFIX
-from aiocommit.protocol.manifest import TaskManifest, encode_manifest
+from aiocommit.protocol.manifest import TaskManifest
 from aiocommit.protocol.pending import PendingSet
 from aiocommit.protocol.success import SuccessData
 from aiocommit.stages.abort import undo_commit_stage
@@ -152,18 +152,25 @@ class ManifestCommitter:
         await context.ops.upload_file(local_path, attempt.path(relative))
 
     async def commit_task(
-        self, context: StageContext, attempt: TaskAttempt, *, per_attempt: bool
+        self,
+        context: StageContext,
+        attempt: TaskAttempt,
+        *,
+        per_attempt: bool,
+        written: Sequence[tuple[str, int]] | None = None,
     ) -> TaskManifest | PendingSet:
-        """Scan the attempt's output and save its manifest as the task's committed
-        manifest, replacing an earlier attempt's: the last to commit wins. The engine
-        keeps one manifest per task; ``per_attempt`` also saves a copy under the
-        attempt's own name, which a caller that picks its winners after the fact (a
-        losing speculative attempt may commit after the winner) commits exactly."""
-        manifest = await commit_task_stage(context, attempt.task_id, attempt.task_attempt_id)
+        """Scan the attempt's output (or take ``written``, the caller's list of it) and
+        save its manifest as the task's committed manifest, replacing an earlier
+        attempt's: the last to commit wins. ``per_attempt``: save it under the
+        attempt's own name instead, for a caller that picks its winners after the fact
+        (a losing speculative attempt may commit after the winner) and commits exactly
+        those."""
+        own = None
         if per_attempt:
             own = join(context.layout.manifests_dir, self.committed_name(attempt, per_attempt=True))
-            await context.ops.write_bytes(own, encode_manifest(manifest))
-        return manifest
+        return await commit_task_stage(
+            context, attempt.task_id, attempt.task_attempt_id, written=written, save_as=own
+        )
 
     async def abort_task(self, context: StageContext, attempt: TaskAttempt) -> None:
         await abort_task_stage(context, attempt.task_attempt_id)

@@ -6,6 +6,8 @@ A task attempt writes its output through ``TaskAttempt.write_bytes`` or
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aiocommit.engine.committer import Committer, TaskAttempt, name_attempt, open_attempt
 from aiocommit.engine.factory import job_committer
 from aiocommit.engine.manifest import ManifestCommitter
@@ -78,14 +80,19 @@ async def commit_task(
     store: Store | None = None,
     options: CommitOptions | None = None,
     per_attempt: bool = False,
+    written: Sequence[tuple[str, int]] | None = None,
 ) -> TaskManifest | PendingSet:
     """Commit the attempt: save its record (the manifest committer: a manifest listing
     its files; the S3A committers: a pending set of its uploads), replacing an earlier
-    attempt's: the last to commit wins. ``per_attempt``: also under the attempt's own
-    name (``committed_name``), for a caller that picks the winning attempts itself and
-    commits exactly those."""
+    attempt's: the last to commit wins. ``per_attempt``: under the attempt's own name
+    (``committed_name``) instead, for a caller that picks the winning attempts itself
+    and commits exactly those. ``written``: every file the attempt wrote below its
+    ``work_dir`` (relative path, size), when the caller knows them: the manifest
+    committer then lists nothing."""
     async with open_attempt(attempt, store, options) as context:
-        return await attempt.committer.commit_task(context, attempt, per_attempt=per_attempt)
+        return await attempt.committer.commit_task(
+            context, attempt, per_attempt=per_attempt, written=written
+        )
 
 
 async def abort_task(

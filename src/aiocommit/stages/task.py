@@ -6,7 +6,10 @@ Task commit
           manifests directory exists (the job is still active).
     post: ``manifests/TASK-manifest.json`` lists every file of this attempt (source,
           destination, size, etag) and every directory, and replaced any manifest an
-          earlier attempt of the task saved: the last attempt to commit wins.
+          earlier attempt of the task saved: the last attempt to commit wins. Saved
+          under the attempt's own name instead (``save_as``), it replaces nothing.
+          With ``written`` (the caller's list of the files, relative path and size)
+          the attempt directory is not listed: the manifest lists exactly those.
     fail: nothing in the destination changes; a half-written manifest exists only under
           the attempt's ``.tmp`` name, which job commit never loads. A symbolic link in
           the attempt's output is refused (``CommitError`` naming it), never followed.
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Sequence
 
 import anyio
 import msgspec
@@ -49,15 +53,7 @@ async def scan_task_attempt(
     dirs: list[DirEntry] = []
 
     async def probe(dest_dir: str, level: int) -> None:
-        status = await ops.stat_or_none(dest_dir)
-        state = (
-            DirState.NOT_FOUND
-            if status is None
-            else DirState.DIR
-            if status.is_dir
-            else DirState.FILE
-        )
-        dirs.append(DirEntry(context.to_uri(dest_dir), int(state), level))
+        dirs.append(await _dir_entry(context, dest_dir, level))
 
     async def scan(directory: str, group: anyio.abc.TaskGroup) -> None:
         with context.stats.track(S.OP_DIRECTORY_SCAN):
@@ -82,6 +78,47 @@ async def scan_task_attempt(
 
     async with anyio.create_task_group() as group:
         await scan(attempt_dir, group)
+    dirs.sort(key=lambda entry: entry.dest)
+    return await sorted_in_slices(files), dirs
+
+
+async def _dir_entry(context: StageContext, dest_dir: str, level: int) -> DirEntry:
+    """A destination directory's entry: its state found now."""
+    status = await context.ops.stat_or_none(dest_dir)
+    state = (
+        DirState.NOT_FOUND if status is None else DirState.DIR if status.is_dir else DirState.FILE
+    )
+    return DirEntry(context.to_uri(dest_dir), int(state), level)
+
+
+async def listed_task_attempt(
+    context: StageContext, attempt_dir: str, written: Sequence[tuple[str, int]]
+) -> tuple[list[FileEntry], list[DirEntry]]:
+    """``scan_task_attempt``'s result for an attempt whose files the caller lists
+    (relative path, size): nothing is listed; each directory they are in is probed."""
+    dest_root = context.layout.dest
+    files = [
+        FileEntry(
+            source=context.to_uri(join(attempt_dir, relative)),
+            dest=context.to_uri(join(dest_root, relative)),
+            size=size,
+            etag=None,
+        )
+        for relative, size in written
+    ]
+    levels: dict[str, int] = {}
+    for relative, _ in written:
+        parts = relative.split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            levels.setdefault("/".join(parts[:depth]), depth)
+    dirs: list[DirEntry] = []
+
+    async def probe(relative: str) -> None:
+        dirs.append(await _dir_entry(context, join(dest_root, relative), levels[relative]))
+
+    async with anyio.create_task_group() as group:
+        for relative in levels:
+            group.start_soon(probe, relative)
     dirs.sort(key=lambda entry: entry.dest)
     return await sorted_in_slices(files), dirs
 
@@ -149,20 +186,28 @@ def _file_entry(
 
 
 async def commit_task_stage(
-    context: StageContext, task_id: str, task_attempt_id: str
+    context: StageContext,
+    task_id: str,
+    task_attempt_id: str,
+    *,
+    written: Sequence[tuple[str, int]] | None = None,
+    save_as: str | None = None,
 ) -> TaskManifest:
     layout = context.layout
     attempt_dir = layout.task_attempt_dir(task_attempt_id)
     async with stage(context, S.TASK_STAGE_COMMIT):
         await _check_job_active(context)
         async with stage(context, S.TASK_STAGE_SCAN_DIRECTORY):
-            if await context.ops.stat_or_none(attempt_dir) is None:
+            if written is not None:
+                files, dirs = await listed_task_attempt(context, attempt_dir, written)
+            elif await context.ops.stat_or_none(attempt_dir) is None:
                 raise CommitError(
                     "task attempt directory does not exist (was setup_task run?)",
                     operation="stat",
                     path=attempt_dir,
                 )
-            files, dirs = await scan_task_attempt(context, attempt_dir)
+            else:
+                files, dirs = await scan_task_attempt(context, attempt_dir)
         stats = context.stats
         stats.increment(S.COMMITTER_TASK_FILE_COUNT, len(files))
         stats.increment(S.COMMITTER_TASK_FILE_SIZE, sum(entry.size for entry in files))
@@ -180,7 +225,13 @@ async def commit_task_stage(
             directories=dirs,
         )
         async with stage(context, S.TASK_STAGE_SAVE_MANIFEST):
-            await save_manifest(context, manifest)
+            if save_as is None:
+                await save_manifest(context, manifest)
+            else:  # a name of its own: no earlier manifest to replace atomically
+                manifest.iostatistics = context.stats.snapshot()
+                data = await encode_manifest_in_slices(manifest)
+                context.stats.increment(S.COMMITTER_TASK_MANIFEST_FILE_SIZE, len(data))
+                await context.ops.write_bytes(save_as, data)
     return manifest
 
 

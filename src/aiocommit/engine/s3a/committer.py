@@ -109,8 +109,14 @@ class S3ACommitter:
             await link_local(attempt, relative, local_path)
 
     async def commit_task(
-        self, context: StageContext, attempt: TaskAttempt, *, per_attempt: bool
+        self,
+        context: StageContext,
+        attempt: TaskAttempt,
+        *,
+        per_attempt: bool,
+        written: Sequence[tuple[str, int]] | None = None,
     ) -> TaskManifest | PendingSet:
+        # ``written`` is not needed: the pending set holds the attempt's own uploads
         if self._magic:
             return await commit_magic(context, attempt, per_attempt=per_attempt)
         pending = await commit_staging(context, attempt, self.s3_options, per_attempt=per_attempt)

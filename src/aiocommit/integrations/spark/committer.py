@@ -2,10 +2,12 @@
 on every store (the job's committer does what its store needs):
 
 * ``prepare_job`` (driver, in ``writer()``): ``setup_job``;
-* ``open_task_attempt`` (executor, in ``write()``): for a local destination, the attempt
-  directory the task writes into directly;
-* ``commit_task_files`` (executor, in ``write()``): ``setup_task``, add the closed local
-  files to the attempt's output (unless written there), ``commit_task``;
+* ``open_task_attempt`` (executor, in ``write()``): open the store, ``setup_task`` (once
+  per attempt); for a local destination, the attempt directory the task writes into
+  directly;
+* ``commit_task_files`` (executor, in ``write()``): add the closed local files to the
+  attempt's output (unless written there), ``commit_task``; ``close_task_attempt``
+  closes the store;
 * ``commit_write`` (driver, in ``commit()``): ``commit_job`` with exactly the task records
   the messages name (one per accepted attempt); an overwrite is the engine's conflict
   mode ``replace`` (per partition for a dynamic one). Once the job has committed
@@ -15,8 +17,9 @@ on every store (the job's committer does what its store needs):
 * ``abort_write`` (driver, in ``abort()``): ``abort_job``, which undoes a partly-run
   commit and restores the old output a replace had moved aside.
 
-Each opens its own store client and closes it: Spark reuses its Python workers, and a
-client bound to one event loop must not outlive its ``asyncio.run``.
+Each step opens its own store client and closes it (a task's steps share one, on the
+worker's task loop): Spark reuses its Python workers, and a client bound to one event
+loop must not outlive it.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import anyio
 
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job, setup_job
 from aiocommit.engine.s3a import S3CommitterOptions
-from aiocommit.engine.task import commit_task, committed_name, setup_task
+from aiocommit.engine.task import TaskAttempt, commit_task, committed_name, setup_task
 from aiocommit.errors import NotFound, first_error
 from aiocommit.integrations.spark.files import LocalFile
 from aiocommit.integrations.spark.settings import TestHooks, WriteSettings
@@ -147,24 +150,42 @@ def _should_fail(hooks: TestHooks, partition: int, attempt_number: int) -> bool:
     return hooks.fail_partition_on_first_attempt == partition and attempt_number == 0
 
 
+@dataclass(frozen=True)
+class OpenAttempt:
+    """A task attempt set up on its store, whose client stays open until
+    ``close_task_attempt`` (the task's steps run on one event loop: ``task_loop``)."""
+
+    store: Store
+    attempt: TaskAttempt
+
+    @property
+    def in_place_dir(self) -> str | None:
+        """For a local destination, the attempt directory the task writes its files into
+        directly (no copy); None for other stores (the task writes local files and
+        ``commit_task_files`` uploads them)."""
+        return self.attempt.work_dir if isinstance(self.store, LocalStore) else None
+
+
 async def open_task_attempt(
     settings: WriteSettings, job_id: str, *, partition: int, attempt_number: int
-) -> str | None:
-    """Executor side, before writing: for a local destination, set the attempt up and
-    return its directory, for the task to write its files straight into (no copy);
-    None for other stores (the task writes local files and ``commit_task_files`` uploads
-    them)."""
+) -> OpenAttempt:
+    """Executor side, before writing: open the store and set the attempt up, once."""
     store, dest = _open(settings)
     try:
-        if not isinstance(store, LocalStore):
-            return None
         attempt = await setup_task(
             dest, job_id, partition, attempt_number, store=store, options=settings.commit
         )
-        return attempt.work_dir
-    finally:
+    except BaseException:
         with anyio.CancelScope(shield=True):
             await store.aclose()
+        raise
+    return OpenAttempt(store, attempt)
+
+
+async def close_task_attempt(opened: OpenAttempt) -> None:
+    """Close the attempt's store client (after commit, or after a failure)."""
+    with anyio.CancelScope(shield=True):
+        await opened.store.aclose()
 
 
 async def destination_exists(settings: WriteSettings) -> bool:
@@ -188,7 +209,7 @@ async def destination_exists(settings: WriteSettings) -> bool:
 
 async def commit_task_files(
     settings: WriteSettings,
-    job_id: str,
+    opened: OpenAttempt,
     *,
     partition: int,
     attempt_number: int,
@@ -196,38 +217,34 @@ async def commit_task_files(
 ) -> TaskOutcome:
     """Executor side: add a task attempt's closed files to its output (those written
     into the attempt directory already stay) and commit the attempt."""
-    store, dest = _open(settings)
+    store, attempt = opened.store, opened.attempt
     options = settings.commit
+
+    async def add(local: LocalFile) -> None:
+        await attempt.write_file(local.relative, local.local_path, store=store, options=options)
+
+    # written into the attempt directory already, or added now
+    added = [local for local in files if not local.in_place]
     try:
-        attempt = await setup_task(
-            dest, job_id, partition, attempt_number, store=store, options=options
-        )
-
-        async def add(local: LocalFile) -> None:
-            await attempt.write_file(local.relative, local.local_path, store=store, options=options)
-
-        # written into the attempt directory already, or added now
-        added = [local for local in files if not local.in_place]
-        try:
-            await parallel(added, add, workers=min(options.concurrency, 16))
-        except BaseExceptionGroup as errors:  # Spark shows the message: the cause
-            raise first_error(errors) from errors
-        target: Store = store
-        failing = _should_fail(settings.hooks, partition, attempt_number)
-        if failing:  # saving the attempt's record fails: its output is written (uploaded)
-            target = FaultyStore(store, Faults(fail_paths=_saves_task_record))
-        try:
-            await commit_task(attempt, store=target, options=options, per_attempt=True)
-        except Exception as error:
-            if not _injected(error):
-                raise
-            raise InjectedTaskFailure(
-                f"aiocommit.test hook: partition {partition} attempt {attempt_number} fails "
-                f"after writing {len(files)} file(s)"
-            ) from error
-    finally:
-        with anyio.CancelScope(shield=True):
-            await store.aclose()
+        await parallel(added, add, workers=min(options.concurrency, 16))
+    except BaseExceptionGroup as errors:  # Spark shows the message: the cause
+        raise first_error(errors) from errors
+    target: Store = store
+    failing = _should_fail(settings.hooks, partition, attempt_number)
+    if failing:  # saving the attempt's record fails: its output is written (uploaded)
+        target = FaultyStore(store, Faults(fail_paths=_saves_task_record))
+    try:
+        # written in place: the task knows its files, nothing else is in its directory
+        in_place = opened.in_place_dir is not None and not added
+        written = [(f.relative, f.size) for f in files] if in_place else None
+        await commit_task(attempt, store=target, options=options, per_attempt=True, written=written)
+    except Exception as error:
+        if not _injected(error):
+            raise
+        raise InjectedTaskFailure(
+            f"aiocommit.test hook: partition {partition} attempt {attempt_number} fails "
+            f"after writing {len(files)} file(s)"
+        ) from error
     return TaskOutcome(
         task_id=attempt.task_id,
         task_attempt_id=attempt.task_attempt_id,

@@ -221,11 +221,17 @@ class ParquetSink:
         self._write(whole_groups_only=False)
 
     def close(self) -> None:
-        """Write what is buffered and the footer; returns once the file is complete."""
-        self.flush()
-        self._run(lambda: self.writer(None).close())
+        """Write what is buffered and the footer; returns once the file is complete.
+        The last row group and the footer are encoded in the calling thread: it waits
+        for them anyway (a small task then starts no encoding thread at all)."""
         if self.encoder is not None:
             self.encoder.wait()
+        encoder, self.encoder = self.encoder, None
+        try:
+            self.flush()
+            self.writer(None).close()
+        finally:
+            self.encoder = encoder
 
 
 #: rows of the first row group that decide a column's encoding (parquet-java decides on
@@ -353,6 +359,8 @@ class TaskOutput:
             _PARTITION_COLUMN, pa.array([partition] * part.num_rows, pa.string())
         )
         if self.spill is None:
+            # the scratch directory may not exist yet (made when first needed)
+            os.makedirs(os.path.dirname(self.spill_path), exist_ok=True)
             self.spill = pa.ipc.new_file(self.spill_path, keyed.schema)
         self.spill.write_batch(keyed)
 

@@ -21,8 +21,10 @@ import dataclasses
 import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from pyspark import TaskContext
@@ -51,6 +53,7 @@ from pyspark.sql.types import (
 
 from aiocommit.integrations.spark.committer import (
     abort_write,
+    close_task_attempt,
     commit_task_files,
     commit_write,
     destination_exists,
@@ -74,6 +77,7 @@ from aiocommit.integrations.spark.seam import (
     arrow_schema,
 )
 from aiocommit.integrations.spark.settings import TABLE_WRITES_REFUSED, WriteSettings
+from aiocommit.integrations.spark.task_loop import run_in_task_loop
 from aiocommit.protocol.ids import new_job_id
 
 if TYPE_CHECKING:
@@ -320,15 +324,24 @@ class AiocommitWriter(DataSourceArrowWriter):
             )
         settings = self.settings
         core = self.job_id[len("job_") :] if self.job_id.startswith("job_") else self.job_id
-        local_dir = tempfile.mkdtemp(
-            prefix=f"aiocommit-{partition}-{spark_attempt}-", dir=_local_root(settings)
+        opened = run_in_task_loop(
+            partial(
+                open_task_attempt,
+                settings,
+                self.job_id,
+                partition=partition,
+                attempt_number=attempt_number,
+            )
+        )
+        attempt_dir = opened.in_place_dir
+        # local files (or, writing in place, only a spill) go here: made when first needed
+        local_dir = os.path.join(
+            _local_root(settings) or tempfile.gettempdir(),
+            f"aiocommit-{partition}-{spark_attempt}-{uuid.uuid4().hex[:16]}",
         )
         try:
-            attempt_dir = asyncio.run(
-                open_task_attempt(
-                    settings, self.job_id, partition=partition, attempt_number=attempt_number
-                )
-            )
+            if attempt_dir is None:
+                os.makedirs(local_dir)
             output = TaskOutput(
                 fmt=settings.format,
                 compression=settings.compression,
@@ -361,17 +374,20 @@ class AiocommitWriter(DataSourceArrowWriter):
             except BaseException:
                 output.abandon()
                 raise
-            outcome = asyncio.run(
-                commit_task_files(
+            outcome = run_in_task_loop(
+                partial(
+                    commit_task_files,
                     settings,
-                    self.job_id,
+                    opened,
                     partition=partition,
                     attempt_number=attempt_number,
                     files=files,
                 )
             )
         finally:
-            shutil.rmtree(local_dir, ignore_errors=True)
+            run_in_task_loop(close_task_attempt, opened)
+            if os.path.lexists(local_dir):
+                shutil.rmtree(local_dir, ignore_errors=True)
         return AiocommitCommitMessage(
             partition=partition,
             attempt_number=attempt_number,
