@@ -33,6 +33,7 @@ from typing import Protocol
 import anyio
 
 from aiocommit.engine.job import abort_job, cleanup_job, commit_job, setup_job
+from aiocommit.engine.manifest import ATTEMPT_MANIFEST_SUFFIX
 from aiocommit.engine.s3a import S3CommitterOptions
 from aiocommit.engine.task import TaskAttempt, commit_task, committed_name, setup_task
 from aiocommit.errors import NotFound, first_error
@@ -259,7 +260,8 @@ async def commit_task_files(
 def _saves_task_record(operation: str, path: str) -> bool:
     """The test hook's fault: the write of a task attempt's manifest or pending set."""
     name = path.rsplit("/", 1)[-1]
-    return operation == "write_bytes" and name.endswith((".pendingset", "-manifest.json.tmp"))
+    saved = (".pendingset", "-manifest.json.tmp", ATTEMPT_MANIFEST_SUFFIX)
+    return operation == "write_bytes" and name.endswith(saved)
 
 
 async def commit_write(
