@@ -221,7 +221,7 @@ async def parallel(
 
         async def drain() -> None:
             clock = time.perf_counter
-            for item in shared:
+            for done, item in enumerate(shared, 1):
                 began = clock()
                 await worker(item)
                 if clock() - began < ANSWERED_AT_ONCE_S:
@@ -229,6 +229,8 @@ async def parallel(
                     # never let a cancellation, another worker or the caller's tasks in;
                     # one that suspends has given the loop its turn already
                     await take_turn()
+                elif done % 32 == 0:  # and whatever the clock said, now and then
+                    await anyio.lowlevel.checkpoint()
 
         async with anyio.create_task_group() as group:
             await _start(group, drain, workers)
