@@ -21,6 +21,7 @@ import anyio
 
 from aiocommit.errors import CommitError, StoreError, first_error
 from aiocommit.io.operations import StoreOperations
+from aiocommit.io.turns import take_turn
 from aiocommit.observability import (
     ContextAdapter,
     annotate_span,
@@ -219,11 +220,16 @@ async def parallel(
         shared = iter(items)
 
         async def drain() -> None:
+            clock = time.perf_counter
             for done, item in enumerate(shared, 1):
+                began = clock()
                 await worker(item)
-                if done % 32 == 0:
-                    # stores that answer without suspending (memory) would otherwise
-                    # never let a cancellation or another worker in
+                if clock() - began < ANSWERED_AT_ONCE_S:
+                    # a store that answers without suspending (memory) would otherwise
+                    # never let a cancellation, another worker or the caller's tasks in;
+                    # one that suspends has given the loop its turn already
+                    await take_turn()
+                elif done % 32 == 0:  # and whatever the clock said, now and then
                     await anyio.lowlevel.checkpoint()
 
         async with anyio.create_task_group() as group:
@@ -246,6 +252,10 @@ async def parallel(
         await _start(group, lambda: consume(receive.clone()), workers)
         receive.close()
 
+
+#: an item of ``parallel`` done within this did not wait for its store (it yields
+#: the loop through ``io.turns`` then)
+ANSWERED_AT_ONCE_S = 0.0005
 
 #: workers started per loop turn: each runs its first item in the turn after its start
 STARTS_PER_TURN = 32
