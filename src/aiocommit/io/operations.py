@@ -150,8 +150,6 @@ class StoreOperations:
         self, error: StoreError, attempt: int, delay: float, started: float
     ) -> float:
         """Sleep before the next attempt and return the delay, or re-raise ``error``."""
-        if isinstance(error, Throttled) and self.pace.rate is not None:
-            delay = 0.0  # the adaptive rate spaces the calls: no growing backoff on top
         next_delay = (
             None  # a request of the call was retried on its own and given up already
             if error.retried_seconds
