@@ -1,11 +1,12 @@
 """Concurrency and rate limits shared by the stages of a job.
 
 ``AdaptiveLimiter`` is the job's one in-flight limit: a semaphore whose size follows AIMD
-when enabled — cut by 30% when the store throttles, grown by one after a window of
-successes. ``AdaptiveRate`` paces the job's requests at what the store admits once the
-store throttles a large share of them (a store whose limit is requests per second, not
-requests in flight). ``RateLimiter`` caps operations per second at a configured rate and is
-shared by every job that uses the same store client in the process (``rate_limiter_for``).
+when enabled — starting at 64 and grown by one per success until the first throttle (slow
+start), cut by 30% when the store throttles, grown by one after a window of successes.
+``AdaptiveRate`` paces the job's requests at what the store admits once the store
+throttles a large share of them (a store whose limit is requests per second, not requests
+in flight). ``RateLimiter`` caps operations per second at a configured rate and is shared
+by every job that uses the same store client in the process (``rate_limiter_for``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class AdaptiveLimiter:
         adaptive: bool = True,
         decrease_factor: float = 0.7,
         throttle_threshold: float = 0.1,
+        initial: int = 64,
     ):
         self.maximum = maximum
         self.decrease_factor = decrease_factor
@@ -49,7 +51,11 @@ class AdaptiveLimiter:
         self._window_throttled = 0
         self.minimum = min(minimum, maximum)
         self.adaptive = adaptive
-        self._limit = maximum
+        #: slow start: from ``initial``, one more per success (doubling per round trip)
+        #: until the first throttle, so a rate-limited store meets only the calls in
+        #: flight then, not ``maximum`` at once
+        self._slow_start = adaptive and initial < maximum
+        self._limit = min(maximum, initial) if adaptive else maximum
         self._in_flight = 0
         self._waiters: deque[anyio.Event] = deque()
         self._epoch = 0
@@ -66,6 +72,7 @@ class AdaptiveLimiter:
 
     def reset(self) -> None:
         """Back to ``maximum`` (another control took over: the adaptive rate)."""
+        self._slow_start = False
         self._epoch += 1
         self._successes = 0
         self._window_ok = self._window_throttled = 0
@@ -115,6 +122,13 @@ class AdaptiveLimiter:
     def on_success(self) -> None:
         if not self.adaptive:
             return
+        if self._slow_start:
+            self._limit += 1
+            if self._limit >= self.maximum:
+                self._limit = self.maximum
+                self._slow_start = False
+            self._wake()
+            return
         self._window_ok += 1
         if self._window_ok + self._window_throttled > max(64, 4 * self._limit):
             self._window_ok = self._window_throttled = 0  # a fresh window
@@ -127,6 +141,7 @@ class AdaptiveLimiter:
 
     def on_throttle(self, epoch: int) -> bool:
         """Record a throttle of a call that started in ``epoch``; True if the limit dropped."""
+        self._slow_start = False
         if not self.adaptive or epoch != self._epoch:
             return False
         self._window_throttled += 1
@@ -151,6 +166,9 @@ MARK_SECONDS = 0.05
 #: and measured over this long at a decrease, and over at least this many successes
 MEASURE_SECONDS = 0.2
 MEASURE_CALLS = 20
+#: calls finished in a window before its throttled share can engage the rate (a store
+#: throttling at random seldom throttles half of so many)
+ENGAGE_CALLS = 32
 #: successes after a decrease before the rate probes above the ceiling: each probe that
 #: finds the limit costs a few throttles, so a slow store is probed less often
 PROBE_AFTER = 50
@@ -162,10 +180,10 @@ class AdaptiveRate:
     """Requests per second that follow what a rate-limited store admits.
 
     Unpaced (``rate`` None, nothing to wait for) until the store throttles at least
-    ``engage_share`` of the calls finished in a window (at least ``engage_throttles`` of
-    them): a store that limits requests per second. Then every call waits its turn at
-    ``rate`` requests a second (first come, first served; a changed rate applies to calls
-    waiting).
+    ``engage_share`` of the calls finished in a window (at least ``ENGAGE_CALLS`` calls
+    and ``engage_throttles`` throttles): a store that limits requests per second. Then
+    every call waits its turn at ``rate`` requests a second (first come, first served; a
+    changed rate applies to calls waiting).
 
     Decrease: two throttles (and eight calls, or four throttles) of calls started at least
     ``settle`` seconds after the last change (the store's own bucket may still be empty
@@ -289,8 +307,10 @@ class AdaptiveRate:
             self._changed, self._window_admitted, self._throttles = now, self.admitted, 0
             return False  # a fresh window: old successes do not dilute new throttles
         first, admitted_then = self._first
-        if self._throttles < self.engage_throttles or (
-            self._throttles < self.engage_share * finished
+        if (
+            self._throttles < self.engage_throttles
+            or finished < ENGAGE_CALLS
+            or self._throttles < self.engage_share * finished
         ):
             return False
         admitted = max(

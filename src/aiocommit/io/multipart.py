@@ -19,23 +19,29 @@ class MultipartOperations:
         self.store: MultipartStore = as_multipart(ops.store)
 
     async def create_upload(self, path: str) -> str:
-        return await self.ops.call(S3.OP_CREATE_UPLOAD, lambda: self.store.create_upload(path))
+        return await self.ops.call(
+            S3.OP_CREATE_UPLOAD, lambda: self.store.create_upload(path), path=path
+        )
 
     async def upload_part(self, path: str, upload_id: str, number: int, data: bytes) -> str:
         return await self.ops.call(
-            S3.OP_UPLOAD_PART, lambda: self.store.upload_part(path, upload_id, number, data)
+            S3.OP_UPLOAD_PART,
+            lambda: self.store.upload_part(path, upload_id, number, data),
+            path=path,
         )
 
     async def complete_upload(self, path: str, upload_id: str, etags: Sequence[str]) -> FileStatus:
         """Complete; an error after more than one attempt (``error.attempts``) may follow
         an attempt that was applied although its response was lost."""
         return await self.ops.call(
-            S3.OP_COMPLETE_UPLOAD, lambda: self.store.complete_upload(path, upload_id, etags)
+            S3.OP_COMPLETE_UPLOAD,
+            lambda: self.store.complete_upload(path, upload_id, etags),
+            path=path,
         )
 
     async def abort_upload(self, path: str, upload_id: str) -> bool:
         return await self.ops.call(
-            S3.OP_ABORT_UPLOAD, lambda: self.store.abort_upload(path, upload_id)
+            S3.OP_ABORT_UPLOAD, lambda: self.store.abort_upload(path, upload_id), path=path
         )
 
     def list_uploads(self, prefix: str) -> AsyncIterator[list[Upload]]:

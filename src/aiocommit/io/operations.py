@@ -61,8 +61,12 @@ class StoreOperations:
             adaptive=options.adaptive_concurrency,
         )
         self._sleep = sleep
-        #: paces calls at what the store admits once it throttles (adaptive only)
+        #: paces calls at what the store admits once it throttles (adaptive only); on a
+        #: store that limits each key prefix, one per prefix (``pace_for``)
         self.pace = AdaptiveRate(sleep=sleep)
+        self._paces: dict[str, AdaptiveRate] | None = (
+            {} if store.capabilities.rate_per_prefix else None
+        )
         self._adaptive = options.adaptive_concurrency
         #: asked once: stages consult it per file
         self.capabilities: StoreCapabilities = store.capabilities
@@ -104,7 +108,7 @@ class StoreOperations:
                 limiter.on_success()
                 pace.admitted += 1
             elif isinstance(error, Throttled):
-                self._throttled(epoch, begin)
+                self._throttled(epoch, begin, pace)
             elif isinstance(error, Transient):
                 stats.increment(S.STORE_IO_TRANSIENT)
             raise
@@ -115,7 +119,18 @@ class StoreOperations:
         pace.admitted += 1
         return result
 
-    def _throttled(self, epoch: int, begin: float) -> None:
+    def pace_for(self, path: str) -> AdaptiveRate:
+        """The adaptive rate for a call on ``path``: the job's, or its prefix's."""
+        paces = self._paces
+        if paces is None:
+            return self.pace
+        prefix = path.rpartition("/")[0]
+        pace = paces.get(prefix)
+        if pace is None:
+            pace = paces[prefix] = AdaptiveRate(sleep=self._sleep)
+        return pace
+
+    def _throttled(self, epoch: int, begin: float, pace: AdaptiveRate) -> None:
         """A call that took its slot in ``epoch`` at ``begin`` was throttled: the adaptive
         rate hears it; adaptive concurrency too until the rate paces the calls (a store
         that limits requests per second is not helped by fewer in flight)."""
@@ -123,7 +138,6 @@ class StoreOperations:
         stats.increment(S.STORE_IO_THROTTLED)
         if not self._adaptive:
             return
-        pace = self.pace
         unpaced = pace.rate is None
         if pace.on_throttle(begin):
             stats.increment(S.STORE_IO_RATE_DECREASED)
@@ -136,8 +150,6 @@ class StoreOperations:
         self, error: StoreError, attempt: int, delay: float, started: float
     ) -> float:
         """Sleep before the next attempt and return the delay, or re-raise ``error``."""
-        if isinstance(error, Throttled) and self.pace.rate is not None:
-            delay = 0.0  # the adaptive rate spaces the calls: no growing backoff on top
         next_delay = (
             None  # a request of the call was retried on its own and given up already
             if error.retried_seconds
@@ -160,6 +172,7 @@ class StoreOperations:
         *,
         rate: RateLimiter | None = None,
         probe: bool = False,
+        path: str = "",
     ) -> T:
         """Run ``function`` with limits, statistics and retries. The error that ends the
         retries carries ``attempts``, so callers can tell a possibly-applied call.
@@ -171,20 +184,24 @@ class StoreOperations:
         delay = 0.0
         stats = self.stats
         limiter = self.limiter
-        pace = self.pace
+        pace = self.pace if self._paces is None else self.pace_for(path)
         while True:
             attempt += 1
+            # time waiting for a turn at a rate is not time spent retrying (the budget)
             if pace.rate is not None:
                 waited = await pace.acquire()
                 if waited:
+                    started += waited
                     stats.record_duration(S.STORE_IO_RATE_LIMITED, waited * 1000)
             if rate is not None:
                 waited = await rate.acquire()
                 if waited:
+                    started += waited
                     stats.record_duration(S.STORE_IO_RATE_LIMITED, waited * 1000)
             if self._rate is not None:
                 waited = await self._rate.acquire()
                 if waited:
+                    started += waited
                     stats.record_duration(S.STORE_IO_RATE_LIMITED, waited * 1000)
             epoch = limiter.try_acquire()
             if epoch is None:
@@ -202,7 +219,7 @@ class StoreOperations:
                     limiter.on_success()
                     pace.admitted += 1
                 elif isinstance(error, Throttled):
-                    self._throttled(epoch, begin)
+                    self._throttled(epoch, begin, pace)
                 elif isinstance(error, Transient):
                     stats.increment(S.STORE_IO_TRANSIENT)
                 delay = await self._backoff(error, attempt, delay, started)
@@ -217,12 +234,18 @@ class StoreOperations:
             return result
 
     def call(
-        self, statistic: str, function: Callable[[], Awaitable[T]], *, probe: bool = False
+        self,
+        statistic: str,
+        function: Callable[[], Awaitable[T]],
+        *,
+        probe: bool = False,
+        path: str = "",
     ) -> Awaitable[T]:
         """Any other store call through this door, timed under ``statistic``: limits,
         statistics and retries as for the calls above (for capabilities beyond ``Store``,
-        such as multipart uploads). ``probe``: ``NotFound`` is an answer, not a failure."""
-        return self._call(statistic, function, probe=probe)
+        such as multipart uploads). ``probe``: ``NotFound`` is an answer, not a failure;
+        ``path``: what the call is about (where the store limits each prefix's rate)."""
+        return self._call(statistic, function, probe=probe, path=path)
 
     async def pages(
         self, statistic: str, listing: Callable[[], AsyncIterator[list[P]]]
@@ -266,7 +289,7 @@ class StoreOperations:
     def stat(self, path: str) -> Awaitable[FileStatus]:
         """A path's status; ``NotFound`` (not counted as a failure) when nothing is there."""
         store = self.store
-        return self._call(S.OP_GET_FILE_STATUS, lambda: store.stat(path), probe=True)
+        return self._call(S.OP_GET_FILE_STATUS, lambda: store.stat(path), probe=True, path=path)
 
     async def stat_or_none(self, path: str) -> FileStatus | None:
         try:
@@ -304,7 +327,7 @@ class StoreOperations:
         statistic = S.OP_DELETE_DIR if recursive else S.OP_DELETE
         rate = self._delete_rate if recursive else None
         return await self._call(
-            statistic, lambda: self.store.delete(path, recursive=recursive), rate=rate
+            statistic, lambda: self.store.delete(path, recursive=recursive), rate=rate, path=path
         )
 
     def rename(
@@ -317,6 +340,7 @@ class StoreOperations:
         return self._call(
             S.OP_RENAME,
             lambda: store.rename(source, dest, overwrite=overwrite, source_etag=source_etag),
+            path=dest,
         )
 
     async def publish_bytes(self, temporary: str, final: str, data: bytes) -> None:
@@ -353,7 +377,9 @@ class StoreOperations:
         """A small file's bytes, timed under ``statistic`` (what is read:
         ``OP_LOAD_MANIFEST``, ``OP_LOAD_SUCCESS``, ...); ``NotFound``, not counted as a
         failure, when it is not there."""
-        return await self._call(statistic, lambda: self.store.read_bytes(path), probe=True)
+        return await self._call(
+            statistic, lambda: self.store.read_bytes(path), probe=True, path=path
+        )
 
     async def write_bytes(self, path: str, data: bytes, *, overwrite: bool = True) -> FileStatus:
         """Write a small file whole or not at all, on every store: a reader finds no file
@@ -379,7 +405,7 @@ class StoreOperations:
     async def _write(self, path: str, data: bytes, *, overwrite: bool) -> FileStatus:
         """One store write, retried (on ADLS several requests, not whole on failure)."""
         return await self._call(
-            S.OP_WRITE, lambda: self.store.write_bytes(path, data, overwrite=overwrite)
+            S.OP_WRITE, lambda: self.store.write_bytes(path, data, overwrite=overwrite), path=path
         )
 
     async def upload_file(
@@ -389,6 +415,7 @@ class StoreOperations:
         return await self._call(
             S.OP_UPLOAD,
             lambda: self.store.upload_file(local_path, path, overwrite=overwrite),
+            path=path,
         )
 
 

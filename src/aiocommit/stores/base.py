@@ -76,6 +76,9 @@ class StoreCapabilities(msgspec.Struct, frozen=True):
         rename_checks_source: ``rename`` of a directory source raises ``NotAFile`` (as the
             contract asks of stores with directories). False where checking would cost a
             call per rename (ADLS Gen2): the engine then checks sources before renaming.
+        rate_per_prefix: the store limits requests per second per key prefix (S3: the key
+            up to its last ``/``), not per account or bucket: the job's adaptive rate is
+            kept per prefix, so one throttled partition does not hold back the others.
         atomic_write: ``write_bytes`` makes the file appear whole or not at all (one
             request, or invisible until completed: GCS, S3, local, memory). False where a
             write is several requests and a failed one leaves a partial file (ADLS Gen2:
@@ -91,6 +94,7 @@ class StoreCapabilities(msgspec.Struct, frozen=True):
     max_in_flight: int | None = None
     rename_checks_source: bool = True
     atomic_write: bool = True
+    rate_per_prefix: bool = False
 
 
 @runtime_checkable

@@ -243,6 +243,7 @@ class S3Store:
             atomic_rename=False,
             directories=False,
             max_in_flight=self.connections,
+            rate_per_prefix=True,
         )
 
     def qualify(self, path: str) -> str:

@@ -241,6 +241,9 @@ async def throttled_bench(
     # what the buckets allowed over the commit: R per scope, R / 2 after the halving
     allowed = rate * scopes * (min(seconds, halved) + max(0.0, seconds - halved) / 2)
     counters = summary.iostatistics.counters
+    if timeline.rows[-1]["files"] == 0 and admitted:  # no progress reports (S3's stage)
+        for row in timeline.rows:  # files in proportion to the requests admitted
+            row["files"] = round((row["requests"] - row["throttled"]) * committed / admitted)
     phases = _phases(timeline, rate * scopes)
     figures = {
         "store": kind,
@@ -290,8 +293,9 @@ async def throttled_bench(
 
 def plot_throttled(results: list[dict[str, Any]], path: Path, *, smooth: float = 2.0) -> Path:
     """Files/s against time of ``bench throttled`` runs (their JSON), each over ``smooth``
-    seconds, with the files/s each store's limit allowed (dashed: R per scope over the
-    run's requests per file, halved where the run halved it)."""
+    seconds (the requests admitted, times the run's files per admitted request), with the
+    files/s each store's limit allowed (dashed: R per scope over the run's requests per
+    file, halved where the run halved it)."""
     series: dict[str, tuple[list[float], list[float]]] = {}
     dashed = []
     for result in results:
@@ -300,14 +304,19 @@ def plot_throttled(results: list[dict[str, Any]], path: Path, *, smooth: float =
         name = f"{figures['store']} (R={figures['rate']:g}" + (
             f" x {figures['scopes']} prefixes)" if figures["scopes"] > 1 else ")"
         )
+        # files in proportion to the requests admitted (progress reports come in batches)
+        per_request = figures["files"] / max(1, rows[-1]["requests"] - rows[-1]["throttled"])
         xs, ys = [], []
         for row in rows:
             earlier = [r for r in rows if r["t"] <= row["t"] - smooth]
             if not earlier:
                 continue
             first = earlier[-1]
+            admitted = (row["requests"] - row["throttled"]) - (
+                first["requests"] - first["throttled"]
+            )
             xs.append(row["t"])
-            ys.append((row["files"] - first["files"]) / (row["t"] - first["t"]))
+            ys.append(admitted * per_request / (row["t"] - first["t"]))
         series[name] = (xs, ys)
         limit = f"{figures['store']}: allowed"
         per_file = figures["requests_per_file"]
