@@ -9,7 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+from aiocommit.integrations.spark.seam import (
+    DataSource,
+    DataSourceArrowWriter,
+    WriterCommitMessage,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
