@@ -143,13 +143,16 @@ def test_ctrl_c_says_how_to_finish_or_undo(tmp_path: Path) -> None:
     root.mkdir()
     job_id, expected = anyio.run(lambda: run_tasks(LocalStore(), str(root), 4, 100))
     args = ["commit", str(root), "--job-id", job_id, "--no-progress", "--processes", "1"]
-    # 50 store calls a second: 400 renames take 8 s, time enough to interrupt
-    process = _aiocommit(*args, "--rate-limit", "50", stderr=subprocess.PIPE)
+    # 20 store calls a second: 400 renames take 20 s, time enough to interrupt even when
+    # this process is starved on a loaded machine (at 8 s it once saw the plan only after
+    # the commit had finished); an interrupted run ends at once, so this costs nothing
+    process = _aiocommit(*args, "--rate-limit", "20", stderr=subprocess.PIPE)
     plan = root / "_temporary" / job_id / "00" / "commit-plan.json"
     deadline = time.monotonic() + 60
     while not plan.exists() and time.monotonic() < deadline:
         time.sleep(0.02)
     assert plan.exists()
+    assert process.poll() is None, "the commit finished before it could be interrupted"
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
