@@ -8,7 +8,9 @@ import time
 import pytest
 
 from aiocommit import CommitOptions, commit_job
+from aiocommit.io.operations import StoreOperations
 from aiocommit.protocol import statistics as S
+from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.stores.faulty import Faults, FaultyStore, Latency
 from aiocommit.stores.memory import MemoryStore
 from tests.helpers import output, run_tasks
@@ -138,3 +140,16 @@ async def test_injected_latency_delays_and_counts_every_call(latency: Latency) -
     assert store.counts.by_operation == {"rename": 1, "stat": 1}
     assert sorted(store._seen) == [("rename", "/a/x"), ("stat", "/a/y")]
     assert await inner.read_bytes("/a/y") == b"x"
+
+
+def test_a_store_made_slow_serves_the_jobs_full_concurrency() -> None:
+    """The memory store answers in the caller's loop, so a job makes few calls at once
+    there; made slow by injected latency (a remote store's shape), it takes them all."""
+    options = CommitOptions(concurrency=2048)
+    memory = MemoryStore("faults-slow")
+    stats = IOStatistics()
+    assert StoreOperations(memory, options, stats).workers == 64
+    assert StoreOperations(FaultyStore(memory, Faults()), options, stats).workers == 64
+    slow = FaultyStore(memory, Faults(latency=Latency(fixed=0.01)))
+    assert slow.capabilities.max_in_flight is None
+    assert StoreOperations(slow, options, stats).workers == 2048

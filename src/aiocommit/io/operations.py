@@ -55,11 +55,15 @@ class StoreOperations:
             max_delay=options.retry_max_delay,
         )
         cap = store.capabilities.max_in_flight
+        maximum = min(options.concurrency, cap) if cap else options.concurrency
         self.limiter = limiter or AdaptiveLimiter(
-            min(options.concurrency, cap) if cap else options.concurrency,
-            minimum=options.min_concurrency,
-            adaptive=options.adaptive_concurrency,
+            maximum, minimum=options.min_concurrency, adaptive=options.adaptive_concurrency
         )
+        #: tasks worth making calls through this door at once (what stages pass to
+        #: ``parallel``): the in-flight limit at its widest. More would only wait for a
+        #: slot, and each costs the caller's loop (scheduled, collected by the garbage
+        #: collector, unwound on a cancel).
+        self.workers = min(maximum, self.limiter.maximum)
         self._sleep = sleep
         #: paces calls at what the store admits once it throttles (adaptive only); on a
         #: store that limits each key prefix, one per prefix (``pace_for``)

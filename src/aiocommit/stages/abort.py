@@ -104,7 +104,7 @@ async def _move_back(context: StageContext, loaded: LoadedJob) -> int:
         await parallel(
             list(loaded.entries(manifest, context.layout.dest)),
             move_back,
-            workers=context.options.concurrency,
+            workers=context.ops.workers,
         )
     progress.finish()
     return moved

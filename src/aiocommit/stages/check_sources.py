@@ -48,4 +48,4 @@ async def check_sources_stage(context: StageContext, loaded: LoadedJob) -> None:
             except NotFound:
                 continue  # a re-run: the directory's files were renamed already
 
-    await parallel(loaded.manifests, check, workers=context.options.concurrency)
+    await parallel(loaded.manifests, check, workers=context.ops.workers)

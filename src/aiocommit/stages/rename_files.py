@@ -97,5 +97,5 @@ async def _rename_here(context: StageContext, loaded: LoadedJob) -> tuple[int, i
                 )
             )
 
-    await parallel(entries(), worker, workers=context.options.concurrency)
+    await parallel(entries(), worker, workers=context.ops.workers)
     return files_done, bytes_done

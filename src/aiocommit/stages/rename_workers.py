@@ -334,7 +334,8 @@ async def rename_in_workers(
                 group.start_soon(_in_thread, feed, handle, threads)
                 group.start_soon(watch, handle)
             if PARENT_RENAMES:
-                await parallel(entries_here(), rename_here, workers=options.concurrency)
+                renamers = min(options.concurrency, context.ops.workers)
+                await parallel(entries_here(), rename_here, workers=renamers)
     finally:
         for handle in handles:
             handle.kill()

@@ -184,7 +184,7 @@ async def _decide(
             if root != dest:
                 directories.append(root)
 
-    await parallel(roots, scan, workers=context.options.concurrency)
+    await parallel(roots, scan, workers=context.ops.workers)
     if not files:
         return record
     if mode == "fail":
@@ -245,7 +245,7 @@ async def _replace(context: StageContext, record: ConflictRecord, names: list[st
     ops = context.ops
     dest = context.layout.dest
     aside_root = context.layout.replaced_dir
-    workers = context.options.concurrency
+    workers = context.ops.workers
     if record.aside and ops.capabilities.directories:
         parents = sorted({parent_of(join(aside_root, f)) for f in names})
         await parallel(parents, ops.mkdirs, workers=workers)
@@ -283,7 +283,7 @@ async def restore_replaced_stage(context: StageContext, plan: CommitPlan) -> Non
     ops = context.ops
     dest = context.layout.dest
     aside_root = context.layout.replaced_dir
-    workers = context.options.concurrency
+    workers = context.ops.workers
     if ops.capabilities.directories:
         leaves = set(record.directories) | {parent_of("/" + f)[1:] for f in record.replaced}
         await parallel(sorted(join(dest, d) for d in leaves if d), ops.mkdirs, workers=workers)
@@ -313,7 +313,7 @@ async def unrestorable(context: StageContext, plan: CommitPlan) -> list[str]:
         if await context.ops.stat_or_none(join(dest, relative)) is None:
             gone.append(join(dest, relative))
 
-    await parallel(record.replaced, check, workers=context.options.concurrency)
+    await parallel(record.replaced, check, workers=context.ops.workers)
     if gone:
         context.log.warning(
             "abort cannot restore %d old file(s) the commit's replace deleted (the store "

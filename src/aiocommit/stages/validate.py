@@ -35,5 +35,5 @@ async def validate_output_stage(context: StageContext, loaded: LoadedJob) -> Non
             await parallel(
                 list(loaded.entries(manifest, context.layout.dest)),
                 check,
-                workers=context.options.concurrency,
+                workers=context.ops.workers,
             )

@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 import anyio
+import msgspec.structs
 
 from aiocommit.errors import StoreError, Throttled, Transient
-from aiocommit.stores.base import Store, StoreOpener, opener_of
+from aiocommit.stores.base import Store, StoreCapabilities, StoreOpener, opener_of
 from aiocommit.stores.wrapper import StoreWrapper
 
 T = TypeVar("T")
@@ -149,6 +150,17 @@ class FaultyStore(StoreWrapper):
         self._window_calls = 0
         self._timers: _SharedTimers | None = None
         self._latency_only = _latency_only(self.faults)
+        # a store made slow serves as many calls at once as are made (a remote store's
+        # shape), whatever the inner store's own limit
+        self._capabilities = (
+            msgspec.structs.replace(inner.capabilities, max_in_flight=None)
+            if _injects_latency(self.faults)
+            else inner.capabilities
+        )
+
+    @property
+    def capabilities(self) -> StoreCapabilities:
+        return self._capabilities
 
     def _sleep(self, seconds: float) -> Awaitable[None]:
         """A sleep of ``seconds``: on asyncio a future of the shared timers (no coroutine
@@ -250,6 +262,13 @@ class FaultyStore(StoreWrapper):
             counts.lost_responses += 1
             raise Transient("injected lost response (applied)", path=path, operation=operation)
         return result
+
+
+def _injects_latency(faults: Faults) -> bool:
+    latencies = [faults.latency, *faults.latency_by_operation.values()]
+    return faults.slow_list_seconds > 0 or any(
+        latency.fixed or latency.jitter or latency.spike for latency in latencies
+    )
 
 
 def _latency_only(faults: Faults) -> dict[str, float] | None:

@@ -124,7 +124,8 @@ class LocalStore:
     its own. ``inline_metadata=True``, or a process that called
     ``stores.blocking.dedicate_loop()`` (a rename worker), makes metadata calls on the
     event loop itself (fastest for a process that does nothing else, but it holds the
-    loop while it runs).
+    loop while it runs). Batched, it takes twice the calls its batches run at once
+    (``max_in_flight``: 256 by default); more would only wait in its queue.
     """
 
     def __init__(
@@ -147,9 +148,14 @@ class LocalStore:
         self._batcher = Batcher(self._thread_limiter, max_batch=batch)
         # a tree delete is one call but O(entries) and serial: on a busy disk, 300 task
         # attempt trees went in 6 s with one rmtree and 0.8 s in 32 threads, so cleanup
-        # deletes attempt directories in parallel here
+        # deletes attempt directories in parallel here. Batched metadata calls beyond
+        # twice what the batcher runs at once only wait in its queue, while each costs
+        # the caller's loop a task to schedule, collect and, on a cancel, unwind.
+        batched = not (inline_metadata or loop_is_dedicated())
         self._capabilities = StoreCapabilities(
-            atomic_rename=_renameat2 is not None, fast_directory_delete=False
+            atomic_rename=_renameat2 is not None,
+            fast_directory_delete=False,
+            max_in_flight=2 * self._batcher.max_running * batch if batched else None,
         )
 
     def _thread_limiter(self) -> anyio.CapacityLimiter:

@@ -29,7 +29,9 @@ from aiocommit.stores.base import (
 )
 from aiocommit.stores.multipart import Upload, multipart_etag
 
-_CAPABILITIES = StoreCapabilities(fast_directory_delete=True)
+#: every call is answered in the caller's loop, one at a time: calls in flight beyond a
+#: few only cost the loop a task each (scheduled, collected, unwound on a cancel)
+_CAPABILITIES = StoreCapabilities(fast_directory_delete=True, max_in_flight=64)
 _METADATA_SUFFIXES = (".json", ".json.tmp", "_SUCCESS", "_SUCCESS.tmp")
 
 

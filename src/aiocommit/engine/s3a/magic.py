@@ -143,7 +143,7 @@ async def magic_pending(context: StageContext, base: str) -> list[SinglePendingC
             )
         )
 
-    await parallel(paths, load, workers=context.options.concurrency)
+    await parallel(paths, load, workers=context.ops.workers)
     for commit in commits:
         expected = join(
             context.layout.dest, relative_to(str(commit.filename)[: -len(PENDING_SUFFIX)], base)

@@ -153,7 +153,7 @@ async def commit_staging(
                         )
                     )
 
-                await parallel(list(files), upload, workers=context.options.concurrency)
+                await parallel(list(files), upload, workers=context.ops.workers)
             commits.sort(key=lambda c: c.destination_key)
             return await save_pendingset_stage(
                 context,

@@ -36,7 +36,7 @@ async def abort_pending_stage(
             await context.ops.delete(path)
             context.stats.increment(S3.COMMITTER_COMMITS_REVERTED)
 
-    await parallel(list(commits), abort, workers=context.options.concurrency)
+    await parallel(list(commits), abort, workers=context.ops.workers)
 
 
 async def abort_outstanding_uploads(
@@ -51,8 +51,6 @@ async def abort_outstanding_uploads(
         if await mops.abort_upload(*path_and_id):
             aborted += 1
 
-    await parallel(
-        [(u.path, u.upload_id) for u in uploads], abort, workers=context.options.concurrency
-    )
+    await parallel([(u.path, u.upload_id) for u in uploads], abort, workers=context.ops.workers)
     context.stats.increment(S3.COMMITTER_PENDING_UPLOADS_ABORTED, aborted)
     return aborted

@@ -41,4 +41,4 @@ async def complete_uploads_stage(
             context.stats.increment(S.COMMITTER_FILES_COMMITTED)
             context.stats.increment(S.COMMITTER_BYTES_COMMITTED, commit.length)
 
-        await parallel(loaded.commits, complete, workers=context.options.concurrency)
+        await parallel(loaded.commits, complete, workers=context.ops.workers)

@@ -110,7 +110,7 @@ async def load_pendingsets_stage(
             sets[name] = pending
             loaded.task_stats.aggregate(pending.iostatistics)
 
-        await parallel(list(names), load, workers=context.options.concurrency)
+        await parallel(list(names), load, workers=context.ops.workers)
         # the tasks committed, as the manifest committer counts its manifests
         context.stats.increment(S.COMMITTER_TASKS_COMPLETED, len(sets))
         for name in sorted(sets):
@@ -154,4 +154,4 @@ async def _check_uploads(
             path=commit.filename,
         )
 
-    await parallel(missing, check, workers=context.options.concurrency)
+    await parallel(missing, check, workers=context.ops.workers)
