@@ -393,3 +393,33 @@ async def test_token_delete_is_paginated_and_continued(mock_http: aioresponses) 
         assert all(c.kwargs["headers"]["authorization"] == "Bearer tok" for c in calls)
     finally:
         await store.aclose()
+
+
+async def test_seeded_files_are_files_the_store_reads_lists_and_renames(
+    emulator: EmulatorHandle,
+) -> None:
+    """``/_emulator/seed`` (a bench's bulk preparation) leaves what create + append +
+    flush would: parents made, the given size, an etag each that a rename keeps."""
+    store = make_store(emulator, "seeded")
+    control = emulator.endpoint.rsplit("/", 1)[0] + "/_emulator/seed"
+    files = [["a/b=1/x.dat", 5], ["a/b=1/y.dat", 0], ["a/c.dat", 70_000]]
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.post(control, json={"filesystem": "seeded", "files": files}) as r:
+                assert r.status == 200
+                assert (await r.json()) == {"seeded": 3}
+            async with session.post(
+                control, json={"filesystem": "seeded", "files": [["a/b=1", 1]]}
+            ) as r:
+                assert r.status == 409  # a directory is not replaced by a file
+        assert await store.read_bytes("/a/b=1/x.dat") == bytes(5)
+        statuses = {s.path: s for page in [p async for p in store.list_dir("/a/b=1")] for s in page}
+        assert sorted(statuses) == ["/a/b=1/x.dat", "/a/b=1/y.dat"]
+        assert statuses["/a/b=1/y.dat"].size == 0
+        big = await store.stat("/a/c.dat")
+        assert big.size == 70_000
+        assert len({big.etag, *(s.etag for s in statuses.values())}) == 3
+        await store.rename("/a/c.dat", "/a/d.dat", source_etag=big.etag)
+        assert (await store.stat("/a/d.dat")).etag == big.etag
+    finally:
+        await store.aclose()

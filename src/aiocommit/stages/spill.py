@@ -39,6 +39,16 @@ class SpillFile:
         self._end += len(data)
         return offset, len(data)
 
+    def read_into(self, offset: int, view: memoryview) -> None:
+        """Fill ``view`` from ``offset`` on, allocating nothing (``view`` is a buffer the
+        caller made: see ``commit_plan.save_copies``)."""
+        done = 0
+        while done < len(view):
+            read = os.preadv(self._fd, [view[done:]], offset + done)
+            if not read:
+                raise OSError(f"spill file ended early at {offset + done}")
+            done += read
+
     def read(self, offset: int, length: int) -> bytes:
         chunks = []
         done = 0

@@ -232,11 +232,14 @@ class PreparedJob:
 
 class Writer:
     """Writes task output: straight to disk on one thread hop per batch for the local
-    store (100k files in seconds), else through ``write_bytes``, concurrently."""
+    store (100k files in seconds); with ``direct`` where the target can seed its
+    emulator's state (ADLS), one request per attempt; else through ``write_bytes``,
+    concurrently."""
 
-    def __init__(self, target: Target, concurrency: int = 16) -> None:
+    def __init__(self, target: Target, concurrency: int = 16, *, direct: bool = False) -> None:
         self.target = target
         self.concurrency = concurrency
+        self.direct = direct
         self._zeros = b""
 
     def _payload(self, size: int) -> bytes:
@@ -250,6 +253,9 @@ class Writer:
         paths = [(attempt.path(relative), relative, size) for relative, size in files]
         if self.target.is_local:
             await anyio.to_thread.run_sync(self._write_local, paths)
+            return {}
+        if self.direct and self.target.seed_files is not None:
+            await self.target.seed_files([(path, size) for path, _, size in paths])
             return {}
         etags: dict[str, str] = {}
         limiter = anyio.CapacityLimiter(self.concurrency)
@@ -297,14 +303,17 @@ async def prepare_job(
     concurrency: int = 16,
     on_task: Callable[[int], None] | None = None,
     job_id: str | None = None,
+    direct: bool = False,
 ) -> PreparedJob:
-    """Set up a job at ``dest`` and run every task's attempts; returns what must land."""
+    """Set up a job at ``dest`` and run every task's attempts; returns what must land.
+    ``direct``: task output is seeded into the target's emulator where it can be (see
+    ``Writer``); the task commits still run through the store."""
     store = target.store
     started = time.perf_counter()
     options = CommitOptions(concurrency=64)
     job_id = await setup_job(dest, job_id, store=store, options=options)
     leaves = spec.partition_dirs()
-    writer = Writer(target)
+    writer = Writer(target, direct=direct)
     expected: dict[str, ExpectedFile] = {}
     losers: set[str] = set()
     kinds: Counter[str] = Counter()

@@ -291,9 +291,15 @@ async def prepare(
     name: str = "run",
     concurrency: int = 16,
     label: str = "preparing tasks",
+    direct: bool = False,
 ) -> PreparedJob:
     dest = target.new_dest(name)
     with reporter.bar(label, spec.tasks) as advance:
         return await prepare_job(
-            target, dest, spec, concurrency=concurrency, on_task=lambda _: advance(1)
+            target,
+            dest,
+            spec,
+            concurrency=concurrency,
+            on_task=lambda _: advance(1),
+            direct=direct,
         )

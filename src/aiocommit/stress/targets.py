@@ -12,7 +12,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,6 +96,9 @@ class Target:
     #: the local directory of ``root`` when the store is the local filesystem
     local_root: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    #: creates files (store path, size in zero bytes) straight in an emulator's state,
+    #: without the store's requests (a bench's preparation); None where there is no way
+    seed_files: Callable[[list[tuple[str, int]]], Awaitable[None]] | None = None
     _runs: int = 0
 
     def new_dest(self, name: str = "run") -> str:
@@ -189,11 +192,33 @@ async def _adls_target() -> AsyncIterator[Target]:
         )
         try:
             await store.mkdirs("/stress")
-            yield Target("adls", store, "/stress", details={"endpoint": endpoint})
+            yield Target(
+                "adls",
+                store,
+                "/stress",
+                details={"endpoint": endpoint},
+                seed_files=_adls_seeder(endpoint, filesystem),
+            )
         finally:
             await store.aclose()
     finally:
         await anyio.to_thread.run_sync(stop_process, process)
+
+
+def _adls_seeder(
+    endpoint: str, filesystem: str
+) -> Callable[[list[tuple[str, int]]], Awaitable[None]]:
+    """Files made in the ADLS emulator's state through its ``/_emulator/seed`` call."""
+    import aiohttp
+
+    control = endpoint.rstrip("/").rsplit("/", 1)[0] + "/_emulator/seed"
+
+    async def seed(files: list[tuple[str, int]]) -> None:
+        body = {"filesystem": filesystem, "files": [[p.strip("/"), s] for p, s in files]}
+        async with aiohttp.ClientSession() as session, session.post(control, json=body) as r:
+            r.raise_for_status()
+
+    return seed
 
 
 @asynccontextmanager

@@ -27,7 +27,9 @@ Faults are injected at the HTTP level from ``Faults`` (mutable at run time, seed
 latency, random ``503 ServerBusy`` with ``Retry-After``, rename applied and then answered
 with ``500 OperationTimedOut``, and scripted one-off errors or dropped connections
 (``Faults.inject``). A control endpoint ``/_emulator/faults`` (GET, PUT JSON) and
-``/_emulator/stats`` lets another process change faults; loopback only.
+``/_emulator/stats`` lets another process change faults, and ``/_emulator/seed`` (POST
+JSON ``{"filesystem": FS, "files": [[PATH, SIZE], ...]}``) creates files in bulk for a
+bench's preparation; loopback only.
 
 CLI: ``python -m aiocommit.testing.adls_emulator --port N`` prints the environment
 (``AIOCOMMIT_ADLS_ENDPOINT``, ``AZURE_STORAGE_ACCOUNT_KEY``) for ``abfs://FS@ACCOUNT.dfs.core.windows.net/``.
@@ -454,7 +456,26 @@ class AdlsEmulator:
             return web.json_response(self.faults.to_json())
         if what == "stats":
             return web.json_response({**self.stats, "max_in_flight": self.max_in_flight})
+        if what == "seed" and request.method == "POST":
+            body = await request.json()
+            return web.json_response({"seeded": self.seed(body["filesystem"], body["files"])})
         raise web.HTTPNotFound()
+
+    def seed(self, filesystem: str, files: list[tuple[str, int]]) -> int:
+        """Create (or replace) files of ``size`` zero bytes at ``rel`` paths, parents
+        made, each with a new etag, as create + append + flush would leave them: a bench
+        prepares 100,000 task outputs in one request instead of 300,000."""
+        fs = self.create_filesystem(filesystem)
+        for rel, size in files:
+            rel = rel.strip("/")
+            existing = fs.get(rel)
+            if existing is not None and existing.is_dir:
+                raise web.HTTPConflict(text=f"a directory is at {rel}")
+            self._make_parents(fs, rel)
+            node = _Node(False, self.new_etag())
+            node.data = bytes(size)
+            fs.attach(rel, node)
+        return len(files)
 
     def _base_headers(self, request: web.Request) -> dict[str, str]:
         return {
