@@ -4,6 +4,7 @@ to calls throttled while paced, and to a rate left unused (issue 22's throttled 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 
 import anyio
 import pytest
@@ -44,11 +45,14 @@ async def test_calls_queued_for_a_slot_wait_their_turn_once_the_rate_engages() -
         nonlocal reached
         reached += 1
 
+    async def through_the_door(name: str, function: Callable[[], Awaitable[None]]) -> None:
+        await ops.call(name, function)
+
     async with anyio.create_task_group() as group:
-        group.start_soon(ops.call, "op_first", first)
+        group.start_soon(through_the_door, "op_first", first)
         await holding.wait()
         for _ in range(20):
-            group.start_soon(ops.call, "op_queued", queued)
+            group.start_soon(through_the_door, "op_queued", queued)
         await anyio.sleep(0.05)  # all 20 wait for the one slot
         assert ops.limiter.in_flight == 1 and reached == 0
         _engage(ops.pace, time.perf_counter())
