@@ -166,9 +166,10 @@ MARK_SECONDS = 0.05
 #: and measured over this long at a decrease, and over at least this many successes
 MEASURE_SECONDS = 0.2
 MEASURE_CALLS = 20
+MEASURE_SECONDS_MOST = 1.0
 #: calls finished in a window before its throttled share can engage the rate (a store
 #: throttling at random seldom throttles half of so many)
-ENGAGE_CALLS = 32
+ENGAGE_CALLS = 16
 #: seconds after a decrease before the rate probes above the ceiling; each probe that
 #: finds the ceiling where it was (within ``SAME_CEILING``) doubles the wait, up to
 #: ``PROBE_SECONDS_MOST``: every probe that finds the limit costs a few throttles
@@ -307,10 +308,14 @@ class AdaptiveRate:
             self._marks.append((now, self.admitted))
 
     def _measured(self, now: float) -> float:
-        """Successes a second over the latest ``MEASURE_SECONDS`` (or what is recorded)."""
+        """Successes a second over the latest ``MEASURE_SECONDS`` and ``MEASURE_CALLS``, or
+        ``MEASURE_SECONDS_MOST`` (a slow store: what it admits now, not seconds ago)."""
         when, admitted = self._marks[0]
         for mark in reversed(self._marks):
-            if now - mark[0] >= MEASURE_SECONDS and self.admitted - mark[1] >= MEASURE_CALLS:
+            age = now - mark[0]
+            if age >= MEASURE_SECONDS and (
+                self.admitted - mark[1] >= MEASURE_CALLS or age >= MEASURE_SECONDS_MOST
+            ):
                 when, admitted = mark
                 break
         return (self.admitted - admitted) / max(now - when, 1e-3)
