@@ -166,22 +166,33 @@ MARK_SECONDS = 0.05
 #: and measured over this long at a decrease, and over at least this many successes
 MEASURE_SECONDS = 0.2
 MEASURE_CALLS = 20
+MEASURE_SECONDS_MOST = 1.0
 #: calls finished in a window before its throttled share can engage the rate (a store
 #: throttling at random seldom throttles half of so many)
-ENGAGE_CALLS = 32
-#: successes after a decrease before the rate probes above the ceiling: each probe that
-#: finds the limit costs a few throttles, so a slow store is probed less often
-PROBE_AFTER = 50
-#: or after this many seconds, whichever comes first
+ENGAGE_CALLS = 16
+#: seconds after a decrease before the rate probes above the ceiling; each probe that
+#: finds the ceiling where it was (within ``SAME_CEILING``) doubles the wait, up to
+#: ``PROBE_SECONDS_MOST``: every probe that finds the limit costs a few throttles
 PROBE_SECONDS = 2.0
+PROBE_SECONDS_MOST = 16.0
+SAME_CEILING = 0.1
+#: share of the ceiling the rate recovers to after a decrease (below the store's limit:
+#: the bucket refills, so a burst of retries or a jittered call is not throttled)
+RECOVER_TO = 0.95
+#: decreases in a row at a high throttled share, and how far they must have taken the
+#: rate, before the throttles are judged not to follow the rate (a store throttling at
+#: random): a store that halves its limit costs a few decreases, down to half the rate
+RANDOM_DECREASES = 4
+RANDOM_FALL = 0.3
 
 
 class AdaptiveRate:
     """Requests per second that follow what a rate-limited store admits.
 
     Unpaced (``rate`` None, nothing to wait for) until the store throttles at least
-    ``engage_share`` of the calls finished in a window (at least ``ENGAGE_CALLS`` calls
-    and ``engage_throttles`` throttles): a store that limits requests per second. Then
+    ``engage_share`` of the calls finished since the window's first throttle (at least
+    ``ENGAGE_CALLS`` calls and ``engage_throttles`` throttles; successes before the first
+    throttle do not dilute a storm): a store that limits requests per second. Then
     every call waits its turn at ``rate`` requests a second (first come, first served; a
     changed rate applies to calls waiting).
 
@@ -190,14 +201,18 @@ class AdaptiveRate:
     from before it) set the rate to ``decrease_factor`` of the success rate over the latest
     ``MEASURE_SECONDS`` and ``MEASURE_CALLS`` (what the store admitted; at most the rate,
     at least half of it) and remember that as the ceiling. Increase, every ``tick``
-    seconds at least ``hold`` after a decrease: ``probe_most`` per tick from engaging to
+    seconds at least ``hold`` after a decrease: ``grow`` per tick from engaging to
     the first decrease (the rate measured then may be low); ``recover`` per tick up to
-    the ceiling; then, after ``PROBE_AFTER`` successes or ``PROBE_SECONDS`` since the
-    decrease, beyond it (the store may have loosened): ``probe`` per tick, growing by
-    ``probe`` a tick up to ``probe_most``.
-    The rate never falls below ``minimum``. Four decreases in a row at a throttled share
-    of at least half ``engage_share`` mean throttles that do not follow the rate (a store
-    throttling at random): unpaced again, and ``engage_share`` raised by a quarter.
+    ``RECOVER_TO`` of the ceiling; then, ``PROBE_SECONDS`` after the decrease (doubled by
+    each probe that found the same ceiling), beyond it (the store may have loosened):
+    by ``probe`` of that per tick, more the longer the store admits it (``p + p²/50``
+    ticks' worth after ``p`` ticks: +5 % after 2 s, +20 % after 5 s). Growth is at
+    most one tick's at a time: a rate not used for a while was not shown to be too low.
+    The rate never falls below ``minimum``. ``RANDOM_DECREASES`` decreases in a row at a
+    throttled share of at least half ``engage_share`` that took the rate below
+    ``RANDOM_FALL`` of where they began mean throttles that do not follow the rate (a
+    store throttling at random): unpaced again, and ``engage_share`` raised by a quarter.
+    ``seed(rate)``: start paced at a rate learnt elsewhere (another prefix of the store).
 
     Callers report each success (``admitted += 1``: one increment on the hot path) and
     each throttle with the clock reading when that call started (``on_throttle``).
@@ -213,8 +228,8 @@ class AdaptiveRate:
         settle: float = 0.1,
         decrease_factor: float = 0.9,
         recover: float = 0.02,
-        probe: float = 0.02,
-        probe_most: float = 0.1,
+        probe: float = 0.002,
+        grow: float = 0.05,
         tick: float = 0.1,
         hold: float = 0.3,
         clock: Callable[[], float] = time.perf_counter,
@@ -228,7 +243,7 @@ class AdaptiveRate:
         self.decrease_factor = decrease_factor
         self.recover = recover
         self.probe = probe
-        self.probe_most = probe_most
+        self.grow = grow
         self.tick = tick
         self.hold = hold
         self._clock = clock
@@ -249,6 +264,8 @@ class AdaptiveRate:
         self._probing = 0.0  # ticks spent probing above the ceiling since the last decrease
         self._found = True  # False from engaging until the first decrease while paced
         self._high = 0  # decreases in a row at a throttled share of half ``engage_share``
+        self._high_from = 0.0  # the rate before the first of them
+        self._probe_wait = PROBE_SECONDS
         # pacing: a token bucket (``burst``: 50 ms of ``rate``) and the calls waiting
         self._credit = 0.0
         self._refilled = now
@@ -269,14 +286,19 @@ class AdaptiveRate:
             return False
         # a store whose throttles do not follow the rate (a share that stays high however
         # far the rate drops) is not rate-limited: back to unpaced, and slower to engage
-        self._high = self._high + 1 if throttles >= self.engage_share / 2 * finished else 0
-        if self._high >= 4:
+        rate = self.rate
+        if throttles >= self.engage_share / 2 * finished:
+            if not self._high:
+                self._high_from = rate
+            self._high += 1
+        else:
+            self._high = 0
+        if self._high >= RANDOM_DECREASES and rate < RANDOM_FALL * self._high_from:
             self.rate = None
             self.engage_share = min(0.95, self.engage_share + 0.25)
             self._changed, self._window_admitted, self._throttles = now, self.admitted, 0
             self._high = 0
             return False
-        rate = self.rate
         self._decrease(now, max(min(rate, self._measured(now)), rate / 2))
         self._found = True
         return True
@@ -286,10 +308,14 @@ class AdaptiveRate:
             self._marks.append((now, self.admitted))
 
     def _measured(self, now: float) -> float:
-        """Successes a second over the latest ``MEASURE_SECONDS`` (or what is recorded)."""
+        """Successes a second over the latest ``MEASURE_SECONDS`` and ``MEASURE_CALLS``, or
+        ``MEASURE_SECONDS_MOST`` (a slow store: what it admits now, not seconds ago)."""
         when, admitted = self._marks[0]
         for mark in reversed(self._marks):
-            if now - mark[0] >= MEASURE_SECONDS and self.admitted - mark[1] >= MEASURE_CALLS:
+            age = now - mark[0]
+            if age >= MEASURE_SECONDS and (
+                self.admitted - mark[1] >= MEASURE_CALLS or age >= MEASURE_SECONDS_MOST
+            ):
                 when, admitted = mark
                 break
         return (self.admitted - admitted) / max(now - when, 1e-3)
@@ -302,11 +328,11 @@ class AdaptiveRate:
         too low, time: the rate grows fast until the first decrease)."""
         if self._throttles == 1:
             self._first = (now, self.admitted)
-        finished = self.admitted - self._window_admitted + self._throttles
+        first, admitted_then = self._first
+        finished = self.admitted - admitted_then + self._throttles
         if finished > 512 and self._throttles < self.engage_share * finished:
             self._changed, self._window_admitted, self._throttles = now, self.admitted, 0
             return False  # a fresh window: old successes do not dilute new throttles
-        first, admitted_then = self._first
         if (
             self._throttles < self.engage_throttles
             or finished < ENGAGE_CALLS
@@ -322,8 +348,25 @@ class AdaptiveRate:
         self._found = False  # measured in a storm of throttles: maybe low; grow fast
         return True
 
+    def seed(self, rate: float) -> None:
+        """Unpaced: start paced at ``rate`` (learnt on another prefix of the store), grown
+        fast until this prefix's store throttles (its limit may be higher)."""
+        if self.rate is not None:
+            return
+        now = self._clock()
+        self._credit, self._refilled = 0.0, now
+        self._decrease(now, rate / self.decrease_factor)
+        self._found = False
+
     def _decrease(self, now: float, admitted: float) -> None:
-        self.ceiling = max(self.minimum, admitted)
+        ceiling = max(self.minimum, admitted)
+        if self._found and self.rate is not None:
+            # a probe (or a store change) found the ceiling: where it was, probe later
+            same = abs(ceiling - self.ceiling) <= SAME_CEILING * self.ceiling
+            self._probe_wait = (
+                min(PROBE_SECONDS_MOST, self._probe_wait * 2) if same else PROBE_SECONDS
+            )
+        self.ceiling = ceiling
         rate = max(self.minimum, admitted * self.decrease_factor)
         self.rate = rate if self.rate is None else min(self.rate, rate)
         self._changed, self._window_admitted, self._throttles = now, self.admitted, 0
@@ -336,22 +379,23 @@ class AdaptiveRate:
         rate = self.rate
         if rate is None or now - self._adjusted < self.tick:
             return
-        ticks = (now - self._adjusted) / self.tick
+        # at most one tick's growth at once: a rate left unused for a while (calls backing
+        # off, a stage between others) has not been shown to be too low
+        ticks = min(1.0, (now - self._adjusted) / self.tick)
         self._adjusted = now
         if now - self._changed < self.hold:
             return
+        recovered = self.ceiling * RECOVER_TO
         if not self._found:
-            rate *= (1 + self.probe_most) ** ticks
-        elif rate < self.ceiling:
-            rate = min(self.ceiling, rate * (1 + self.recover) ** ticks)
-        elif (
-            self.admitted - self._window_admitted < PROBE_AFTER
-            and now - self._changed < PROBE_SECONDS
-        ):
+            rate *= (1 + self.grow) ** ticks
+        elif rate < recovered:
+            rate = min(recovered, rate * (1 + self.recover) ** ticks)
+        elif now - self._changed < self._probe_wait:
             return
         else:  # probing: faster the longer the store has not throttled
             self._probing += ticks
-            rate *= (1 + min(self.probe * self._probing, self.probe_most)) ** ticks
+            probing = self._probing
+            rate = max(rate, recovered * (1 + self.probe * (probing + probing**2 / 50)))
         self.rate = rate
 
     def _take(self, now: float, rate: float) -> float:

@@ -31,7 +31,9 @@ class StoreOperations:
     has throttled a large share of calls), takes a slot of the job's in-flight limit, calls
     the store, records the duration under a Hadoop statistic name, and on a retryable error
     backs off and tries again per the retry policy, feeding throttles to the adaptive rate
-    and, until that paces the calls, to adaptive concurrency. Nested work never holds a
+    and, until that paces the calls, to adaptive concurrency. A throttled call that is
+    paced waits its turn again (after the store's ``Retry-After``, for that call only)
+    rather than backing off further: the rate spaces the calls. Nested work never holds a
     slot while waiting for another.
     """
 
@@ -71,6 +73,9 @@ class StoreOperations:
         self._paces: dict[str, AdaptiveRate] | None = (
             {} if store.capabilities.rate_per_prefix else None
         )
+        #: the rate the first prefix to be paced started at: every other prefix (and any
+        #: later one) starts paced there, not in a storm of its own
+        self._learned: float | None = None
         self._adaptive = options.adaptive_concurrency
         #: asked once: stages consult it per file
         self.capabilities: StoreCapabilities = store.capabilities
@@ -91,14 +96,10 @@ class StoreOperations:
         call that succeeded: absence is its answer, not a failure."""
         stats = self.stats
         if self._rate is not None:
-            waited = await self._rate.acquire()
-            if waited:
-                stats.record_duration(S.STORE_IO_RATE_LIMITED, waited * 1000)
+            await self._wait_turn(self._rate)
         pace = self.pace
         if pace.rate is not None:
-            waited = await pace.acquire()
-            if waited:
-                stats.record_duration(S.STORE_IO_RATE_LIMITED, waited * 1000)
+            await self._wait_turn(pace)
         limiter = self.limiter
         epoch = await limiter.acquire()
         begin = time.perf_counter()
@@ -123,6 +124,13 @@ class StoreOperations:
         pace.admitted += 1
         return result
 
+    async def _wait_turn(self, turn: AdaptiveRate | RateLimiter) -> float:
+        """Wait for this call's turn at ``turn``'s rate; the seconds waited, recorded."""
+        waited = await turn.acquire()
+        if waited:
+            self.stats.record_duration(S.STORE_IO_RATE_LIMITED, waited * 1000)
+        return waited
+
     def pace_for(self, path: str) -> AdaptiveRate:
         """The adaptive rate for a call on ``path``: the job's, or its prefix's."""
         paces = self._paces
@@ -132,6 +140,8 @@ class StoreOperations:
         pace = paces.get(prefix)
         if pace is None:
             pace = paces[prefix] = AdaptiveRate(sleep=self._sleep)
+            if self._learned is not None:
+                pace.seed(self._learned)
         return pace
 
     def _throttled(self, epoch: int, begin: float, pace: AdaptiveRate) -> None:
@@ -145,7 +155,11 @@ class StoreOperations:
         unpaced = pace.rate is None
         if pace.on_throttle(begin):
             stats.increment(S.STORE_IO_RATE_DECREASED)
-            if unpaced:
+            if unpaced and pace.rate is not None:
+                if self._paces is not None and self._learned is None:
+                    self._learned = pace.rate
+                    for other in self._paces.values():
+                        other.seed(pace.rate)
                 self.limiter.reset()  # the rate paces the calls from now on
         elif pace.rate is None and self.limiter.on_throttle(epoch):
             stats.increment(S.STORE_IO_CONCURRENCY_DECREASED)
@@ -188,28 +202,27 @@ class StoreOperations:
         delay = 0.0
         stats = self.stats
         limiter = self.limiter
-        pace = self.pace if self._paces is None else self.pace_for(path)
+        pace = self.pace_for(path)
         while True:
             attempt += 1
             # time waiting for a turn at a rate is not time spent retrying (the budget)
-            if pace.rate is not None:
-                waited = await pace.acquire()
-                if waited:
-                    started += waited
-                    stats.record_duration(S.STORE_IO_RATE_LIMITED, waited * 1000)
+            paced = pace.rate is not None
+            if paced:
+                started += await self._wait_turn(pace)
             if rate is not None:
-                waited = await rate.acquire()
-                if waited:
-                    started += waited
-                    stats.record_duration(S.STORE_IO_RATE_LIMITED, waited * 1000)
+                started += await self._wait_turn(rate)
             if self._rate is not None:
-                waited = await self._rate.acquire()
-                if waited:
-                    started += waited
-                    stats.record_duration(S.STORE_IO_RATE_LIMITED, waited * 1000)
+                started += await self._wait_turn(self._rate)
             epoch = limiter.try_acquire()
             if epoch is None:
                 epoch = await limiter.acquire()
+                if not paced and pace.rate is not None:
+                    # the rate engaged (and freed the slots) while this call waited for
+                    # one: its turn at the rate first, or every call queued for a slot
+                    # would reach the store at once
+                    limiter.release()
+                    started += await self._wait_turn(pace)
+                    epoch = await limiter.acquire()
             begin = time.perf_counter()
             try:
                 result = await function()
@@ -224,6 +237,13 @@ class StoreOperations:
                     pace.admitted += 1
                 elif isinstance(error, Throttled):
                     self._throttled(epoch, begin, pace)
+                    if pace.rate is not None:
+                        # paced: the rate spaces the calls, the retry waits its turn
+                        # again (after the store's Retry-After) rather than backing off
+                        # further each time; the next unpaced backoff starts afresh
+                        await self._backoff(error, attempt, 0.0, started)
+                        delay = 0.0
+                        continue
                 elif isinstance(error, Transient):
                     stats.increment(S.STORE_IO_TRANSIENT)
                 delay = await self._backoff(error, attempt, delay, started)

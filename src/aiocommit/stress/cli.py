@@ -650,6 +650,13 @@ bench.command("w2")(_latency_command("W2", 50.0, "256"))
     show_default=True,
     help="Files of the unthrottled commit that measures this machine's capacity first.",
 )
+@click.option(
+    "--partitions",
+    type=int,
+    default=8,
+    show_default=True,
+    help="Partition directories the files spread over (on S3, each a prefix limited to R).",
+)
 @output_options
 def bench_throttled(**kw: Any) -> None:
     """Job commit through a token-bucket throttling front (per ADLS account, GCS bucket,
@@ -667,6 +674,7 @@ def bench_throttled(**kw: Any) -> None:
             reporter=r,
             halve_at=kw["halve_at"],
             capacity_files=kw["capacity_files"],
+            partitions=kw["partitions"],
         ),
     )
 

@@ -9,7 +9,7 @@ ADLS account, GCS bucket or S3 key prefix, throttling the rest in the store's ow
 store tightens to ``R / 2`` that many seconds into the commit.
 
 Prints files/s, and store requests/s admitted against what the bucket allowed (``R`` per
-scope; on S3 the job's files spread over ``PARTITIONS`` prefixes, each its own bucket), the
+scope; on S3 the job's files spread over ``partitions`` prefixes, each its own bucket), the
 throttled share of requests and retries per file; records a timeline (files and requests
 per interval) for the plot. The output is checked directly.
 """
@@ -40,21 +40,24 @@ from aiocommit.testing.chaos_proxy import Chaos, RateScope, StoreKind
 
 #: where each store applies its request-rate limit
 SCOPES: dict[str, RateScope] = {"adls": "account", "gcs": "bucket", "s3": "prefix"}
-#: partition directories the files spread over (on S3, each a prefix with its own limit)
+#: partition directories the files spread over by default (on S3, each a prefix with its
+#: own limit)
 PARTITIONS = 8
 #: seconds between timeline samples
 SAMPLE_SECONDS = 0.5
 
 
-def _names(tasks: int, files: int) -> dict[str, str]:
+def _names(tasks: int, files: int, partitions: int) -> dict[str, str]:
     return {
-        f"part={n % PARTITIONS}/part-{t:05d}-{n:05d}.dat": f"{t}/{n}"
+        f"part={n % partitions}/part-{t:05d}-{n:05d}.dat": f"{t}/{n}"
         for t in range(tasks)
         for n in range(max(1, files // tasks))
     }
 
 
-async def _prepare(kind: StoreKind, store: Store, dest: str, tasks: int, files: int) -> str:
+async def _prepare(
+    kind: StoreKind, store: Store, dest: str, tasks: int, files: int, partitions: int
+) -> str:
     """Set up a job and commit ``tasks`` tasks of ``files // tasks`` files, past the proxy."""
     per_task = max(1, files // tasks)
     limiter = anyio.CapacityLimiter(64)
@@ -64,7 +67,7 @@ async def _prepare(kind: StoreKind, store: Store, dest: str, tasks: int, files: 
         job_id = await setup_job(dest, store=store)
 
     async def task(number: int) -> None:
-        names = [f"part={n % PARTITIONS}/part-{number:05d}-{n:05d}.dat" for n in range(per_task)]
+        names = [f"part={n % partitions}/part-{number:05d}-{n:05d}.dat" for n in range(per_task)]
         if kind == "s3":
             magic = await setup_magic_task(dest, job_id, number, 0, store=store)
 
@@ -204,34 +207,40 @@ async def throttled_bench(
     reporter: Any,
     halve_at: float | None = None,
     capacity_files: int = 2000,
+    partitions: int = PARTITIONS,
 ) -> dict[str, Any]:
     chaos = Chaos(rate=None, rate_scope=SCOPES[kind], enforce=True)
-    scopes = PARTITIONS if kind == "s3" else 1
+    scopes = partitions if kind == "s3" else 1
     async with chaos_target(kind, chaos) as target:
         probe_dest, dest = "/throttled/capacity", "/throttled/out"
         capacity_files = max(tasks, min(files, capacity_files))
         reporter.log(
             f"{kind}: preparing {capacity_files} + {files} files in {tasks} tasks past the proxy"
         )
-        probe_job = await _prepare(kind, target.direct, probe_dest, tasks, capacity_files)
-        job_id = await _prepare(kind, target.direct, dest, tasks, files)
+        probe_job = await _prepare(
+            kind, target.direct, probe_dest, tasks, capacity_files, partitions
+        )
+        job_id = await _prepare(kind, target.direct, dest, tasks, files, partitions)
         probe_seconds, _, probe_line, _ = await _commit(
             target, chaos, probe_dest, probe_job, rate=None, halve_at=None
         )
         probe_requests = probe_line.rows[-1]["requests"]
-        probe_files = len(_names(tasks, capacity_files))
+        probe_files = len(_names(tasks, capacity_files, partitions))
         reporter.log(f"{kind}: unthrottled commit done; committing at {rate:g} req/s")
         seconds, summary, timeline, halved = await _commit(
             target, chaos, dest, job_id, rate=rate, halve_at=halve_at
         )
-        expected = _names(tasks, files)
+        expected = _names(tasks, files, partitions)
         problems = await check_destination(
             target, dest, {name: data.encode() for name, data in expected.items()}
         )
         problems += await check_destination(
             target,
             probe_dest,
-            {name: data.encode() for name, data in _names(tasks, capacity_files).items()},
+            {
+                name: data.encode()
+                for name, data in _names(tasks, capacity_files, partitions).items()
+            },
         )
     counts = target.proxy.counts
     committed = len(expected)
