@@ -5,8 +5,10 @@ write adds the jar to the running session."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -45,12 +47,15 @@ def rows(spark: SparkSession, dest: Path, fmt: str = "parquet") -> list[tuple[ob
     return sorted(tuple(r) for r in df.select(*sorted(df.columns)).collect())
 
 
+@needs_manifest_committer
 @pytest.mark.skipif(shutil.which("javac") is None, reason="no JDK (scripts/ensure_java.sh)")
 def test_the_committed_jar_holds_its_sources_classes(tmp_path: Path) -> None:
-    """scripts/build_jar.sh rebuilds the jar from java/: the same classes, byte for byte,
-    as the jar the wheel ships (so the jar cannot drift from its source)."""
+    """scripts/build_jar.sh rebuilds the jar from java/ (against this pyspark's Hadoop):
+    the same classes, byte for byte, as the jar the wheel ships (so the jar cannot
+    drift from its source)."""
     rebuilt = tmp_path / "rebuilt.jar"
-    subprocess.run(["bash", "scripts/build_jar.sh", str(rebuilt)], cwd=ROOT, check=True)
+    env = {**os.environ, "PYTHON": sys.executable}
+    subprocess.run(["bash", "scripts/build_jar.sh", str(rebuilt)], cwd=ROOT, check=True, env=env)
 
     def classes(jar: str | Path) -> dict[str, bytes]:
         with zipfile.ZipFile(jar) as archive:
@@ -195,6 +200,13 @@ def test_bad_input_is_refused_before_spark_writes(spark: SparkSession, tmp_path:
         write(df, "s3://bucket/out", engine="jvm")
     with pytest.raises(ValueError, match="not memory://"):
         write(df, "memory://bucket/out", engine="jvm")
+    protocol = "spark.sql.sources.commitProtocolClass"
+    spark.conf.set(protocol, "org.apache.spark.internal.io.cloud.PathOutputCommitProtocol")
+    try:
+        with pytest.raises(RuntimeError, match="needs Spark's default commit protocol"):
+            write(df, str(dest), engine="jvm")
+    finally:
+        spark.conf.unset(protocol)
     assert not dest.exists()
     write(df, str(dest), mode="append", engine="jvm")  # the session has the jar now
     committer = "aiocommit.spark.DeferredManifestCommitter"

@@ -39,7 +39,11 @@ from aiocommit.integrations.spark.committer import (
     commit_write,
     destination_exists,
 )
-from aiocommit.integrations.spark.dataframe_writer import ERROR_MODES, option_text
+from aiocommit.integrations.spark.dataframe_writer import (
+    ERROR_MODES,
+    option_text,
+    session_conf,
+)
 from aiocommit.integrations.spark.settings import WriteSettings, is_commit_option
 from aiocommit.integrations.spark.source import qualify_on_driver
 from aiocommit.integrations.spark.spark_jvm import SparkCondition, sparks_exception
@@ -61,6 +65,8 @@ COMMITTER_OPTIONS = (
     "spark.sql.parquet.output.committer.class",
     "spark.sql.sources.outputCommitterClass",
 )
+#: Spark's default commit protocol: the one that takes the committer from the options
+SPARK_PROTOCOL = "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol"
 #: Hadoop's ManifestCommitter is in Hadoop 3.3.5 and later
 MANIFEST_HADOOP = (3, 3, 5)
 
@@ -106,6 +112,12 @@ def write_jvm(
             return
         found = SparkCondition("PATH_ALREADY_EXISTS", {"outputPath": settings.url})
         raise sparks_exception(spark, found)
+    protocol = session_conf(spark, "spark.sql.sources.commitProtocolClass") or SPARK_PROTOCOL
+    if protocol != SPARK_PROTOCOL:  # another protocol ignores the committer option
+        raise RuntimeError(
+            f'engine="jvm" needs Spark\'s default commit protocol ({SPARK_PROTOCOL}), '
+            f"not spark.sql.sources.commitProtocolClass={protocol}"
+        )
     ensure_committer(spark)
     overwrite = mode == "overwrite"
     job_id = new_job_id()
@@ -129,11 +141,7 @@ def _is_ours(key: str) -> bool:
 
 
 def _session_overwrite_mode(spark: SparkSession) -> str:
-    try:
-        value = spark.conf.get("spark.sql.sources.partitionOverwriteMode")
-    except Exception:
-        return "static"
-    return str(value or "static")
+    return session_conf(spark, "spark.sql.sources.partitionOverwriteMode") or "static"
 
 
 def ensure_committer(spark: SparkSession) -> None:
