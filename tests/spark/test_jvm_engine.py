@@ -201,7 +201,7 @@ def test_bad_input_is_refused_before_spark_writes(spark: SparkSession, tmp_path:
     with pytest.raises(ValueError, match="not memory://"):
         write(df, "memory://bucket/out", engine="jvm")
     protocol = "spark.sql.sources.commitProtocolClass"
-    spark.conf.set(protocol, "org.apache.spark.internal.io.cloud.PathOutputCommitProtocol")
+    spark.conf.set(protocol, "org.apache.spark.internal.io.HadoopMapReduceCommitProtocol")
     try:
         with pytest.raises(RuntimeError, match="needs Spark's default commit protocol"):
             write(df, str(dest), engine="jvm")
