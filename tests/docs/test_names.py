@@ -26,11 +26,14 @@ SOURCE = ROOT / "src" / "aiocommit"
 
 #: ``aiocommit.X`` that are not modules: option keys (Spark writer options, the
 #: ``aiocommit.*`` configuration namespace), OpenTelemetry attributes and metrics, summary keys,
-#: the entry-point group of commands, a placeholder
+#: the entry-point group of commands, a placeholder, the jar's Java package
 NOT_MODULES = frozenset(
     {"NAME", "saveMode", "savemode", "javaVersion", "test", "commands", "job_id", "stage"}
     | {"task_attempt_id"}
     | {"version"}
+    # the Java package of aiocommit-spark.jar (aiocommit.spark.DeferredManifestCommitter)
+    # and its write option aiocommit.jvm.jobId
+    | {"spark", "jvm"}
     # metric names and the figures on a job's span (aiocommit.files.committed, .files)
     | {name.split(".")[1] for name in INSTRUMENTS}
     | set(job_figures({}, {}))

@@ -33,6 +33,10 @@ RUN_SECONDS = 360
             marks=pytest.mark.skipif(not seam.HAS_DATA_SOURCES, reason="needs pyspark 4"),
         ),
         "write",
+        pytest.param(
+            "jvm",
+            marks=pytest.mark.skipif(not seam.HAS_DATA_SOURCES, reason="needs Hadoop >= 3.3.5"),
+        ),
     ],
 )
 def test_speculation_on_a_standalone_cluster_is_exactly_once(via: str) -> None:

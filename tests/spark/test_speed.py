@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from aiocommit.integrations.spark import seam
 from aiocommit.integrations.spark.transfer import (
     ARROW_MAX_BYTES_CONF,
     NO_BYTE_CAP,
@@ -165,3 +166,22 @@ def test_spark_bench_small_tasks_smoke(
     assert out.count("CPU-ms per task") == 12 and out.count("py-noop (floor)") == 4
     assert "task_stage_scan_directory" in out and "committer_commit_job" in out
     assert "ratio aiocommit/native (highest of the medians): " in out.splitlines()[-1]
+
+
+@pytest.mark.skipif(seam.PYSPARK < (4, 0), reason="engine='jvm' needs Hadoop's ManifestCommitter")
+def test_spark_bench_small_tasks_with_the_jvm_writer(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--writers jvm,native``: write(engine="jvm") against Spark's writer, its ratio
+    per variant and its job commit per task from its own summaries."""
+    from aiocommit.stress import spark_bench
+
+    ratios = spark_bench.run_small_tasks(
+        spark, tmp_path, tasks=[4], rows_per_task=5, rounds=1, writers=["jvm", "native"]
+    )
+    out = capsys.readouterr().out
+    assert len(ratios) == 2 and all(r > 0 for r in ratios)
+    assert out.count("ratio jvm/native  ") == 2 and "py-noop" not in out
+    assert "round 0 flat        jvm" in out and "(job commit " in out
+    assert "-- jvm per task" in out and "committer_commit_job" in out
+    assert "ratio jvm/native (highest of the medians): " in out.splitlines()[-1]

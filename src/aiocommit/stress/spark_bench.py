@@ -2,6 +2,7 @@
 
     .venv/bin/python -m aiocommit.stress.spark_bench [--rows 10000000] [--rounds 2] [--master M]
     .venv/bin/python -m aiocommit.stress.spark_bench --tasks 300,200 --rows-per-task 10  # small
+    .venv/bin/python -m aiocommit.stress.spark_bench --tasks 300,200 --writers jvm,native
 
 Writes the same DataFrame (``id bigint, k int, x double, s string, ts timestamp`` from
 ``spark.range``, two input partitions) to the local filesystem, unpartitioned and
@@ -26,7 +27,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -134,6 +135,13 @@ def commit_seconds(reports: Path) -> float:
 
 Writer = Callable[["DataFrame", Path, bool], None]
 VARIANTS = {"flat": False, "partitioned": True}
+#: the writers that commit through aiocommit, and where (below the reports directory)
+#: each keeps its job summaries
+REPORTED = {"aiocommit": ".", "jvm": "jvm"}
+#: the small-task mode's writers: Spark's own is the reference (``native``); ``jvm`` is
+#: ``write(df, dest, engine="jvm")`` (Spark's writer, aiocommit's job commit)
+SMALL_WRITERS = ("aiocommit", "native", "py-noop", "jvm")
+DEFAULT_SMALL_WRITERS = ("aiocommit", "native", "py-noop")
 
 
 def alternate(
@@ -167,8 +175,8 @@ def alternate(
                 line = f"round {round_number} {variant:<11} {name:<9} {elapsed:6.2f} s"
                 line += f" {rows / elapsed / 1e6:5.2f} M rows/s"
                 line += f" {series.cpu[-1]:6.1f} CPU-s"
-                if name == "aiocommit":
-                    seconds = commit_seconds(reports)
+                if name in REPORTED:
+                    seconds = commit_seconds(reports / REPORTED[name])
                     commit_share.append(seconds / elapsed)
                     line += f"  (job commit {seconds:.3f} s)"
                 print(line, flush=True)
@@ -191,7 +199,19 @@ def main(argv: list[str] | None = None) -> None:
         "several shapes comma-separated (300,200: also Spark's 200 default shuffle tasks)",
     )
     parser.add_argument("--rows-per-task", type=int, default=10)
+    parser.add_argument(
+        "--writers",
+        type=lambda text: [w.strip() for w in text.split(",") if w.strip()],
+        default=list(DEFAULT_SMALL_WRITERS),
+        help=f"small-task mode: the writers to alternate, of {','.join(SMALL_WRITERS)} "
+        "(native, Spark's own, is always run: the reference)",
+    )
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.writers) - set(SMALL_WRITERS))
+    if unknown:
+        parser.error(
+            f"unknown writer(s) {', '.join(unknown)}: choose of {', '.join(SMALL_WRITERS)}"
+        )
 
     from aiocommit.integrations.spark import register
 
@@ -207,6 +227,7 @@ def main(argv: list[str] | None = None) -> None:
                 rows_per_task=args.rows_per_task,
                 rounds=args.rounds,
                 keep=args.keep,
+                writers=args.writers,
             )
         else:
             run(spark, work, rows=args.rows, rounds=args.rounds, keep=args.keep, label=args.master)
@@ -234,6 +255,18 @@ def both_writers(reports: Path) -> dict[str, Writer]:
     return {"aiocommit": aiocommit_write, "native": native_write}
 
 
+def jvm_writer(reports: Path) -> Writer:
+    """``write(df, dest, engine="jvm")``: Spark's Parquet writer, aiocommit's job commit."""
+    from aiocommit.integrations.spark import write
+
+    def jvm_write(frame: DataFrame, dest: Path, partitioned: bool) -> None:
+        options = {"aiocommit.report_dir": str(reports / REPORTED["jvm"])}
+        columns = ["p"] if partitioned else []
+        write(frame, str(dest), mode="append", partition_by=columns, options=options, engine="jvm")
+
+    return jvm_write
+
+
 def run_small_tasks(
     spark: SparkSession,
     work: Path,
@@ -242,33 +275,45 @@ def run_small_tasks(
     rows_per_task: int,
     rounds: int,
     keep: bool = False,
+    writers: Sequence[str] = DEFAULT_SMALL_WRITERS,
 ) -> list[float]:
     """The shape most Spark jobs end with: a shuffle into many small tasks
     (``repartition(tasks)``, ``rows_per_task`` rows each; several shapes in turn),
-    flat and partitioned, both writers alternating. Prints each write, then per shape
-    and variant the median wall time of each writer, the ratio aiocommit/native (target
-    <= 1.0), the cost per task of each and the difference, CPU per task, and
-    aiocommit's per-task breakdown from its job summary (task stages, summed over the
-    tasks, per task; the job commit per task). Returns the median ratios."""
-    from aiocommit.stress.spark_floor import NAME, NoopSource
-
+    flat and partitioned, the writers alternating (Spark's own, ``native``, always).
+    Prints each write, then per shape and variant the median wall time of each writer,
+    the ratio of each to native (target <= 1.0), the cost per task of each and the
+    difference, CPU per task, and aiocommit's per-task breakdown from its job summary
+    (task stages, summed over the tasks, per task; the job commit per task). Returns
+    the median ratios (per shape and variant, each writer in turn)."""
     reports = work / "reports"
-    spark.dataSource.register(NoopSource)
-    writers = dict(both_writers(reports))
+    available = dict(both_writers(reports))
+    if "py-noop" in writers:
+        from aiocommit.stress.spark_floor import NAME, NoopSource
 
-    def noop_write(frame: DataFrame, dest: Path, partitioned: bool) -> None:
-        frame.write.format(NAME).mode("append").save(str(dest))
+        spark.dataSource.register(NoopSource)
 
-    writers["py-noop"] = noop_write
-    warm_up(writers, dataset(spark, 1_000).repartition(20), work)
+        def noop_write(frame: DataFrame, dest: Path, partitioned: bool) -> None:
+            frame.write.format(NAME).mode("append").save(str(dest))
+
+        available["py-noop"] = noop_write
+    if "jvm" in writers:
+        available["jvm"] = jvm_writer(reports)
+    chosen = {n: w for n, w in available.items() if n in writers or n == "native"}
+    warm_up(chosen, dataset(spark, 1_000).repartition(20), work)
     ratios: list[float] = []
+    compared = [n for n in chosen if n not in ("native", "py-noop")]
+    by_writer: dict[str, list[float]] = {n: [] for n in compared}
     for count in [tasks] if isinstance(tasks, int) else tasks:
         rows = count * rows_per_task
         df = dataset(spark, rows).repartition(count)
         print(f"== {count} tasks x {rows_per_task} rows", flush=True)
-        results, _ = alternate(writers, df, work / str(count), rows, rounds, reports, keep)
-        ratios += small_task_table(results, reports, count, rows_per_task, rounds)
-    print(f"ratio aiocommit/native (highest of the medians): {max(ratios):.2f}")
+        results, _ = alternate(chosen, df, work / str(count), rows, rounds, reports, keep)
+        shape = small_task_table(results, reports, count, rows_per_task, rounds, list(chosen))
+        for (name, _variant), ratio in shape:
+            by_writer[name].append(ratio)
+            ratios.append(ratio)
+    for name, found in by_writer.items():
+        print(f"ratio {name}/native (highest of the medians): {max(found):.2f}")
     return ratios
 
 
@@ -278,38 +323,49 @@ def small_task_table(
     tasks: int,
     rows_per_task: int,
     rounds: int,
-) -> list[float]:
-    """Print one small-task shape's figures (see ``run_small_tasks``); its ratios."""
+    writers: Sequence[str] = DEFAULT_SMALL_WRITERS,
+) -> list[tuple[tuple[str, str], float]]:
+    """Print one small-task shape's figures (see ``run_small_tasks``); its ratios to
+    native by (writer, variant)."""
     print()
     print(f"tasks per write         {tasks} x {rows_per_task} rows, {rounds} rounds")
     print(f"load average at end     {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    ratios: list[float] = []
+    compared = [n for n in writers if n not in ("native", "py-noop")]
+    ratios: list[tuple[tuple[str, str], float]] = []
     for variant in VARIANTS:
-        ours, theirs = results[("aiocommit", variant)], results[("native", variant)]
-        ours_s, native_s = statistics.median(ours.seconds), statistics.median(theirs.seconds)
-        ratios.append(ours_s / native_s)
+        native_s = statistics.median(results[("native", variant)].seconds)
         print(f"-- {variant}")
-        for name, seconds, series in (("aiocommit", ours_s, ours), ("native", native_s, theirs)):
-            cpu = statistics.median(series.cpu)
+        for name in [*compared, "native"]:
+            series = results[(name, variant)]
+            seconds, cpu = statistics.median(series.seconds), statistics.median(series.cpu)
             print(
                 f"{name:<23} {seconds:.2f} s median, {seconds / tasks * 1000:.1f} ms per task,"
                 f" {cpu / tasks * 1000:.1f} CPU-ms per task"
             )
-        floor = statistics.median(results[("py-noop", variant)].seconds)
-        floor_cpu = statistics.median(results[("py-noop", variant)].cpu)
-        print(
-            f"{'py-noop (floor)':<23} {floor:.2f} s median, {floor / tasks * 1000:.1f} ms per "
-            f"task, {floor_cpu / tasks * 1000:.1f} CPU-ms per task (a Python data source "
-            f"writing nothing; aiocommit/floor {ours_s / floor:.2f})"
-        )
-        print(f"extra per task          {(ours_s - native_s) / tasks * 1000:+.1f} ms")
-        verdict = "meets" if ours_s / native_s <= 1.0 else "MISSES"
-        print(
-            f"ratio aiocommit/native  {ours_s / native_s:.2f} (wall time; {verdict} the 1.0 target)"
-        )
-    print("-- aiocommit per task, from the last job's summary (ms per task)")
-    for stage, per_task in stage_costs(reports, tasks):
-        print(f"  {stage:<38} {per_task:8.2f}")
+        if "py-noop" in writers:
+            floor = statistics.median(results[("py-noop", variant)].seconds)
+            floor_cpu = statistics.median(results[("py-noop", variant)].cpu)
+            versus = ""
+            if "aiocommit" in compared:
+                ours = statistics.median(results[("aiocommit", variant)].seconds)
+                versus = f"; aiocommit/floor {ours / floor:.2f}"
+            print(
+                f"{'py-noop (floor)':<23} {floor:.2f} s median, {floor / tasks * 1000:.1f} ms "
+                f"per task, {floor_cpu / tasks * 1000:.1f} CPU-ms per task (a Python data "
+                f"source writing nothing{versus})"
+            )
+        for name in compared:
+            seconds = statistics.median(results[(name, variant)].seconds)
+            ratios.append(((name, variant), seconds / native_s))
+            print(f"extra per task {name:<8} {(seconds - native_s) / tasks * 1000:+.1f} ms")
+            verdict = "meets" if seconds / native_s <= 1.0 else "MISSES"
+            label = f"ratio {name}/native"
+            print(f"{label:<23} {seconds / native_s:.2f} (wall time; {verdict} the 1.0 target)")
+    for name in compared:
+        if name in REPORTED:
+            print(f"-- {name} per task, from the last job's summary (ms per task)")
+            for stage, per_task in stage_costs(reports / REPORTED[name], tasks):
+                print(f"  {stage:<38} {per_task:8.2f}")
     return ratios
 
 

@@ -2,7 +2,7 @@
 cluster: exactly-once output whichever attempt wins.
 
     .venv/bin/python -m stress.spark_speculation [--scenario late-loser|kill] [--rows N]
-        [--via format|write]
+        [--via format|write|jvm]
 
 Spark only speculates across hosts, so this starts a standalone master on 127.0.0.1
 and two workers (2 cores each) bound to the loopback addresses 127.0.0.2 and
@@ -22,7 +22,10 @@ Scenarios (partition 0's first attempt is the slow one; every task logs its time
 ``--via write`` writes with ``aiocommit.integrations.spark.write()`` (``mapInArrow``, the
 Spark 3.5 path) instead of ``format("aiocommit")``: there is no commit coordinator, the
 accepted attempt of a partition is the one whose result ``collect()`` kept, so the check
-is one attempt's files per partition and every row once.
+is one attempt's files per partition and every row once. ``--via jvm`` writes with
+``write(..., engine="jvm")`` (Spark's own Parquet writer through Hadoop's manifest task
+commit, aiocommit's job commit): Spark's file names carry no attempt ID, so the check is
+every row once and ``_SUCCESS``.
 
 The destination is a **relative** path (``out``, the driver's working directory is the
 run's work directory): the driver must qualify it, or each executor would write under
@@ -269,7 +272,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scenario", choices=("late-loser", "kill"), default="late-loser")
     parser.add_argument("--rows", type=int, default=60_000)
     parser.add_argument("--keep", action="store_true")
-    parser.add_argument("--via", choices=("format", "write"), default="format")
+    parser.add_argument("--via", choices=("format", "write", "jvm"), default="format")
     args = parser.parse_args(argv)
 
     from pyspark.sql import functions as F
@@ -296,8 +299,10 @@ def main(argv: list[str] | None = None) -> None:
             register(spark)
         df = spark.range(args.rows, numPartitions=PARTITIONS).selectExpr("id", "id % 7 AS k")
         # warm up the executors' Python workers so the timings below mean something
-        if args.via == "write":
-            write(spark.range(100, numPartitions=4), str(work / "warmup"), mode="append")
+        engine = "jvm" if args.via == "jvm" else "python"
+        if args.via in ("write", "jvm"):
+            warmup = str(work / "warmup")
+            write(spark.range(100, numPartitions=4), warmup, mode="append", engine=engine)
         else:
             spark.range(100, numPartitions=4).write.format("aiocommit").mode("append").save(
                 str(work / "warmup")
@@ -306,8 +311,8 @@ def main(argv: list[str] | None = None) -> None:
         delay = F.udf(slow_udf(args.scenario, deadline, str(timeline)), LongType())
         slow = df.select(delay("id").alias("id"), "k")
         started = time.monotonic()
-        if args.via == "write":
-            write(slow, "out", mode="append", partition_by="k")
+        if args.via in ("write", "jvm"):
+            write(slow, "out", mode="append", partition_by="k", engine=engine)
         else:
             slow.write.format("aiocommit").mode("append").option("partitionBy", "k").save("out")
         print(f"write took {time.monotonic() - started:.1f} s", flush=True)
@@ -323,13 +328,16 @@ def main(argv: list[str] | None = None) -> None:
         leftovers = list((dest / "_temporary").rglob("*")) if (dest / "_temporary").exists() else []
         print(f"left under _temporary: {len(leftovers)} entries")
         decisions = coordinator_decisions(work)
-        committed = committed_tids(dest)
+        # Spark's own file names carry no attempt ID
+        committed = committed_tids(dest) if args.via != "jvm" else {}
         success = (dest / "_SUCCESS").exists()
         print(f"_SUCCESS saved: {success}")
         ok = len(ids) == args.rows and not duplicates and success
         for partition in range(PARTITIONS):
             accepted = {t for t, v in decisions.get(partition, {}).items() if v == "authorized"}
-            if args.via == "write":  # no coordinator: the attempt collect() kept
+            if args.via == "jvm":  # every row once (above) is the check
+                right = True
+            elif args.via == "write":  # no coordinator: the attempt collect() kept
                 right = len(committed.get(partition, set())) == 1
             else:
                 right = committed.get(partition) == accepted

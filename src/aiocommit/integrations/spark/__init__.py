@@ -15,6 +15,9 @@ Needs the ``spark`` extra (``pip install 'aiocommit[spark]'``: pyspark and pyarr
     write(df, "abfss://container@account.dfs.core.windows.net/table",
           mode="overwrite", partition_by=["country", "day"])
 
+    # many small tasks (pyspark >= 4.0): Spark's own writer, aiocommit's job commit
+    write(df.repartition(300), "/data/table", format="parquet", engine="jvm")
+
 See ``docs/spark.md`` for the options, the guarantees and how it runs.
 """
 

@@ -265,10 +265,14 @@ def _saves_task_record(operation: str, path: str) -> bool:
 
 
 async def commit_write(
-    settings: WriteSettings, job_id: str, overwriting: bool, results: Sequence[TaskResult]
+    settings: WriteSettings,
+    job_id: str,
+    overwriting: bool,
+    results: Sequence[TaskResult] | None,
 ) -> SuccessData:
     """Driver side: commit exactly the task records (manifests or pending sets) the
-    tasks' messages name."""
+    tasks' messages name; ``None``: every task manifest in the job's directory (Spark's
+    own writers through Hadoop's manifest committer, ``jvm_engine``)."""
     store, dest = _open(settings, settings.hooks.commit_fault)
     options = settings.commit
     try:
@@ -279,7 +283,7 @@ async def commit_write(
         summary = await commit_job(
             dest,
             job_id,
-            manifests=[r.manifest for r in results],
+            manifests=None if results is None else [r.manifest for r in results],
             store=store,
             options=committing,
             s3a=committer_options(settings, overwriting),

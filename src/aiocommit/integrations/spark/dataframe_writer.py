@@ -269,7 +269,7 @@ def _prepare(
     fmt = given.get("format", "parquet").lower()
     schema = _schema_of(writer)
     if schema is not None:  # refuse what Spark's own writer refuses, with Spark's error
-        sensitive = given.get("casesensitive", _conf(spark, "spark.sql.caseSensitive") or "")
+        sensitive = given.get("casesensitive", session_conf(spark, "spark.sql.caseSensitive") or "")
         partition_by = state.partition_by or given.get("partitionby", "").split(",")
         refusal = sparks_refusal(
             schema,
@@ -316,7 +316,7 @@ def session_options(spark: Any, given: dict[str, str]) -> dict[str, str]:
         confs.append((JSON_NULL_FIELDS_CONF, "ignorenullfields"))
     found: dict[str, str] = {}
     for conf, key in confs:
-        value = _conf(spark, conf)
+        value = session_conf(spark, conf)
         if key not in given and value:
             found[key] = value
     return found
@@ -365,7 +365,8 @@ def qualified_path(path: str) -> str:
     return "file:" + os.path.abspath(path)
 
 
-def _conf(spark: Any, key: str) -> str | None:
+def session_conf(spark: Any, key: str) -> str | None:
+    """A session conf's value; None when it is not set and has no default."""
     try:
         value = spark.conf.get(key)
     except Exception:  # not set and no default

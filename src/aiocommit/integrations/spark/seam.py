@@ -217,6 +217,53 @@ def jvm_analysis_exception(view: Any, condition: str, parameters: dict[str, str]
     return converted
 
 
+def hadoop_version(spark: SparkSession) -> str | None:
+    """The Hadoop version of the session's JVM (``3.5.0``); None when unknown."""
+    view = jvm(spark)
+    if view is not None:
+        return str(view.org.apache.hadoop.util.VersionInfo.getVersion())
+    try:  # a Connect server
+        row = spark.sql(
+            "SELECT java_method('org.apache.hadoop.util.VersionInfo', 'getVersion')"
+        ).first()
+    except Exception:  # reflection disabled
+        return None
+    return None if row is None else str(row[0])
+
+
+def class_loadable(spark: SparkSession, name: str) -> bool:
+    """Whether the driver's class loader (a classic session's, or a Connect server's)
+    finds the class ``name``."""
+    view = jvm(spark)
+    if view is None:
+        try:
+            spark.sql(f"SELECT java_method('java.lang.Class', 'forName', '{name}')").collect()
+        except Exception:
+            return False
+        return True
+    loader = view.java.lang.Thread.currentThread().getContextClassLoader()
+    try:
+        view.java.lang.Class.forName(name, False, loader)
+    except Exception:
+        return False
+    return True
+
+
+def add_jar(spark: SparkSession, path: str) -> bool:
+    """Add a jar to a running classic session: to the driver's class loader (Spark's
+    ``MutableURLClassLoader``, which the session's writes load classes through) and to
+    the executors (``SparkContext.addJar``). False for Spark Connect (the server's
+    ``spark.jars`` must name it)."""
+    view = jvm(spark)
+    if view is None:
+        return False
+    use = "to add aiocommit's jar to the session"
+    loader = view.java.lang.Thread.currentThread().getContextClassLoader()
+    loader.addURL(view.java.io.File(path).toURI().toURL())
+    _get(spark.sparkContext, "_jsc", use).addJar(path)
+    return True
+
+
 def make_active(spark: SparkSession) -> None:
     """Make a classic session the calling thread's active one in the JVM (which looks a
     Python data source up there); nothing for a Connect session."""
@@ -360,6 +407,8 @@ def _instance_problems(spark: SparkSession) -> list[str]:
             found.append(_missing("SparkSession", attribute, "to make the session active"))
     if not hasattr(spark.sparkContext, "_jvm"):
         found.append(_missing("SparkContext", "_jvm", "to make the session active"))
+    if not hasattr(spark.sparkContext, "_jsc"):
+        found.append(_missing("SparkContext", "_jsc", 'to add the jar of engine="jvm"'))
     from pyspark.errors import AnalysisException
 
     try:

@@ -253,7 +253,7 @@ def _is_s3a_option(key: str) -> bool:
     return key.removeprefix(SPARK_HADOOP_PREFIX).startswith(S3A_PREFIX)
 
 
-def _is_commit_option(key: str) -> bool:
+def is_commit_option(key: str) -> bool:
     """Whether the one options normaliser (``CommitOptions``) takes the key."""
     return (
         CommitOptions.option_for(key) is not None
@@ -271,7 +271,7 @@ def check_known(lowered: Mapping[str, str]) -> None:
         if k not in WRITE_OPTIONS
         and not k.startswith(TEST_PREFIX)
         and not _is_s3a_option(k)
-        and not _is_commit_option(k)
+        and not is_commit_option(k)
     )
     if not unknown:
         return
