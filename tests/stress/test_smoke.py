@@ -330,6 +330,27 @@ def test_bench_loop_prints_cancel_latency_per_way_and_rss_per_commit(tmp_path: P
     assert "per commit: " in result.output
 
 
+@pytest.mark.emulator  # the ADLS emulator, started by the bench
+def test_bench_loop_cloud_part_seeds_the_task_outputs_and_verifies(tmp_path: Path) -> None:
+    """``bench loop --parts cloud`` on ADLS: the tasks' output files are seeded into the
+    emulator (one request per task, not three per file), the task commits run through
+    the store, and the job commit's output verifies."""
+    out = tmp_path / "figures.json"
+    result = CliRunner().invoke(
+        main,
+        [
+            "bench", "loop", "--parts", "cloud", "--cloud", "adls", "--cloud-files", "300",
+            "--json", str(out), "--out", str(tmp_path / "out"), "--no-progress",
+        ],
+    )  # fmt: skip
+    assert result.exit_code in (0, 1), result.output + repr(result.exception)
+    (cloud,) = json.loads(out.read_text())["results"]
+    assert cloud["store"] == "adls"
+    assert cloud["files"] == 300
+    assert cloud["outputs_seeded"] is True
+    assert cloud["verified"] is True
+
+
 @pytest.mark.emulator  # the chaos proxy in front of each store's emulator
 @pytest.mark.parametrize(
     ("store", "rate", "files"), [("adls", "40", "400"), ("gcs", "40", "200"), ("s3", "8", "240")]
