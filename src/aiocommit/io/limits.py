@@ -205,8 +205,8 @@ class AdaptiveRate:
     the first decrease (the rate measured then may be low); ``recover`` per tick up to
     ``RECOVER_TO`` of the ceiling; then, ``PROBE_SECONDS`` after the decrease (doubled by
     each probe that found the same ceiling), beyond it (the store may have loosened):
-    by ``probe`` of that per tick, more the longer the store admits it (``p + p²/50``
-    ticks' worth after ``p`` ticks: +5 % after 2 s, +20 % after 5 s). Growth is at
+    by ``probe`` of that per tick, more the longer the store admits it (``p + p²/20``
+    ticks' worth after ``p`` ticks: +8 % after 2 s, +35 % after 5 s). Growth is at
     most one tick's at a time: a rate not used for a while was not shown to be too low.
     The rate never falls below ``minimum``. ``RANDOM_DECREASES`` decreases in a row at a
     throttled share of at least half ``engage_share`` that took the rate below
@@ -395,7 +395,7 @@ class AdaptiveRate:
         else:  # probing: faster the longer the store has not throttled
             self._probing += ticks
             probing = self._probing
-            rate = max(rate, recovered * (1 + self.probe * (probing + probing**2 / 50)))
+            rate = max(rate, recovered * (1 + self.probe * (probing + probing**2 / 20)))
         self.rate = rate
 
     def _take(self, now: float, rate: float) -> float:
