@@ -169,7 +169,7 @@ MEASURE_CALLS = 20
 MEASURE_SECONDS_MOST = 1.0
 #: calls finished in a window before its throttled share can engage the rate (a store
 #: throttling at random seldom throttles half of so many)
-ENGAGE_CALLS = 16
+ENGAGE_CALLS = 32
 #: seconds after a decrease before the rate probes above the ceiling; each probe that
 #: finds the ceiling where it was (within ``SAME_CEILING``) doubles the wait, up to
 #: ``PROBE_SECONDS_MOST``: every probe that finds the limit costs a few throttles
@@ -179,11 +179,11 @@ SAME_CEILING = 0.1
 #: share of the ceiling the rate recovers to after a decrease (below the store's limit:
 #: the bucket refills, so a burst of retries or a jittered call is not throttled)
 RECOVER_TO = 0.95
-#: decreases in a row at a high throttled share, and how far they must have taken the
-#: rate, before the throttles are judged not to follow the rate (a store throttling at
-#: random): a store that halves its limit costs a few decreases, down to half the rate
+#: decreases in a row at a high throttled share before the throttles are judged not to
+#: follow the rate (a store throttling at random)
 RANDOM_DECREASES = 4
-RANDOM_FALL = 0.3
+#: or calls since engaging, at that share
+RANDOM_CALLS = 64
 
 
 class AdaptiveRate:
@@ -205,13 +205,14 @@ class AdaptiveRate:
     the first decrease (the rate measured then may be low); ``recover`` per tick up to
     ``RECOVER_TO`` of the ceiling; then, ``PROBE_SECONDS`` after the decrease (doubled by
     each probe that found the same ceiling), beyond it (the store may have loosened):
-    by ``probe`` of that per tick, more the longer the store admits it (``p + p²/50``
-    ticks' worth after ``p`` ticks: +5 % after 2 s, +20 % after 5 s). Growth is at
+    by ``probe`` of that per tick, more the longer the store admits it (``p + p²/20``
+    ticks' worth after ``p`` ticks: +8 % after 2 s, +35 % after 5 s). Growth is at
     most one tick's at a time: a rate not used for a while was not shown to be too low.
     The rate never falls below ``minimum``. ``RANDOM_DECREASES`` decreases in a row at a
-    throttled share of at least half ``engage_share`` that took the rate below
-    ``RANDOM_FALL`` of where they began mean throttles that do not follow the rate (a
-    store throttling at random): unpaced again, and ``engage_share`` raised by a quarter.
+    throttled share of at least half ``engage_share`` (or that share of the
+    ``RANDOM_CALLS`` or more calls since engaging) mean throttles that do not follow the
+    rate (a store throttling at random): unpaced again, and ``engage_share`` raised by a
+    quarter.
     ``seed(rate)``: start paced at a rate learnt elsewhere (another prefix of the store).
 
     Callers report each success (``admitted += 1``: one increment on the hot path) and
@@ -264,7 +265,8 @@ class AdaptiveRate:
         self._probing = 0.0  # ticks spent probing above the ceiling since the last decrease
         self._found = True  # False from engaging until the first decrease while paced
         self._high = 0  # decreases in a row at a throttled share of half ``engage_share``
-        self._high_from = 0.0  # the rate before the first of them
+        self._paced_admitted = 0  # admitted when the rate engaged
+        self._paced_throttles = 0  # throttles since (of calls sent after it settled)
         self._probe_wait = PROBE_SECONDS
         # pacing: a token bucket (``burst``: 50 ms of ``rate``) and the calls waiting
         self._credit = 0.0
@@ -280,20 +282,20 @@ class AdaptiveRate:
         self._throttles += 1
         if self.rate is None:
             return self._engage(now)
+        self._paced_throttles += 1
         throttles = self._throttles
         finished = self.admitted - self._window_admitted + throttles
         if throttles < 2 or (finished < 8 and throttles < 4):
             return False
         # a store whose throttles do not follow the rate (a share that stays high however
-        # far the rate drops) is not rate-limited: back to unpaced, and slower to engage
+        # far the rate drops, over decreases in a row or over every call since engaging)
+        # is not rate-limited: back to unpaced, and slower to engage
         rate = self.rate
-        if throttles >= self.engage_share / 2 * finished:
-            if not self._high:
-                self._high_from = rate
-            self._high += 1
-        else:
-            self._high = 0
-        if self._high >= RANDOM_DECREASES and rate < RANDOM_FALL * self._high_from:
+        self._high = self._high + 1 if throttles >= self.engage_share / 2 * finished else 0
+        paced = self.admitted - self._paced_admitted + self._paced_throttles
+        if self._high >= RANDOM_DECREASES or (
+            paced >= RANDOM_CALLS and self._paced_throttles >= self.engage_share / 2 * paced
+        ):
             self.rate = None
             self.engage_share = min(0.95, self.engage_share + 0.25)
             self._changed, self._window_admitted, self._throttles = now, self.admitted, 0
@@ -345,6 +347,7 @@ class AdaptiveRate:
         )
         self._credit, self._refilled = 0.0, now
         self._decrease(now, admitted)
+        self._paced_admitted, self._paced_throttles = self.admitted, 0
         self._found = False  # measured in a storm of throttles: maybe low; grow fast
         return True
 
@@ -356,6 +359,7 @@ class AdaptiveRate:
         now = self._clock()
         self._credit, self._refilled = 0.0, now
         self._decrease(now, rate / self.decrease_factor)
+        self._paced_admitted, self._paced_throttles = self.admitted, 0
         self._found = False
 
     def _decrease(self, now: float, admitted: float) -> None:
@@ -395,7 +399,7 @@ class AdaptiveRate:
         else:  # probing: faster the longer the store has not throttled
             self._probing += ticks
             probing = self._probing
-            rate = max(rate, recovered * (1 + self.probe * (probing + probing**2 / 50)))
+            rate = max(rate, recovered * (1 + self.probe * (probing + probing**2 / 20)))
         self.rate = rate
 
     def _take(self, now: float, rate: float) -> float:
