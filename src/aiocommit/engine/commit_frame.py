@@ -18,6 +18,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 import anyio
+import anyio.to_thread
 
 from aiocommit.engine.summary import combined_statistics, committer_diagnostics, record_failure
 from aiocommit.errors import first_error
@@ -26,6 +27,7 @@ from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.success import SuccessData
 from aiocommit.stages.context import StageContext, stage
 from aiocommit.stages.save_success import read_success, save_report, save_success_stage
+from aiocommit.stores.blocking import shared_thread_limiter
 
 
 class JobCommitSteps(Protocol):
@@ -69,7 +71,8 @@ class JobCommitSteps(Protocol):
         ...
 
     def close(self) -> None:
-        """Release what ``load`` holds; called once, whatever happened."""
+        """Release what ``load`` holds; called once, whatever happened (in a worker
+        thread)."""
         ...
 
 
@@ -112,6 +115,8 @@ async def run_job_commit(context: StageContext, steps: JobCommitSteps) -> Succes
     finally:
         if summary is not existing:
             summary.iostatistics = combined_statistics(context, steps.task_stats)
-        steps.close()
         with anyio.CancelScope(shield=True):
+            # in a worker thread: closing a large spill file frees its pages (6 ms of
+            # CPU for 100,000 files' entries), which the caller's loop need not wait on
+            await anyio.to_thread.run_sync(steps.close, limiter=shared_thread_limiter())
             await save_report(context, summary)

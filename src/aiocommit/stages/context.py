@@ -220,16 +220,14 @@ async def parallel(
         shared = iter(items)
 
         async def drain() -> None:
-            clock = time.perf_counter
             for done, item in enumerate(shared, 1):
-                began = clock()
                 await worker(item)
-                if clock() - began < ANSWERED_AT_ONCE_S:
-                    # a store that answers without suspending (memory) would otherwise
-                    # never let a cancellation, another worker or the caller's tasks in;
-                    # one that suspends has given the loop its turn already
-                    await take_turn()
-                elif done % 32 == 0:  # and whatever the clock said, now and then
+                # before the next item, the loop gets its turn once this slice is used:
+                # a store that answers without suspending would never let the caller's
+                # tasks in, and many answers arriving in one turn (hundreds of HTTP
+                # responses) would each start their worker's next call in that turn
+                await take_turn()
+                if done % 32 == 0:  # and, whatever the slice, a cancellation gets in
                     await anyio.lowlevel.checkpoint()
 
         async with anyio.create_task_group() as group:
@@ -246,16 +244,13 @@ async def parallel(
         async with stream:
             async for item in stream:
                 await worker(item)
+                await take_turn()
 
     async with anyio.create_task_group() as group:
         group.start_soon(produce)
         await _start(group, lambda: consume(receive.clone()), workers)
         receive.close()
 
-
-#: an item of ``parallel`` done within this did not wait for its store (it yields
-#: the loop through ``io.turns`` then)
-ANSWERED_AT_ONCE_S = 0.0005
 
 #: workers started per loop turn: each runs its first item in the turn after its start
 STARTS_PER_TURN = 32
