@@ -19,6 +19,7 @@ from aiocommit.cli.exits import (
     open_url,
     report,
     resume_hint,
+    run_interruptible,
     run_reporting,
 )
 from aiocommit.cli.flags import (
@@ -257,7 +258,7 @@ def commit(
             await store.aclose()
 
     try:
-        summary = anyio.run(run)
+        summary = run_interruptible(run)
     except (Exception, KeyboardInterrupt, BaseExceptionGroup) as error:
         if isinstance(first_error(error), CommitError):
             click.echo(

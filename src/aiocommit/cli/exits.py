@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, NoReturn, TypeVar
 
 import anyio
@@ -93,13 +94,47 @@ def report(error: BaseException, target: str, *, resume: str | None = None) -> N
     raise error
 
 
+def run_interruptible(function: Callable[[], Awaitable[T]]) -> T:
+    """``anyio.run(function)`` where Ctrl-C (SIGINT) cancels the whole run through a cancel
+    scope and raises ``KeyboardInterrupt`` once it has unwound. A scope's cancellation
+    holds at every later await, so no ``except`` on the way can swallow it; asyncio's own
+    handler cancels the main task once, and a commit that lost that one cancellation
+    in flight ran to its end and exited 0."""
+    interrupted = False
+    results: list[T] = []
+
+    async def watch(signals: AsyncIterator[signal.Signals], scope: anyio.CancelScope) -> None:
+        nonlocal interrupted
+        async for _ in signals:
+            interrupted = True
+            scope.cancel()
+            return
+
+    async def main() -> None:
+        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+            async with anyio.create_task_group() as group:
+                group.start_soon(watch, signals, group.cancel_scope)
+                results.append(await function())
+                group.cancel_scope.cancel()
+
+    try:
+        anyio.run(main)
+    except BaseException:
+        if interrupted:  # whatever the cancellation made of the work, it was a Ctrl-C
+            raise KeyboardInterrupt from None
+        raise
+    if interrupted:
+        raise KeyboardInterrupt
+    return results[0]
+
+
 def run_reporting(
     function: Callable[[], Awaitable[T]], target: str, *, resume: str | None = None
 ) -> T:
     """Run a coroutine function; any failure is reported in one line and ends the command
     (``resume``: see ``report``)."""
     try:
-        return anyio.run(function)
+        return run_interruptible(function)
     except (Exception, KeyboardInterrupt, BaseExceptionGroup) as error:
         report(error, target, resume=resume)
 

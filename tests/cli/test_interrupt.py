@@ -1,0 +1,46 @@
+"""Ctrl-C ends a command even when the work it interrupts loses one cancellation."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from aiocommit.cli.exits import run_interruptible
+
+
+async def _loses_one_cancellation() -> str:
+    """Work that, like an ``except`` somewhere in a library, swallows the cancellation
+    the interrupt delivered, then goes on."""
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        await anyio.sleep(2)
+    except anyio.get_cancelled_exc_class():
+        pass
+    await anyio.sleep(2)
+    return "finished"
+
+
+def test_plain_run_lets_work_swallow_a_ctrl_c() -> None:
+    """The defect: asyncio cancels the main task once on SIGINT, so the run finishes."""
+    assert anyio.run(_loses_one_cancellation) == "finished"
+
+
+def test_ctrl_c_cannot_be_swallowed_by_the_work() -> None:
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_interruptible(_loses_one_cancellation)
+    assert time.monotonic() - started < 1.5
+
+
+def test_work_without_ctrl_c_returns_its_result() -> None:
+    async def work() -> int:
+        await anyio.lowlevel.checkpoint()
+        return 7
+
+    assert run_interruptible(work) == 7
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
