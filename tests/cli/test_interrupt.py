@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 import anyio
@@ -44,3 +45,18 @@ def test_work_without_ctrl_c_returns_its_result() -> None:
 
     assert run_interruptible(work) == 7
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_runs_off_the_main_thread_too() -> None:
+    """A command invoked from a worker thread (a test runner, a service): no signal
+    handler can be installed there, and none is needed."""
+    results: list[int] = []
+
+    async def work() -> int:
+        await anyio.lowlevel.checkpoint()
+        return 3
+
+    thread = threading.Thread(target=lambda: results.append(run_interruptible(work)))
+    thread.start()
+    thread.join(timeout=10)
+    assert results == [3]

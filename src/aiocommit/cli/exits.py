@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, NoReturn, TypeVar
 
@@ -99,7 +100,10 @@ def run_interruptible(function: Callable[[], Awaitable[T]]) -> T:
     scope and raises ``KeyboardInterrupt`` once it has unwound. A scope's cancellation
     holds at every later await, so no ``except`` on the way can swallow it; asyncio's own
     handler cancels the main task once, and a commit that lost that one cancellation
-    in flight ran to its end and exited 0."""
+    in flight ran to its end and exited 0. Off the main thread (where no signal
+    arrives) it is ``anyio.run``."""
+    if threading.current_thread() is not threading.main_thread():
+        return anyio.run(function)  # signals reach the main thread only
     interrupted = False
     results: list[T] = []
 
