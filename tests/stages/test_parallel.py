@@ -4,9 +4,24 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Awaitable
 
 from aiocommit.stages.context import parallel
-from aiocommit.stress.loop_bench import ticking
+from aiocommit.stress.loop_bench import Ticker, ticking
+
+
+async def _ticked(work: Awaitable[None]) -> Ticker:
+    """Run ``work`` beside the 1 ms ticker, the suite's heap frozen out of the collector
+    (a full collection of it took ~320 ms inside one gap of a CI run, which is not what
+    these tests measure)."""
+    gc.collect()
+    gc.freeze()
+    try:
+        async with ticking() as ticker:
+            await work
+    finally:
+        gc.unfreeze()
+    return ticker
 
 
 async def test_workers_that_never_suspend_give_the_loop_its_turns() -> None:
@@ -22,15 +37,7 @@ async def test_workers_that_never_suspend_give_the_loop_its_turns() -> None:
             pass
         done += 1
 
-    # the whole suite's heap is frozen out of the collector: a full collection of it
-    # took ~320 ms inside one gap of the CI run, which is not what this test measures
-    gc.collect()
-    gc.freeze()
-    try:
-        async with ticking() as ticker:
-            await parallel(range(256 * 64), busy, workers=256)
-    finally:
-        gc.unfreeze()
+    ticker = await _ticked(parallel(range(256 * 64), busy, workers=256))
     assert done == 256 * 64
     assert ticker.gaps > 10
     assert ticker.worst_cpu < 0.06, ticker.figures()
@@ -53,13 +60,7 @@ async def test_workers_whose_items_suspend_start_their_next_item_in_a_later_turn
         await anyio.lowlevel.checkpoint()  # the answer, in the next turn
         done += 1
 
-    gc.collect()
-    gc.freeze()
-    try:
-        async with ticking() as ticker:
-            await parallel(range(1024 * 8), call, workers=1024)
-    finally:
-        gc.unfreeze()
+    ticker = await _ticked(parallel(range(1024 * 8), call, workers=1024))
     assert done == 1024 * 8
     assert ticker.gaps > 10
     assert ticker.worst_cpu < 0.06, ticker.figures()
