@@ -60,3 +60,19 @@ def test_runs_off_the_main_thread_too() -> None:
     thread.start()
     thread.join(timeout=10)
     assert results == [3]
+
+
+def test_every_command_runs_through_run_interruptible() -> None:
+    """A command that called ``anyio.run`` itself (``demo`` did) would get asyncio's
+    cancel-once Ctrl-C back."""
+    from pathlib import Path
+
+    import aiocommit.cli as cli_package
+
+    package = Path(cli_package.__file__).parent
+    callers = sorted(
+        path.name
+        for path in package.glob("*.py")
+        if path.name != "exits.py" and "anyio.run(" in path.read_text(encoding="utf-8")
+    )
+    assert callers == []

@@ -6,7 +6,6 @@ import sys
 import time
 from typing import Any
 
-import anyio
 import click
 from rich.text import Text
 
@@ -96,7 +95,7 @@ def demo(dest: str | None, tasks: int, files_per_task: int) -> None:
     """Run a demo job on the local filesystem and print its commit summary."""
     from aiocommit.demo import run_demo
 
-    dest_dir, summary, seconds = anyio.run(
+    dest_dir, summary, seconds = run_interruptible(
         lambda: run_demo(dest, tasks=tasks, files_per_task=files_per_task)
     )
     counters = summary.iostatistics.counters
