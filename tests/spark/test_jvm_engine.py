@@ -16,7 +16,14 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from aiocommit.integrations.spark import seam, write
-from aiocommit.integrations.spark.jvm_engine import JOB_ID_OPTION, jar_path
+from aiocommit.integrations.spark.jvm_engine import (
+    COMMITTER_CLASS,
+    COMMITTER_OPTIONS,
+    JOB_ID_OPTION,
+    ensure_committer,
+    jar_path,
+)
+from aiocommit.protocol.manifest import decode_manifest
 from aiocommit.protocol.success import decode_success
 from tests.spark.helpers import data_files, quiet, temporary_is_clean
 
@@ -87,6 +94,66 @@ def test_writes_what_sparks_writer_writes_and_commits_through_aiocommit(
     committed = sorted(name.split("/jvm/", 1)[1] for name in success.filenames)
     assert committed == sorted(data_files(ours)), success.filenames
     assert temporary_is_clean(ours)
+
+
+@needs_manifest_committer
+def test_task_manifests_are_hadoops_and_hadoops_job_commit_commits_them(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The task side alone (Spark's writer through the committer, no aiocommit job
+    commit): one manifest per task, saved in one plain write (no ``.crc`` file, compact
+    JSON, no empty statistics); Hadoop's ``TaskManifest.load`` and aiocommit's decoder
+    read each, with the same files; Hadoop's own ``ManifestCommitter.commitJob`` commits
+    them into what ``df.write.parquet`` writes."""
+    ensure_committer(spark)
+    df = frame(spark, tasks=4, rows=40)
+    dest, job_id = tmp_path / "out", "job-hadoop-commits"
+    writer = df.write.mode("append").partitionBy("k").option(JOB_ID_OPTION, job_id)
+    for key in COMMITTER_OPTIONS:
+        writer = writer.option(key, COMMITTER_CLASS)
+    writer.parquet(str(dest))
+
+    manifests = dest / "_temporary" / job_id / "00" / "manifests"
+    others = [p.name for p in manifests.iterdir() if not p.name.endswith("-manifest.json")]
+    assert others == [], "a manifest alone, without a .crc file"
+    saved = sorted(manifests.glob("*-manifest.json"))
+    assert len(saved) == 4
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hadoop = jvm.org.apache.hadoop
+    conf = hadoop.conf.Configuration(spark.sparkContext._jsc.hadoopConfiguration())
+    fs = hadoop.fs.Path(dest.as_uri()).getFileSystem(conf)
+    for path in saved:
+        text = path.read_bytes()
+        assert b"\n" not in text, "compact JSON"
+        ours = decode_manifest(text)
+        stats = ours.iostatistics
+        assert 0 not in [*stats.counters.values(), *stats.gauges.values()]
+        assert -1 not in [*stats.minimums.values(), *stats.maximums.values()]
+        assert all(mean.samples for mean in stats.meanstatistics.values())
+        theirs = hadoop.mapreduce.lib.output.committer.manifest.files.TaskManifest.load(
+            fs, hadoop.fs.Path(path.as_uri())
+        ).validate()
+        assert theirs.getTaskID() == ours.task_id
+        assert sorted(str(e.getDest()) for e in theirs.getFilesToCommit()) == sorted(
+            f.dest for f in ours.files
+        )
+        assert ours.files and ours.iostatistics.counters["task_stage_commit"] == 1
+
+    conf.set("spark.sql.sources.writeJobUUID", job_id)
+    mr = hadoop.mapreduce
+    job = mr.JobID("hadoop", 1)
+    attempt = mr.TaskAttemptID(mr.TaskID(job, mr.TaskType.MAP, 0), 0)
+    context = mr.task.TaskAttemptContextImpl(conf, attempt)
+    committer = mr.lib.output.committer.manifest.ManifestCommitter(
+        hadoop.fs.Path(dest.as_uri()), context
+    )
+    committer.commitJob(mr.task.JobContextImpl(conf, job))
+    theirs_dest = tmp_path / "spark"
+    df.write.mode("append").partitionBy("k").parquet(str(theirs_dest))
+    assert rows(spark, dest) == rows(spark, theirs_dest)
+    assert leaf_dirs(dest) == leaf_dirs(theirs_dest)
+    assert (dest / "_SUCCESS").exists()
 
 
 @needs_manifest_committer

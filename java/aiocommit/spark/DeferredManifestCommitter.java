@@ -12,12 +12,15 @@ import java.io.IOException;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.LocalFileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.JobContext;
 import org.apache.hadoop.mapreduce.JobStatus;
 import org.apache.hadoop.mapreduce.TaskAttemptContext;
 import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
 import org.apache.hadoop.mapreduce.lib.output.committer.manifest.ManifestCommitter;
+import org.apache.hadoop.mapreduce.lib.output.committer.manifest.impl.ManifestStoreOperations;
+import org.apache.hadoop.mapreduce.lib.output.committer.manifest.impl.ManifestStoreOperationsThroughFileSystem;
 
 /**
  * Hadoop's ManifestCommitter without its job commit.
@@ -31,7 +34,8 @@ import org.apache.hadoop.mapreduce.lib.output.committer.manifest.ManifestCommitt
  *   <li>tasks write into {@code DEST/_temporary/JOB/00/tasks/ATTEMPT/} (the work path; created
  *       by the writers' first file, as with FileOutputCommitter);
  *   <li>task commit (the attempt Spark's commit coordinator allowed): the attempt's manifest,
- *       saved as {@code manifests/TASK-manifest.json};
+ *       saved as {@code manifests/TASK-manifest.json} (on the local filesystem in one plain
+ *       write, see {@link LocalManifestOperations});
  *   <li>job commit: nothing. The manifests stay for aiocommit's job commit;
  *   <li>task and job abort: Hadoop's, which delete the attempt's or the job's directory.
  * </ul>
@@ -52,7 +56,30 @@ public class DeferredManifestCommitter extends FileOutputCommitter {
   public DeferredManifestCommitter(Path outputPath, TaskAttemptContext context)
       throws IOException {
     super(withJobId(outputPath, context), context);
-    manifest = new ManifestCommitter(outputPath, context);
+    manifest = new LeanManifestCommitter(outputPath, context);
+  }
+
+  /** Hadoop's ManifestCommitter, saving manifests through {@link LocalManifestOperations}
+   * on the local filesystem (where no store supplies operations of its own). */
+  static final class LeanManifestCommitter extends ManifestCommitter {
+    LeanManifestCommitter(Path outputPath, TaskAttemptContext context) throws IOException {
+      super(outputPath, context);
+    }
+
+    @Override
+    protected ManifestStoreOperations createManifestStoreOperations() throws IOException {
+      ManifestStoreOperations chosen = super.createManifestStoreOperations();
+      if (chosen.getClass() != ManifestStoreOperationsThroughFileSystem.class) {
+        return chosen; // a store's own operations (ABFS's)
+      }
+      FileSystem fs = ((ManifestStoreOperationsThroughFileSystem) chosen).getFileSystem();
+      if (!(fs instanceof LocalFileSystem)) {
+        return chosen;
+      }
+      LocalManifestOperations local = new LocalManifestOperations();
+      local.bindToFileSystem(fs, getOutputPath());
+      return local;
+    }
   }
 
   /** Sets the manifest committer's job ID to the write's {@value #JOB_ID}. */

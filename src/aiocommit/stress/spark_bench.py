@@ -3,6 +3,8 @@
     .venv/bin/python -m aiocommit.stress.spark_bench [--rows 10000000] [--rounds 2] [--master M]
     .venv/bin/python -m aiocommit.stress.spark_bench --tasks 300,200 --rows-per-task 10  # small
     .venv/bin/python -m aiocommit.stress.spark_bench --tasks 300,200 --writers jvm,native
+    .venv/bin/python -m aiocommit.stress.spark_bench --tasks 300,200 --writers jvm,native \
+        --variants flat --rounds 4  # flat only, more rounds (each round's ratio is printed)
 
 Writes the same DataFrame (``id bigint, k int, x double, s string, ts timestamp`` from
 ``spark.range``, two input partitions) to the local filesystem, unpartitioned and
@@ -152,14 +154,16 @@ def alternate(
     rounds: int,
     reports: Path,
     keep: bool,
+    variants: Sequence[str] = tuple(VARIANTS),
 ) -> tuple[dict[tuple[str, str], Series], list[float]]:
-    """Each writer writes ``df`` flat and partitioned, in alternating order round by
-    round; the series by (writer, variant) and the job commit's share of each aiocommit
-    write."""
-    results = {(n, v): Series(f"{n} {v}") for v in VARIANTS for n in writers}
+    """Each writer writes ``df`` in each of ``variants`` (flat, partitioned), in
+    alternating order round by round; the series by (writer, variant) and the job
+    commit's share of each aiocommit write."""
+    results = {(n, v): Series(f"{n} {v}") for v in variants for n in writers}
     commit_share: list[float] = []
     for round_number in range(rounds):
-        for variant, partitioned in VARIANTS.items():
+        for variant in variants:
+            partitioned = VARIANTS[variant]
             order = list(writers) if round_number % 2 == 0 else list(writers)[::-1]
             for name in order:
                 dest = work / f"{name}-{variant}-{round_number}"
@@ -200,6 +204,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--rows-per-task", type=int, default=10)
     parser.add_argument(
+        "--variants",
+        type=lambda text: [v.strip() for v in text.split(",") if v.strip()],
+        default=list(VARIANTS),
+        help="small-task mode: the variants to write, of flat,partitioned (both by default)",
+    )
+    parser.add_argument(
         "--writers",
         type=lambda text: [w.strip() for w in text.split(",") if w.strip()],
         default=list(DEFAULT_SMALL_WRITERS),
@@ -207,6 +217,8 @@ def main(argv: list[str] | None = None) -> None:
         "(native, Spark's own, is always run: the reference)",
     )
     args = parser.parse_args(argv)
+    if not args.variants or set(args.variants) - set(VARIANTS):
+        parser.error(f"--variants: choose of {', '.join(VARIANTS)}")
     unknown = sorted(set(args.writers) - set(SMALL_WRITERS))
     if unknown:
         parser.error(
@@ -228,6 +240,7 @@ def main(argv: list[str] | None = None) -> None:
                 rounds=args.rounds,
                 keep=args.keep,
                 writers=args.writers,
+                variants=args.variants,
             )
         else:
             run(spark, work, rows=args.rows, rounds=args.rounds, keep=args.keep, label=args.master)
@@ -276,12 +289,14 @@ def run_small_tasks(
     rounds: int,
     keep: bool = False,
     writers: Sequence[str] = DEFAULT_SMALL_WRITERS,
+    variants: Sequence[str] = tuple(VARIANTS),
 ) -> list[float]:
     """The shape most Spark jobs end with: a shuffle into many small tasks
     (``repartition(tasks)``, ``rows_per_task`` rows each; several shapes in turn),
-    flat and partitioned, the writers alternating (Spark's own, ``native``, always).
-    Prints each write, then per shape and variant the median wall time of each writer,
-    the ratio of each to native (target <= 1.0), the cost per task of each and the
+    flat and partitioned (``variants``), the writers alternating (Spark's own,
+    ``native``, always). Prints each write, then per shape and variant the median wall
+    time of each writer, the ratio of each to native (target <= 1.0) and the ratios of
+    the writes of each round (written back to back), the cost per task of each and the
     difference, CPU per task, and aiocommit's per-task breakdown from its job summary
     (task stages, summed over the tasks, per task; the job commit per task). Returns
     the median ratios (per shape and variant, each writer in turn)."""
@@ -307,8 +322,10 @@ def run_small_tasks(
         rows = count * rows_per_task
         df = dataset(spark, rows).repartition(count)
         print(f"== {count} tasks x {rows_per_task} rows", flush=True)
-        results, _ = alternate(chosen, df, work / str(count), rows, rounds, reports, keep)
-        shape = small_task_table(results, reports, count, rows_per_task, rounds, list(chosen))
+        results, _ = alternate(chosen, df, work / str(count), rows, rounds, reports, keep, variants)
+        shape = small_task_table(
+            results, reports, count, rows_per_task, rounds, list(chosen), variants
+        )
         for (name, _variant), ratio in shape:
             by_writer[name].append(ratio)
             ratios.append(ratio)
@@ -324,6 +341,7 @@ def small_task_table(
     rows_per_task: int,
     rounds: int,
     writers: Sequence[str] = DEFAULT_SMALL_WRITERS,
+    variants: Sequence[str] = tuple(VARIANTS),
 ) -> list[tuple[tuple[str, str], float]]:
     """Print one small-task shape's figures (see ``run_small_tasks``); its ratios to
     native by (writer, variant)."""
@@ -332,7 +350,7 @@ def small_task_table(
     print(f"load average at end     {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     compared = [n for n in writers if n not in ("native", "py-noop")]
     ratios: list[tuple[tuple[str, str], float]] = []
-    for variant in VARIANTS:
+    for variant in variants:
         native_s = statistics.median(results[("native", variant)].seconds)
         print(f"-- {variant}")
         for name in [*compared, "native"]:
@@ -361,6 +379,12 @@ def small_task_table(
             verdict = "meets" if seconds / native_s <= 1.0 else "MISSES"
             label = f"ratio {name}/native"
             print(f"{label:<23} {seconds / native_s:.2f} (wall time; {verdict} the 1.0 target)")
+            mine, theirs = results[(name, variant)].seconds, results[("native", variant)].seconds
+            paired = [a / b for a, b in zip(mine, theirs, strict=True)]
+            print(
+                f"{'  by round':<23} {', '.join(f'{r:.2f}' for r in paired)}"
+                f" (median {statistics.median(paired):.2f}; each round's two writes back to back)"
+            )
     for name in compared:
         if name in REPORTED:
             print(f"-- {name} per task, from the last job's summary (ms per task)")
