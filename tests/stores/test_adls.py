@@ -89,6 +89,10 @@ async def _list(store: AdlsStore) -> object:
     return await listing(store, "/root")
 
 
+async def _read(store: AdlsStore) -> object:
+    return await store.read_bytes("/root/f")
+
+
 ERROR_TABLE: list[tuple[int, str, str, Op, type[StoreError], str | None]] = [
     # status, x-ms-error-code, emulator operation, store call, expected, expected .path
     (503, "ServerBusy", "head", _stat, Throttled, "/root/f"),
@@ -98,6 +102,8 @@ ERROR_TABLE: list[tuple[int, str, str, Op, type[StoreError], str | None]] = [
     (404, "SourcePathNotFound", "rename", _rename, NotFound, "/root/f"),
     # 404 RenameDestinationParentPathNotFound: test_transient_parent_not_found_*
     (404, "PathNotFound", "list", _list, NotFound, "/root"),
+    (404, "BlobNotFound", "read", _read, NotFound, "/root/f"),
+    (503, "ServerBusy", "read", _read, Throttled, "/root/f"),
     (404, "BlobNotFound", "head", _stat, NotFound, "/root/f"),
     (409, "PathAlreadyExists", "rename", _rename, AlreadyExists, "/root/d/g"),
     (409, "PathConflict", "create", _mkdirs, AlreadyExists, "/root/d2"),
@@ -391,6 +397,32 @@ async def test_write_read_stat(store: AdlsStore, tmp_path: Path) -> None:
     assert await store.read_bytes("/root/up/local.bin") == b"\x00\x01" * 5000
 
 
+async def test_reads_build_no_sdk_client_per_read(
+    store: AdlsStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job commit reads one manifest per task: each read used to build an SDK file
+    client and its pipeline (~2 ms of the loop's CPU each, 100 ms in one loop turn at
+    the start of the load stage). Reads go through the one lean client."""
+    from azure.storage.filedatalake.aio import DataLakeFileClient
+
+    names = [f"/root/m/{n}.json" for n in range(20)]
+    for name in names:
+        await store.write_bytes(name, name.encode())
+    built = 0
+    init = DataLakeFileClient.__init__
+
+    def counting_init(self: DataLakeFileClient, *args: object, **kwargs: object) -> None:
+        nonlocal built
+        built += 1
+        init(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(DataLakeFileClient, "__init__", counting_init)
+    assert await asyncio.gather(*(store.read_bytes(n) for n in names)) == [
+        n.encode() for n in names
+    ]
+    assert built <= 1
+
+
 @pytest.mark.parametrize(
     "name",
     [
@@ -483,6 +515,7 @@ async def test_other_credentials(
         written = await store.write_bytes("/d/f", b"x")
         await store.rename("/d/f", "/d/g", source_etag=written.etag)
         assert (await store.stat("/d/g")).etag == written.etag
+        assert await store.read_bytes("/d/g") == b"x"
         assert ("SAS" in store.credential_kind) == kind.endswith("sas")
     finally:
         await store.aclose()

@@ -275,6 +275,10 @@ class LeanDfsClient:
                 return
             query = {**query, "continuation": continuation}
 
+    async def read(self, rel: str) -> DfsResponse:
+        """Path-Read (``GET``) of a whole file: its headers and body."""
+        return await self.request("GET", rel, {}, {}, read_body=True)
+
     async def properties(self, rel: str) -> CIMultiDictProxy[str]:
         """Path-GetProperties (``HEAD``): the response headers."""
         return (await self.request("HEAD", rel, {}, {})).headers
