@@ -24,8 +24,8 @@ from aiocommit.errors import (
     Transient,
 )
 from aiocommit.stores.adls import AdlsStore
-from aiocommit.stores.adls_rest import STARTS_PER_TURN
 from aiocommit.stores.base import FileStatus
+from aiocommit.stores.loop_turns import STARTS_PER_TURN
 from aiocommit.stores.registry import open_store
 from aiocommit.testing.adls_emulator import EmulatorHandle, run_adls_emulator
 

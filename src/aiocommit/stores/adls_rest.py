@@ -13,10 +13,9 @@ as empty), the ``x-ms-*`` headers lower-cased and sorted, and ``/ACCOUNT`` + the
 path as sent + each query name lower-cased with its decoded value. The URL is sent exactly
 as signed (``yarl.URL(..., encoded=True)``).
 
-At most ``STARTS_PER_TURN`` requests start in one event-loop turn, so hundreds of calls
-ready in one turn (answers arriving together, each starting its next call) never hold
-the caller's loop. Non-2xx answers raise ``DfsResponseError``; aiohttp's own errors pass
-through. The store adapter (``aiocommit.stores.adls``) translates both, once.
+At most ``loop_turns.STARTS_PER_TURN`` requests start in one event-loop turn. Non-2xx
+answers raise ``DfsResponseError``; aiohttp's own errors pass through. The store adapter
+(``aiocommit.stores.adls``) translates both, once.
 """
 
 from __future__ import annotations
@@ -30,20 +29,17 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import aiohttp
-import anyio.lowlevel
 import msgspec
 from azure.core.credentials import AzureNamedKeyCredential, AzureSasCredential
 from azure.core.exceptions import ClientAuthenticationError
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
+from aiocommit.stores.loop_turns import StartsPerTurn
+
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
 
-#: requests one client starts in one event-loop turn: each costs ~0.2 ms of the loop's
-#: CPU (signing, aiohttp's request write), so many answers arriving in one turn, each
-#: starting its next call, would hold the caller's loop; the rest start in later turns
-STARTS_PER_TURN = 32
 #: the REST API version sent (supported by azure-storage-file-datalake 12.26)
 API_VERSION = "2025-01-05"
 #: the OAuth scope of Azure Storage
@@ -154,26 +150,7 @@ class LeanDfsClient:
         )
         self._date_second = -1
         self._date = ""
-        self._started_this_turn = 0
-        self._turn_loop: asyncio.AbstractEventLoop | None = None
-
-    # -- loop turns ----------------------------------------------------------------------------
-
-    def _new_turn(self) -> None:
-        self._started_this_turn = 0
-
-    async def _turn_to_start(self) -> None:
-        """Wait for a turn with a start left (``STARTS_PER_TURN``). The count is reset by
-        a callback that the first start of a turn schedules: it runs in the next turn,
-        before the tasks that yielded here for want of a start."""
-        loop = asyncio.get_running_loop()
-        if loop is not self._turn_loop:  # a reset pending on a loop that ended is lost
-            self._turn_loop, self._started_this_turn = loop, 0
-        while self._started_this_turn >= STARTS_PER_TURN:
-            await anyio.lowlevel.checkpoint()  # the next turn
-        if self._started_this_turn == 0:
-            loop.call_soon(self._new_turn)
-        self._started_this_turn += 1
+        self._starts = StartsPerTurn()
 
     # -- auth --------------------------------------------------------------------------------
 
@@ -241,7 +218,7 @@ class LeanDfsClient:
         version, date and auth; their names must be lower case. Raises
         ``DfsResponseError`` for a non-2xx answer.
         """
-        await self._turn_to_start()
+        await self._starts.wait()
         raw_path = self._base_path if rel is None else f"{self._base_path}/{quote_path(rel)}"
         headers["x-ms-version"] = API_VERSION
         headers["x-ms-date"] = self._now_header()
