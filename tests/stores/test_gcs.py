@@ -11,11 +11,13 @@ aioresponses. The ``store`` fixture goes through the proxy, ``raw_store`` does n
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import re
 import socket
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -41,6 +43,7 @@ from aiocommit.errors import (
 )
 from aiocommit.stores.base import FileStatus, join
 from aiocommit.stores.gcs import GcsStore
+from aiocommit.stores.loop_turns import STARTS_PER_TURN
 from aiocommit.stores.registry import open_store
 from aiocommit.testing.gcs_emulator import FakeGcsServer, create_bucket
 
@@ -717,3 +720,41 @@ async def test_credentials_reach_the_request(mock_http: aioresponses) -> None:
     finally:
         await gcs.aclose()
     assert GcsStore("bk", api_root=MOCK).api_is_dev is True  # emulators get no credentials
+
+
+async def test_requests_started_in_one_loop_turn_are_bounded(
+    raw_store: tuple[GcsStore, str],
+) -> None:
+    """Calls ready in one loop turn (answers arriving together, a rename's delete after
+    its copy) each started a request in that turn; at most ``STARTS_PER_TURN`` do now.
+    Counted per turn, not timed."""
+    store, root = raw_store
+    await store.write_bytes(f"{root}/f", b"x")
+    session = store._session
+    assert session is not None
+    live: aiohttp.ClientSession = session
+    turn = 0
+    per_turn: Counter[int] = Counter()
+
+    class Counting:
+        def request(self, *args: Any, **kwargs: Any) -> Any:
+            per_turn[turn] += 1
+            return live.request(*args, **kwargs)
+
+    async def count_turns() -> None:
+        nonlocal turn
+        while True:
+            turn += 1
+            await asyncio.sleep(0)  # runs once per loop turn
+
+    store._session = Counting()  # type: ignore[assignment]
+    counter = asyncio.create_task(count_turns())
+    try:
+        await asyncio.sleep(0)
+        statuses = await asyncio.gather(*(store.stat(f"{root}/f") for _ in range(300)))
+    finally:
+        counter.cancel()
+        store._session = session
+    assert len({status.etag for status in statuses}) == 1
+    assert sum(per_turn.values()) == 300
+    assert max(per_turn.values()) <= STARTS_PER_TURN
