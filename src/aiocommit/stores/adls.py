@@ -79,8 +79,8 @@ ENV_SAS_TOKEN = "AZURE_STORAGE_SAS_TOKEN"
 _SCHEMES = ("abfs", "abfss")
 #: the pool's size, which caps the engine's calls in flight (``max_in_flight``): 256
 #: renames at ~25 ms each is ~10,000 a second. 1,024 was no faster on the emulator and
-#: kept 4x the requests' objects alive, each surviving the young collections and
-#: setting off full ones (100+ ms of the caller's loop each)
+#: kept 4x the requests' objects alive through the young collections, setting off full
+#: ones (100+ ms of the caller's loop each)
 DEFAULT_CONNECTIONS = 256
 _THROTTLE_CODES = ("ServerBusy", "OperationTimedOut")
 
