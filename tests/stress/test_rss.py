@@ -21,7 +21,7 @@ def test_rss_is_flat_over_the_last_half_of_twelve_commits(tmp_path: Path) -> Non
     done = subprocess.run(
         [
             sys.executable, "-m", "aiocommit.stress", "bench", "loop", "--parts", "rss",
-            "--rss-files", "2000", "--rss-commits", "12", "--rss-processes", "0", "--rss-warmup", "0",
+            "--rss-files", "2000", "--rss-commits", "12", "--rss-processes", "0",
             "--workdir", str(tmp_path), "--out", str(tmp_path / "out"), "--no-progress",
             "--json", str(out),
         ],

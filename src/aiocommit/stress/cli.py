@@ -721,14 +721,6 @@ def bench_throttled_plot(results: tuple[Path, ...], png: Path) -> None:
 @click.option("--cancel-files", type=int, default=20_000, show_default=True)
 @click.option("--rss-files", type=int, default=20_000, show_default=True)
 @click.option("--rss-commits", type=int, default=20, show_default=True)
-@click.option(
-    "--rss-warmup",
-    type=int,
-    default=5,
-    show_default=True,
-    help="Commits per setting before the measured ones (they refill what preparing the "
-    "job in this process freed).",
-)
 @click.option("--rss-processes", default="1,0,2", show_default=True)
 @click.option("--processes", type=int, default=CommitOptions.processes, show_default=True)
 @click.option("--concurrency", type=int, default=CommitOptions.concurrency, show_default=True)
@@ -758,7 +750,6 @@ def bench_loop(**kw: Any) -> None:
             "cancel_files",
             "rss_files",
             "rss_commits",
-            "rss_warmup",
             "seed",
         )
     }

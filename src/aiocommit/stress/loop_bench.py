@@ -16,11 +16,10 @@ that gap; a wait for the GIL or the kernel is not counted) and the wall time. Pa
   anyio ``move_on_after`` in turn): the time from the cancel to the return, that no
   process, thread or descriptor is left, and that a re-run finishes the job exactly or
   ``abort_job`` leaves nothing of it.
-* ``rss``: 20 commits in one process for each ``processes`` setting (after 5 not
-  measured, which refill what the bench's own preparation of the job freed), the host
-  making cyclic garbage between them as a service does: RSS after each commit; flat when
-  the trend (median pairwise slope) over the last half of the commits grows it by at
-  most 1 MB.
+* ``rss``: 20 commits in one process for each ``processes`` setting, the host making
+  cyclic garbage between them as a service does: RSS after each commit; flat when the
+  trend (median pairwise slope) over the last half of the commits grows it by at most
+  1 MB.
 """
 
 from __future__ import annotations
@@ -404,29 +403,25 @@ async def rss_part(
     settings: list[int],
     base: CommitOptions,
     reporter: Reporter,
-    warmup: int = 0,
 ) -> dict[str, Any]:
     """``commits`` commits of one job shape per ``processes`` setting, in this process,
-    each on a hard-linked copy of one prepared job, after ``warmup`` commits not measured
-    (they fill what the bench's preparation of the job, in this process, left free in
-    the malloc arenas)."""
+    each on a hard-linked copy of one prepared job."""
     results: dict[str, Any] = {}
     for processes in settings:
         options = CommitOptions(**{**base.__dict__, "processes": processes})
         job, restore = await _restorable(target, files, processes, f"rss-{processes}", reporter)
         samples: list[float] = []
-        with reporter.bar(f"commits, processes={processes}", warmup + commits) as advance:
-            for commit in range(warmup + commits):
+        with reporter.bar(f"commits, processes={processes}", commits) as advance:
+            for _ in range(commits):
                 await restore()
                 _host_garbage()
                 await commit_job(job.dest, job.job_id, store=target.store, options=options)
-                if commit >= warmup:
-                    samples.append(_rss_mb())
+                samples.append(_rss_mb())
                 advance(1)
-        results[str(processes)] = figures = {**rss_figures(samples), "warmup_commits": warmup}
+        results[str(processes)] = figures = rss_figures(samples)
         reporter.log(
             f"rss processes={processes}: {samples[0]:.1f} -> {samples[-1]:.1f} MB over "
-            f"{commits} commits after {warmup} not measured; last {figures['tail_commits']}: "
+            f"{commits} commits; last {figures['tail_commits']}: "
             f"{figures['slope_mb_per_commit']:+.3f} MB per commit, "
             f"{figures['tail_growth_mb']:+.2f} MB in all (flat: <= {RSS_GROWTH_TARGET_MB:g}; "
             f"least squares {figures['tail_growth_least_squares_mb']:+.2f}); "
@@ -510,7 +505,6 @@ async def loop_bench(
     rss_files: int,
     rss_commits: int,
     rss_processes: list[int],
-    rss_warmup: int = 0,
     options: CommitOptions,
     seed: int,
     reporter: Reporter,
@@ -537,13 +531,7 @@ async def loop_bench(
                 if "rss" in parts:
                     results.append(
                         await rss_part(
-                            target,
-                            rss_files,
-                            rss_commits,
-                            rss_processes,
-                            options,
-                            reporter,
-                            warmup=rss_warmup,
+                            target, rss_files, rss_commits, rss_processes, options, reporter
                         )
                     )
         if "cloud" in parts:
