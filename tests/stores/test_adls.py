@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
@@ -30,6 +28,7 @@ from aiocommit.stores.registry import open_store
 from aiocommit.testing.adls_emulator import EmulatorHandle, run_adls_emulator
 
 from .adls_fixtures import adls_store_factory, make_store
+from .turn_counts import starts_per_turn
 
 _ENV = (
     "AIOCOMMIT_ADLS_ENDPOINT",
@@ -431,30 +430,9 @@ async def test_requests_started_in_one_loop_turn_are_bounded(store: AdlsStore) -
     its next call) each signed and wrote a request in that turn, ~0.2 ms of the loop's
     CPU each (847 ms turns in a 100,000-file commit). Counted per turn, not timed."""
     await store.write_bytes("/root/f", b"x")
-    lean = store._dfs()
-    session = lean.session
-    turn = 0
-    per_turn: Counter[int] = Counter()
-
-    class Counting:
-        def request(self, *args: Any, **kwargs: Any) -> Any:
-            per_turn[turn] += 1
-            return session.request(*args, **kwargs)
-
-    async def count_turns() -> None:
-        nonlocal turn
-        while True:
-            turn += 1
-            await asyncio.sleep(0)  # runs once per loop turn
-
-    lean.session = Counting()  # type: ignore[assignment]
-    counter = asyncio.create_task(count_turns())
-    try:
-        await asyncio.sleep(0)
-        statuses = await asyncio.gather(*(store.stat("/root/f") for _ in range(300)))
-    finally:
-        counter.cancel()
-        lean.session = session
+    statuses, per_turn = await starts_per_turn(
+        store._dfs(), "session", [lambda: store.stat("/root/f")] * 300
+    )
     assert len({status.etag for status in statuses}) == 1
     assert sum(per_turn.values()) == 300
     assert max(per_turn.values()) <= STARTS_PER_TURN

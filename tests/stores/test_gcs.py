@@ -11,13 +11,11 @@ aioresponses. The ``store`` fixture goes through the proxy, ``raw_store`` does n
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import re
 import socket
 import time
-from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -48,6 +46,7 @@ from aiocommit.stores.registry import open_store
 from aiocommit.testing.gcs_emulator import FakeGcsServer, create_bucket
 
 from .gcs_fixtures import fresh_bucket_name, gcs_store_factory
+from .turn_counts import starts_per_turn
 
 MOCK = "http://gcs.test"
 OBJECTS = f"{MOCK}/storage/v1/b/bk/o"
@@ -730,31 +729,9 @@ async def test_requests_started_in_one_loop_turn_are_bounded(
     Counted per turn, not timed."""
     store, root = raw_store
     await store.write_bytes(f"{root}/f", b"x")
-    session = store._session
-    assert session is not None
-    live: aiohttp.ClientSession = session
-    turn = 0
-    per_turn: Counter[int] = Counter()
-
-    class Counting:
-        def request(self, *args: Any, **kwargs: Any) -> Any:
-            per_turn[turn] += 1
-            return live.request(*args, **kwargs)
-
-    async def count_turns() -> None:
-        nonlocal turn
-        while True:
-            turn += 1
-            await asyncio.sleep(0)  # runs once per loop turn
-
-    store._session = Counting()  # type: ignore[assignment]
-    counter = asyncio.create_task(count_turns())
-    try:
-        await asyncio.sleep(0)
-        statuses = await asyncio.gather(*(store.stat(f"{root}/f") for _ in range(300)))
-    finally:
-        counter.cancel()
-        store._session = session
+    statuses, per_turn = await starts_per_turn(
+        store, "_session", [lambda: store.stat(f"{root}/f")] * 300
+    )
     assert len({status.etag for status in statuses}) == 1
     assert sum(per_turn.values()) == 300
     assert max(per_turn.values()) <= STARTS_PER_TURN
