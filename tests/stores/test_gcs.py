@@ -41,10 +41,12 @@ from aiocommit.errors import (
 )
 from aiocommit.stores.base import FileStatus, join
 from aiocommit.stores.gcs import GcsStore
+from aiocommit.stores.loop_turns import STARTS_PER_TURN
 from aiocommit.stores.registry import open_store
 from aiocommit.testing.gcs_emulator import FakeGcsServer, create_bucket
 
 from .gcs_fixtures import fresh_bucket_name, gcs_store_factory
+from .turn_counts import starts_per_turn
 
 MOCK = "http://gcs.test"
 OBJECTS = f"{MOCK}/storage/v1/b/bk/o"
@@ -717,3 +719,19 @@ async def test_credentials_reach_the_request(mock_http: aioresponses) -> None:
     finally:
         await gcs.aclose()
     assert GcsStore("bk", api_root=MOCK).api_is_dev is True  # emulators get no credentials
+
+
+async def test_requests_started_in_one_loop_turn_are_bounded(
+    raw_store: tuple[GcsStore, str],
+) -> None:
+    """Calls ready in one loop turn (answers arriving together, a rename's delete after
+    its copy) each started a request in that turn; at most ``STARTS_PER_TURN`` do now.
+    Counted per turn, not timed."""
+    store, root = raw_store
+    await store.write_bytes(f"{root}/f", b"x")
+    statuses, per_turn = await starts_per_turn(
+        store, "_session", [lambda: store.stat(f"{root}/f")] * 300
+    )
+    assert len({status.etag for status in statuses}) == 1
+    assert sum(per_turn.values()) == 300
+    assert max(per_turn.values()) <= STARTS_PER_TURN

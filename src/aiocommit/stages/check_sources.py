@@ -16,6 +16,7 @@ Stores whose ``rename`` refuses a directory source itself (local, memory: their
 from __future__ import annotations
 
 from aiocommit.errors import NotAFile, NotFound
+from aiocommit.io.turns import take_turn
 from aiocommit.stages.context import StageContext, parallel
 from aiocommit.stages.load_manifests import LoadedJob, LoadedManifest
 from aiocommit.stores.base import parent_of
@@ -36,6 +37,9 @@ async def check_sources_stage(context: StageContext, loaded: LoadedJob) -> None:
         for source, _dest, _size, _etag in loaded.entries(manifest, context.layout.dest):
             by_directory.setdefault(parent_of(source), set()).add(source)
         for directory, sources in sorted(by_directory.items()):
+            # each listing answered starts the next: many answers in one loop turn must
+            # not each start a signed request in that turn
+            await take_turn()
             try:
                 async for page in context.ops.list_dir(directory):
                     for status in page:

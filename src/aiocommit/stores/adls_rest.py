@@ -13,8 +13,9 @@ as empty), the ``x-ms-*`` headers lower-cased and sorted, and ``/ACCOUNT`` + the
 path as sent + each query name lower-cased with its decoded value. The URL is sent exactly
 as signed (``yarl.URL(..., encoded=True)``).
 
-Non-2xx answers raise ``DfsResponseError``; aiohttp's own errors pass through. The store
-adapter (``aiocommit.stores.adls``) translates both, once.
+At most ``loop_turns.STARTS_PER_TURN`` requests start in one event-loop turn. Non-2xx
+answers raise ``DfsResponseError``; aiohttp's own errors pass through. The store adapter
+(``aiocommit.stores.adls``) translates both, once.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from azure.core.credentials import AzureNamedKeyCredential, AzureSasCredential
 from azure.core.exceptions import ClientAuthenticationError
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
+
+from aiocommit.stores.loop_turns import StartsPerTurn
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
@@ -147,6 +150,7 @@ class LeanDfsClient:
         )
         self._date_second = -1
         self._date = ""
+        self._starts = StartsPerTurn()
 
     # -- auth --------------------------------------------------------------------------------
 
@@ -214,6 +218,7 @@ class LeanDfsClient:
         version, date and auth; their names must be lower case. Raises
         ``DfsResponseError`` for a non-2xx answer.
         """
+        await self._starts.wait()
         raw_path = self._base_path if rel is None else f"{self._base_path}/{quote_path(rel)}"
         headers["x-ms-version"] = API_VERSION
         headers["x-ms-date"] = self._now_header()
@@ -274,6 +279,10 @@ class LeanDfsClient:
             if not continuation:
                 return
             query = {**query, "continuation": continuation}
+
+    async def read(self, rel: str) -> DfsResponse:
+        """Path-Read (``GET``) of a whole file: its headers and body."""
+        return await self.request("GET", rel, {}, {}, read_body=True)
 
     async def properties(self, rel: str) -> CIMultiDictProxy[str]:
         """Path-GetProperties (``HEAD``): the response headers."""

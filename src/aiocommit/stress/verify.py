@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import msgspec
 
 from aiocommit.errors import NotFound
 from aiocommit.protocol import statistics as S
@@ -26,8 +27,11 @@ from aiocommit.stores.base import FileStatus, Store, join
 MAX_PROBLEMS = 40
 
 
-@dataclass(frozen=True)
-class ExpectedFile:
+class ExpectedFile(msgspec.Struct, frozen=True, gc=False):
+    """One expected file. Untracked by the garbage collector: a benchmark holds one per
+    file of its jobs, and its full collections (which walk every tracked object) would
+    otherwise measure the bench's own records beside the commit."""
+
     size: int
     etag: str | None = None
 
