@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 import anyio
 import msgspec.structs
@@ -136,7 +137,7 @@ class _SeveralRequests(MemoryStore):
     async def delete(self, path: str, *, recursive: bool = False) -> bool:
         retry = REQUEST_RETRY.get()
         for n in range(6):
-            await retry(lambda n=n: self._request(f"delete-{n}"))
+            await retry(partial(self._request, f"delete-{n}"))
         return True
 
     async def rename(
@@ -180,3 +181,49 @@ async def test_a_throttled_request_of_a_call_made_of_several_is_retried_on_its_o
         "delete-source",
     ]
     assert stats.snapshot().counters[S.STORE_IO_THROTTLED] == 2
+
+
+async def test_a_probe_that_finds_the_limit_goes_back_below_the_ceiling() -> None:
+    """A probe above the ceiling that meets the store's limit while the answers of the
+    last second are not counted yet (held up by a stall of the caller's loop, as on a
+    loaded machine) goes back to just below the ceiling the rate held, not to half of the
+    rate. (Before, the rate fell to the low measure and stayed there for up to 16 s until
+    the next probe: a throttled GCS commit at 25 req/s admitted 15-26 req/s, 0.81 of R.)"""
+    now = [0.0]
+
+    async def sleep(seconds: float) -> None:
+        now[0] += max(seconds, 1e-6)  # a real clock moves on
+
+    pace = AdaptiveRate(clock=lambda: now[0], sleep=sleep)
+    limit, tokens, refilled = 25.0, 1.0, 0.0  # the store: 25 requests a second
+
+    def admits() -> bool:
+        nonlocal tokens, refilled
+        tokens = min(1.0, tokens + (now[0] - refilled) * limit)
+        refilled = now[0]
+        if tokens >= 1.0:
+            tokens -= 1.0
+            return True
+        return False
+
+    _engage(pace, 0.0)
+    held = 0  # answers of successes not counted yet
+    while now[0] < 120.0:
+        await pace.acquire()
+        now[0] += 0.001
+        rate = pace.rate
+        assert rate is not None
+        # probing above a ceiling found by a decrease (the first one is engaging)
+        probing = now[0] > 20.0 and pace.decreases >= 2 and rate > pace.ceiling * 0.95 * 1.001
+        if admits():
+            if probing:
+                held += 1  # the loop stalls: answered, not counted before the decrease
+            else:
+                pace.admitted += 1
+            continue
+        ceiling = pace.ceiling
+        if pace.on_throttle(now[0] - 0.002) and held:
+            assert 20.0 <= ceiling <= 27.0, ceiling
+            assert pace.rate is not None and pace.rate >= 0.85 * ceiling, (pace.rate, ceiling)
+            return
+    raise AssertionError("no probe found the limit")

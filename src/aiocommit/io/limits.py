@@ -208,6 +208,8 @@ class AdaptiveRate:
     by ``probe`` of that per tick, more the longer the store admits it (``p + p²/20``
     ticks' worth after ``p`` ticks: +8 % after 2 s, +35 % after 5 s). Growth is at
     most one tick's at a time: a rate not used for a while was not shown to be too low.
+    A probe that finds the store's limit goes back to ``decrease_factor`` of the ceiling
+    (or of the success rate, if higher): the ceiling falls only at a decrease below it.
     The rate never falls below ``minimum``. ``RANDOM_DECREASES`` decreases in a row at a
     throttled share of at least half ``engage_share`` (or that share of the
     ``RANDOM_CALLS`` or more calls since engaging) mean throttles that do not follow the
@@ -301,7 +303,15 @@ class AdaptiveRate:
             self._changed, self._window_admitted, self._throttles = now, self.admitted, 0
             self._high = 0
             return False
-        self._decrease(now, max(min(rate, self._measured(now)), rate / 2))
+        admitted = max(min(rate, self._measured(now)), rate / 2)
+        if self._found and rate > self.ceiling * RECOVER_TO:
+            # a probe above the ceiling found the store's limit: back below the ceiling
+            # the rate held without throttles, not to a measure over a second or less
+            # (noisy at a few requests a second, low after a stall of the caller's
+            # loop); a store that tightened meanwhile throttles on there, and the next
+            # decrease measures what it admits
+            admitted = max(admitted, min(rate, self.ceiling))
+        self._decrease(now, admitted)
         self._found = True
         return True
 
