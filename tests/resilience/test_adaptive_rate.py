@@ -227,3 +227,25 @@ async def test_a_probe_that_finds_the_limit_goes_back_below_the_ceiling() -> Non
             assert pace.rate is not None and pace.rate >= 0.85 * ceiling, (pace.rate, ceiling)
             return
     raise AssertionError("no probe found the limit")
+
+
+async def test_a_call_begun_finishes_before_more_calls_begin() -> None:
+    """At the rate, a call's further request (a GCS rename's delete of its source) goes
+    ahead of calls waiting for their first: renames finish one after another. (Before,
+    every rename's copy went first and every delete after them all: no rename finished
+    for a minute of a throttled GCS commit, and the success rate measured then was 0.)"""
+    store = _SeveralRequests("urgent")
+    ops = StoreOperations(store, CommitOptions(), IOStatistics())
+    _engage(ops.pace, time.perf_counter())
+    ops.pace.rate = 50.0
+
+    async def rename(n: int) -> None:
+        await ops.rename(f"/a{n}", f"/b{n}")
+
+    async with anyio.create_task_group() as group:
+        for n in range(8):
+            group.start_soon(rename, n)
+    names = [name for name, _ in store.sent]
+    assert len(names) == 16
+    # the first rename's delete comes before most of the other renames' copies
+    assert names.index("delete-source") <= 3, names

@@ -274,6 +274,10 @@ class AdaptiveRate:
         self._credit = 0.0
         self._refilled = now
         self._queue: deque[anyio.Event] = deque()
+        #: calls' further requests waiting (``acquire(urgent=True)``): served before
+        #: ``_queue``, so a call begun finishes before more calls begin
+        self._urgent: deque[anyio.Event] = deque()
+        self._holder: anyio.Event | None = None  # the waiter whose turn is next
 
     def on_throttle(self, started: float) -> bool:
         """A call that started at ``started`` was throttled; True if the rate dropped."""
@@ -422,23 +426,25 @@ class AdaptiveRate:
             return 0.0
         return (1.0 - self._credit) / rate
 
-    async def acquire(self) -> float:
+    async def acquire(self, *, urgent: bool = False) -> float:
         """Wait for this call's turn at ``rate``; the seconds waited (0 when unpaced).
-        Calls queue first come, first served; only the first of them sleeps (at most a
-        ``tick`` at a time, so a changed rate applies at once)."""
+        Calls queue first come, first served, ``urgent`` ones (a call's further requests)
+        ahead of the rest; only the waiter whose turn is next sleeps (at most a ``tick``
+        at a time, so a changed rate applies at once)."""
         rate = self.rate
         if rate is None:
             return 0.0
-        queue = self._queue
         now = self._clock()
-        if not queue:
+        if self._holder is None:  # nobody waiting
             self._adjust(now)
             rate = self.rate
             if rate is None or self._take(now, rate) == 0.0:
                 return 0.0
         turn = anyio.Event()
-        queue.append(turn)
-        if len(queue) == 1:
+        line = self._urgent if urgent else self._queue
+        line.append(turn)
+        if self._holder is None:
+            self._holder = turn
             turn.set()
         begin = now
         try:
@@ -454,12 +460,12 @@ class AdaptiveRate:
                     break
                 await self._sleep(min(short, self.tick))
         finally:
-            if queue and queue[0] is turn:
-                queue.popleft()
-                if queue:
-                    queue[0].set()
-            else:
-                queue.remove(turn)
+            line.remove(turn)  # the first in its line, unless cancelled while waiting
+            if self._holder is turn:
+                following = self._urgent or self._queue
+                self._holder = following[0] if following else None
+                if self._holder is not None:
+                    self._holder.set()
         return self._clock() - begin
 
 

@@ -270,7 +270,8 @@ class StoreOperations:
             limiter.release()
             stats.record_duration(statistic, (time.perf_counter() - begin) * 1000)
             limiter.on_success()
-            pace.admitted += 1
+            if requests is None or requests.first:  # else its requests were counted
+                pace.admitted += 1
             return result
 
     def call(
@@ -362,7 +363,11 @@ class StoreOperations:
         while True:
             attempt += 1
             if not ride and pace.rate is not None:
-                started += await self._wait_turn(pace)
+                # ahead of calls waiting to begin: a call begun finishes first
+                waited = await pace.acquire(urgent=True)
+                if waited:
+                    self.stats.record_duration(S.STORE_IO_RATE_LIMITED, waited * 1000)
+                    started += waited
             begin = time.perf_counter()
             try:
                 result = await request()
@@ -379,12 +384,11 @@ class StoreOperations:
                     if not requests.transient:
                         raise  # the call's own retry decides (it may have been applied)
                     ride = False
-                elif not ride:
+                else:
                     pace.admitted += 1  # an answer (not found, a conflict)
                 delay = await self._backoff(error, attempt, delay, started)
                 continue
-            if not ride:
-                pace.admitted += 1
+            pace.admitted += 1  # counted when answered: the rate measures the store
             return result
 
     async def delete(self, path: str, *, recursive: bool = False) -> bool:
@@ -494,7 +498,8 @@ class StoreOperations:
 class _Requests:
     """``REQUEST_RETRY`` for one store call made of several requests (``_call``): the
     first request of each attempt rides on the call's turn at the rate; every other
-    one takes its own turn and is counted there, and is retried on its own when
+    one takes its own turn, ahead of calls waiting to begin; each is counted as
+    admitted when answered; each is retried on its own when
     throttled (a throttled request was not applied) or, with ``transient``, on a
     transient error (where repeating a request is safe: listings, deletes, markers)."""
 
