@@ -380,9 +380,9 @@ class StoreOperations:
                         delay = 0.0
                         continue
                 elif isinstance(error, Transient):
-                    self.stats.increment(S.STORE_IO_TRANSIENT)
                     if not requests.transient:
                         raise  # the call's own retry decides (it may have been applied)
+                    self.stats.increment(S.STORE_IO_TRANSIENT)
                     ride = False
                 else:
                     pace.admitted += 1  # an answer (not found, a conflict)
