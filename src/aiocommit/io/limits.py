@@ -208,6 +208,8 @@ class AdaptiveRate:
     by ``probe`` of that per tick, more the longer the store admits it (``p + p²/20``
     ticks' worth after ``p`` ticks: +8 % after 2 s, +35 % after 5 s). Growth is at
     most one tick's at a time: a rate not used for a while was not shown to be too low.
+    A probe that finds the store's limit goes back to ``decrease_factor`` of the ceiling
+    (or of the success rate, if higher): the ceiling falls only at a decrease below it.
     The rate never falls below ``minimum``. ``RANDOM_DECREASES`` decreases in a row at a
     throttled share of at least half ``engage_share`` (or that share of the
     ``RANDOM_CALLS`` or more calls since engaging) mean throttles that do not follow the
@@ -272,6 +274,10 @@ class AdaptiveRate:
         self._credit = 0.0
         self._refilled = now
         self._queue: deque[anyio.Event] = deque()
+        #: calls' further requests waiting (``acquire(urgent=True)``): served before
+        #: ``_queue``, so a call begun finishes before more calls begin
+        self._urgent: deque[anyio.Event] = deque()
+        self._holder: anyio.Event | None = None  # the waiter whose turn is next
 
     def on_throttle(self, started: float) -> bool:
         """A call that started at ``started`` was throttled; True if the rate dropped."""
@@ -301,7 +307,15 @@ class AdaptiveRate:
             self._changed, self._window_admitted, self._throttles = now, self.admitted, 0
             self._high = 0
             return False
-        self._decrease(now, max(min(rate, self._measured(now)), rate / 2))
+        admitted = max(min(rate, self._measured(now)), rate / 2)
+        if self._found and rate > self.ceiling * RECOVER_TO:
+            # a probe above the ceiling found the store's limit: back below the ceiling
+            # the rate held without throttles, not to a measure over a second or less
+            # (noisy at a few requests a second, low after a stall of the caller's
+            # loop); a store that tightened meanwhile throttles on there, and the next
+            # decrease measures what it admits
+            admitted = max(admitted, min(rate, self.ceiling))
+        self._decrease(now, admitted)
         self._found = True
         return True
 
@@ -412,23 +426,25 @@ class AdaptiveRate:
             return 0.0
         return (1.0 - self._credit) / rate
 
-    async def acquire(self) -> float:
+    async def acquire(self, *, urgent: bool = False) -> float:
         """Wait for this call's turn at ``rate``; the seconds waited (0 when unpaced).
-        Calls queue first come, first served; only the first of them sleeps (at most a
-        ``tick`` at a time, so a changed rate applies at once)."""
+        Calls queue first come, first served, ``urgent`` ones (a call's further requests)
+        ahead of the rest; only the waiter whose turn is next sleeps (at most a ``tick``
+        at a time, so a changed rate applies at once)."""
         rate = self.rate
         if rate is None:
             return 0.0
-        queue = self._queue
         now = self._clock()
-        if not queue:
+        if self._holder is None:  # nobody waiting
             self._adjust(now)
             rate = self.rate
             if rate is None or self._take(now, rate) == 0.0:
                 return 0.0
         turn = anyio.Event()
-        queue.append(turn)
-        if len(queue) == 1:
+        line = self._urgent if urgent else self._queue
+        line.append(turn)
+        if self._holder is None:
+            self._holder = turn
             turn.set()
         begin = now
         try:
@@ -444,12 +460,12 @@ class AdaptiveRate:
                     break
                 await self._sleep(min(short, self.tick))
         finally:
-            if queue and queue[0] is turn:
-                queue.popleft()
-                if queue:
-                    queue[0].set()
-            else:
-                queue.remove(turn)
+            line.remove(turn)  # the first in its line, unless cancelled while waiting
+            if self._holder is turn:
+                following = self._urgent or self._queue
+                self._holder = following[0] if following else None
+                if self._holder is not None:
+                    self._holder.set()
         return self._clock() - begin
 
 

@@ -77,6 +77,9 @@ class StoreOperations:
         #: later one) starts paced there, not in a storm of its own
         self._learned: float | None = None
         self._adaptive = options.adaptive_concurrency
+        #: a rename that is not atomic is several requests (GCS: rewrite, then delete):
+        #: each takes its turn at the rate and is retried on its own when throttled
+        self._multi_request_rename = not store.capabilities.atomic_rename
         #: asked once: stages consult it per file
         self.capabilities: StoreCapabilities = store.capabilities
         self._rate: RateLimiter | None = (
@@ -191,9 +194,14 @@ class StoreOperations:
         rate: RateLimiter | None = None,
         probe: bool = False,
         path: str = "",
+        requests: _Requests | None = None,
     ) -> T:
         """Run ``function`` with limits, statistics and retries. The error that ends the
         retries carries ``attempts``, so callers can tell a possibly-applied call.
+        ``requests``: the store call may make several requests, each through
+        ``REQUEST_RETRY`` (set to ``requests`` for the call): the call's turn at the rate
+        covers its first request, every further one takes its own turn, and a throttled
+        request is retried on its own (``_Requests``).
 
         The hot path of every store call: one frame (the try of ``_attempt`` inlined), a
         free limiter slot taken without a coroutine, no allocation but the result."""
@@ -203,6 +211,8 @@ class StoreOperations:
         stats = self.stats
         limiter = self.limiter
         pace = self.pace_for(path)
+        if requests is not None:
+            requests.pace = pace
         while True:
             attempt += 1
             # time waiting for a turn at a rate is not time spent retrying (the budget)
@@ -224,6 +234,9 @@ class StoreOperations:
                     started += await self._wait_turn(pace)
                     epoch = await limiter.acquire()
             begin = time.perf_counter()
+            if requests is not None:
+                requests.epoch, requests.first = epoch, True
+                token = REQUEST_RETRY.set(requests)
             try:
                 result = await function()
             except StoreError as error:
@@ -251,10 +264,14 @@ class StoreOperations:
             except BaseException:
                 limiter.release()
                 raise
+            finally:
+                if requests is not None:
+                    REQUEST_RETRY.reset(token)
             limiter.release()
             stats.record_duration(statistic, (time.perf_counter() - begin) * 1000)
             limiter.on_success()
-            pace.admitted += 1
+            if requests is None or requests.first:  # else its requests were counted
+                pace.admitted += 1
             return result
 
     def call(
@@ -323,35 +340,69 @@ class StoreOperations:
 
     async def mkdirs(self, path: str) -> None:
         """Make a directory and its parents. A store whose ``mkdirs`` is several requests
-        (a prefix store's walk) has each retried on its own (``REQUEST_RETRY``)."""
-        token = REQUEST_RETRY.set(self._retry_request)
-        try:
-            await self._call(S.OP_MKDIRS, lambda: self.store.mkdirs(path))
-        finally:
-            REQUEST_RETRY.reset(token)
+        (a prefix store's walk) has each paced and retried on its own (``REQUEST_RETRY``)."""
+        await self._call(
+            S.OP_MKDIRS,
+            lambda: self.store.mkdirs(path),
+            path=path,
+            requests=_Requests(self, transient=True),
+        )
 
-    async def _retry_request(self, request: Callable[[], Awaitable[T]]) -> T:
-        """One request of a call in progress (which holds the slot), retried on its own per
-        the retry policy; an error it gives up on is not retried again by the call."""
+    async def _request(
+        self, requests: _Requests, request: Callable[[], Awaitable[T]], ride: bool
+    ) -> T:
+        """One request of a call in progress (which holds the slot): its turn at the
+        call's rate (unless it ``ride``s on the call's own turn, the call's first
+        request), the store's answer counted there, and a throttle (and, for
+        ``requests.transient``, a transient error) retried on its own per the retry
+        policy; an error it gives up on is not retried again by the call."""
+        pace = requests.pace
         started = self.retry.clock()
         attempt = 0
         delay = 0.0
         while True:
             attempt += 1
+            if not ride and pace.rate is not None:
+                # ahead of calls waiting to begin: a call begun finishes first
+                waited = await pace.acquire(urgent=True)
+                if waited:
+                    self.stats.record_duration(S.STORE_IO_RATE_LIMITED, waited * 1000)
+                    started += waited
+            begin = time.perf_counter()
             try:
-                return await request()
+                result = await request()
             except StoreError as error:
                 if isinstance(error, Throttled):
-                    self.stats.increment(S.STORE_IO_THROTTLED)
+                    self._throttled(requests.epoch, begin, pace)
+                    ride = False
+                    if pace.rate is not None:  # paced: its turn again, as in ``_call``
+                        await self._backoff(error, attempt, 0.0, started)
+                        delay = 0.0
+                        continue
                 elif isinstance(error, Transient):
+                    if not requests.transient:
+                        raise  # the call's own retry decides (it may have been applied)
                     self.stats.increment(S.STORE_IO_TRANSIENT)
+                    ride = False
+                else:
+                    pace.admitted += 1  # an answer (not found, a conflict)
                 delay = await self._backoff(error, attempt, delay, started)
+                continue
+            pace.admitted += 1  # counted when answered: the rate measures the store
+            return result
 
     async def delete(self, path: str, *, recursive: bool = False) -> bool:
+        """Delete a file (or a directory, ``recursive``). A store whose directory delete is
+        several requests (a listing and a delete per object) has each paced and retried on
+        its own (``REQUEST_RETRY``)."""
         statistic = S.OP_DELETE_DIR if recursive else S.OP_DELETE
         rate = self._delete_rate if recursive else None
         return await self._call(
-            statistic, lambda: self.store.delete(path, recursive=recursive), rate=rate, path=path
+            statistic,
+            lambda: self.store.delete(path, recursive=recursive),
+            rate=rate,
+            path=path,
+            requests=_Requests(self, transient=True),
         )
 
     def rename(
@@ -365,6 +416,7 @@ class StoreOperations:
             S.OP_RENAME,
             lambda: store.rename(source, dest, overwrite=overwrite, source_etag=source_etag),
             path=dest,
+            requests=_Requests(self, transient=False) if self._multi_request_rename else None,
         )
 
     async def publish_bytes(self, temporary: str, final: str, data: bytes) -> None:
@@ -441,6 +493,28 @@ class StoreOperations:
             lambda: self.store.upload_file(local_path, path, overwrite=overwrite),
             path=path,
         )
+
+
+class _Requests:
+    """``REQUEST_RETRY`` for one store call made of several requests (``_call``): the
+    first request of each attempt rides on the call's turn at the rate; every other
+    one takes its own turn, ahead of calls waiting to begin; each is counted as
+    admitted when answered; each is retried on its own when
+    throttled (a throttled request was not applied) or, with ``transient``, on a
+    transient error (where repeating a request is safe: listings, deletes, markers)."""
+
+    __slots__ = ("epoch", "first", "ops", "pace", "transient")
+
+    def __init__(self, ops: StoreOperations, *, transient: bool) -> None:
+        self.ops = ops
+        self.transient = transient
+        self.pace = ops.pace
+        self.epoch = 0
+        self.first = True
+
+    def __call__(self, request: Callable[[], Awaitable[T]]) -> Awaitable[T]:
+        ride, self.first = self.first, False
+        return self.ops._request(self, request, ride)
 
 
 #: how long a failed whole write may spend removing its temporary file

@@ -80,7 +80,7 @@ from aiocommit.errors import (
     Throttled,
     Transient,
 )
-from aiocommit.stores.base import FileStatus, StoreCapabilities, check_clean
+from aiocommit.stores.base import REQUEST_RETRY, FileStatus, StoreCapabilities, check_clean
 from aiocommit.stores.edge import retry_after, translating
 from aiocommit.stores.loop_turns import StartsPerTurn
 from aiocommit.stores.prefixes import (
@@ -411,19 +411,21 @@ class GcsStore:
         )
 
     async def delete(self, path: str, *, recursive: bool = False) -> bool:
+        """Each request (the object's delete, the listings, a delete per object below it)
+        runs in ``REQUEST_RETRY``: the engine paces and retries it on its own."""
         if path.strip("/") == "":
             raise PreconditionFailed("refusing to delete the root", path=path, operation="delete")
         self._known_dirs.forget(path)
         name = object_key(path.rstrip("/"))
+        retry = REQUEST_RETRY.get()
         try:
-            with _edge(path, "delete"):
-                await self._send("DELETE", self._url(name), {})
+            await retry(lambda: self._sent(path, "delete", "DELETE", self._url(name), {}))
             return True
         except NotFound:
             pass
         marker = listing_prefix(path)
         if not recursive:
-            names = await self._under(path, 2, "delete")
+            names = await retry(lambda: self._under(path, 2, "delete"))
             if any(n != marker for n in names):
                 raise NotEmpty("directory is not empty", path=path, operation="delete")
             if not names:
@@ -432,7 +434,7 @@ class GcsStore:
         params = {"prefix": marker, "maxResults": str(self.page_size), "fields": _LIST_FIELDS}
         deleted = False
         while True:
-            data = await self._list(params, path, "delete")
+            data = await retry(partial(self._list, dict(params), path, "delete"))
             names = [str(item["name"]) for item in data.get("items", [])]
             if names and await self._delete_names(names, path):
                 deleted = True
@@ -445,13 +447,14 @@ class GcsStore:
         """Delete objects, ``delete_concurrency`` at a time; missing ones are skipped."""
         limiter = anyio.CapacityLimiter(self.delete_concurrency)
         found = False
+        retry = REQUEST_RETRY.get()
 
         async def one(name: str) -> None:
             nonlocal found
             async with limiter:
                 try:
-                    with _edge("/" + name, "delete"):
-                        await self._send("DELETE", self._url(name), {})
+                    url = self._url(name)
+                    await retry(lambda: self._sent("/" + name, "delete", "DELETE", url, {}))
                     found = True
                 except NotFound:
                     pass
@@ -473,8 +476,11 @@ class GcsStore:
                 )
             generation = int(source_etag)
         move = await self._uses_move()
+        # each request in REQUEST_RETRY: the engine paces it, and retries it on its own
+        # when throttled (not applied); other errors end the call as before
+        retry = REQUEST_RETRY.get()
         if generation is None and not move:
-            info = await self._info_or_none(source, "rename")
+            info = await retry(lambda: self._info_or_none(source, "rename"))
             if info is None:
                 raise NotFound("rename source not found", path=source, operation="rename")
             generation = info.generation
@@ -488,16 +494,15 @@ class GcsStore:
         source_url = self._url(object_key(source))
         dest_name = quote(object_key(dest), safe="")
         try:
-            with _edge(source, "rename"):
-                if move:
-                    await self._send("POST", f"{source_url}/moveTo/o/{dest_name}", params)
-                else:
-                    url = f"{source_url}/rewriteTo/b/{self.bucket}/o/{dest_name}"
-                    result = await self._post(url, params)
-                    while not result.done and result.rewriteToken:
-                        result = await self._post(
-                            url, {**params, "rewriteToken": result.rewriteToken}
-                        )
+            if move:
+                url = f"{source_url}/moveTo/o/{dest_name}"
+                await retry(lambda: self._sent(source, "rename", "POST", url, params))
+            else:
+                url = f"{source_url}/rewriteTo/b/{self.bucket}/o/{dest_name}"
+                result = await retry(lambda: self._rewrite(source, url, params))
+                while not result.done and result.rewriteToken:
+                    more = {**params, "rewriteToken": result.rewriteToken}
+                    result = await retry(partial(self._rewrite, source, url, more))
         except NotFound as error:
             raise NotFound("rename source not found", path=source, operation="rename") from error
         except PreconditionFailed as error:
@@ -514,9 +519,9 @@ class GcsStore:
             ) from error
         if move:
             return
+        condition = {"ifGenerationMatch": str(generation)}
         try:
-            with _edge(source, "rename"):
-                await self._send("DELETE", source_url, {"ifGenerationMatch": str(generation)})
+            await retry(lambda: self._sent(source, "rename", "DELETE", source_url, condition))
         except NotFound:
             return  # deleted by someone else after our copy: the destination is in place
         except PreconditionFailed as error:
@@ -574,8 +579,23 @@ class GcsStore:
                 )
             return body
 
-    async def _post(self, url: str, params: dict[str, str]) -> _Rewrite:
-        return _decode_rewrite(await self._send("POST", url, params, b"{}") or b"{}")
+    async def _rewrite(self, source: str, url: str, params: dict[str, str]) -> _Rewrite:
+        """One rewrite request of a rename of ``source``, its errors translated."""
+        body = await self._sent(source, "rename", "POST", url, params, b"{}")
+        return _decode_rewrite(body or b"{}")
+
+    async def _sent(
+        self,
+        path: str,
+        operation: str,
+        method: str,
+        url: str,
+        params: dict[str, str],
+        data: bytes | None = None,
+    ) -> bytes:
+        """``_send`` with a failure translated to a ``StoreError`` about ``path``."""
+        with _edge(path, operation):
+            return await self._send(method, url, params, data)
 
     async def complete_interrupted_rename(self, source: str, dest: str) -> bool:
         """Finish a rename stopped between copy and delete.

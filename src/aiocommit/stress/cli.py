@@ -661,7 +661,8 @@ bench.command("w2")(_latency_command("W2", 50.0, "256"))
 def bench_throttled(**kw: Any) -> None:
     """Job commit through a token-bucket throttling front (per ADLS account, GCS bucket,
     S3 prefix) at R requests/s, default options: files/s and requests/s against R,
-    throttled share, retries per file; first the unthrottled capacity, same run."""
+    throttled share, retries per file; first the unthrottled capacity, same run. Plots
+    files/s against time into OUT/throttled-STORE.png."""
     from aiocommit.stress.throttled import throttled_bench
 
     _run(
@@ -675,6 +676,7 @@ def bench_throttled(**kw: Any) -> None:
             halve_at=kw["halve_at"],
             capacity_files=kw["capacity_files"],
             partitions=kw["partitions"],
+            out=kw["out"],
         ),
     )
 

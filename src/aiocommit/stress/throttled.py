@@ -208,7 +208,10 @@ async def throttled_bench(
     halve_at: float | None = None,
     capacity_files: int = 2000,
     partitions: int = PARTITIONS,
+    out: Path | None = None,
 ) -> dict[str, Any]:
+    """Run the bench (see the module docstring); with ``out``, also plot files/s against
+    time into ``out/throttled-<store>.png``."""
     chaos = Chaos(rate=None, rate_scope=SCOPES[kind], enforce=True)
     scopes = partitions if kind == "s3" else 1
     async with chaos_target(kind, chaos) as target:
@@ -297,7 +300,11 @@ async def throttled_bench(
         f"{figures['requests_per_file']} requests/file"
         f"; {'PASS' if not problems else 'FAIL: ' + problems[0]}"
     )
-    return {"scenario": "bench throttled", "ok": not problems, "figures": figures}
+    result = {"scenario": "bench throttled", "ok": not problems, "figures": figures}
+    if out is not None:
+        png = plot_throttled([result], Path(out) / f"throttled-{kind}.png")
+        reporter.log(f"files/s against time plotted in {png}")
+    return result
 
 
 def plot_throttled(results: list[dict[str, Any]], path: Path, *, smooth: float = 2.0) -> Path:
