@@ -21,7 +21,7 @@ import anyio
 
 from aiocommit.errors import CommitError, StoreError, first_error
 from aiocommit.io.operations import StoreOperations
-from aiocommit.io.turns import take_turn
+from aiocommit.io.turns import take_turn, yield_due
 from aiocommit.observability import (
     ContextAdapter,
     annotate_span,
@@ -225,9 +225,12 @@ async def parallel(
                 # before the next item, the loop gets its turn once this slice is used:
                 # a store that answers without suspending would never let the caller's
                 # tasks in, and many answers arriving in one turn (hundreds of HTTP
-                # responses) would each start their worker's next call in that turn
-                await take_turn()
-                if done % 32 == 0:  # and, whatever the slice, a cancellation gets in
+                # responses) would each start their worker's next call in that turn.
+                # Checked here, not in a coroutine: one comparison per item while the
+                # slice lasts (no object per item for the garbage collector to count)
+                if yield_due():
+                    await take_turn()
+                if not done & 31:  # and, whatever the slice, a cancellation gets in
                     await anyio.lowlevel.checkpoint()
 
         async with anyio.create_task_group() as group:
@@ -244,7 +247,8 @@ async def parallel(
         async with stream:
             async for item in stream:
                 await worker(item)
-                await take_turn()
+                if yield_due():
+                    await take_turn()
 
     async with anyio.create_task_group() as group:
         group.start_soon(produce)
