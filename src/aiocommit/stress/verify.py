@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import msgspec
 
 from aiocommit.errors import NotFound
 from aiocommit.protocol import statistics as S
@@ -26,8 +27,11 @@ from aiocommit.stores.base import FileStatus, Store, join
 MAX_PROBLEMS = 40
 
 
-@dataclass(frozen=True)
-class ExpectedFile:
+class ExpectedFile(msgspec.Struct, frozen=True, gc=False):
+    """One file a job must leave. Not tracked by the garbage collector (``gc=False``: it
+    holds no container), so a harness holding a job's 100,000 of them stands for a host
+    whose own data does not lengthen every full collection (as aiocommit's entries)."""
+
     size: int
     etag: str | None = None
 
