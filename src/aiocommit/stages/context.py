@@ -256,6 +256,27 @@ async def parallel(
         receive.close()
 
 
+async def run_to_end(work: Callable[[], Awaitable[None]]) -> None:
+    """Run ``work`` (clean-up) to its end even if the caller is cancelled meanwhile. An
+    anyio shield stops anyio's cancellations, not a native ``Task.cancel()``, which would
+    cut the clean-up short at its first await (a spill file left open); so ``work`` runs
+    shielded in a child task, which the caller waits for before any cancellation
+    reaches it. An ``Exception`` of ``work`` is raised as itself."""
+    failures: list[Exception] = []
+
+    async def shielded() -> None:
+        with anyio.CancelScope(shield=True):
+            try:
+                await work()
+            except Exception as error:  # raised below, not wrapped in a group
+                failures.append(error)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(shielded)
+    if failures:
+        raise failures[0]
+
+
 #: workers started per loop turn: each runs its first item in the turn after its start
 STARTS_PER_TURN = 32
 
