@@ -25,7 +25,7 @@ from aiocommit.errors import first_error
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.success import SuccessData
-from aiocommit.stages.context import StageContext, stage
+from aiocommit.stages.context import StageContext, run_to_end, stage
 from aiocommit.stages.save_success import read_success, save_report, save_success_stage
 from aiocommit.stores.blocking import shared_thread_limiter
 
@@ -108,15 +108,17 @@ async def run_job_commit(context: StageContext, steps: JobCommitSteps) -> Succes
     except BaseException as raw:
         error = first_error(raw)
         if isinstance(error, Exception):
-            with anyio.CancelScope(shield=True):
-                await steps.after_failure(context, error)
+            await run_to_end(lambda: steps.after_failure(context, error))
         record_failure(summary, error)
         raise
     finally:
         if summary is not existing:
             summary.iostatistics = combined_statistics(context, steps.task_stats)
-        with anyio.CancelScope(shield=True):
+
+        async def tidy() -> None:
             # in a worker thread: closing a large spill file frees its pages (6 ms of
             # CPU for 100,000 files' entries), which the caller's loop need not wait on
             await anyio.to_thread.run_sync(steps.close, limiter=shared_thread_limiter())
             await save_report(context, summary)
+
+        await run_to_end(tidy)

@@ -7,6 +7,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import TypeVar
 
 import anyio
@@ -410,11 +411,11 @@ class StoreOperations:
     ) -> Awaitable[None]:
         """Rename; an error after more than one attempt (``error.attempts``) may follow an
         earlier attempt that was applied although it reported failure. (A plain function
-        returning the call's awaitable: one frame less per rename.)"""
-        store = self.store
+        returning the call's awaitable: one frame less per rename; a partial, not a
+        closure: fewer objects per rename for the garbage collector.)"""
         return self._call(
             S.OP_RENAME,
-            lambda: store.rename(source, dest, overwrite=overwrite, source_etag=source_etag),
+            partial(self.store.rename, source, dest, overwrite=overwrite, source_etag=source_etag),
             path=dest,
             requests=_Requests(self, transient=False) if self._multi_request_rename else None,
         )

@@ -58,10 +58,11 @@ def shared_thread_limiter() -> anyio.CapacityLimiter:
 
 
 class _Call(Generic[T]):
-    __slots__ = ("error", "function", "result", "withdrawn")
+    __slots__ = ("args", "error", "function", "result", "withdrawn")
 
-    def __init__(self, function: Callable[[], T]) -> None:
+    def __init__(self, function: Callable[..., T], args: tuple[Any, ...]) -> None:
         self.function = function
+        self.args = args
         self.result: T | None = None
         self.error: BaseException | None = None
         self.withdrawn = False
@@ -81,7 +82,7 @@ class _Batch:
             if call.withdrawn:
                 continue
             try:
-                call.result = call.function()
+                call.result = call.function(*call.args)
             except BaseException as error:  # handed back to the caller that made the call
                 call.error = error
 
@@ -89,7 +90,8 @@ class _Batch:
 class Batcher:
     """Runs blocking calls in worker threads, the calls made in one loop turn together.
 
-    ``run(function)`` returns ``function()``'s result or raises its exception. The first
+    ``run(function, *args)`` returns ``function(*args)``'s result or raises its
+    exception (a module-level function and its arguments: no closure per call). The first
     caller of a batch leads: it yields (the other callers of the turn join its batch,
     up to ``max_batch``) and waits for one of ``max_running`` places, then runs the
     batch in a thread and wakes the others. Bounding the batches that run at once
@@ -113,8 +115,8 @@ class Batcher:
         self._places: collections.deque[anyio.Event] = collections.deque()
         self._open: _Batch | None = None
 
-    async def run(self, function: Callable[[], T]) -> T:
-        call = _Call(function)
+    async def run(self, function: Callable[..., T], *args: Any) -> T:
+        call = _Call(function, args)
         batch = self._open
         if (
             batch is not None

@@ -14,7 +14,7 @@ import secrets
 import shutil
 import stat as stat_module
 from collections.abc import AsyncIterator, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -198,13 +198,15 @@ class LocalStore:
         except OSError as error:
             raise _translate(error, path, operation) from error
 
-    async def _metadata(self, function: Callable[[], T], path: str, operation: str) -> T:
-        """A metadata call: batched into a worker thread (on the event loop with
-        ``inline_metadata``)."""
+    async def _metadata(
+        self, path: str, operation: str, function: Callable[..., T], *args: Any
+    ) -> T:
+        """A metadata call, ``function(*args)``: batched into a worker thread (on the
+        event loop with ``inline_metadata``)."""
         try:
             if self.inline_metadata or loop_is_dedicated():
-                return function()
-            return await self._batcher.run(function)
+                return function(*args)
+            return await self._batcher.run(function, *args)
         except StoreError:
             raise
         except OSError as error:
@@ -234,80 +236,22 @@ class LocalStore:
             yield await self._run(page, path, "list_dir")
 
     async def stat(self, path: str) -> FileStatus:
-        return await self._metadata(lambda: _status(path, os.stat(path)), path, "stat")
+        return await self._metadata(path, "stat", _stat_path, path)
 
     async def mkdirs(self, path: str) -> None:
         check_clean(path)
-
-        def make() -> None:
-            try:
-                os.makedirs(path, exist_ok=True)
-            except (FileExistsError, NotADirectoryError) as error:
-                raise AlreadyExists(
-                    "a file is in the way", path=path, operation="mkdirs"
-                ) from error
-
-        await self._metadata(make, path, "mkdirs")
+        await self._metadata(path, "mkdirs", _make_dirs, path)
 
     async def delete(self, path: str, *, recursive: bool = False) -> bool:
-        def remove() -> bool:
-            try:
-                info = os.lstat(path)
-            except FileNotFoundError:
-                return False
-            if not stat_module.S_ISDIR(info.st_mode):
-                os.unlink(path)
-            elif recursive:
-                shutil.rmtree(path)
-            else:
-                os.rmdir(path)
-            return True
-
         if recursive:
-            return await self._run(remove, path, "delete")
-        return await self._metadata(remove, path, "delete")
+            return await self._run(lambda: _remove(path, True), path, "delete")
+        return await self._metadata(path, "delete", _remove, path, False)
 
     async def rename(
         self, source: str, dest: str, *, overwrite: bool = False, source_etag: str | None = None
     ) -> None:
         check_clean(dest)
-
-        def move() -> None:
-            info = os.lstat(source)  # one call: the kind check and the etag precondition
-            if not stat_module.S_ISREG(info.st_mode):
-                kind = "a directory" if stat_module.S_ISDIR(info.st_mode) else "not a regular file"
-                raise NotAFile(
-                    f"rename source is {kind}; only files are renamed",
-                    path=source,
-                    operation="rename",
-                )
-            if source_etag is not None:
-                actual = _etag(info)
-                if actual != source_etag:
-                    raise PreconditionFailed(
-                        f"source etag is {actual}, expected {source_etag}",
-                        path=source,
-                        operation="rename",
-                    )
-            try:
-                if overwrite:
-                    if os.path.isdir(dest):
-                        raise AlreadyExists("a directory is at the destination", path=dest)
-                    os.replace(source, dest)
-                elif _renameat2 is not None:
-                    _renameat2(source, dest)
-                else:  # link + unlink: no-overwrite, not atomic; recovery handles the gap
-                    os.link(source, dest)
-                    os.unlink(source)
-            except FileNotFoundError as error:
-                missing = source if not os.path.lexists(source) else parent_of(dest)
-                raise NotFound("rename: no such file", path=missing, operation="rename") from error
-            except (FileExistsError, IsADirectoryError, NotADirectoryError) as error:
-                raise AlreadyExists(
-                    "rename destination exists", path=dest, operation="rename"
-                ) from error
-
-        await self._metadata(move, source, "rename")
+        await self._metadata(source, "rename", _move, source, dest, overwrite, source_etag)
 
     async def read_bytes(self, path: str) -> bytes:
         def read() -> bytes:
@@ -365,6 +309,67 @@ class LocalStore:
 
     async def aclose(self) -> None:
         return None
+
+
+# The metadata calls, module-level functions of their arguments (a rename allocates no
+# closure: every object allocated per file is one more for the garbage collector).
+
+
+def _stat_path(path: str) -> FileStatus:
+    return _status(path, os.stat(path))
+
+
+def _make_dirs(path: str) -> None:
+    try:
+        os.makedirs(path, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as error:
+        raise AlreadyExists("a file is in the way", path=path, operation="mkdirs") from error
+
+
+def _remove(path: str, recursive: bool) -> bool:
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if not stat_module.S_ISDIR(info.st_mode):
+        os.unlink(path)
+    elif recursive:
+        shutil.rmtree(path)
+    else:
+        os.rmdir(path)
+    return True
+
+
+def _move(source: str, dest: str, overwrite: bool, source_etag: str | None) -> None:
+    info = os.lstat(source)  # one call: the kind check and the etag precondition
+    if not stat_module.S_ISREG(info.st_mode):
+        kind = "a directory" if stat_module.S_ISDIR(info.st_mode) else "not a regular file"
+        raise NotAFile(
+            f"rename source is {kind}; only files are renamed", path=source, operation="rename"
+        )
+    if source_etag is not None:
+        actual = _etag(info)
+        if actual != source_etag:
+            raise PreconditionFailed(
+                f"source etag is {actual}, expected {source_etag}",
+                path=source,
+                operation="rename",
+            )
+    try:
+        if overwrite:
+            if os.path.isdir(dest):
+                raise AlreadyExists("a directory is at the destination", path=dest)
+            os.replace(source, dest)
+        elif _renameat2 is not None:
+            _renameat2(source, dest)
+        else:  # link + unlink: no-overwrite, not atomic; recovery handles the gap
+            os.link(source, dest)
+            os.unlink(source)
+    except FileNotFoundError as error:
+        missing = source if not os.path.lexists(source) else parent_of(dest)
+        raise NotFound("rename: no such file", path=missing, operation="rename") from error
+    except (FileExistsError, IsADirectoryError, NotADirectoryError) as error:
+        raise AlreadyExists("rename destination exists", path=dest, operation="rename") from error
 
 
 def _create_temporary(directory: str) -> tuple[int, str]:

@@ -28,9 +28,9 @@ MAX_PROBLEMS = 40
 
 
 class ExpectedFile(msgspec.Struct, frozen=True, gc=False):
-    """One expected file. Untracked by the garbage collector: a benchmark holds one per
-    file of its jobs, and its full collections (which walk every tracked object) would
-    otherwise measure the bench's own records beside the commit."""
+    """One file a job must leave. Not tracked by the garbage collector (``gc=False``: it
+    holds no container), so a harness holding a job's 100,000 of them stands for a host
+    whose own data does not lengthen every full collection (as aiocommit's entries)."""
 
     size: int
     etag: str | None = None
