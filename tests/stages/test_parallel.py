@@ -64,36 +64,3 @@ async def test_workers_whose_items_suspend_start_their_next_item_in_a_later_turn
     assert done == 1024 * 8
     assert ticker.gaps > 10
     assert ticker.worst_cpu < 0.06, ticker.figures()
-
-
-async def test_items_that_suspend_anyway_cost_no_extra_turn() -> None:
-    """A worker whose item suspended (its store call) already gave the loop its turn:
-    it goes on to its next item without yielding again, though its item ran longer than
-    a slice (before, every such item paid a second suspension: a task step, a handle and
-    a loop turn each, ~5 us of the parent's CPU per file in ``bench w1``)."""
-    import asyncio
-
-    import anyio.lowlevel
-
-    loop = asyncio.get_running_loop()
-    turns = 0
-    running = True
-
-    def count() -> None:  # one call per loop turn while the workers run
-        nonlocal turns
-        turns += 1
-        if running:
-            loop.call_soon(count)
-
-    async def call(item: int) -> None:
-        await anyio.lowlevel.checkpoint()  # the store's answer, in the next turn
-        until = time.perf_counter() + 0.005  # then more work than a slice (4 ms)
-        while time.perf_counter() < until:
-            pass
-
-    loop.call_soon(count)
-    await parallel(range(40), call, workers=1)
-    running = False
-    # one turn per item and a few more (every 32nd item lets a cancellation in); a
-    # second yield per item would make it two turns per item
-    assert turns <= 40 + 40 // 32 + 3, turns
