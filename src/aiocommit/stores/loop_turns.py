@@ -3,9 +3,9 @@
 Starting a request costs the caller's loop ~0.2 ms of CPU (signing, the client's request
 write). Hundreds of calls ready in one turn (answers arriving together, each starting its
 worker's next call) would each start theirs in that turn and hold the loop for tens to
-hundreds of ms. ``StartsPerTurn.wait()``, awaited before each request, lets ``limit``
-start per turn; the rest start in later turns. Counted, not timed: a bound that holds on
-any machine.
+hundreds of ms. ``StartsPerTurn.wait()``, awaited before each request, lets at most
+``limit`` start per loop turn; the rest start in later turns. Counted, not timed: a bound
+that holds on any machine.
 """
 
 from __future__ import annotations
@@ -19,25 +19,34 @@ STARTS_PER_TURN = 32
 
 
 class StartsPerTurn:
-    """A per-turn count of requests started, for one client on one event loop."""
+    """A count of requests started, for one client on one event loop: at most ``limit``
+    start in any one loop turn.
+
+    A coroutine cannot see where a loop turn begins. What it can see is a window: the first
+    start schedules a ``call_soon`` that closes the window, and that callback runs during the
+    next turn, somewhere among the callbacks ready there. So a window spans the end of one
+    turn and the beginning of the next, and one turn holds the end of one window and the
+    beginning of the next, never more (a window opened in a turn closes in the following
+    one). Each window lets ``limit // 2`` start, so a turn holds at most ``limit``.
+    """
 
     def __init__(self, limit: int = STARTS_PER_TURN) -> None:
         self.limit = limit
+        self._per_window = max(1, limit // 2)
         self._started = 0
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def _new_turn(self) -> None:
+    def _close_window(self) -> None:
         self._started = 0
 
     async def wait(self) -> None:
-        """Return when a request may start in this turn. The count is reset by a callback
-        that the turn's first start schedules: it runs at the start of the next turn,
-        before the tasks that yielded here for want of a start."""
+        """Return when a request may start without more than ``limit`` starting in this
+        loop turn. Cost: a comparison and an increment; one ``call_soon`` per window."""
         loop = asyncio.get_running_loop()
-        if loop is not self._loop:  # a reset pending on a loop that ended is lost
+        if loop is not self._loop:  # a window left open on a loop that ended is lost
             self._loop, self._started = loop, 0
-        while self._started >= self.limit:
-            await anyio.lowlevel.checkpoint()  # the next turn
+        while self._started >= self._per_window:
+            await anyio.lowlevel.checkpoint()  # a later turn
         if self._started == 0:
-            loop.call_soon(self._new_turn)
+            loop.call_soon(self._close_window)
         self._started += 1
