@@ -19,6 +19,7 @@ from aiocommit.engine.factory import (
 )
 from aiocommit.engine.s3a.options import S3CommitterOptions
 from aiocommit.engine.session import open_context
+from aiocommit.io.heap import release_free_memory
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.ids import new_job_id
 from aiocommit.protocol.success import SuccessData
@@ -96,7 +97,10 @@ async def commit_job(
         job_id_source=job_id_source,
     ) as context:
         committer = await job_committer(context, context.options, s3a)
-        return await committer.commit_job(context, manifests)
+        summary = await committer.commit_job(context, manifests)
+    # a service commits job after job: its heap's free pages go back, not kept per thread
+    await release_free_memory()
+    return summary
 
 
 async def abort_job(
