@@ -727,6 +727,12 @@ def bench_throttled_plot(results: tuple[Path, ...], png: Path) -> None:
 @click.option("--processes", type=int, default=CommitOptions.processes, show_default=True)
 @click.option("--concurrency", type=int, default=CommitOptions.concurrency, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--tune-gc",
+    is_flag=True,
+    help="CommitOptions(tune_gc=True): the host opts in to a frozen heap and rarer "
+    "collections during each commit (a process-wide change; off by default).",
+)
 @click.option("--workdir", type=click.Path(file_okay=False), default=None)
 @output_options
 def bench_loop(**kw: Any) -> None:
@@ -740,7 +746,9 @@ def bench_loop(**kw: Any) -> None:
     unknown = set(parts) - set(PART_NAMES)
     if unknown:
         raise click.BadParameter(f"unknown parts {sorted(unknown)}", param_hint="--parts")
-    options = CommitOptions(concurrency=kw.pop("concurrency"), processes=kw.pop("processes"))
+    options = CommitOptions(
+        concurrency=kw.pop("concurrency"), processes=kw.pop("processes"), tune_gc=kw.pop("tune_gc")
+    )
     figures = {
         name: kw.pop(name)
         for name in (
