@@ -353,8 +353,10 @@ def _remove(path: str, recursive: bool) -> bool:
 
 #: files up to this size are read with the batched metadata calls
 SMALL_READ_BYTES = 1 << 16
-#: trees of up to this many entries are deleted with the batched metadata calls
-SMALL_TREE_ENTRIES = 64
+#: trees of up to this many entries are deleted with the batched metadata calls (a flat
+#: task attempt directory after its renames; a larger tree would hold up the renames
+#: batched with it)
+SMALL_TREE_ENTRIES = 8
 
 
 def _read_small(path: str) -> bytes | None:
