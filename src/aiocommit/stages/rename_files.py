@@ -97,5 +97,8 @@ async def _rename_here(context: StageContext, loaded: LoadedJob) -> tuple[int, i
                 )
             )
 
-    await parallel(entries(), worker, workers=context.ops.workers)
+    # a generator: parallel() cannot see how many entries there are, so a small job
+    # would start a worker for every place in the store's door
+    workers = min(context.ops.workers, loaded.file_count)
+    await parallel(entries(), worker, workers=workers)
     return files_done, bytes_done

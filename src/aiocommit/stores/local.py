@@ -243,9 +243,14 @@ class LocalStore:
         await self._metadata(path, "mkdirs", _make_dirs, path)
 
     async def delete(self, path: str, *, recursive: bool = False) -> bool:
-        if recursive:
-            return await self._run(lambda: _remove(path, True), path, "delete")
-        return await self._metadata(path, "delete", _remove, path, False)
+        if not recursive:
+            return await self._metadata(path, "delete", _remove, path, False)
+        # a small tree (a task attempt directory after its renames: a few checksum files)
+        # goes with the batched metadata calls; a larger one in a thread of its own
+        deleted = await self._metadata(path, "delete", _remove_small_tree, path)
+        if deleted is not None:
+            return deleted
+        return await self._run(lambda: _remove(path, True), path, "delete")
 
     async def rename(
         self, source: str, dest: str, *, overwrite: bool = False, source_etag: str | None = None
@@ -254,6 +259,12 @@ class LocalStore:
         await self._metadata(source, "rename", _move, source, dest, overwrite, source_etag)
 
     async def read_bytes(self, path: str) -> bytes:
+        # a small file (a manifest, a _SUCCESS) is read with the batched metadata calls;
+        # a larger one in a thread of its own, so that no batch waits behind it
+        data = await self._metadata(path, "read_bytes", _read_small, path)
+        if data is not None:
+            return data
+
         def read() -> bytes:
             with open(path, "rb") as handle:
                 return handle.read()
@@ -337,6 +348,52 @@ def _remove(path: str, recursive: bool) -> bool:
         shutil.rmtree(path)
     else:
         os.rmdir(path)
+    return True
+
+
+#: files up to this size are read with the batched metadata calls
+SMALL_READ_BYTES = 1 << 16
+#: trees of up to this many entries are deleted with the batched metadata calls (a flat
+#: task attempt directory after its renames; a larger tree would hold up the renames
+#: batched with it)
+SMALL_TREE_ENTRIES = 8
+
+
+def _read_small(path: str) -> bytes | None:
+    """The file's bytes, or None if it holds more than ``SMALL_READ_BYTES``."""
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size > SMALL_READ_BYTES:
+            return None
+        return handle.read()
+
+
+def _remove_small_tree(path: str) -> bool | None:
+    """``_remove(path, True)`` for a file or a tree of at most ``SMALL_TREE_ENTRIES``
+    entries; None (nothing deleted) for a larger tree. Links are removed, never followed."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if not stat_module.S_ISDIR(info.st_mode):
+        os.unlink(path)
+        return True
+    files: list[str] = []
+    directories = [path]
+    for directory in directories:  # grows as subdirectories are found: breadth first
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    directories.append(entry.path)
+                else:
+                    files.append(entry.path)
+        if len(files) + len(directories) > SMALL_TREE_ENTRIES:
+            return None
+    for file in files:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(file)
+    for directory in reversed(directories):  # the deepest first
+        with contextlib.suppress(FileNotFoundError):
+            os.rmdir(directory)
     return True
 
 
