@@ -4,6 +4,7 @@ job that a re-run finishes or ``abort_job`` undoes."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -157,7 +158,7 @@ PARENT = textwrap.dedent(
     rename_workers.MIN_FILES_PER_PROCESS = 4
     dest, job_id = sys.argv[1], sys.argv[2]
     store = FaultyStore(LocalStore(), Faults(latency=Latency(fixed=0.05)))
-    options = CommitOptions(processes=3, concurrency=3)
+    options = CommitOptions(processes=2, concurrency=2)
     anyio.run(lambda: commit_job(dest, job_id, store=store, options=options))
     """
 )
@@ -306,10 +307,45 @@ async def test_workers_start_while_the_manifests_load(
     summary = await commit_job(dest, job_id, store=store, options=CommitOptions(processes=3))
     assert await output(store, dest) == expected
     assert summary.iostatistics.gauges["job_rename_processes"] == 3
-    assert len(spy.spawned) == 2, "two workers besides this process, started once"
+    assert len(spy.spawned) == 3, "a worker per process, started once"
     assert len(spy.rename_began) == 1
     assert all(at < spy.rename_began[0] for at, _ in spy.spawned)
     assert spy.all_dead()
+
+
+def record_renaming_process(log: str, operation: str, path: str) -> bool:
+    """A fault that injects nothing: it appends the pid of each process that renames a
+    task's file (picklable, with ``functools.partial``)."""
+    if operation == "rename" and "/part-" in path:
+        with open(log, "a") as out:
+            out.write(f"{os.getpid()}\n")
+    return False
+
+
+async def test_workers_started_ahead_do_every_rename(
+    local: tuple[LocalStore, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A worker renames on a loop of its own at a fraction of the caller's cost per file,
+    so when the workers started ahead are ready this process leaves every rename to them
+    (it renames only while none is)."""
+    monkeypatch.setattr(rename_workers.RenameWorkers, "SAMPLE_MANIFESTS", 2)
+    monkeypatch.setattr(rename_workers, "READY_GRACE_SECONDS", 30.0)
+    spy = _SpawnSpy(monkeypatch)
+    store, root = local
+    dest = join(root, "out")
+    job_id, expected = await run_tasks(store, dest, tasks=8, files_per_task=5)
+    log = tmp_path / "renamers.log"
+    faults = Faults(fail_paths=functools.partial(record_renaming_process, str(log)))
+    summary = await commit_job(
+        dest, job_id, store=FaultyStore(store, faults), options=CommitOptions(processes=2)
+    )
+    assert await output(store, dest) == expected
+    assert summary.iostatistics.gauges["job_rename_processes"] == 2
+    assert len(spy.spawned) == 2 and all(at < spy.rename_began[0] for at, _ in spy.spawned)
+    renamers = log.read_text().split()
+    assert len(renamers) == 40
+    assert str(os.getpid()) not in renamers, "this process renamed"
+    assert set(renamers) <= {str(handle.process.pid) for _, handle in spy.spawned}
 
 
 async def test_workers_started_ahead_die_when_loading_fails(
@@ -341,12 +377,13 @@ async def test_a_worker_started_ahead_and_not_needed_is_killed(
         async with rename_workers.RenameWorkers(context) as ahead:
             ahead.manifests_loaded(32, 32 * 5, 100)  # an estimate of 500 files: 3 renamers
             started = list(ahead.handles)
-            assert len(started) == 2
+            assert len(started) == 3
             assert context.reopen is not None
             taken = ahead.take(1, context.reopen)
             assert taken == started[:1]
             try:
-                started[1].process.wait(timeout=30)  # the extra one is killed at once
+                for extra in started[1:]:
+                    extra.process.wait(timeout=30)  # the extras are killed at once
             finally:
                 taken[0].kill()
                 taken[0].reap()

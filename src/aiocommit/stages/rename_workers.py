@@ -14,8 +14,11 @@ Each worker is a process of ``io.processes`` (a fresh interpreter; that module k
 nothing of renames) with its own event loop, store client and ``StoreOperations``
 holding its share of the concurrency and rate limits.
 Workers are started while the manifests load (``RenameWorkers``) when the first ones
-show the job will want them, else when the stage begins; the calling process renames
-too, from the first moment, while any worker still starts. Renamers
+show the job will want them, else when the stage begins: one per process the stage
+uses. The calling process renames only until the first worker is ready (from the first
+moment, when none was started ahead): a worker renames inline on a loop of its own, at a
+fraction of what the caller's loop pays per file (batched thread hops), and the caller's
+loop stays free. Renamers
 take whole manifests (the shard unit) from one queue, largest first, as they need them:
 the parent sends a worker its manifests' spilled entries (already checked at load) in
 batches over a pipe that blocks while the worker is busy, so memory stays bounded and
@@ -70,8 +73,12 @@ from aiocommit.stores.blocking import dedicate_loop
 MIN_FILES_PER_PROCESS = 10_000
 #: bytes of spilled entries sent to a worker in one message (~4,000 entries)
 BATCH_BYTES = 1 << 18
-#: the calling process renames too (tests turn it off to aim faults at the workers)
+#: the calling process renames until the first worker is ready (tests turn it off to aim
+#: faults at the workers)
 PARENT_RENAMES = True
+#: how long the rename stage waits for a worker started ahead to be ready before this
+#: process starts renaming itself (a ready worker is on its way: its answer is a thread hop)
+READY_GRACE_SECONDS = 0.1
 #: how often a worker reports progress
 PROGRESS_SECONDS = 0.2
 
@@ -149,10 +156,6 @@ class _Worker(WorkerProcess):
         self.ready = threading.Event()
 
 
-def _workers_besides_this(processes: int) -> int:
-    return processes - 1 if PARENT_RENAMES else processes
-
-
 class RenameWorkers:
     """Rename worker processes started ahead of the rename stage, while the manifests
     load, so that their start (a fresh interpreter, its imports, the store client) costs
@@ -181,7 +184,7 @@ class RenameWorkers:
         processes = _process_count(self.context, of_manifests, estimate)
         if processes <= 1:
             return
-        for index in range(_workers_besides_this(processes)):
+        for index in range(processes):
             self.handles.append(_Worker(index, reopen))
 
     def take(self, count: int, reopen: StoreOpener) -> list[_Worker]:
@@ -211,23 +214,25 @@ async def rename_in_workers(
     processes: int,
     started: RenameWorkers | None = None,
 ) -> tuple[int, int]:
-    """Rename every entry of ``loaded`` in ``processes`` processes, this one included,
-    using the workers ``started`` ahead first; (files, bytes) renamed.
+    """Rename every entry of ``loaded`` in ``processes`` worker processes, using those
+    ``started`` ahead first; (files, bytes) renamed.
 
-    This process starts renaming at once, while the workers start; every renamer takes
-    the next manifest (largest first) from one queue when it needs more, so the workers
-    get what is left when they are ready and nobody waits at the end for a big shard."""
+    This process renames only until the first worker is ready (at once, when none was
+    started ahead); every renamer takes the next manifest (largest first) from one queue
+    when it needs more, so the workers get what is left when they are ready and nobody
+    waits at the end for a big shard."""
     options = worker_options(context.options, processes)
     early = deletes_attempt_dirs_early(context)
     queue = deque(sorted(loaded.manifests, key=lambda m: -m.file_count))
     assert context.reopen is not None
     reopen = context.reopen
-    workers = _workers_besides_this(processes)
+    workers = processes
     threads = anyio.CapacityLimiter(2 * workers)
     handles: list[_Worker] = []
     here = [0, 0]  # files, bytes renamed in this process
     last_report = 0.0
     dest_root = context.layout.dest
+    any_ready = anyio.Event()
 
     def report(force: bool = False) -> None:
         nonlocal last_report
@@ -245,7 +250,9 @@ async def rename_in_workers(
             )
 
     def entries_here() -> Iterator[tuple[Entry, AttemptCountdown]]:
-        while queue:
+        # only until the first worker is ready: a worker renames inline on a loop of its
+        # own, at a fraction of this loop's cost per file (batched thread hops)
+        while queue and not any_ready.is_set():
             manifest = queue.popleft()
             countdown = AttemptCountdown(manifest.attempt_dir, manifest.file_count)
             for entry in loaded.entries(manifest, dest_root):
@@ -320,12 +327,15 @@ async def rename_in_workers(
                 return
             if message[0] == "ready":
                 handle.ready.set()
+                any_ready.set()
             else:  # progress
                 handle.files_done, handle.bytes_done = message[1], message[2]
                 report()
 
     try:
+        ahead = 0
         if started is not None:
+            ahead = len(started.handles)
             handles.extend(started.take(workers, reopen))
         else:
             handles.extend(_Worker(index, reopen) for index in range(workers))
@@ -334,6 +344,9 @@ async def rename_in_workers(
                 group.start_soon(_in_thread, feed, handle, threads)
                 group.start_soon(watch, handle)
             if PARENT_RENAMES:
+                if ahead:
+                    with anyio.move_on_after(READY_GRACE_SECONDS):
+                        await any_ready.wait()
                 renamers = min(options.concurrency, context.ops.workers)
                 await parallel(entries_here(), rename_here, workers=renamers)
     finally:
