@@ -259,12 +259,6 @@ class LocalStore:
         await self._metadata(source, "rename", _move, source, dest, overwrite, source_etag)
 
     async def read_bytes(self, path: str) -> bytes:
-        # a small file (a manifest, a _SUCCESS) is read with the batched metadata calls;
-        # a larger one in a thread of its own, so that no batch waits behind it
-        data = await self._metadata(path, "read_bytes", _read_small, path)
-        if data is not None:
-            return data
-
         def read() -> bytes:
             with open(path, "rb") as handle:
                 return handle.read()
@@ -351,20 +345,10 @@ def _remove(path: str, recursive: bool) -> bool:
     return True
 
 
-#: files up to this size are read with the batched metadata calls
-SMALL_READ_BYTES = 1 << 16
 #: trees of up to this many entries are deleted with the batched metadata calls (a flat
 #: task attempt directory after its renames; a larger tree would hold up the renames
 #: batched with it)
 SMALL_TREE_ENTRIES = 8
-
-
-def _read_small(path: str) -> bytes | None:
-    """The file's bytes, or None if it holds more than ``SMALL_READ_BYTES``."""
-    with open(path, "rb") as handle:
-        if os.fstat(handle.fileno()).st_size > SMALL_READ_BYTES:
-            return None
-        return handle.read()
 
 
 def _remove_small_tree(path: str) -> bool | None:
