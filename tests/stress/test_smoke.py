@@ -351,6 +351,25 @@ def test_bench_loop_cloud_part_seeds_the_task_outputs_and_verifies(tmp_path: Pat
     assert cloud["verified"] is True
 
 
+def test_bench_loop_tune_gc_is_the_hosts_opt_in(tmp_path: Path) -> None:
+    """``bench loop --tune-gc`` commits with ``CommitOptions(tune_gc=True)``: the host's
+    heap frozen for the commit, so no full collection walks it."""
+    out = tmp_path / "figures.json"
+    result = CliRunner().invoke(
+        main,
+        [
+            "bench", "loop", "--parts", "cloud", "--cloud", "adls", "--cloud-files", "300",
+            "--tune-gc", "--json", str(out), "--out", str(tmp_path / "out"), "--no-progress",
+        ],
+    )  # fmt: skip
+    assert result.exit_code in (0, 1), result.output + repr(result.exception)
+    figures = json.loads(out.read_text())
+    assert figures["options"]["tune_gc"] is True
+    (cloud,) = figures["results"]
+    assert cloud["verified"] is True
+    assert cloud["full_collections"] == 0
+
+
 @pytest.mark.emulator  # the chaos proxy in front of each store's emulator
 @pytest.mark.timeout(300)  # moto on a loaded 2-core machine: ~140 s at load 15
 @pytest.mark.parametrize(
