@@ -94,6 +94,8 @@ def test_large_files_and_trees_give_the_same_results(
     (small_tree / "a" / "b").mkdir(parents=True)
     (small_tree / "a" / "b" / "f").write_bytes(b"x")
     (small_tree / "link").symlink_to(outside, target_is_directory=True)
+    empty = tmp_path / "empty"
+    empty.mkdir()
 
     async def main() -> None:
         assert await store.read_bytes(str(big)) == big.read_bytes()
@@ -102,9 +104,10 @@ def test_large_files_and_trees_give_the_same_results(
         assert await store.delete(str(small_tree), recursive=True)
         assert not await store.delete(str(tree), recursive=True)  # gone: False
         assert await store.delete(str(outside / "kept"), recursive=True)  # a file
+        assert await store.delete(str(empty), recursive=True)
 
     anyio.run(main)
     assert not tree.exists() and not small_tree.exists()
-    assert outside.is_dir() and not (outside / "kept").exists()
+    assert outside.is_dir() and not (outside / "kept").exists() and not empty.exists()
     # the big read and the big tree each took a thread of their own, after a batched try
     assert thread_hops[0] >= 2 + 4
