@@ -76,15 +76,18 @@ def test_large_trees_links_and_files_give_the_same_results(
     (small_tree / "a" / "b").mkdir(parents=True)
     (small_tree / "a" / "b" / "f").write_bytes(b"x")
     (small_tree / "link").symlink_to(outside, target_is_directory=True)
+    empty = tmp_path / "empty"
+    empty.mkdir()
 
     async def main() -> None:
         assert await store.delete(str(tree), recursive=True)
         assert await store.delete(str(small_tree), recursive=True)
         assert not await store.delete(str(tree), recursive=True)  # gone: False
         assert await store.delete(str(outside / "kept"), recursive=True)  # a file
+        assert await store.delete(str(empty), recursive=True)
 
     anyio.run(main)
     assert not tree.exists() and not small_tree.exists()
-    assert outside.is_dir() and not (outside / "kept").exists()
-    # four batched deletes, one after another, and the big tree in a thread of its own
-    assert thread_hops[0] >= 4 + 1
+    assert outside.is_dir() and not (outside / "kept").exists() and not empty.exists()
+    # five batched deletes, one after another, and the big tree in a thread of its own
+    assert thread_hops[0] >= 5 + 1

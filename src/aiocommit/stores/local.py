@@ -355,12 +355,10 @@ def _remove_small_tree(path: str) -> bool | None:
     """``_remove(path, True)`` for a file or a tree of at most ``SMALL_TREE_ENTRIES``
     entries; None (nothing deleted) for a larger tree. Links are removed, never followed."""
     try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return False
-    if not stat_module.S_ISDIR(info.st_mode):
-        os.unlink(path)
-        return True
+        return _remove(path, False)  # a file, an empty directory, or nothing
+    except OSError as error:
+        if error.errno != errno.ENOTEMPTY:
+            raise
     files: list[str] = []
     directories = [path]
     for directory in directories:  # grows as subdirectories are found: breadth first
