@@ -17,40 +17,29 @@ Environment (read when no credential is passed to ``AdlsStore``; first match win
   ``aiocommit.testing.adls_emulator``.
 
 One aiohttp session (``TCPConnector(limit=connections, limit_per_host=connections)``)
-carries everything. The hot calls (rename, delete, stat, read, listing pages) go through
-``aiocommit.stores.adls_rest.LeanDfsClient``: signed REST requests with no SDK objects or
-pipeline per call (issue #11: ~0.2 ms CPU per rename instead of ~2.5 ms); reads too (a
-manifest read built an SDK file client and pipeline each). A rename answered
-with ``x-ms-continuation`` is continued; the transient ``RenameDestinationParentPathNotFound``
-of a live account (HADOOP-18242) is retried once when the parent exists. The SDK serves
-credentials and the less frequent calls (writes, mkdirs), with its retries off
-(``retry_total=0``): the engine's retry policy is the only one. SDK and lean-path errors are
-translated here, once, into ``aiocommit.errors``.
+carries everything. Every call goes through ``aiocommit.stores.adls_rest.LeanDfsClient``:
+signed REST requests with no SDK objects or pipeline per call (issue #11: ~0.2 ms CPU per
+rename instead of ~2.5 ms; a manifest read built an SDK file client and pipeline each).
+Writes are Path-Create, appends of at most ``APPEND_BYTES`` and a flush with ``If-Match``
+on the created etag, as the SDK's ``upload_data``. A rename answered with
+``x-ms-continuation`` is continued; the transient ``RenameDestinationParentPathNotFound``
+of a live account (HADOOP-18242) is retried once when the parent exists. There are no
+retries below the engine's: its retry policy is the only one. From azure-core only the
+credentials are used; ``azure-storage-file-datalake`` is not imported (its ~26,000
+objects made each full garbage collection of the host ~30 % longer, a loop stall). Errors
+are translated here, once, into ``aiocommit.errors``.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import anyio
 import msgspec.structs
-from azure.core import MatchConditions
 from azure.core.credentials import AzureNamedKeyCredential, AzureSasCredential
-from azure.core.exceptions import (
-    AzureError,
-    ClientAuthenticationError,
-    DecodeError,
-    HttpResponseError,
-    ServiceRequestError,
-    ServiceRequestTimeoutError,
-    ServiceResponseError,
-)
-from azure.core.pipeline.transport import AioHttpTransport
-from azure.storage.filedatalake.aio import DataLakeServiceClient, FileSystemClient
 
 from aiocommit.errors import (
     AlreadyExists,
@@ -66,7 +55,6 @@ from aiocommit.errors import (
 from aiocommit.stores.adls_rest import DfsResponseError, LeanDfsClient
 from aiocommit.stores.base import FileStatus, Store, StoreCapabilities, check_clean, parent_of
 from aiocommit.stores.edge import retry_after as retry_after_seconds
-from aiocommit.stores.edge import translating
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
@@ -83,6 +71,8 @@ _SCHEMES = ("abfs", "abfss")
 #: ones (100+ ms of the caller's loop each)
 DEFAULT_CONNECTIONS = 256
 _THROTTLE_CODES = ("ServerBusy", "OperationTimedOut")
+#: the largest append a write sends (the SDK's chunk size for ``upload_data``)
+APPEND_BYTES = 100 * 1024 * 1024
 
 
 def _unquote_etag(etag: str | None) -> str | None:
@@ -123,12 +113,6 @@ def _translate_status(
     if status == 408 or status >= 500:
         return Transient(message, maybe_applied=True, **where)
     return StoreError(message, **where)
-
-
-def _error_code(error: AzureError) -> str:
-    """``error_code`` is a ``StorageErrorCode`` str-enum for known codes, else a plain str."""
-    code = getattr(error, "error_code", None)
-    return str(getattr(code, "value", code or ""))
 
 
 def _parse_connection_string(text: str) -> dict[str, str]:
@@ -206,8 +190,6 @@ class AdlsStore:
                 f"set {ENV_ACCOUNT_KEY} or {ENV_SAS_TOKEN} for a plain-http emulator"
             )
         self._session: aiohttp.ClientSession | None = None
-        self._service: DataLakeServiceClient | None = None
-        self._fs: FileSystemClient | None = None
         self._lean: LeanDfsClient | None = None
         self._closed = False
 
@@ -315,39 +297,9 @@ class AdlsStore:
         assert self._lean is not None
         return self._lean
 
-    def _filesystem_client(self) -> FileSystemClient:
-        """The SDK client for the less frequent calls (writes, mkdirs)."""
-        if self._fs is not None:
-            return self._fs
-        session = self._http()
-        transport = AioHttpTransport(
-            session=session,
-            session_owner=False,
-            connection_timeout=self._connection_timeout,
-            read_timeout=self._read_timeout,
-        )
-        assert self._endpoint is not None
-        self._service = DataLakeServiceClient(
-            self._endpoint,
-            credential=self._credential,
-            transport=transport,
-            retry_total=0,
-        )
-        self._fs = self._service.get_file_system_client(self.filesystem)
-        return self._fs
-
     async def aclose(self) -> None:
         self._closed = True
-        service, session, self._service, self._session, self._fs = (
-            self._service,
-            self._session,
-            None,
-            None,
-            None,
-        )
-        self._lean = None
-        if service is not None:
-            await service.close()
+        session, self._session, self._lean = self._session, None, None
         if session is not None:
             await session.close()
         credential = self._credential
@@ -386,7 +338,7 @@ class AdlsStore:
             raise InvalidInput(f"not an absolute store path: {path!r}")
         return path.strip("/")
 
-    # -- error translation: the one place SDK errors become store errors ------------------
+    # -- error translation: the one place errors become store errors ----------------------
 
     def _denied(
         self, status: object, code: str, message: str, operation: str, path: str
@@ -396,34 +348,6 @@ class AdlsStore:
             path=path,
             operation=operation,
         )
-
-    def _translate(
-        self, error: AzureError, operation: str, path: str, *, dest: str | None = None
-    ) -> StoreError:
-        """An SDK error (the less frequent calls) as a store error."""
-        message = f"{type(error).__name__}: {error.message}".splitlines()[0]
-        if isinstance(error, ClientAuthenticationError) or (
-            isinstance(error, HttpResponseError) and error.status_code in (401, 403)
-        ):
-            status = getattr(error, "status_code", None) or ""
-            return self._denied(status, _error_code(error), message, operation, path)
-        if isinstance(error, HttpResponseError) and error.status_code is not None:
-            response: Any = error.response
-            retry_after = response.headers.get("Retry-After") if response is not None else None
-            return _translate_status(
-                error.status_code, _error_code(error), message, retry_after, operation, path, dest
-            )
-        if isinstance(error, ServiceRequestError):
-            # A failed connect or connect timeout never reached the server. A connection
-            # that dropped after the request was written (stale keep-alive, reset) did.
-            cause = error.inner_exception
-            not_sent = isinstance(error, ServiceRequestTimeoutError) or isinstance(
-                cause, aiohttp.ClientConnectorError
-            )
-            return Transient(message, path=path, operation=operation, maybe_applied=not not_sent)
-        if isinstance(error, ServiceResponseError | DecodeError):
-            return Transient(message, path=path, operation=operation, maybe_applied=True)
-        return StoreError(message, path=path, operation=operation)
 
     def _translate_lean(
         self, error: Exception, operation: str, path: str, *, dest: str | None = None
@@ -443,15 +367,6 @@ class AdlsStore:
         # the request was written (reset, read timeout) may have been applied
         not_sent = isinstance(error, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError)
         return Transient(message, path=path, operation=operation, maybe_applied=not not_sent)
-
-    def _errors(
-        self, operation: str, path: str, *, dest: str | None = None
-    ) -> AbstractContextManager[None]:
-        """The SDK calls' edge: an ``AzureError`` becomes a store error."""
-        return translating(self._translate, AzureError)(operation, path, dest=dest)
-
-    def _raise(self, error: AzureError, operation: str, path: str) -> NoReturn:
-        raise self._translate(error, operation, path) from error
 
     # -- the store contract ----------------------------------------------------------------------
 
@@ -500,8 +415,10 @@ class AdlsStore:
         rel = self._rel(path)
         if not rel:
             return
-        with self._errors("mkdirs", path):
-            await self._filesystem_client().create_directory(rel)
+        try:
+            await self._dfs().create(rel, "directory", {})
+        except (DfsResponseError, aiohttp.ClientError, TimeoutError) as error:
+            raise self._translate_lean(error, "mkdirs", path) from error
 
     async def delete(self, path: str, *, recursive: bool = False) -> bool:
         rel = self._rel(path)
@@ -572,23 +489,18 @@ class AdlsStore:
         rel = self._rel(path)
         if not rel:
             raise AlreadyExists("the root is a directory", path=path, operation=operation)
-        client = self._filesystem_client().get_file_client(rel)
-        with self._errors(operation, path):
-            if overwrite and not data:  # upload_data(b"") sends nothing and returns {}
-                response = await client.create_file()
-            elif overwrite:
-                response = await client.upload_data(data, length=len(data), overwrite=True)
-            else:
-                created = await client.create_file(match_condition=MatchConditions.IfMissing)
-                if data:
-                    await client.append_data(data, offset=0, length=len(data))
-                response = await client.flush_data(
-                    len(data),
-                    etag=str(created["etag"]),
-                    match_condition=MatchConditions.IfNotModified,
-                    close=True,
-                )
-        return FileStatus(path, False, len(data), _unquote_etag(str(response["etag"])))
+        dfs = self._dfs()
+        try:
+            # as the SDK's create_file / upload_data: create (If-None-Match: * unless
+            # overwriting), append, flush if the file is still the one created
+            etag = await dfs.create(rel, "file", {} if overwrite else {"if-none-match": "*"})
+            if data or not overwrite:
+                for position in range(0, len(data), APPEND_BYTES):
+                    await dfs.append(rel, position, data[position : position + APPEND_BYTES])
+                etag = await dfs.flush(rel, len(data), etag)
+        except (DfsResponseError, aiohttp.ClientError, TimeoutError) as error:
+            raise self._translate_lean(error, operation, path) from error
+        return FileStatus(path, False, len(data), _unquote_etag(etag))
 
     async def write_bytes(self, path: str, data: bytes, *, overwrite: bool = True) -> FileStatus:
         return await self._write(path, bytes(data), overwrite, "write_bytes")
