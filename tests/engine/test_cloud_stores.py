@@ -202,3 +202,39 @@ async def test_rename_workers_open_a_cloud_store_from_its_url(
         assert not await exists(store, "/out/_temporary")
     finally:
         await store.aclose()
+
+
+@pytest.mark.emulator  # starts its own ADLS emulator
+async def test_rename_workers_open_an_adls_store_passed_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An ``AdlsStore`` passed to ``commit_job`` says how another process opens it
+    (``opener``: same endpoint and key), so ``processes`` moves its renames into worker
+    processes and off the caller's loop; before, it had no opener and every rename ran on
+    the caller's loop whatever ``processes`` said."""
+    from aiocommit.stages import rename_workers
+    from aiocommit.stores.adls import AdlsStore
+    from aiocommit.stores.base import opener_of
+    from tests.stores.adls_fixtures import adls_store_factory
+
+    monkeypatch.setattr(rename_workers, "MIN_FILES_PER_PROCESS", 4)
+    monkeypatch.setattr(rename_workers.RenameWorkers, "SAMPLE_MANIFESTS", 2)
+    async with adls_store_factory() as (store, root):
+        again = opener_of(store)
+        assert again is not None
+        other = again()
+        assert isinstance(other, AdlsStore)
+        assert (other.account, other.filesystem, other.credential_kind) == (
+            store.account,
+            store.filesystem,
+            "account key",
+        )
+        await other.aclose()
+        job_id, expected = await run_tasks(store, f"{root}/out", tasks=6, files_per_task=8)
+        summary = await commit_job(
+            f"{root}/out", job_id, store=store, options=CommitOptions(processes=2)
+        )
+        assert summary.iostatistics.gauges["job_rename_processes"] == 2
+        assert summary.iostatistics.counters[S.COMMITTER_FILES_COMMITTED] == 48
+        assert await output(store, f"{root}/out") == expected
+        assert not await exists(store, f"{root}/out/_temporary")

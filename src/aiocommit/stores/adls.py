@@ -32,6 +32,7 @@ are translated here, once, into ``aiocommit.errors``.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -53,7 +54,14 @@ from aiocommit.errors import (
     Transient,
 )
 from aiocommit.stores.adls_rest import DfsResponseError, LeanDfsClient
-from aiocommit.stores.base import FileStatus, Store, StoreCapabilities, check_clean, parent_of
+from aiocommit.stores.base import (
+    FileStatus,
+    Store,
+    StoreCapabilities,
+    StoreOpener,
+    check_clean,
+    parent_of,
+)
 from aiocommit.stores.edge import retry_after as retry_after_seconds
 
 if TYPE_CHECKING:
@@ -208,6 +216,34 @@ class AdlsStore:
         account = host.split(".", 1)[0]
         store = cls(account, filesystem, scheme=scheme, host=host, **kwargs)
         return store, "/" + path.strip("/") if slash else "/"
+
+    def opener(self) -> StoreOpener | None:
+        """The same filesystem opened in another process (the rename workers: each a
+        client of its own), with the same credential: an account key or SAS token is
+        passed to it (a child of this process, over a pipe); ``DefaultAzureCredential``
+        is made again there. None for a token credential passed in: it cannot be sent."""
+        credential = self._credential
+        keys: dict[str, Any] = {}
+        if isinstance(credential, AzureNamedKeyCredential):
+            keys["account_key"] = credential.named_key.key
+        elif isinstance(credential, AzureSasCredential):
+            keys["sas_token"] = credential.signature
+        elif credential is not None and not self._owns_credential:
+            return None
+        # else DefaultAzureCredential or anonymous: found again from the same environment
+        return functools.partial(
+            AdlsStore,
+            self.account,
+            self.filesystem,
+            scheme=self.scheme,
+            host=self.host,
+            endpoint=self._endpoint,
+            connections=self.connections,
+            page_size=self.page_size,
+            connection_timeout=self._connection_timeout,
+            read_timeout=self._read_timeout,
+            **keys,
+        )
 
     # -- credentials and clients ---------------------------------------------------------
 
