@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 
@@ -134,3 +135,43 @@ async def test_commit_of_listed_files_equals_the_scan_and_saves_under_the_given_
         "/out/p=1/q=a": (DirState.NOT_FOUND, 2),
         "/out/p=2": (DirState.NOT_FOUND, 1),
     }
+
+
+async def test_a_large_manifest_is_joined_in_a_worker_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The entries are encoded a slice at a time; the whole manifest is then one new
+    buffer (~300 bytes an entry). Joined on the loop, its copy and the page faults of its
+    fresh pages were a task commit's longest loop turn (17-60 ms at 100,000 entries, and
+    what failed ``test_a_task_commit_never_holds_the_loop`` late in long test runs). It
+    is joined in a worker thread now, and is byte for byte ``encode_manifest``."""
+    import threading
+
+    import anyio.to_thread
+
+    from aiocommit.protocol.manifest import FileEntry, TaskManifest, encode_manifest
+    from aiocommit.stages.task import SLICE_ENTRIES, encode_manifest_in_slices
+
+    joined: list[tuple[threading.Thread, int]] = []
+    run_sync = anyio.to_thread.run_sync
+
+    async def recording(function: Any, *args: Any, **kwargs: Any) -> Any:
+        def run(*inner: Any) -> Any:
+            result = function(*inner)
+            if isinstance(result, bytes):
+                joined.append((threading.current_thread(), len(result)))
+            return result
+
+        return await run_sync(run, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", recording)
+    files = [
+        FileEntry(f"file:/out/_temporary/a/f{n}", f"file:/out/f{n}", n, None)
+        for n in range(3 * SLICE_ENTRIES + 5)
+    ]
+    manifest = TaskManifest(job_id="job_1", task_id=TASK, files=files)
+    data = await encode_manifest_in_slices(manifest)
+    assert data == encode_manifest(manifest)
+    assert [(thread is threading.current_thread(), size) for thread, size in joined] == [
+        (False, len(data))
+    ]
