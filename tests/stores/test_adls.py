@@ -1,4 +1,5 @@
-"""AdlsStore against the in-package DFS emulator, over real HTTP with the real SDK."""
+"""AdlsStore against the in-package DFS emulator, over real HTTP: the lean REST client
+with azure-core's credentials (the Datalake SDK is not used)."""
 
 from __future__ import annotations
 
