@@ -54,11 +54,6 @@ CONFLICT_MODES = ("fail", "append", "replace")
 COMMITTERS = ("manifest", "staging", "partitioned", "magic", "directory", "file")
 
 
-#: defaults of a process that exists to commit (the command line, a Spark driver), under
-#: the settings a user gives: the rename stage uses every core
-DRIVER_DEFAULTS: dict[str, object] = {"processes": 0}
-
-
 def _option(
     default: Any,
     hadoop: str | None,
@@ -205,11 +200,11 @@ class CommitOptions:
         "rename worker processes always do).",
     )
     processes: int = _option(
-        1,
+        0,
         None,
-        "Worker processes for the rename stage, one event loop and store client each; 1 keeps "
-        "everything in the caller's event loop, 0 means one per CPU core. The command line "
-        "and the Spark driver default to 0 (DRIVER_DEFAULTS).",
+        "Worker processes for the rename stage, one event loop and store client each; 0 means "
+        "one per CPU core, used only from 10,000 files per process (a smaller job renames in "
+        "the caller's event loop); 1 keeps everything in the caller's event loop.",
         minimum=0,
     )
 

@@ -216,11 +216,18 @@ async def test_sigkill_of_the_parent_stops_the_workers(
         assert await output(store, dest) == {}
 
 
-def test_driver_defaults_use_every_core() -> None:
-    from aiocommit.options import DRIVER_DEFAULTS
-
-    assert CommitOptions().processes == 1
-    assert CommitOptions.from_mapping(DRIVER_DEFAULTS).processes == 0
+async def test_by_default_a_large_job_renames_on_every_core(
+    local: tuple[LocalStore, str],
+) -> None:
+    """The library's default (``processes=0``): a job large enough renames in one worker
+    process per core, leaving the caller's loop free (a service gets this unasked)."""
+    store, root = local
+    dest = join(root, "out")
+    job_id, expected = await run_tasks(store, dest, tasks=8, files_per_task=5)
+    summary = await commit_job(dest, job_id, store=store)
+    assert await output(store, dest) == expected
+    cores = os.cpu_count() or 1
+    assert summary.iostatistics.gauges["job_rename_processes"] == min(cores, 8)
     with pytest.raises(ValueError, match="processes"):
         CommitOptions(processes=-1)
 

@@ -11,7 +11,7 @@ import click
 
 from aiocommit.cli.units import parse_duration
 from aiocommit.engine.s3a import S3CommitterOptions
-from aiocommit.options import CONFLICT_MODES, DRIVER_DEFAULTS, CommitOptions, UnknownOption
+from aiocommit.options import CONFLICT_MODES, CommitOptions, UnknownOption
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.stores.s3_settings import CLIENT_KEYS
 
@@ -84,8 +84,7 @@ def commit_options(*, commit: bool) -> Callable[[F], F]:
         for field in reversed(option_fields(commit=commit)):
             hadoop = field.metadata["hadoop"]
             doc = field.metadata["doc"]
-            default = DRIVER_DEFAULTS.get(field.name, field.default)  # what the CLI uses
-            help_text = f"{doc} [default: {format_default(default)}]" + (
+            help_text = f"{doc} [default: {format_default(field.default)}]" + (
                 f" (Hadoop: {hadoop})" if hadoop else ""
             )
             flag = option_flag(field.name)
@@ -146,7 +145,7 @@ def build_options(values: Mapping[str, Any], pairs: Sequence[str]) -> CommitOpti
     overrides = {k: v for k, v in values.items() if k in fields and v is not None}
     try:
         return CommitOptions.from_mapping(
-            {**DRIVER_DEFAULTS, **settings},
+            settings,
             others="error",
             handled_prefixes=(S3_PREFIX,),
             **overrides,

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from aiocommit.integrations.spark.text_compression import TEXT_CODECS
 from aiocommit.integrations.spark.text_options import TEXT_OPTIONS, TextOptions
 from aiocommit.options import (
-    DRIVER_DEFAULTS,
     HADOOP_ONLY_OPTIONS,
     SPARK_HADOOP_PREFIX,
     CommitOptions,
@@ -232,7 +231,7 @@ class WriteSettings:
             save_mode=save_mode if save_mode in ("errorifexists", "ignore") else "",
             case_sensitive=lowered.get("casesensitive", "false").strip().lower() == "true",
             commit=CommitOptions.from_mapping(
-                {**DRIVER_DEFAULTS, **{k: v for k, v in lowered.items() if not _is_s3a_option(k)}},
+                {k: v for k, v in lowered.items() if not _is_s3a_option(k)},
                 handled_prefixes=(TEST_PREFIX, SAVE_MODE_OPTION, JAVA_VERSION_OPTION),
             ),
             hooks=_hooks(lowered),
