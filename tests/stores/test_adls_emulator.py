@@ -423,3 +423,41 @@ async def test_seeded_files_are_files_the_store_reads_lists_and_renames(
         assert (await store.stat("/a/d.dat")).etag == big.etag
     finally:
         await store.aclose()
+
+
+async def test_the_real_sdk_speaks_to_the_emulator(emulator: EmulatorHandle) -> None:
+    """The store no longer goes through ``azure-storage-file-datalake``, so the SDK checks
+    the emulator here: what the SDK sends for a write (create, append, flush), a
+    conditional rename, a listing, a read and a recursive delete is answered as the
+    service answers it."""
+    datalake = pytest.importorskip("azure.storage.filedatalake.aio")
+    from azure.core import MatchConditions
+    from azure.core.credentials import AzureNamedKeyCredential
+    from azure.core.exceptions import HttpResponseError
+
+    emulator.create_filesystem("sdk")
+    credential = AzureNamedKeyCredential(emulator.account, emulator.key)
+    async with datalake.DataLakeServiceClient(emulator.endpoint, credential=credential) as sdk:
+        filesystem = sdk.get_file_system_client("sdk")
+        await filesystem.create_directory("in")
+        await filesystem.create_directory("out")
+        written = filesystem.get_file_client("in/a.txt")
+        await written.upload_data(b"hello" * 1000, overwrite=True)
+        etag = (await written.get_file_properties()).etag
+        with pytest.raises(HttpResponseError) as refused:
+            await written.rename_file(
+                "sdk/out/a.txt",
+                source_etag='"0x8D0000000000000"',
+                source_match_condition=MatchConditions.IfNotModified,
+            )
+        assert refused.value.error_code == "SourceConditionNotMet"
+        await written.rename_file(
+            "sdk/out/a.txt", source_etag=etag, source_match_condition=MatchConditions.IfNotModified
+        )
+        names = sorted([path.name async for path in filesystem.get_paths(recursive=True)])
+        assert names == ["in", "out", "out/a.txt"]
+        moved = filesystem.get_file_client("out/a.txt")
+        assert (await moved.get_file_properties()).etag == etag
+        assert await (await moved.download_file()).readall() == b"hello" * 1000
+        await filesystem.get_directory_client("out").delete_directory()
+        assert sorted([path.name async for path in filesystem.get_paths(recursive=True)]) == ["in"]

@@ -57,7 +57,7 @@ def test_job_with_failed_aborted_and_duplicate_attempts(tmp_path: Path, store: s
 
 
 @pytest.mark.parametrize(
-    ("store", "module"), [("adls", "azure.storage.filedatalake"), ("gcs", "gcloud.aio.storage")]
+    ("store", "module"), [("adls", "azure.core"), ("gcs", "gcloud.aio.storage")]
 )
 def test_job_on_cloud_emulators(tmp_path: Path, store: str, module: str) -> None:
     pytest.importorskip(module)

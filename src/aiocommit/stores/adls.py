@@ -1,5 +1,5 @@
-"""Azure Data Lake Storage Gen2 (hierarchical namespace) on ``azure-storage-file-datalake``'s
-``aio`` clients.
+"""Azure Data Lake Storage Gen2 (hierarchical namespace) over its DFS REST API, signed here
+(``adls_rest.LeanDfsClient``; azure-core for the credentials).
 
 URLs: ``abfs://FILESYSTEM@ACCOUNT.dfs.core.windows.net/path`` or ``abfss://…`` (both use
 HTTPS unless an endpoint override says otherwise). Store paths are ``"/<path inside the
