@@ -11,6 +11,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
@@ -23,7 +24,7 @@ from aiocommit.integrations.spark.jvm_engine import (
     ensure_committer,
     jar_path,
 )
-from aiocommit.protocol.manifest import decode_manifest
+from aiocommit.protocol.manifest import TaskManifest, decode_manifest
 from aiocommit.protocol.success import decode_success
 from tests.spark.helpers import data_files, quiet, temporary_is_clean
 
@@ -154,6 +155,79 @@ def test_task_manifests_are_hadoops_and_hadoops_job_commit_commits_them(
     assert rows(spark, dest) == rows(spark, theirs_dest)
     assert leaf_dirs(dest) == leaf_dirs(theirs_dest)
     assert (dest / "_SUCCESS").exists()
+
+
+@needs_manifest_committer
+def test_the_local_task_commit_saves_hadoops_manifest(spark: SparkSession, tmp_path: Path) -> None:
+    """On the local filesystem the committer commits a task itself (not through Hadoop's
+    task commit stages): for the same attempt directory (files at the top, in a partition
+    directory whose destination exists, and two levels down) its manifest has the files,
+    the directories with their destination's state and level, and the IDs of Hadoop's
+    ``ManifestCommitter.commitTask``; its task set-up makes the attempt directory; a task
+    that wrote nothing saves a manifest of no files."""
+    ensure_committer(spark)
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hadoop, mr = jvm.org.apache.hadoop, jvm.org.apache.hadoop.mapreduce
+    conf = hadoop.conf.Configuration(spark.sparkContext._jsc.hadoopConfiguration())
+    job_id = "job-local-task-commit"
+    conf.set(JOB_ID_OPTION, job_id)
+    conf.set("spark.sql.sources.writeJobUUID", job_id)
+    dest = tmp_path / "out"
+    (dest / "k=1").mkdir(parents=True)  # an existing destination directory
+    out = hadoop.fs.Path(dest.as_uri())
+    job = mr.JobID("local", 7)
+
+    def context(task: int) -> Any:
+        return mr.task.TaskAttemptContextImpl(
+            conf, mr.TaskAttemptID(mr.TaskID(job, mr.TaskType.MAP, task), 1)
+        )
+
+    def ours(task: int) -> tuple[Any, Any]:
+        made = context(task)
+        return made, jvm.aiocommit.spark.DeferredManifestCommitter(out, made)
+
+    made, committer = ours(0)
+    committer.setupJob(made)
+    committer.setupTask(made)
+    attempt = Path(committer.getWorkPath().toUri().getPath())
+    assert attempt.is_dir(), "made at task set-up"
+    for name in ("a.parquet", "k=1/b.parquet", "k=2/j=3/c.parquet", "k=2/d.parquet"):
+        (attempt / name).parent.mkdir(parents=True, exist_ok=True)
+        (attempt / name).write_bytes(b"x" * len(name))
+    manifests = dest / "_temporary" / job_id / "00" / "manifests"
+
+    def saved() -> TaskManifest:
+        (path,) = manifests.glob("*-manifest.json")
+        manifest = decode_manifest(path.read_bytes())
+        path.unlink()
+        return manifest
+
+    theirs_context = context(0)
+    hadoop_committer = mr.lib.output.committer.manifest.ManifestCommitter(out, theirs_context)
+    hadoop_committer.commitTask(theirs_context)
+    theirs = saved()
+    committer.commitTask(made)
+    mine = saved()
+    for field in ("job_id", "job_attempt_number", "task_id", "task_attempt_id"):
+        assert getattr(mine, field) == getattr(theirs, field), field
+    assert Path(mine.task_attempt_dir.removeprefix("file:")) == attempt
+    assert sorted(mine.files, key=str) == sorted(theirs.files, key=str)
+    assert len(mine.files) == 4
+    assert sorted(mine.directories, key=str) == sorted(theirs.directories, key=str)
+    assert {(Path(d.dest).name, d.level) for d in mine.directories} == {
+        ("k=1", 1),
+        ("k=2", 1),
+        ("j=3", 2),
+    }
+    assert len({d.state for d in mine.directories}) == 2, "k=1 exists, the others do not"
+    counters = mine.iostatistics.counters
+    assert counters["committer_task_file_count"] == 4 and counters["task_stage_commit"] == 1
+
+    empty_context, empty = ours(1)
+    empty.commitTask(empty_context)  # no set-up, no file: no attempt directory
+    nothing = saved()
+    assert nothing.files == [] and nothing.task_id.endswith("_000001")
 
 
 @needs_manifest_committer

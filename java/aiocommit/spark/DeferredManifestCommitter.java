@@ -31,11 +31,13 @@ import org.apache.hadoop.mapreduce.lib.output.committer.manifest.impl.ManifestSt
  *
  * <ul>
  *   <li>job set-up: creates {@code DEST/_temporary/JOB/00/manifests};
- *   <li>tasks write into {@code DEST/_temporary/JOB/00/tasks/ATTEMPT/} (the work path; created
- *       by the writers' first file, as with FileOutputCommitter);
+ *   <li>tasks write into {@code DEST/_temporary/JOB/00/tasks/ATTEMPT/} (the work path; made at
+ *       task set-up on the local filesystem, elsewhere by the writers' first file, as with
+ *       FileOutputCommitter);
  *   <li>task commit (the attempt Spark's commit coordinator allowed): the attempt's manifest,
- *       saved as {@code manifests/TASK-manifest.json} (on the local filesystem in one plain
- *       write, see {@link LocalManifestOperations});
+ *       saved as {@code manifests/TASK-manifest.json}. On the local filesystem by
+ *       {@link LocalTaskCommit} (the same manifest, without the stage machinery, ~0.2 ms instead
+ *       of ~2 ms per task); elsewhere by Hadoop's task commit stage;
  *   <li>job commit: nothing. The manifests stay for aiocommit's job commit;
  *   <li>task and job abort: Hadoop's, which delete the attempt's or the job's directory.
  * </ul>
@@ -51,12 +53,27 @@ public class DeferredManifestCommitter extends FileOutputCommitter {
   /** Where the manifest committer takes the job ID from (Spark sets it per write). */
   static final String SPARK_WRITE_UUID = "spark.sql.sources.writeJobUUID";
 
-  private final ManifestCommitter manifest;
+  private final Path outputPath;
+  private final TaskAttemptContext context;
+  /** The task side on the local filesystem; null for a job's committer or another store. */
+  private final LocalTaskCommit localTask;
+  /** Hadoop's committer, made when a step needs it (a task commit on the local filesystem
+   * does not: building it costs about as much as that commit). */
+  private ManifestCommitter manifest;
 
   public DeferredManifestCommitter(Path outputPath, TaskAttemptContext context)
       throws IOException {
     super(withJobId(outputPath, context), context);
-    manifest = new LeanManifestCommitter(outputPath, context);
+    this.outputPath = outputPath;
+    this.context = context;
+    localTask = LocalTaskCommit.forTask(outputPath, context);
+  }
+
+  private ManifestCommitter manifest() throws IOException {
+    if (manifest == null) {
+      manifest = new LeanManifestCommitter(outputPath, context);
+    }
+    return manifest;
   }
 
   /** Hadoop's ManifestCommitter, saving manifests through {@link LocalManifestOperations}
@@ -96,18 +113,23 @@ public class DeferredManifestCommitter extends FileOutputCommitter {
   }
 
   @Override
-  public Path getWorkPath() {
-    return manifest.getWorkPath();
+  public Path getWorkPath() throws IOException {
+    return localTask != null ? localTask.taskAttemptDir() : manifest().getWorkPath();
   }
 
   @Override
   public void setupJob(JobContext context) throws IOException {
-    manifest.setupJob(context);
+    manifest().setupJob(context);
   }
 
-  /** Nothing: the writers' first file creates the work path, as with FileOutputCommitter. */
+  /** On the local filesystem, makes the work path (see {@link LocalTaskCommit#setUp});
+   * elsewhere nothing: the writers' first file creates it, as with FileOutputCommitter. */
   @Override
-  public void setupTask(TaskAttemptContext context) {}
+  public void setupTask(TaskAttemptContext context) throws IOException {
+    if (localTask != null) {
+      localTask.setUp();
+    }
+  }
 
   @Override
   public boolean needsTaskCommit(TaskAttemptContext context) {
@@ -116,6 +138,11 @@ public class DeferredManifestCommitter extends FileOutputCommitter {
 
   @Override
   public void commitTask(TaskAttemptContext context) throws IOException {
+    if (localTask != null) {
+      localTask.commit(context);
+      return;
+    }
+    ManifestCommitter manifest = manifest();
     Path work = manifest.getWorkPath();
     FileSystem fs = work.getFileSystem(context.getConfiguration());
     if (!fs.exists(work)) { // a task that wrote no file: its manifest lists none
@@ -126,7 +153,7 @@ public class DeferredManifestCommitter extends FileOutputCommitter {
 
   @Override
   public void abortTask(TaskAttemptContext context) throws IOException {
-    manifest.abortTask(context);
+    manifest().abortTask(context);
   }
 
   /** Nothing: aiocommit commits the job's manifests after the Spark job returns. */
@@ -139,7 +166,7 @@ public class DeferredManifestCommitter extends FileOutputCommitter {
 
   @Override
   public void abortJob(JobContext context, JobStatus.State state) throws IOException {
-    manifest.abortJob(context, state);
+    manifest().abortJob(context, state);
   }
 
   @Override

@@ -59,14 +59,22 @@ public class LocalManifestOperations extends ManifestStoreOperationsThroughFileS
       return;
     }
     java.nio.file.Path file = ((LocalFileSystem) fs).pathToFile(path).toPath();
-    byte[] json;
     if (data instanceof TaskManifest) {
-      TaskManifest manifest = (TaskManifest) data;
-      withoutEmptyStatistics(manifest.getIOStatistics());
-      json = TASK_MANIFESTS.toBytes(manifest);
+      write(file, (TaskManifest) data, overwrite);
     } else {
-      json = data.toBytes();
+      write(file, data.toBytes(), overwrite);
     }
+  }
+
+  /** Saves a task manifest at {@code file} in one write (see the class comment). */
+  static void write(java.nio.file.Path file, TaskManifest manifest, boolean overwrite)
+      throws IOException {
+    withoutEmptyStatistics(manifest.getIOStatistics());
+    write(file, TASK_MANIFESTS.toBytes(manifest), overwrite);
+  }
+
+  private static void write(java.nio.file.Path file, byte[] json, boolean overwrite)
+      throws IOException {
     try {
       Files.write(file, json, overwrite ? REPLACE : CREATE_NEW);
     } catch (NoSuchFileException e) { // no parent directory yet: made, as Hadoop's create makes it
