@@ -245,6 +245,28 @@ def test_stores_say_whether_another_process_can_open_them(tmp_path: Path) -> Non
     assert opener_of(FaultyStore(MemoryStore(f"p-{id(tmp_path)}"))) is None
 
 
+def test_a_worker_starts_without_the_public_api_until_asked() -> None:
+    """A worker imports what it runs, not every committer (the package's ``__init__``);
+    a module that asks the package for a name still gets it."""
+    from aiocommit.io.processes import Finished, WorkerProcess
+    from tests.engine.worker_mains import modules_loaded
+
+    names = ["aiocommit.engine.job", "aiocommit.engine.s3a", "aiocommit.io.processes"]
+    worker = WorkerProcess(0, modules_loaded, names)
+    try:
+        finished = worker.receive()
+    finally:
+        worker.kill()
+        worker.reap()
+    assert isinstance(finished, Finished)
+    assert finished.result == {
+        "aiocommit.engine.job": False,
+        "aiocommit.engine.s3a": False,
+        "aiocommit.io.processes": True,  # the worker's own
+        "after": True,
+    }
+
+
 def test_workers_split_the_limits() -> None:
     options = rename_workers.worker_options(
         CommitOptions(concurrency=2048, rate_limit=1000.0, processes=0), 3

@@ -19,7 +19,14 @@ from aiocommit.io.retry import RetryPolicy
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
-from aiocommit.stores.base import REQUEST_RETRY, FileStatus, Store, StoreCapabilities
+from aiocommit.stores.base import (
+    REQUEST_RETRY,
+    FileStatus,
+    RenameBatch,
+    Store,
+    StoreCapabilities,
+    rename_batcher,
+)
 
 T = TypeVar("T")
 P = TypeVar("P")
@@ -83,6 +90,7 @@ class StoreOperations:
         self._multi_request_rename = not store.capabilities.atomic_rename
         #: asked once: stages consult it per file
         self.capabilities: StoreCapabilities = store.capabilities
+        self._rename_batch = None if self._multi_request_rename else rename_batcher(store)
         self._rate: RateLimiter | None = (
             rate_limiter_for(store, "io", options.rate_limit) if options.rate_limit else None
         )
@@ -196,9 +204,14 @@ class StoreOperations:
         probe: bool = False,
         path: str = "",
         requests: _Requests | None = None,
+        attempt: int = 0,
+        delay: float = 0.0,
+        started: float | None = None,
     ) -> T:
-        """Run ``function`` with limits, statistics and retries. The error that ends the
-        retries carries ``attempts``, so callers can tell a possibly-applied call.
+        """Run ``function`` with limits, statistics and retries (continuing a call begun at
+        ``started`` after ``attempt`` attempts, the last followed by a backoff of
+        ``delay``). The error that ends the retries carries ``attempts``, so callers can
+        tell a possibly-applied call.
         ``requests``: the store call may make several requests, each through
         ``REQUEST_RETRY`` (set to ``requests`` for the call): the call's turn at the rate
         covers its first request, every further one takes its own turn, and a throttled
@@ -206,9 +219,8 @@ class StoreOperations:
 
         The hot path of every store call: one frame (the try of ``_attempt`` inlined), a
         free limiter slot taken without a coroutine, no allocation but the result."""
-        started = self.retry.clock()
-        attempt = 0
-        delay = 0.0
+        if started is None:
+            started = self.retry.clock()
         stats = self.stats
         limiter = self.limiter
         pace = self.pace_for(path)
@@ -242,25 +254,10 @@ class StoreOperations:
                 result = await function()
             except StoreError as error:
                 limiter.release()
-                # a probe (stat, read) that finds nothing got its answer: not a failure
-                answered = probe and isinstance(error, NotFound)
                 millis = (time.perf_counter() - begin) * 1000
-                stats.record_duration(statistic, millis, failed=not answered)
-                if answered:
-                    limiter.on_success()
-                    pace.admitted += 1
-                elif isinstance(error, Throttled):
-                    self._throttled(epoch, begin, pace)
-                    if pace.rate is not None:
-                        # paced: the rate spaces the calls, the retry waits its turn
-                        # again (after the store's Retry-After) rather than backing off
-                        # further each time; the next unpaced backoff starts afresh
-                        await self._backoff(error, attempt, 0.0, started)
-                        delay = 0.0
-                        continue
-                elif isinstance(error, Transient):
-                    stats.increment(S.STORE_IO_TRANSIENT)
-                delay = await self._backoff(error, attempt, delay, started)
+                delay = await self._failed(
+                    statistic, error, millis, probe, epoch, begin, pace, attempt, delay, started
+                )
                 continue
             except BaseException:
                 limiter.release()
@@ -274,6 +271,109 @@ class StoreOperations:
             if requests is None or requests.first:  # else its requests were counted
                 pace.admitted += 1
             return result
+
+    async def _failed(
+        self,
+        statistic: str,
+        error: StoreError,
+        millis: float,
+        probe: bool,
+        epoch: int,
+        begin: float,
+        pace: AdaptiveRate,
+        attempt: int,
+        delay: float,
+        started: float,
+    ) -> float:
+        """After attempt ``attempt`` of a call (begun at ``begin``, its slot taken in
+        ``epoch`` and released) failed with ``error`` after ``millis``: counted, then the
+        backoff before the next attempt (its delay returned), or ``error`` re-raised."""
+        # a probe (stat, read) that finds nothing got its answer: not a failure
+        answered = probe and isinstance(error, NotFound)
+        self.stats.record_duration(statistic, millis, failed=not answered)
+        if answered:
+            self.limiter.on_success()
+            pace.admitted += 1
+        elif isinstance(error, Throttled):
+            self._throttled(epoch, begin, pace)
+            if pace.rate is not None:
+                # paced: the rate spaces the calls, the retry waits its turn again
+                # (after the store's Retry-After) rather than backing off further each
+                # time; the next unpaced backoff starts afresh
+                await self._backoff(error, attempt, 0.0, started)
+                return 0.0
+        elif isinstance(error, Transient):
+            self.stats.increment(S.STORE_IO_TRANSIENT)
+        return await self._backoff(error, attempt, delay, started)
+
+    def rename_batcher(self) -> RenameBatch | None:
+        """The store's batched renames when ``rename_batch`` may use them now: the store
+        has them (``stores.base.rename_batcher``), each rename is one request, and no rate
+        paces the calls (else each call takes its own turn: ``rename``)."""
+        if (
+            self._rename_batch is None
+            or self._rate is not None
+            or self.pace.rate is not None
+            or self._paces is not None
+        ):
+            return None
+        return self._rename_batch
+
+    async def rename_batch(
+        self, batch: RenameBatch, renames: list[tuple[str, str, str | None]]
+    ) -> list[StoreError | None]:
+        """Renames (as ``rename``'s source, destination, source etag; never replacing a
+        file) made as one ``batch`` call (from ``rename_batcher``): the first ones, as
+        many as there are free slots of the in-flight limit (at least one, waited for),
+        one slot each; the outcome of each made, in order, as ``rename`` would end: None,
+        or the error that ended its retries. Each is counted as a rename call; one that
+        fails is retried on its own, as ``rename`` retries."""
+        stats = self.stats
+        limiter = self.limiter
+        pace = self.pace
+        started = self.retry.clock()
+        epoch = await limiter.acquire()
+        taken = 1
+        wanted = len(renames)
+        while taken < wanted and limiter.try_acquire() is not None:
+            taken += 1
+        if taken < wanted:
+            renames = renames[:taken]
+        begin = time.perf_counter()
+        try:
+            outcomes = await batch(renames)
+        finally:
+            for _ in range(taken):
+                limiter.release()
+        millis = (time.perf_counter() - begin) * 1000
+        renamed = outcomes.count(None)
+        stats.record_durations(S.OP_RENAME, millis, renamed)
+        for _ in range(renamed):
+            limiter.on_success()
+        pace.admitted += renamed
+        if renamed == taken:
+            return outcomes
+        for index, error in enumerate(outcomes):
+            if error is None:
+                continue
+            source, dest, source_etag = renames[index]
+            try:
+                delay = await self._failed(
+                    S.OP_RENAME, error, millis, False, epoch, begin, pace, 1, 0.0, started
+                )
+                await self._call(
+                    S.OP_RENAME,
+                    partial(self.store.rename, source, dest, source_etag=source_etag),
+                    path=dest,
+                    attempt=1,
+                    delay=delay,
+                    started=started,
+                )
+            except StoreError as final:
+                outcomes[index] = final
+            else:
+                outcomes[index] = None
+        return outcomes
 
     def call(
         self,

@@ -82,6 +82,18 @@ class IOStatistics:
         mean.samples += 1
         mean.sum += value
 
+    def record_durations(self, name: str, milliseconds: float, count: int) -> None:
+        """``record_duration(name, milliseconds)`` ``count`` times, at the cost of once."""
+        if count <= 0:
+            return
+        self.record_duration(name, milliseconds)
+        if count > 1:
+            more = count - 1
+            self.counters[name] += more
+            mean = self._slots[name][2]
+            mean.samples += more
+            mean.sum += int(milliseconds) * more
+
     @contextmanager
     def track(self, name: str) -> Iterator[None]:
         """Time the block as duration statistic ``name``; an exception counts as a failure."""

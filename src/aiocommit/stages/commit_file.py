@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import time
 
+import anyio
+
 from aiocommit.errors import AlreadyExists, CommitError, NotFound, OutputConflict, StoreError
 from aiocommit.protocol import statistics as S
 from aiocommit.stages.context import StageContext
@@ -111,6 +113,58 @@ async def commit_file(context: StageContext, entry: Entry) -> None:
         )
         raise
     context.stats.record_duration(S.COMMIT_FILE_RENAME, (time.perf_counter() - started) * 1000)
+
+
+def batches_commits(context: StageContext) -> bool:
+    """Can ``commit_files`` batch the renames (else it commits each with ``commit_file``)?
+    The store batches renames (``StoreOperations.rename_batcher``), and no existing
+    destination file is to be deleted first (a per-file check ahead of its rename)."""
+    return not context.options.delete_target_files and context.ops.rename_batcher() is not None
+
+
+async def commit_files(context: StageContext, entries: list[Entry]) -> None:
+    """``commit_file`` of each entry, for a caller that checked ``batches_commits``: the
+    renames made in batches (``StoreOperations.rename_batch``), a rename that failed
+    recovered as ``commit_file`` recovers it; each file counted as ``commit_file``
+    counts it. Where the store stops batching (a rate paces its calls), the rest are
+    committed one by one, concurrently."""
+    ops = context.ops
+    stats = context.stats
+    capabilities = ops.capabilities
+    etags_kept = capabilities.etags_preserved_in_rename
+    use_etags = context.options.use_source_etag and capabilities.etags
+    renames = [(source, dest, etag if use_etags else None) for source, dest, _, etag in entries]
+    done = 0
+    while done < len(entries):
+        batch = ops.rename_batcher()
+        if batch is None:
+            async with anyio.create_task_group() as group:
+                for entry in entries[done:]:
+                    group.start_soon(commit_file, context, entry)
+            return
+        started = time.perf_counter()
+        outcomes = await ops.rename_batch(batch, renames[done:] if done else renames)
+        failed = len(outcomes) - outcomes.count(None)
+        stats.record_durations(
+            S.COMMIT_FILE_RENAME, (time.perf_counter() - started) * 1000, len(outcomes) - failed
+        )
+        if failed:
+            for index, error in enumerate(outcomes, done):
+                if error is None:
+                    continue
+                try:
+                    if not isinstance(error, NotFound | AlreadyExists):
+                        raise error
+                    await _recover_rename(
+                        context, entries[index], renames[index][2], etags_kept, error
+                    )
+                except BaseException:
+                    stats.record_duration(
+                        S.COMMIT_FILE_RENAME, (time.perf_counter() - started) * 1000, failed=True
+                    )
+                    raise
+                stats.record_duration(S.COMMIT_FILE_RENAME, (time.perf_counter() - started) * 1000)
+        done += len(outcomes)
 
 
 #: renames of one file tried while its destination's parent keeps vanishing

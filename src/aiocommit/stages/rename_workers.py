@@ -59,7 +59,9 @@ from aiocommit.protocol.layout import JobLayout
 from aiocommit.stages.commit_file import (
     AttemptCountdown,
     Entry,
+    batches_commits,
     commit_file,
+    commit_files,
     delete_attempt_dir,
     deletes_attempt_dirs_early,
     file_done,
@@ -81,6 +83,9 @@ PARENT_RENAMES = True
 READY_GRACE_SECONDS = 0.1
 #: how often a worker reports progress
 PROGRESS_SECONDS = 0.2
+#: renames a worker makes as one store call where the store batches them
+#: (``commit_files``): each still takes its slot of the in-flight limit
+CHUNK_FILES = 64
 
 Batch = list[tuple[str, bytes]]
 
@@ -374,19 +379,30 @@ async def _in_thread(
 class _Feed:
     """The worker's entries: batches read from the pipe into a queue the renamers pop
     without awaiting (a memory stream costs a suspension per entry), kept ``low`` to
-    twice ``low`` entries ahead of them."""
+    twice ``low`` entries ahead of them, in chunks of at most ``chunk`` entries of one
+    manifest (with its countdown)."""
 
-    def __init__(self, channel: Channel, dest_root: str, *, low: int) -> None:
+    def __init__(self, channel: Channel, dest_root: str, *, low: int, chunk: int) -> None:
         self.channel = channel
         self.dest_root = dest_root
         self.low = low
-        self.pending: deque[tuple[Entry, AttemptCountdown]] = deque()
+        self.chunk = chunk
+        self.pending: deque[tuple[list[Entry], AttemptCountdown]] = deque()
+        self.queued = 0  # entries in ``pending``
         self.done = False
         self.hungry = anyio.Event()
         self._ready = anyio.Event()
 
     async def wait(self) -> None:
         await self._ready.wait()
+
+    def take(self) -> tuple[list[Entry], AttemptCountdown]:
+        """The next chunk (``pending`` is not empty); wakes the reader when low."""
+        chunk = self.pending.popleft()
+        self.queued -= len(chunk[0])
+        if self.queued <= self.low:
+            self.hungry.set()
+        return chunk
 
     async def read(self) -> None:
         while True:
@@ -396,9 +412,14 @@ class _Feed:
             for attempt_dir, data in batch:
                 entries = list(spilled_entries(data, attempt_dir, self.dest_root))
                 countdown = AttemptCountdown(attempt_dir, len(entries))
-                self.pending.extend((entry, countdown) for entry in entries)
+                # even chunks: 100 entries go as 50 + 50, not 64 + 36
+                chunks = -(-len(entries) // self.chunk)
+                size = -(-len(entries) // chunks) if chunks else 0
+                for start in range(0, len(entries), size or 1):
+                    self.pending.append((entries[start : start + size], countdown))
+                self.queued += len(entries)
             self._wake()
-            while len(self.pending) > self.low:
+            while self.queued > self.low:
                 await self.hungry.wait()
                 self.hungry = anyio.Event()
         self.done = True
@@ -431,8 +452,13 @@ async def _renamer_main(
         size = 0
         last = time.monotonic()
 
-        feed = _Feed(channel, dest_root, low=4 * setup.options.concurrency)
         early = deletes_attempt_dirs_early(context)
+        batched = batches_commits(context)
+        concurrency = setup.options.concurrency
+        # batched: a renamer per chunk of renames in flight, else one per rename
+        chunk = CHUNK_FILES if batched else 1
+        renamers = max(1, concurrency // chunk) if batched else concurrency
+        feed = _Feed(channel, dest_root, low=4 * concurrency, chunk=chunk)
 
         async def renamer() -> None:
             nonlocal files, size, last
@@ -443,15 +469,18 @@ async def _renamer_main(
                         return
                     await feed.wait()
                     continue
-                entry, countdown = pending.popleft()
-                if len(pending) <= feed.low:
-                    feed.hungry.set()
-                await commit_file(context, entry)
-                if file_done(countdown) and early:
+                entries, countdown = feed.take()
+                if batched:
+                    await commit_files(context, entries)
+                else:
+                    await commit_file(context, entries[0])
+                countdown.left -= len(entries)
+                if not countdown.left and early:
                     await delete_attempt_dir(context, countdown)
-                files += 1
-                size += entry[2]
-                if files & 31 == 0:
+                before = files
+                files += len(entries)
+                size += sum(entry[2] for entry in entries)
+                if files >> 5 != before >> 5:  # past another 32 files
                     # a store that answers without suspending would starve the reader
                     await anyio.lowlevel.checkpoint()
                     now = time.monotonic()
@@ -461,7 +490,7 @@ async def _renamer_main(
 
         async with anyio.create_task_group() as group:
             group.start_soon(feed.read)
-            for _ in range(setup.options.concurrency):
+            for _ in range(renamers):
                 group.start_soon(renamer)
         limiter = context.ops.limiter
         stats.set_gauge("store_io_concurrency_peak", limiter.peak_in_flight)

@@ -39,7 +39,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
-from aiocommit.errors import InvalidInput
+from aiocommit.errors import InvalidInput, StoreError
 
 
 class FileStatus(msgspec.Struct, frozen=True, gc=False):
@@ -164,6 +164,22 @@ def opener_of(store: object) -> StoreOpener | None:
     define it; None where it cannot, e.g. data that lives in this process), else None."""
     opener = getattr(store, "opener", None)
     return opener() if callable(opener) else None
+
+
+#: renames made as one store call: (source, destination, source etag or None) each, none
+#: replacing an existing file; the outcome of each, in order: None when it was renamed,
+#: else the ``StoreError`` its ``rename`` would raise. One latency for the whole batch:
+#: what a store whose calls cost round trips it can overlap does with the renames of a
+#: batch (the rename stage's workers use it, ``rename_batcher``)
+RenameBatch = Callable[[list[tuple[str, str, str | None]]], Awaitable[list[StoreError | None]]]
+
+
+def rename_batcher(store: object) -> RenameBatch | None:
+    """The store's batched renames (``RenameBatch``): its ``rename_batcher()`` (a store
+    may define it; None where renames are not batched, as for a wrapper that must see
+    each call), else None."""
+    batcher = getattr(store, "rename_batcher", None)
+    return batcher() if callable(batcher) else None
 
 
 def join(parent: str, *names: str) -> str:

@@ -30,7 +30,14 @@ import anyio
 import msgspec.structs
 
 from aiocommit.errors import StoreError, Throttled, Transient
-from aiocommit.stores.base import Store, StoreCapabilities, StoreOpener, opener_of
+from aiocommit.stores.base import (
+    RenameBatch,
+    Store,
+    StoreCapabilities,
+    StoreOpener,
+    opener_of,
+    rename_batcher,
+)
 from aiocommit.stores.wrapper import StoreWrapper
 
 T = TypeVar("T")
@@ -178,6 +185,32 @@ class FaultyStore(StoreWrapper):
         """The same faults around the inner store opened again (fresh counters)."""
         inner = opener_of(self.inner)
         return None if inner is None else functools.partial(_reopen_faulty, inner, self.faults)
+
+    def rename_batcher(self) -> RenameBatch | None:
+        """The inner store's batched renames (``stores.base.RenameBatch``) behind one
+        wait of the rename latency, each rename counted as a call: only where faults
+        inject nothing but fixed latencies (else each call draws its own faults)."""
+        inner = rename_batcher(self.inner)
+        if inner is None or self._latency_only is None:
+            return None
+        return functools.partial(self._rename_batch, inner)
+
+    async def _rename_batch(
+        self, inner: RenameBatch, renames: list[tuple[str, str, str | None]]
+    ) -> list[StoreError | None]:
+        assert self._latency_only is not None
+        seconds = self._latency_only.get("rename")
+        if seconds is not None:  # a faulted operation: counted, and waited for
+            seen = self._seen
+            for source, _, _ in renames:
+                key = ("rename", source)
+                seen[key] = seen.get(key, 0) + 1
+            counts = self.counts
+            counts.calls += len(renames)
+            counts.by_operation["rename"] = counts.by_operation.get("rename", 0) + len(renames)
+            if seconds:
+                await self._sleep(seconds)
+        return await inner(renames)
 
     def _chance(self, operation: str, path: str, nth: int) -> Callable[[str], float]:
         seed = self.faults.seed

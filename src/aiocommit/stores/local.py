@@ -32,6 +32,7 @@ from aiocommit.errors import (
 )
 from aiocommit.stores.base import (
     FileStatus,
+    RenameBatch,
     StoreCapabilities,
     StoreOpener,
     check_clean,
@@ -258,6 +259,18 @@ class LocalStore:
         check_clean(dest)
         await self._metadata(source, "rename", _move, source, dest, overwrite, source_etag)
 
+    def rename_batcher(self) -> RenameBatch:
+        """Renames in one call (``stores.base.RenameBatch``): on the event loop where
+        metadata calls run there, else in one worker thread."""
+        return self._rename_batch
+
+    async def _rename_batch(
+        self, renames: list[tuple[str, str, str | None]]
+    ) -> list[StoreError | None]:
+        if self.inline_metadata or loop_is_dedicated():
+            return _move_each(renames)
+        return await anyio.to_thread.run_sync(_move_each, renames, limiter=self._thread_limiter())
+
     async def read_bytes(self, path: str) -> bytes:
         def read() -> bytes:
             with open(path, "rb") as handle:
@@ -409,6 +422,23 @@ def _move(source: str, dest: str, overwrite: bool, source_etag: str | None) -> N
         raise NotFound("rename: no such file", path=missing, operation="rename") from error
     except (FileExistsError, IsADirectoryError, NotADirectoryError) as error:
         raise AlreadyExists("rename destination exists", path=dest, operation="rename") from error
+
+
+def _move_each(renames: list[tuple[str, str, str | None]]) -> list[StoreError | None]:
+    """``_move`` of each rename, none replacing a file: the error each raised, or None."""
+    outcomes: list[StoreError | None] = []
+    for source, dest, source_etag in renames:
+        try:
+            check_clean(dest)
+            _move(source, dest, False, source_etag)
+        except StoreError as error:
+            outcomes.append(error)
+            continue
+        except OSError as error:
+            outcomes.append(_translate(error, source, "rename"))
+            continue
+        outcomes.append(None)
+    return outcomes
 
 
 def _create_temporary(directory: str) -> tuple[int, str]:
