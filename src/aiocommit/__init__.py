@@ -11,46 +11,121 @@ One API on every store; the job's committer is chosen at ``setup_job`` from the 
     summary = await commit_job("s3a://bucket/out", job_id)
 
 Every error it raises is an ``AiocommitError`` (see ``aiocommit.errors``).
+
+The public names are loaded when first asked for (PEP 562), so ``import aiocommit``
+(a rename worker, a Spark executor's Python worker, a service at start) costs only the
+modules it uses.
 """
 
-from aiocommit.engine.committer import AttemptFile, Committer
-from aiocommit.engine.job import abort_job, cleanup_job, commit_job, setup_job
-from aiocommit.engine.jobs import JobInfo, job_info, list_jobs
-from aiocommit.engine.s3a import S3CommitterOptions
-from aiocommit.engine.summary import VERSION as __version__
-from aiocommit.engine.task import (
-    TaskAttempt,
-    abort_task,
-    commit_task,
-    committed_name,
-    setup_task,
-    task_attempt,
-)
-from aiocommit.errors import (
-    AiocommitError,
-    AlreadyExists,
-    CommitError,
-    InvalidInput,
-    ManifestError,
-    MissingExtra,
-    NotAFile,
-    NotEmpty,
-    NotFound,
-    OutputConflict,
-    PermissionDenied,
-    PreconditionFailed,
-    StoreError,
-    Throttled,
-    Transient,
-    UnknownOption,
-)
-from aiocommit.options import CommitOptions
-from aiocommit.protocol.ids import new_job_id
-from aiocommit.protocol.manifest import TaskManifest
-from aiocommit.protocol.pending import PendingSet
-from aiocommit.protocol.success import SuccessData
-from aiocommit.stages.context import Progress
-from aiocommit.stores import FileStatus, LocalStore, MemoryStore, Store, open_store
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aiocommit.engine.committer import AttemptFile, Committer
+    from aiocommit.engine.job import abort_job, cleanup_job, commit_job, setup_job
+    from aiocommit.engine.jobs import JobInfo, job_info, list_jobs
+    from aiocommit.engine.s3a import S3CommitterOptions
+    from aiocommit.engine.summary import VERSION as __version__
+    from aiocommit.engine.task import (
+        TaskAttempt,
+        abort_task,
+        commit_task,
+        committed_name,
+        setup_task,
+        task_attempt,
+    )
+    from aiocommit.errors import (
+        AiocommitError,
+        AlreadyExists,
+        CommitError,
+        InvalidInput,
+        ManifestError,
+        MissingExtra,
+        NotAFile,
+        NotEmpty,
+        NotFound,
+        OutputConflict,
+        PermissionDenied,
+        PreconditionFailed,
+        StoreError,
+        Throttled,
+        Transient,
+        UnknownOption,
+    )
+    from aiocommit.options import CommitOptions
+    from aiocommit.protocol.ids import new_job_id
+    from aiocommit.protocol.manifest import TaskManifest
+    from aiocommit.protocol.pending import PendingSet
+    from aiocommit.protocol.success import SuccessData
+    from aiocommit.stages.context import Progress
+    from aiocommit.stores import FileStatus, LocalStore, MemoryStore, Store, open_store
+
+#: every public name: the module it comes from, and its name there
+_EXPORTS: dict[str, tuple[str, str]] = {
+    "AttemptFile": ("aiocommit.engine.committer", "AttemptFile"),
+    "Committer": ("aiocommit.engine.committer", "Committer"),
+    "abort_job": ("aiocommit.engine.job", "abort_job"),
+    "cleanup_job": ("aiocommit.engine.job", "cleanup_job"),
+    "commit_job": ("aiocommit.engine.job", "commit_job"),
+    "setup_job": ("aiocommit.engine.job", "setup_job"),
+    "JobInfo": ("aiocommit.engine.jobs", "JobInfo"),
+    "job_info": ("aiocommit.engine.jobs", "job_info"),
+    "list_jobs": ("aiocommit.engine.jobs", "list_jobs"),
+    "S3CommitterOptions": ("aiocommit.engine.s3a", "S3CommitterOptions"),
+    "__version__": ("aiocommit.engine.summary", "VERSION"),
+    "TaskAttempt": ("aiocommit.engine.task", "TaskAttempt"),
+    "abort_task": ("aiocommit.engine.task", "abort_task"),
+    "commit_task": ("aiocommit.engine.task", "commit_task"),
+    "committed_name": ("aiocommit.engine.task", "committed_name"),
+    "setup_task": ("aiocommit.engine.task", "setup_task"),
+    "task_attempt": ("aiocommit.engine.task", "task_attempt"),
+    "AiocommitError": ("aiocommit.errors", "AiocommitError"),
+    "AlreadyExists": ("aiocommit.errors", "AlreadyExists"),
+    "CommitError": ("aiocommit.errors", "CommitError"),
+    "InvalidInput": ("aiocommit.errors", "InvalidInput"),
+    "ManifestError": ("aiocommit.errors", "ManifestError"),
+    "MissingExtra": ("aiocommit.errors", "MissingExtra"),
+    "NotAFile": ("aiocommit.errors", "NotAFile"),
+    "NotEmpty": ("aiocommit.errors", "NotEmpty"),
+    "NotFound": ("aiocommit.errors", "NotFound"),
+    "OutputConflict": ("aiocommit.errors", "OutputConflict"),
+    "PermissionDenied": ("aiocommit.errors", "PermissionDenied"),
+    "PreconditionFailed": ("aiocommit.errors", "PreconditionFailed"),
+    "StoreError": ("aiocommit.errors", "StoreError"),
+    "Throttled": ("aiocommit.errors", "Throttled"),
+    "Transient": ("aiocommit.errors", "Transient"),
+    "UnknownOption": ("aiocommit.errors", "UnknownOption"),
+    "CommitOptions": ("aiocommit.options", "CommitOptions"),
+    "new_job_id": ("aiocommit.protocol.ids", "new_job_id"),
+    "TaskManifest": ("aiocommit.protocol.manifest", "TaskManifest"),
+    "PendingSet": ("aiocommit.protocol.pending", "PendingSet"),
+    "SuccessData": ("aiocommit.protocol.success", "SuccessData"),
+    "Progress": ("aiocommit.stages.context", "Progress"),
+    "FileStatus": ("aiocommit.stores", "FileStatus"),
+    "LocalStore": ("aiocommit.stores", "LocalStore"),
+    "MemoryStore": ("aiocommit.stores", "MemoryStore"),
+    "Store": ("aiocommit.stores", "Store"),
+    "open_store": ("aiocommit.stores", "open_store"),
+}
+
+
+if not TYPE_CHECKING:  # mypy sees the imports above, not an open-ended __getattr__
+
+    def __getattr__(name: str) -> Any:
+        try:
+            module, attribute = _EXPORTS[name]
+        except KeyError:
+            raise AttributeError(f"module 'aiocommit' has no attribute {name!r}") from None
+        value = getattr(importlib.import_module(module), attribute)
+        globals()[name] = value
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
 
 __all__ = [
     "AiocommitError",

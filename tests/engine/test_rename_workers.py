@@ -246,8 +246,9 @@ def test_stores_say_whether_another_process_can_open_them(tmp_path: Path) -> Non
 
 
 def test_a_worker_starts_without_the_public_api_until_asked() -> None:
-    """A worker imports what it runs, not every committer (the package's ``__init__``);
-    a module that asks the package for a name still gets it."""
+    """A worker imports what it runs, not every committer (the package's ``__init__``
+    loads its public names when asked); a module that asks the package for a name still
+    gets it."""
     from aiocommit.io.processes import Finished, WorkerProcess
     from tests.engine.worker_mains import modules_loaded
 

@@ -41,23 +41,6 @@ EXIT_PARENT_GONE = 70
 
 _MESSAGE, _DONE, _ERROR = "message", "done", "error"
 
-#: a worker's first code: the ``aiocommit`` package is registered without running its
-#: ``__init__`` (which imports every committer, ~0.1 CPU-s a worker) until one of its
-#: own names is asked for (``from aiocommit import X`` in a module a message pickles)
-_BOOTSTRAP = """\
-import importlib.util, sys
-spec = importlib.util.find_spec("aiocommit")
-package = importlib.util.module_from_spec(spec)
-def __getattr__(name):
-    del package.__getattr__
-    spec.loader.exec_module(package)
-    return getattr(package, name)
-package.__getattr__ = __getattr__
-sys.modules["aiocommit"] = package
-from aiocommit.io.processes import worker_main
-worker_main()
-"""
-
 
 class WorkerExited(Exception):
     """A worker process ended without reporting a result or an error (it was killed)."""
@@ -123,7 +106,7 @@ class WorkerProcess:
                 [
                     sys.executable,
                     "-c",
-                    _BOOTSTRAP,
+                    "from aiocommit.io.processes import worker_main; worker_main()",
                     str(to_child_read),
                     str(from_child_write),
                     str(os.getpid()),
