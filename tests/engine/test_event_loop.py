@@ -229,7 +229,8 @@ async def test_a_cancel_returns_at_once_and_a_rerun_finishes(
 ) -> None:
     """Cancelled while renaming: the commit returns at once (the loop thread's CPU from
     the cancel to the return: wall time on a loaded machine says more about the
-    machine), issues no rename after the cancel beyond those in flight, leaves no
+    machine), issues no rename after the cancel beyond those in flight (in this process;
+    worker processes are killed, so none renames after the return), leaves no
     process, thread or descriptor, and a re-run commits every file exactly once."""
     dest, job_id = job_20k()
     options = CommitOptions(processes=processes)
@@ -258,8 +259,15 @@ async def test_a_cancel_returns_at_once_and_a_rerun_finishes(
     assert returned - cancelled_at[0] < CANCEL_BOUND_S
     renamed = len(_committed(dest))
     assert renamed < 20_000, "the cancel stopped the renames"
-    in_flight = options.concurrency + 64 * (processes + 1)  # the calls in flight may land
-    assert renamed - renamed_at_cancel[0] <= in_flight
+    if processes == 1:
+        in_flight = options.concurrency + 64  # the calls in flight may land
+        assert renamed - renamed_at_cancel[0] <= in_flight
+    else:
+        # the workers rename on until this loop gets a core to kill them, which on a
+        # loaded machine is a matter of wall time (the loop's CPU is bounded above);
+        # once the commit has returned, they are gone and nothing more is renamed
+        await anyio.sleep(0.3)
+        assert len(_committed(dest)) == renamed, "a rename after the commit returned"
     assert set(psutil.Process().children()) <= children
     assert len(os.listdir("/proc/self/fd")) <= descriptors
     assert {t for t in threading.enumerate() if not t.name.startswith("AnyIO")} <= own_threads
