@@ -45,9 +45,9 @@ def deletes_attempt_dirs_early(context: StageContext) -> bool:
     )
 
 
-def file_done(countdown: AttemptCountdown) -> bool:
-    """Count one renamed file of ``countdown``'s manifest: True after its last one."""
-    countdown.left -= 1
+def file_done(countdown: AttemptCountdown, files: int = 1) -> bool:
+    """Count ``files`` renamed files of ``countdown``'s manifest: True after its last one."""
+    countdown.left -= files
     return not countdown.left
 
 

@@ -474,8 +474,7 @@ async def _renamer_main(
                     await commit_files(context, entries)
                 else:
                     await commit_file(context, entries[0])
-                countdown.left -= len(entries)
-                if not countdown.left and early:
+                if file_done(countdown, len(entries)) and early:
                     await delete_attempt_dir(context, countdown)
                 before = files
                 files += len(entries)
