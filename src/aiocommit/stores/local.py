@@ -246,6 +246,8 @@ class LocalStore:
     async def delete(self, path: str, *, recursive: bool = False) -> bool:
         if not recursive:
             return await self._metadata(path, "delete", _remove, path, False)
+        if loop_is_dedicated():  # no one else waits for this loop: any tree, on it
+            return await self._metadata(path, "delete", _remove, path, True)
         # a small tree (a task attempt directory after its renames: a few checksum files)
         # goes with the batched metadata calls; a larger one in a thread of its own
         deleted = await self._metadata(path, "delete", _remove_small_tree, path)
