@@ -7,6 +7,7 @@ made a long-lived process's RSS creep, ``tests/stress/test_rss.py``.)"""
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from aiocommit.stores import local
+from aiocommit.stores import blocking, local
 from aiocommit.stores.local import LocalStore
 
 
@@ -91,3 +92,53 @@ def test_large_trees_links_and_files_give_the_same_results(
     assert outside.is_dir() and not (outside / "kept").exists() and not empty.exists()
     # five batched deletes, one after another, and the big tree in a thread of its own
     assert thread_hops[0] >= 5 + 1
+
+
+def test_a_dedicated_loop_deletes_any_tree_on_itself(
+    tmp_path: Path, thread_hops: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a process whose loop runs nothing but store calls (a rename worker), a tree of
+    any size is deleted on the loop: no thread hop (W1's attempt directories, ten empty
+    subdirectories each, took a hop each and ~2x the CPU), links removed, not followed."""
+    monkeypatch.setattr(blocking, "_dedicated_loop", True)
+    store = LocalStore()
+    tree = tmp_path / "tree"
+    for index in range(2 * local.SMALL_TREE_ENTRIES):
+        (tree / f"d{index}").mkdir(parents=True)
+    (tree / "d0" / "f").write_bytes(b"x")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "kept").write_bytes(b"kept")
+    (tree / "link").symlink_to(outside, target_is_directory=True)
+
+    async def main() -> None:
+        assert await store.delete(str(tree), recursive=True)
+        assert not await store.delete(str(tree), recursive=True)
+
+    anyio.run(main)
+    assert not tree.exists() and (outside / "kept").read_bytes() == b"kept"
+    assert thread_hops[0] == 0
+
+
+def test_empty_directories_of_a_tree_go_with_one_rmdir_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recursive delete removes an empty child directory with one ``rmdir`` and leaves
+    ``shutil.rmtree`` (~7 calls per directory) to non-empty ones: a task attempt
+    directory after its renames is mostly empty directories."""
+    trees: list[str] = []
+    real = shutil.rmtree
+
+    def rmtree(path: str) -> None:
+        trees.append(path)
+        real(path)
+
+    monkeypatch.setattr(shutil, "rmtree", rmtree)
+    tree = tmp_path / "tree"
+    for index in range(2 * local.SMALL_TREE_ENTRIES):
+        (tree / f"d{index}").mkdir(parents=True)
+    (tree / "d1" / "sub").mkdir()
+    (tree / "d1" / "sub" / "f").write_bytes(b"x")
+    (tree / "file").write_bytes(b"x")
+    assert anyio.run(lambda: LocalStore().delete(str(tree), recursive=True))
+    assert not tree.exists() and trees == [str(tree / "d1")]

@@ -475,7 +475,8 @@ async def _renamer_main(
                 else:
                     await commit_file(context, entries[0])
                 if file_done(countdown, len(entries)) and early:
-                    await delete_attempt_dir(context, countdown)
+                    # not waited for: a renamer goes on renaming while it is deleted
+                    deletes.start_soon(delete_attempt_dir, context, countdown)
                 before = files
                 files += len(entries)
                 size += sum(entry[2] for entry in entries)
@@ -487,7 +488,7 @@ async def _renamer_main(
                         last = now
                         channel.send(("progress", files, size))
 
-        async with anyio.create_task_group() as group:
+        async with anyio.create_task_group() as deletes, anyio.create_task_group() as group:
             group.start_soon(feed.read)
             for _ in range(renamers):
                 group.start_soon(renamer)
