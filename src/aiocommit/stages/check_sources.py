@@ -33,10 +33,11 @@ async def check_sources_stage(context: StageContext, loaded: LoadedJob) -> None:
         return
 
     async def check(manifest: LoadedManifest) -> None:
-        by_directory: dict[str, set[str]] = {}
-        for source, _dest, _size, _etag in loaded.entries(manifest, context.layout.dest):
-            by_directory.setdefault(parent_of(source), set()).add(source)
-        for directory, sources in sorted(by_directory.items()):
+        # two containers of strings per manifest, not a set per directory: what a check
+        # holds while its listings are in flight is promoted by each middle-generation
+        # collection (tracked objects; the strings are not)
+        sources = {entry[0] for entry in loaded.entries(manifest, context.layout.dest)}
+        for directory in sorted({parent_of(source) for source in sources}):
             # each listing answered starts the next: many answers in one loop turn must
             # not each start a signed request in that turn
             await take_turn()
@@ -52,4 +53,4 @@ async def check_sources_stage(context: StageContext, loaded: LoadedJob) -> None:
             except NotFound:
                 continue  # a re-run: the directory's files were renamed already
 
-    await parallel(loaded.manifests, check, workers=context.ops.workers)
+    await parallel(loaded.manifests, check, workers=context.loop_workers)
