@@ -324,10 +324,15 @@ class LeanDfsClient:
         return (await self.request("HEAD", rel, {}, {})).headers
 
     async def list_page(
-        self, rel: str, max_results: int, continuation: str | None
+        self, rel: str, max_results: int, continuation: str | None, *, recursive: bool = False
     ) -> tuple[list[PathItem], str | None]:
-        """One Path-List page of ``rel``'s direct children and the next continuation."""
-        query = {"resource": "filesystem", "recursive": "false", "maxResults": str(max_results)}
+        """One Path-List page of ``rel``'s direct children (``recursive``: everything
+        below it) and the next continuation."""
+        query = {
+            "resource": "filesystem",
+            "recursive": "true" if recursive else "false",
+            "maxResults": str(max_results),
+        }
         if rel:
             query["directory"] = rel
         if continuation:
