@@ -177,6 +177,30 @@ async def test_adls_source_check_costs_one_listing_per_source_directory() -> Non
     assert calls[True] == calls[False]
 
 
+@pytest.mark.emulator  # starts its own ADLS emulator
+async def test_adls_source_check_lists_each_task_attempt_once() -> None:
+    """ADLS lists a whole tree in one Path-List (``recursive=true``), so the source check
+    lists each task attempt directory once instead of each partition of it: at 100,000
+    files, 1,000 listings instead of 10,000, with few of them in flight at once on the
+    caller's loop (``LOOP_WORKERS``). Measured against the same commit through a wrapper,
+    which offers no tree listing and so lists each directory."""
+    from aiocommit.stores.wrapper import StoreWrapper
+    from tests.stores.adls_fixtures import adls_store_factory
+
+    tasks, partitions = 5, 3
+    lists = {}
+    async with adls_store_factory(page_size=5000) as (store, root):
+        for wrapped in (True, False):
+            dest = join(root, f"out-{wrapped}")
+            job_id, expected = await run_tasks(store, dest, tasks=tasks, files_per_task=60)
+            summary = await commit_job(
+                dest, job_id, store=StoreWrapper(store) if wrapped else store
+            )
+            assert await output(store, dest) == expected
+            lists[wrapped] = summary.iostatistics.counters[S.OP_LIST_STATUS]
+    assert lists[True] - lists[False] == tasks * partitions - tasks, lists
+
+
 async def test_rename_workers_open_a_cloud_store_from_its_url(
     s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

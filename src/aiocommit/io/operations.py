@@ -26,6 +26,7 @@ from aiocommit.stores.base import (
     Store,
     StoreCapabilities,
     rename_batcher,
+    tree_lister,
 )
 
 T = TypeVar("T")
@@ -427,6 +428,14 @@ class StoreOperations:
         """Pages of a directory's listing, restarted on a retryable failure (``pages``)."""
         store = self.store
         return self.pages(S.OP_LIST_STATUS, lambda: store.list_dir(path))
+
+    def list_tree(self, path: str) -> AsyncIterator[list[FileStatus]] | None:
+        """Pages of everything below a directory, restarted on a retryable failure, where
+        the store lists a tree in one call (``tree_lister``); None where it does not."""
+        lister = tree_lister(self.store)
+        if lister is None:
+            return None
+        return self.pages(S.OP_LIST_STATUS, lambda: lister(path))
 
     def stat(self, path: str) -> Awaitable[FileStatus]:
         """A path's status; ``NotFound`` (not counted as a failure) when nothing is there."""

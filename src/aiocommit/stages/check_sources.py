@@ -9,8 +9,10 @@ Stores whose ``rename`` refuses a directory source itself (local, memory: their
     pre:  the job's manifests are loaded; nothing of this commit is renamed yet.
     post: no source of the commit is a directory; else ``NotAFile`` naming it, nothing
           changed.
-    cost: one listing of each distinct directory holding sources (a task attempt's
-          partitions), never a call per file; one manifest's sources in memory at a time.
+    cost: one listing of each task attempt directory where the store lists a tree in
+          one call (ADLS), else of each distinct directory holding sources (a task
+          attempt's partitions); never a call per file; one manifest's sources in memory
+          at a time.
 """
 
 from __future__ import annotations
@@ -33,15 +35,27 @@ async def check_sources_stage(context: StageContext, loaded: LoadedJob) -> None:
         return
 
     async def check(manifest: LoadedManifest) -> None:
-        by_directory: dict[str, set[str]] = {}
-        for source, _dest, _size, _etag in loaded.entries(manifest, context.layout.dest):
-            by_directory.setdefault(parent_of(source), set()).add(source)
-        for directory, sources in sorted(by_directory.items()):
+        # two containers of strings per manifest, not a set per directory: what a check
+        # holds while its listings are in flight is promoted by each middle-generation
+        # collection (tracked objects; the strings are not)
+        sources = {entry[0] for entry in loaded.entries(manifest, context.layout.dest)}
+        # where the store lists a tree in one call, the attempt directory (every source
+        # is below it, checked at load) in one listing; else each source's directory
+        tree = context.ops.list_tree(manifest.attempt_dir)
+        listings = (
+            iter((tree,))
+            if tree is not None
+            else (
+                context.ops.list_dir(directory)
+                for directory in sorted({parent_of(source) for source in sources})
+            )
+        )
+        for listing in listings:
             # each listing answered starts the next: many answers in one loop turn must
             # not each start a signed request in that turn
             await take_turn()
             try:
-                async for page in context.ops.list_dir(directory):
+                async for page in listing:
                     for status in page:
                         if status.is_dir and status.path in sources:
                             raise NotAFile(
@@ -52,4 +66,4 @@ async def check_sources_stage(context: StageContext, loaded: LoadedJob) -> None:
             except NotFound:
                 continue  # a re-run: the directory's files were renamed already
 
-    await parallel(loaded.manifests, check, workers=context.ops.workers)
+    await parallel(loaded.manifests, check, workers=context.loop_workers)

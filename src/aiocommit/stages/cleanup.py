@@ -47,7 +47,7 @@ async def cleanup_stage(
                     await ops.delete(path, recursive=True)
                     progress.add()
 
-                await parallel(attempt_dirs, remove, workers=context.ops.workers)
+                await parallel(attempt_dirs, remove, workers=context.loop_workers)
             await ops.delete(layout.job_dir, recursive=True)
             progress.done = progress.total
             progress.finish()

@@ -71,7 +71,7 @@ async def create_directories_stage(context: StageContext, directories: dict[str,
     if not ops.capabilities.directories:
         return 0
     async with stage(context, S.JOB_STAGE_CREATE_TARGET_DIRS):
-        await parallel(leaves, create, workers=context.ops.workers)
+        await parallel(leaves, create, workers=context.loop_workers)
     return len(leaves)
 
 
@@ -107,7 +107,7 @@ async def remove_empty_directories(context: StageContext, directories: Iterable[
             return
 
     for depth in sorted(by_depth, reverse=True):
-        await parallel(by_depth[depth], remove, workers=context.ops.workers)
+        await parallel(by_depth[depth], remove, workers=context.loop_workers)
 
 
 async def remove_created_directories_after_failure(

@@ -239,7 +239,7 @@ async def _load_all(
         progress.add(1, checked.total_size)
 
     # each load holds a whole manifest in memory: bounded apart from the store limit
-    await parallel(list(names), load_one, workers=min(context.ops.workers, LOADS))
+    await parallel(list(names), load_one, workers=min(context.loop_workers, LOADS))
     progress.finish()
     loaded.manifests.sort(key=lambda m: m.name)
     context.stats.increment(S.COMMITTER_TASKS_COMPLETED, len(loaded.manifests))

@@ -352,7 +352,7 @@ async def rename_in_workers(
                 if ahead:
                     with anyio.move_on_after(READY_GRACE_SECONDS):
                         await any_ready.wait()
-                renamers = min(options.concurrency, context.ops.workers)
+                renamers = min(options.concurrency, context.loop_workers)
                 await parallel(entries_here(), rename_here, workers=renamers)
     finally:
         for handle in handles:

@@ -406,13 +406,23 @@ class AdlsStore:
 
     # -- the store contract ----------------------------------------------------------------------
 
-    async def list_dir(self, path: str) -> AsyncIterator[list[FileStatus]]:
+    def list_dir(self, path: str) -> AsyncIterator[list[FileStatus]]:
+        return self._listing(path, recursive=False)
+
+    def list_tree(self, path: str) -> AsyncIterator[list[FileStatus]]:
+        """Pages of everything below a directory, its subdirectories' entries too (one
+        Path-List with ``recursive=true``; ``tree_lister``)."""
+        return self._listing(path, recursive=True)
+
+    async def _listing(self, path: str, *, recursive: bool) -> AsyncIterator[list[FileStatus]]:
         rel = self._rel(path)
         dfs = self._dfs()
         continuation: str | None = None
         while True:
             try:
-                items, continuation = await dfs.list_page(rel, self.page_size, continuation)
+                items, continuation = await dfs.list_page(
+                    rel, self.page_size, continuation, recursive=recursive
+                )
             except (DfsResponseError, aiohttp.ClientError, TimeoutError, ValueError) as error:
                 raise self._translate_lean(error, "list_dir", path) from error
             if rel and any(item.name == rel and not item.is_dir for item in items):

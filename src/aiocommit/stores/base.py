@@ -182,6 +182,18 @@ def rename_batcher(store: object) -> RenameBatch | None:
     return batcher() if callable(batcher) else None
 
 
+#: pages of everything below a directory (files and subdirectories at every depth)
+TreeListing = Callable[[str], AsyncIterator[list[FileStatus]]]
+
+
+def tree_lister(store: object) -> TreeListing | None:
+    """The store's listing of a whole tree in one call (``TreeListing``): its
+    ``list_tree`` (a store may define it, where one request lists a tree, as ADLS's
+    recursive Path-List), else None (a wrapper that must see each call has none)."""
+    lister = getattr(store, "list_tree", None)
+    return lister if callable(lister) else None
+
+
 def join(parent: str, *names: str) -> str:
     """Join store path parts with ``/`` without normalising anything."""
     out = parent
