@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import anyio
 import pytest
 
-from aiocommit.errors import CommitError, OutputConflict
+from aiocommit.errors import CommitError, OutputConflict, StoreError
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
+from aiocommit.stages import rename_workers
 from aiocommit.stages.commit_file import commit_file
 from aiocommit.stages.create_dirs import create_directories_stage
 from aiocommit.stages.rename_files import rename_files_stage
-from aiocommit.stores.base import join
-from tests.helpers import output
+from aiocommit.stores.base import RenameBatch, join
+from aiocommit.stores.local import LocalStore
+from aiocommit.stores.wrapper import StoreWrapper
+from tests.helpers import output, run_tasks
 from tests.stages.conftest import Job, load
 
 
@@ -72,3 +80,81 @@ async def test_delete_target_files_replaces_it(job: Job) -> None:
         finally:
             loaded.close()
     assert await output(job.store, job.dest) == job.expected
+
+
+class _CountingStore(StoreWrapper):
+    """The local store, counting its one-by-one renames and its rename batches."""
+
+    def __init__(self, inner: LocalStore) -> None:
+        super().__init__(inner)
+        self.inner_local = inner
+        self.batches: list[int] = []
+
+    def rename_batcher(self) -> RenameBatch:
+        batch = self.inner_local.rename_batcher()
+
+        async def counted(renames: list[tuple[str, str, str | None]]) -> list[StoreError | None]:
+            self.batches.append(len(renames))
+            return await batch(renames)
+
+        return counted
+
+
+async def test_a_job_of_many_small_tasks_renames_in_chunks_here(tmp_path: Path) -> None:
+    """200 tasks of 3 files, renamed in this process on a store that batches renames:
+    whole small manifests go together in chunks of ``CHUNK_FILES`` renames, each one
+    store call (not 600 renames, each with its own task); every attempt directory is
+    deleted as its manifest finishes, and the files are counted as one by one."""
+    local = LocalStore()
+    dest = str(tmp_path / "out")
+    job_id, expected = await run_tasks(local, dest, tasks=200, files_per_task=3)
+    store = _CountingStore(local)
+    job = Job(store, dest, job_id, expected)
+    async with job.context() as context:
+        loaded = await load(context)
+        try:
+            await create_directories_stage(context, loaded.directories)
+            calls = Counter[str]()
+
+            async def counting(operation: str, path: str, call: Any) -> Any:
+                calls[operation] += 1
+                return await call()
+
+            store.intercept = counting  # type: ignore[method-assign]
+            await rename_files_stage(context, loaded)
+        finally:
+            loaded.close()
+        snapshot = context.stats.snapshot()
+    assert await output(local, dest) == expected
+    assert calls["rename"] == 0  # every rename in a batch
+    chunk = rename_workers.CHUNK_FILES
+    assert sum(store.batches) == 600
+    # 21 whole manifests a chunk: 10 chunks (a call takes as many renames as the
+    # in-flight limit has free slots, so a chunk may go in two)
+    assert -(-600 // (chunk - chunk % 3)) <= len(store.batches) <= 20
+    assert max(store.batches) <= chunk
+    assert calls["delete"] == 200  # each attempt directory as its manifest finished
+    assert snapshot.counters[S.COMMITTER_FILES_COMMITTED] == 600
+    assert snapshot.counters[S.COMMITTER_TASK_ATTEMPT_DIRECTORIES_DELETED] == 200
+    assert snapshot.meanstatistics[S.COMMIT_FILE_RENAME + ".mean"].samples == 600
+    assert not [p async for p in anyio.Path(context.layout.tasks_dir).iterdir()]
+
+
+async def test_a_large_manifest_is_cut_into_even_chunks(tmp_path: Path) -> None:
+    """A manifest of more than ``CHUNK_FILES`` files goes in even pieces (100 as 50 +
+    50), its attempt directory deleted after the last piece."""
+    local = LocalStore()
+    dest = str(tmp_path / "out")
+    job_id, expected = await run_tasks(local, dest, tasks=2, files_per_task=100)
+    store = _CountingStore(local)
+    async with Job(store, dest, job_id, expected).context() as context:
+        loaded = await load(context)
+        try:
+            await create_directories_stage(context, loaded.directories)
+            await rename_files_stage(context, loaded)
+        finally:
+            loaded.close()
+        counters = context.stats.snapshot().counters
+    assert await output(local, dest) == expected
+    assert sum(store.batches) == 200 and max(store.batches) == 50  # (a chunk may go in two)
+    assert counters[S.COMMITTER_TASK_ATTEMPT_DIRECTORIES_DELETED] == 2
