@@ -2,27 +2,45 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
 import pytest
 
-from aiocommit.errors import CommitError, OutputConflict
+from aiocommit.errors import CommitError, OutputConflict, StoreError
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
+from aiocommit.protocol.iostatistics import IOStatisticsSnapshot
+from aiocommit.stages import rename_workers
 from aiocommit.stages.commit_file import commit_file
+from aiocommit.stages.context import StageContext
 from aiocommit.stages.create_dirs import create_directories_stage
 from aiocommit.stages.rename_files import rename_files_stage
-from aiocommit.stores.base import join
-from tests.helpers import output
+from aiocommit.stores.base import RenameBatch, join
+from aiocommit.stores.local import LocalStore
+from aiocommit.stores.wrapper import StoreWrapper
+from tests.helpers import output, run_tasks
 from tests.stages.conftest import Job, load
+
+T = TypeVar("T")
+
+
+async def rename_all(context: StageContext) -> None:
+    """Load the job's manifests, create the target directories, run the rename stage."""
+    loaded = await load(context)
+    try:
+        await create_directories_stage(context, loaded.directories)
+        await rename_files_stage(context, loaded)
+    finally:
+        loaded.close()
 
 
 async def test_renames_every_entry(job: Job) -> None:
     async with job.context() as context:
-        loaded = await load(context)
-        try:
-            await create_directories_stage(context, loaded.directories)
-            await rename_files_stage(context, loaded)
-        finally:
-            loaded.close()
+        await rename_all(context)
         counters = context.stats.snapshot().counters
     assert await output(job.store, job.dest) == job.expected
     assert counters[S.COMMITTER_FILES_COMMITTED] == 12
@@ -72,3 +90,78 @@ async def test_delete_target_files_replaces_it(job: Job) -> None:
         finally:
             loaded.close()
     assert await output(job.store, job.dest) == job.expected
+
+
+class _CountingStore(StoreWrapper):
+    """The local store, counting its calls (one-by-one renames among them) and the
+    renames of each of its rename batches."""
+
+    def __init__(self, inner: LocalStore) -> None:
+        super().__init__(inner)
+        self.inner_local = inner
+        self.calls = Counter[str]()
+        self.batches: list[int] = []
+
+    async def intercept(self, operation: str, path: str, call: Callable[[], Awaitable[T]]) -> T:
+        self.calls[operation] += 1
+        return await call()
+
+    def rename_batcher(self) -> RenameBatch:
+        batch = self.inner_local.rename_batcher()
+
+        async def counted(renames: list[tuple[str, str, str | None]]) -> list[StoreError | None]:
+            self.batches.append(len(renames))
+            return await batch(renames)
+
+        return counted
+
+
+async def rename_tasks_here(
+    tmp_path: Path, tasks: int, files_per_task: int
+) -> tuple[_CountingStore, IOStatisticsSnapshot, str]:
+    """Commit ``tasks`` tasks on the local store, then rename them in this process
+    through a counting wrapper (its counts start at the rename stage); the wrapper, the
+    job's statistics and its tasks directory."""
+    local = LocalStore()
+    dest = str(tmp_path / "out")
+    job_id, expected = await run_tasks(local, dest, tasks=tasks, files_per_task=files_per_task)
+    store = _CountingStore(local)
+    async with Job(store, dest, job_id, expected).context() as context:
+        loaded = await load(context)
+        try:
+            await create_directories_stage(context, loaded.directories)
+            store.calls.clear()
+            await rename_files_stage(context, loaded)
+        finally:
+            loaded.close()
+        snapshot = context.stats.snapshot()
+    assert await output(local, dest) == expected
+    return store, snapshot, context.layout.tasks_dir
+
+
+async def test_a_job_of_many_small_tasks_renames_in_chunks_here(tmp_path: Path) -> None:
+    """200 tasks of 3 files, renamed in this process on a store that batches renames:
+    whole small manifests go together in chunks of ``CHUNK_FILES`` renames, each one
+    store call (not 600 renames, each with its own task); every attempt directory is
+    deleted as its manifest finishes, and the files are counted as one by one."""
+    store, snapshot, tasks_dir = await rename_tasks_here(tmp_path, 200, 3)
+    assert store.calls["rename"] == 0  # every rename in a batch
+    chunk = rename_workers.CHUNK_FILES
+    assert sum(store.batches) == 600
+    # 21 whole manifests a chunk: 10 chunks (a call takes as many renames as the
+    # in-flight limit has free slots, so a chunk may go in two)
+    assert -(-600 // (chunk - chunk % 3)) <= len(store.batches) <= 20
+    assert max(store.batches) <= chunk
+    assert store.calls["delete"] == 200  # each attempt directory as its manifest finished
+    assert snapshot.counters[S.COMMITTER_FILES_COMMITTED] == 600
+    assert snapshot.counters[S.COMMITTER_TASK_ATTEMPT_DIRECTORIES_DELETED] == 200
+    assert snapshot.meanstatistics[S.COMMIT_FILE_RENAME + ".mean"].samples == 600
+    assert not [p async for p in anyio.Path(tasks_dir).iterdir()]
+
+
+async def test_a_large_manifest_is_cut_into_even_chunks(tmp_path: Path) -> None:
+    """A manifest of more than ``CHUNK_FILES`` files goes in even pieces (100 as 50 +
+    50), its attempt directory deleted after the last piece."""
+    store, snapshot, _ = await rename_tasks_here(tmp_path, 2, 100)
+    assert sum(store.batches) == 200 and max(store.batches) == 50  # (a chunk may go in two)
+    assert snapshot.counters[S.COMMITTER_TASK_ATTEMPT_DIRECTORIES_DELETED] == 2

@@ -15,20 +15,26 @@ fail: the first failure cancels the other renames and is raised naming source an
       ``abort_job`` moves them back.
 
 Each file goes into place by ``commit_file`` (``stages.commit_file``: the recovery rule
-that makes a re-run finish what a failed run left).
+that makes a re-run finish what a failed run left); where the store batches renames, in
+this process too by ``commit_files``, in chunks of up to ``CHUNK_FILES`` entries (whole
+small manifests together), so a job of many small tasks costs a few tasks and store
+calls per chunk, not per file.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from functools import partial
 
 from aiocommit.protocol import statistics as S
 from aiocommit.stages import rename_workers
 from aiocommit.stages.commit_file import (
     AttemptCountdown,
     Entry,
+    batches_commits,
     commit_file,
+    commit_files,
     delete_attempt_dir,
     deletes_attempt_dirs_early,
     file_done,
@@ -60,10 +66,44 @@ async def rename_files_stage(
     )
 
 
+class _Renamed:
+    """Files and bytes renamed so far; progress reported at most every 0.2 s (the
+    clock read once per 64 files)."""
+
+    __slots__ = ("bytes", "context", "files", "last_report", "loaded")
+
+    def __init__(self, context: StageContext, loaded: LoadedJob) -> None:
+        self.context = context
+        self.loaded = loaded
+        self.files = 0
+        self.bytes = 0
+        self.last_report = 0.0
+
+    def add(self, files: int, size: int) -> None:
+        before = self.files
+        self.files += files
+        self.bytes += size
+        if self.files >> 6 == before >> 6:
+            return
+        now = time.monotonic()
+        if now - self.last_report > 0.2:
+            self.last_report = now
+            loaded = self.loaded
+            self.context.report(
+                Progress(
+                    S.JOB_STAGE_RENAME_FILES,
+                    self.files,
+                    loaded.file_count,
+                    self.bytes,
+                    loaded.total_size,
+                )
+            )
+
+
 async def _rename_here(context: StageContext, loaded: LoadedJob) -> tuple[int, int]:
-    files_done = 0
-    bytes_done = 0
-    last_report = 0.0
+    if batches_commits(context):
+        return await _rename_chunks_here(context, loaded)
+    renamed = _Renamed(context, loaded)
     dest_root = context.layout.dest
 
     early = deletes_attempt_dirs_early(context)
@@ -75,30 +115,66 @@ async def _rename_here(context: StageContext, loaded: LoadedJob) -> tuple[int, i
                 yield entry, countdown
 
     async def worker(item: tuple[Entry, AttemptCountdown]) -> None:
-        nonlocal files_done, bytes_done, last_report
         entry = item[0]
         await commit_file(context, entry)
         if file_done(item[1]) and early:
             await delete_attempt_dir(context, item[1])
-        files_done += 1
-        bytes_done += entry[2]
-        if files_done & 63:
-            return
-        now = time.monotonic()
-        if now - last_report > 0.2:
-            last_report = now
-            context.report(
-                Progress(
-                    S.JOB_STAGE_RENAME_FILES,
-                    files_done,
-                    loaded.file_count,
-                    bytes_done,
-                    loaded.total_size,
-                )
-            )
+        renamed.add(1, entry[2])
 
     # a generator: parallel() cannot see how many entries there are, so a small job
     # would start a worker for every place in the store's door
     workers = min(context.ops.workers, loaded.file_count)
     await parallel(entries(), worker, workers=workers)
-    return files_done, bytes_done
+    return renamed.files, renamed.bytes
+
+
+#: a chunk: entries renamed as one store call, and the manifests' countdowns it advances
+#: (each with its count of the chunk's entries)
+Chunk = tuple[list[Entry], list[tuple[AttemptCountdown, int]]]
+
+
+def chunks(loaded: LoadedJob, dest_root: str, size: int) -> Iterator[Chunk]:
+    """The entries of every manifest in chunks of at most ``size``: small manifests
+    together, a larger one cut into even pieces (100 entries go as 50 + 50)."""
+    entries: list[Entry] = []
+    counts: list[tuple[AttemptCountdown, int]] = []
+    for manifest in loaded.manifests:
+        countdown = AttemptCountdown(manifest.attempt_dir, manifest.file_count)
+        if entries and len(entries) + manifest.file_count > size:
+            yield entries, counts
+            entries, counts = [], []
+        if manifest.file_count <= size:
+            entries.extend(loaded.entries(manifest, dest_root))
+            counts.append((countdown, manifest.file_count))
+            continue
+        own = list(loaded.entries(manifest, dest_root))
+        pieces = -(-len(own) // size)
+        step = -(-len(own) // pieces)
+        for start in range(0, len(own), step):
+            piece = own[start : start + step]
+            yield piece, [(countdown, len(piece))]
+    if entries:
+        yield entries, counts
+
+
+async def _rename_chunks_here(context: StageContext, loaded: LoadedJob) -> tuple[int, int]:
+    """Where the store batches renames: chunks of ``CHUNK_FILES`` entries (whole small
+    manifests together), each one store call, a few chunks in flight (as a rename worker
+    does). A small job then costs a handful of tasks and thread hops, not one of each
+    per file; the attempt directories a chunk finishes are deleted together."""
+    renamed = _Renamed(context, loaded)
+    early = deletes_attempt_dirs_early(context)
+
+    async def worker(chunk: Chunk) -> None:
+        entries, counts = chunk
+        await commit_files(context, entries)
+        finished = [countdown for countdown, count in counts if file_done(countdown, count)]
+        if early and finished:
+            await parallel(finished, partial(delete_attempt_dir, context), workers=len(finished))
+        renamed.add(len(entries), sum(entry[2] for entry in entries))
+
+    chunk = rename_workers.CHUNK_FILES
+    workers = max(1, min(context.options.concurrency, context.ops.workers) // chunk)
+    workers = min(workers, -(-loaded.file_count // chunk))
+    await parallel(chunks(loaded, context.layout.dest, chunk), worker, workers=workers)
+    return renamed.files, renamed.bytes
