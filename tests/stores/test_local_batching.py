@@ -1,9 +1,8 @@
-"""The local store deletes small trees and reads small files with its batched metadata
-calls (one thread hop per batch, not per call: a job commit of 200 small manifests read
-them and deleted their task attempt directories in 400 hops); larger ones still take a
-thread each, and give the same results. (Session 28 reverted batched reads when
-``tests/stress/test_rss.py`` failed 3 of 3 with them on that merge; on session 30's
-main it passed 4 of 4.)"""
+"""The local store deletes small trees with its batched metadata calls (one thread hop per
+batch, not per call: a job commit of 200 small manifests deleted their task attempt
+directories in 200 hops); larger ones still take a thread each, and give the same
+results. (Reads stay a thread each: read on the batch's threads, the manifests' bytes
+made a long-lived process's RSS creep, ``tests/stress/test_rss.py``.)"""
 
 from __future__ import annotations
 
@@ -143,31 +142,3 @@ def test_empty_directories_of_a_tree_go_with_one_rmdir_each(
     (tree / "file").write_bytes(b"x")
     assert anyio.run(lambda: LocalStore().delete(str(tree), recursive=True))
     assert not tree.exists() and trees == [str(tree / "d1")]
-
-
-def test_small_reads_are_batched_and_large_ones_read_whole(
-    tmp_path: Path, thread_hops: list[int]
-) -> None:
-    store = LocalStore()
-    small = []
-    for index in range(200):
-        path = tmp_path / f"task_{index:05d}-manifest.json"
-        path.write_bytes(b"{}" * (index + 1))
-        small.append(path)
-    large = tmp_path / "large-manifest.json"
-    large.write_bytes(os.urandom(1 << 20))  # above SMALL_READ_BYTES
-    read: dict[Path, bytes] = {}
-
-    async def read_one(path: Path) -> None:
-        read[path] = await store.read_bytes(str(path))
-
-    async def main() -> None:
-        async with anyio.create_task_group() as group:
-            for path in small:
-                group.start_soon(read_one, path)
-        assert thread_hops[0] <= 8, f"{thread_hops[0]} thread hops for 200 small reads"
-        await read_one(large)
-        assert thread_hops[0] >= 2  # the batched call found it large: a thread of its own
-
-    anyio.run(main)
-    assert all(read[path] == path.read_bytes() for path in [*small, large])

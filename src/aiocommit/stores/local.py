@@ -274,12 +274,6 @@ class LocalStore:
         return await anyio.to_thread.run_sync(_move_each, renames, limiter=self._thread_limiter())
 
     async def read_bytes(self, path: str) -> bytes:
-        # a small file (a task manifest of a small task) is read with the batched
-        # metadata calls: 200 manifests cost a few thread hops, not 200
-        data = await self._metadata(path, "read_bytes", _read_small, path)
-        if data is not None:
-            return data
-
         def read() -> bytes:
             with open(path, "rb") as handle:
                 return handle.read()
@@ -420,19 +414,6 @@ def _remove_small_tree(path: str) -> bool | None:
         with contextlib.suppress(FileNotFoundError):
             os.rmdir(directory)
     return True
-
-
-#: files of up to this many bytes are read with the batched metadata calls
-SMALL_READ_BYTES = 1 << 16
-
-
-def _read_small(path: str) -> bytes | None:
-    """The bytes of a file of at most ``SMALL_READ_BYTES``; None (nothing read) for a
-    larger one."""
-    with open(path, "rb") as handle:
-        if os.fstat(handle.fileno()).st_size > SMALL_READ_BYTES:
-            return None
-        return handle.read()
 
 
 def _move(source: str, dest: str, overwrite: bool, source_etag: str | None) -> None:
