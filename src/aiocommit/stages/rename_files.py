@@ -147,11 +147,7 @@ def chunks(loaded: LoadedJob, dest_root: str, size: int) -> Iterator[Chunk]:
             entries.extend(loaded.entries(manifest, dest_root))
             counts.append((countdown, manifest.file_count))
             continue
-        own = list(loaded.entries(manifest, dest_root))
-        pieces = -(-len(own) // size)
-        step = -(-len(own) // pieces)
-        for start in range(0, len(own), step):
-            piece = own[start : start + step]
+        for piece in rename_workers.even_chunks(list(loaded.entries(manifest, dest_root)), size):
             yield piece, [(countdown, len(piece))]
     if entries:
         yield entries, counts

@@ -87,6 +87,18 @@ PROGRESS_SECONDS = 0.2
 #: (``commit_files``): each still takes its slot of the in-flight limit
 CHUNK_FILES = 64
 
+
+def even_chunks(entries: list[Entry], size: int) -> Iterator[list[Entry]]:
+    """``entries`` in the fewest chunks of at most ``size``, as even as they go (100
+    entries in chunks of 64 go as 50 + 50, not 64 + 36); none for no entries."""
+    if not entries:
+        return
+    pieces = -(-len(entries) // size)
+    step = -(-len(entries) // pieces)
+    for start in range(0, len(entries), step):
+        yield entries[start : start + step]
+
+
 Batch = list[tuple[str, bytes]]
 
 
@@ -412,11 +424,8 @@ class _Feed:
             for attempt_dir, data in batch:
                 entries = list(spilled_entries(data, attempt_dir, self.dest_root))
                 countdown = AttemptCountdown(attempt_dir, len(entries))
-                # even chunks: 100 entries go as 50 + 50, not 64 + 36
-                chunks = -(-len(entries) // self.chunk)
-                size = -(-len(entries) // chunks) if chunks else 0
-                for start in range(0, len(entries), size or 1):
-                    self.pending.append((entries[start : start + size], countdown))
+                for piece in even_chunks(entries, self.chunk):
+                    self.pending.append((piece, countdown))
                 self.queued += len(entries)
             self._wake()
             while self.queued > self.low:
