@@ -1,0 +1,56 @@
+"""``LocalStore.read_bytes`` reads in a worker thread into memory its caller's thread
+allocated: what a pool thread allocates stays in that thread's malloc arena, and a
+long-lived caller reading manifests through rotating pool threads grew its RSS commit
+after commit (``bench loop``'s rss part with ``processes=1``)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import tracemalloc
+from pathlib import Path
+
+import anyio
+import pytest
+
+from aiocommit.errors import NotFound
+from aiocommit.stores import local
+from aiocommit.stores.local import LocalStore
+
+
+def _read_traced(path: Path) -> tuple[bytes, tracemalloc.Traceback | None]:
+    tracemalloc.start(100)
+    try:
+        data = anyio.run(LocalStore().read_bytes, str(path))
+        return data, tracemalloc.get_object_traceback(data)
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_manifest_sized_read_is_allocated_by_the_callers_thread(tmp_path: Path) -> None:
+    path = tmp_path / "manifest.json"
+    path.write_bytes(os.urandom(40_000))
+    data, traceback = _read_traced(path)
+    assert data == path.read_bytes()
+    assert traceback is not None
+    # a block allocated in a pool thread has the thread's bootstrap at the bottom of its stack
+    threads = [frame for frame in traceback if frame.filename == threading.__file__]
+    assert not threads, f"allocated in a worker thread: {traceback.format()}"
+
+
+@pytest.mark.parametrize(
+    "size",
+    [0, 1, local.READ_BUFFER - 1, local.READ_BUFFER, local.READ_BUFFER + 1, 3 * local.READ_BUFFER],
+)
+def test_every_size_reads_whole(tmp_path: Path, size: int) -> None:
+    path = tmp_path / "file"
+    content = os.urandom(size)
+    path.write_bytes(content)
+    data = anyio.run(LocalStore().read_bytes, str(path))
+    assert type(data) is bytes
+    assert data == content
+
+
+def test_a_missing_file_is_not_found(tmp_path: Path) -> None:
+    with pytest.raises(NotFound):
+        anyio.run(LocalStore().read_bytes, str(tmp_path / "missing"))
