@@ -386,3 +386,47 @@ def _always_fails(value):  # type: ignore[no-untyped-def]
 
 def rows_of(df: DataFrame) -> list[tuple[object, ...]]:
     return sorted(tuple(r) for r in df.select(*sorted(df.columns)).collect())
+
+
+def _no_fork_bytes_written(spark: SparkSession) -> int:
+    """Bytes Spark's JVM wrote through the ``aiocommitfile`` scheme (Hadoop's per-scheme
+    filesystem statistics)."""
+    found = spark._jvm.org.apache.hadoop.fs.FileSystem.getAllStatistics()  # type: ignore[union-attr]
+    return sum(s.getBytesWritten() for s in found if s.getScheme() == "aiocommitfile")
+
+
+@needs_manifest_committer
+def test_local_task_files_are_written_without_chmod_children(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """On a local destination the tasks write through the jar's ``NoForkLocalFileSystem``
+    (permissions by system call, not a ``chmod`` child process of Spark's JVM per file and
+    directory); the files and directories get the permissions Spark's writer gives."""
+    ensure_committer(spark)
+    jvm = spark._jvm
+    assert jvm is not None
+    conf = jvm.org.apache.hadoop.conf.Configuration()
+    conf.set("fs.aiocommitfile.impl", "aiocommit.spark.NoForkLocalFileSystem")
+    fs = jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI.create("aiocommitfile:///"), conf)
+    permission = jvm.org.apache.hadoop.fs.permission.FsPermission
+    made = tmp_path / "made"
+    assert fs.mkdirs(jvm.org.apache.hadoop.fs.Path(f"aiocommitfile:{made}"), permission(0o750))
+    assert made.stat().st_mode & 0o7777 == 0o750
+    fs.setPermission(jvm.org.apache.hadoop.fs.Path(f"aiocommitfile:{made}"), permission(0o701))
+    assert made.stat().st_mode & 0o7777 == 0o701
+
+    before = _no_fork_bytes_written(spark)
+    df = frame(spark)
+    ours, theirs = tmp_path / "jvm", tmp_path / "spark"
+    write(df, str(ours), mode="append", partition_by=["k"], engine="jvm")
+    df.write.mode("append").partitionBy("k").parquet(str(theirs))
+    assert _no_fork_bytes_written(spark) > before
+    assert rows(spark, ours) == rows(spark, theirs)
+
+    def modes(root: Path) -> set[tuple[str, int]]:
+        found = {("dir", p.stat().st_mode & 0o7777) for p in root.rglob("*") if p.is_dir()}
+        files = (p for p in root.rglob("*.parquet"))
+        return found | {("file", p.stat().st_mode & 0o7777) for p in files}
+
+    assert modes(ours) == modes(theirs)
+    assert temporary_is_clean(ours)

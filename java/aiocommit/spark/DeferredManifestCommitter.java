@@ -114,7 +114,9 @@ public class DeferredManifestCommitter extends FileOutputCommitter {
 
   @Override
   public Path getWorkPath() throws IOException {
-    return localTask != null ? localTask.taskAttemptDir() : manifest().getWorkPath();
+    return localTask != null
+        ? localTask.workPath(context.getConfiguration())
+        : manifest().getWorkPath();
   }
 
   @Override

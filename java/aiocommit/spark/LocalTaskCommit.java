@@ -84,6 +84,16 @@ final class LocalTaskCommit {
     return taskAttemptDir;
   }
 
+  /** Where the task's writers write: the attempt directory, under {@link
+   * NoForkLocalFileSystem}'s scheme when the write's configuration maps it (no child process
+   * per file and directory), else as a {@code file:} path. */
+  Path workPath(org.apache.hadoop.conf.Configuration conf) {
+    if (!NoForkLocalFileSystem.class.getName().equals(conf.getTrimmed(NoForkLocalFileSystem.IMPL_KEY))) {
+      return taskAttemptDir;
+    }
+    return new Path(NoForkLocalFileSystem.SCHEME, null, taskAttemptDir.toUri().getPath());
+  }
+
   /**
    * Makes the attempt directory (and its parents) with plain directory calls. Hadoop's local
    * filesystem, without its native library (pyspark ships none), sets a new directory's

@@ -67,6 +67,10 @@ COMMITTER_OPTIONS = (
 )
 #: Spark's default commit protocol: the one that takes the committer from the options
 SPARK_PROTOCOL = "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol"
+#: on a local destination, the tasks' work paths are under this filesystem's scheme: the
+#: local filesystem setting permissions without a ``chmod`` child process per file and
+#: directory (``NoForkLocalFileSystem`` in the jar)
+NO_FORK_OPTIONS = {"fs.aiocommitfile.impl": "aiocommit.spark.NoForkLocalFileSystem"}
 #: Hadoop's ManifestCommitter is in Hadoop 3.3.5 and later
 MANIFEST_HADOOP = (3, 3, 5)
 
@@ -125,6 +129,8 @@ def write_jvm(
     for key in COMMITTER_OPTIONS:
         writer = writer.option(key, COMMITTER_CLASS)
     writer = writer.option(JOB_ID_OPTION, job_id)
+    if scheme == "file":
+        writer = writer.options(**NO_FORK_OPTIONS)
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     try:
