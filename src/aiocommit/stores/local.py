@@ -246,16 +246,15 @@ class LocalStore:
     async def delete(self, path: str, *, recursive: bool = False) -> bool:
         if not recursive:
             return await self._metadata(path, "delete", _remove, path, False)
-        if loop_is_dedicated():
-            # a rename worker: any tree in one thread hop, not on its loop. Each rmdir
-            # waits on the filesystem (ext4: ~65 of its ~80 us), which the loop's renames
-            # would otherwise wait through; in a thread they overlap it.
-            return await self._run(lambda: _remove(path, True), path, "delete")
-        # a small tree (a task attempt directory after its renames: a few checksum files)
-        # goes with the batched metadata calls; a larger one in a thread of its own
-        deleted = await self._metadata(path, "delete", _remove_small_tree, path)
-        if deleted is not None:
-            return deleted
+        if not loop_is_dedicated():
+            # a small tree (a task attempt directory after its renames: a few checksum
+            # files) goes with the batched metadata calls
+            deleted = await self._metadata(path, "delete", _remove_small_tree, path)
+            if deleted is not None:
+                return deleted
+        # a larger tree, or any tree in a rename worker (whose metadata calls run on its
+        # loop), in a thread of its own: each rmdir waits on the filesystem (ext4: ~65 of
+        # its ~80 us), which a worker's renames would otherwise wait through
         return await self._run(lambda: _remove(path, True), path, "delete")
 
     async def rename(
