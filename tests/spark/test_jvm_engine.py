@@ -21,6 +21,7 @@ from aiocommit.integrations.spark.jvm_engine import (
     COMMITTER_CLASS,
     COMMITTER_OPTIONS,
     JOB_ID_OPTION,
+    NO_FORK_OPTIONS,
     ensure_committer,
     jar_path,
 )
@@ -406,7 +407,8 @@ def test_local_task_files_are_written_without_chmod_children(
     jvm = spark._jvm
     assert jvm is not None
     conf = jvm.org.apache.hadoop.conf.Configuration()
-    conf.set("fs.aiocommitfile.impl", "aiocommit.spark.NoForkLocalFileSystem")
+    for key, value in NO_FORK_OPTIONS.items():  # the mapping write(engine="jvm") gives
+        conf.set(key, value)
     fs = jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI.create("aiocommitfile:///"), conf)
     permission = jvm.org.apache.hadoop.fs.permission.FsPermission
     made = tmp_path / "made"
