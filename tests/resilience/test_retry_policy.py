@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
@@ -20,6 +21,8 @@ from aiocommit.io.retry import RetryPolicy
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
+from aiocommit.stores.base import FileStatus
+from aiocommit.stores.faulty import Faults, FaultyStore
 from aiocommit.stores.memory import MemoryStore
 
 
@@ -163,3 +166,74 @@ async def test_non_retryable_error_is_not_retried() -> None:
     with pytest.raises(PermissionDenied):
         await operations.stat("/")
     assert store.calls == 1
+
+
+def instant(clock: FakeClock) -> Callable[[float], Awaitable[None]]:
+    async def sleep(seconds: float) -> None:
+        clock.now += seconds
+
+    return sleep
+
+
+async def listed(operations: StoreOperations, path: str) -> list[str]:
+    return [status.path async for page in operations.list_dir(path) for status in page]
+
+
+async def test_a_throttled_page_is_retried_alone_not_the_listing_from_the_start() -> None:
+    """30 pages, 30 % of page requests throttled: each page is asked for again at its own
+    place (about 43 requests), not by listing again from the first page (where 30 pages
+    in a row unthrottled come once in 45,000 tries, and the retries give up)."""
+    inner = MemoryStore("paged", page_size=2)
+    names = [f"/d/f{i:03}" for i in range(60)]
+    for name in names:
+        await inner.write_bytes(name, b"x")
+    faulty = FaultyStore(inner, Faults(seed=3, throttle_probability=0.3, operations=("list_dir",)))
+    clock = FakeClock()
+    stats = IOStatistics()
+    operations = StoreOperations(
+        faulty, CommitOptions(), stats, retry=policy(clock), sleep=instant(clock)
+    )
+    assert await listed(operations, "/d") == names
+    requests = faulty.counts.by_operation["list_dir"]
+    assert faulty.counts.throttled > 5
+    assert requests == 30 + faulty.counts.throttled <= 60
+    assert stats.counters[S.STORE_IO_THROTTLED] == faulty.counts.throttled
+
+
+class FailsAfterEachNewPage(MemoryStore):
+    """A listing (not one request per page in ``REQUEST_RETRY``) that fails transiently
+    right after each page it had not served before: every failure restarts it."""
+
+    def __init__(self) -> None:
+        super().__init__("restarting", page_size=2)
+        self.served = 0
+        self.listings = 0
+
+    async def list_dir(self, path: str) -> AsyncIterator[list[FileStatus]]:
+        self.listings += 1
+        index = 0
+        async for page in super().list_dir(path):
+            yield page
+            index += 1
+            if index > self.served:
+                self.served = index
+                raise Transient("connection reset")
+
+
+async def test_a_restarted_listing_that_progresses_starts_its_retries_again() -> None:
+    """Five failures in one listing, each after a new page: with three attempts allowed
+    per page the listing completes (the count starts again at each new page)."""
+    store = FailsAfterEachNewPage()
+    names = [f"/d/f{i}" for i in range(10)]
+    for name in names:
+        await store.write_bytes(name, b"x")
+    clock = FakeClock()
+    operations = StoreOperations(
+        store,
+        CommitOptions(),
+        IOStatistics(),
+        retry=policy(clock, max_attempts=3),
+        sleep=instant(clock),
+    )
+    assert await listed(operations, "/d") == names
+    assert store.listings == 6

@@ -102,11 +102,11 @@ class StoreOperations:
         )
 
     async def _attempt(
-        self, statistic: str, function: Callable[[], Awaitable[T]], *, probe: bool = False
+        self, statistic: str, function: Callable[[], Awaitable[T]], requests: _Requests
     ) -> T:
         """One try: rate limit, a slot of the in-flight limit, statistics, throttle feedback.
-        A ``probe`` (stat, read) that finds nothing raises ``NotFound`` but is counted as a
-        call that succeeded: absence is its answer, not a failure."""
+        ``function``'s requests run in ``REQUEST_RETRY`` (``requests``): the first rides on
+        this try's turn, a throttled or transient one is retried on its own."""
         stats = self.stats
         if self._rate is not None:
             await self._wait_turn(self._rate)
@@ -116,25 +116,26 @@ class StoreOperations:
         limiter = self.limiter
         epoch = await limiter.acquire()
         begin = time.perf_counter()
+        requests.epoch, requests.first, requests.pace = epoch, True, pace
+        token = REQUEST_RETRY.set(requests)
         try:
             result = await function()
         except StoreError as error:
-            answered = probe and isinstance(error, NotFound)
-            millis = (time.perf_counter() - begin) * 1000
-            stats.record_duration(statistic, millis, failed=not answered)
-            if answered:
-                limiter.on_success()
-                pace.admitted += 1
+            stats.record_duration(statistic, (time.perf_counter() - begin) * 1000, failed=True)
+            if error.retried_seconds:
+                pass  # a request given up on: counted where it was retried
             elif isinstance(error, Throttled):
                 self._throttled(epoch, begin, pace)
             elif isinstance(error, Transient):
                 stats.increment(S.STORE_IO_TRANSIENT)
             raise
         finally:
+            REQUEST_RETRY.reset(token)
             limiter.release()
         stats.record_duration(statistic, (time.perf_counter() - begin) * 1000)
         limiter.on_success()
-        pace.admitted += 1
+        if requests.first:  # else its requests were counted
+            pace.admitted += 1
         return result
 
     async def _wait_turn(self, turn: AdaptiveRate | RateLimiter) -> float:
@@ -394,12 +395,17 @@ class StoreOperations:
         self, statistic: str, listing: Callable[[], AsyncIterator[list[P]]]
     ) -> AsyncIterator[list[P]]:
         """The pages of a listing (``listing()`` starts it), each page timed under
-        ``statistic``. A retryable failure restarts the listing after a backoff and skips
-        what was already yielded (listings are consistent on every supported store)."""
+        ``statistic``. A page's request that is throttled or fails transiently is retried
+        on its own where the store fetches each page in ``REQUEST_RETRY`` (at its
+        continuation: a long listing is not fetched again from the start). Any other
+        retryable failure restarts the listing after a backoff and skips what was already
+        yielded (listings are consistent on every supported store); the retries' count and
+        budget start again at each page that brings something new."""
         yielded = 0
         started = self.retry.clock()
         attempt = 0
         delay = 0.0
+        requests = _Requests(self, transient=True)
         while True:
             attempt += 1
             iterator = listing().__aiter__()
@@ -407,7 +413,7 @@ class StoreOperations:
             try:
                 while True:
                     try:
-                        page = await self._attempt(statistic, iterator.__anext__)
+                        page = await self._attempt(statistic, iterator.__anext__, requests)
                     except StopAsyncIteration:
                         return
                     if skip:
@@ -416,6 +422,8 @@ class StoreOperations:
                         skip -= dropped
                     if page:
                         yielded += len(page)
+                        # progress: the retries' count and budget start again
+                        attempt, delay, started = 1, 0.0, self.retry.clock()
                         yield page
             except StoreError as error:
                 delay = await self._backoff(error, attempt, delay, started)

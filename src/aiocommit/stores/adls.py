@@ -53,8 +53,9 @@ from aiocommit.errors import (
     Throttled,
     Transient,
 )
-from aiocommit.stores.adls_rest import DfsResponseError, LeanDfsClient
+from aiocommit.stores.adls_rest import DfsResponseError, LeanDfsClient, PathItem
 from aiocommit.stores.base import (
+    REQUEST_RETRY,
     FileStatus,
     Store,
     StoreCapabilities,
@@ -415,16 +416,14 @@ class AdlsStore:
         return self._listing(path, recursive=True)
 
     async def _listing(self, path: str, *, recursive: bool) -> AsyncIterator[list[FileStatus]]:
+        """Each page is one request in ``REQUEST_RETRY``: a throttled page is retried at
+        its continuation, not by listing again from the start."""
         rel = self._rel(path)
-        dfs = self._dfs()
         continuation: str | None = None
         while True:
-            try:
-                items, continuation = await dfs.list_page(
-                    rel, self.page_size, continuation, recursive=recursive
-                )
-            except (DfsResponseError, aiohttp.ClientError, TimeoutError, ValueError) as error:
-                raise self._translate_lean(error, "list_dir", path) from error
+            items, continuation = await REQUEST_RETRY.get()(
+                functools.partial(self._list_page, path, rel, continuation, recursive)
+            )
             if rel and any(item.name == rel and not item.is_dir for item in items):
                 raise NotFound("not a directory", path=path, operation="list_dir")
             statuses = [
@@ -439,6 +438,16 @@ class AdlsStore:
                 yield statuses
             if not continuation:
                 return
+
+    async def _list_page(
+        self, path: str, rel: str, continuation: str | None, recursive: bool
+    ) -> tuple[list[PathItem], str | None]:
+        try:
+            return await self._dfs().list_page(
+                rel, self.page_size, continuation, recursive=recursive
+            )
+        except (DfsResponseError, aiohttp.ClientError, TimeoutError, ValueError) as error:
+            raise self._translate_lean(error, "list_dir", path) from error
 
     async def stat(self, path: str) -> FileStatus:
         rel = self._rel(path)

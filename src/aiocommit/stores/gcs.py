@@ -364,8 +364,9 @@ class GcsStore:
         }
         exists = prefix == ""
         seen: set[str] = set()  # fake-gcs-server repeats prefixes on later pages
+        retry = REQUEST_RETRY.get()  # each page one request: retried at its page token
         while True:
-            data = await self._list(params, path, "list_dir")
+            data = await retry(partial(self._list, dict(params), path, "list_dir"))
             fresh = [p for p in data.get("prefixes", []) if p not in seen]
             seen.update(fresh)
             page = [FileStatus("/" + p.rstrip("/"), True) for p in fresh]

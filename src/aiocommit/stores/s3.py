@@ -48,6 +48,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -72,7 +73,7 @@ from aiocommit.errors import (
     Throttled,
     Transient,
 )
-from aiocommit.stores.base import FileStatus, StoreCapabilities, check_clean
+from aiocommit.stores.base import REQUEST_RETRY, FileStatus, StoreCapabilities, check_clean
 from aiocommit.stores.edge import retry_after, translating
 from aiocommit.stores.multipart import Upload
 from aiocommit.stores.prefixes import (
@@ -85,8 +86,9 @@ from aiocommit.stores.prefixes import (
 
 if TYPE_CHECKING:
     from types_aiobotocore_s3 import S3Client
+    from types_aiobotocore_s3.type_defs import ListObjectsV2OutputTypeDef
 else:
-    S3Client = Any
+    S3Client = ListObjectsV2OutputTypeDef = Any
 
 _NOT_FOUND = {"NoSuchKey", "NoSuchUpload", "NotFound", "404", "NoSuchBucket"}
 _DENIED = {"AccessDenied", "403", "401", "InvalidAccessKeyId", "SignatureDoesNotMatch"}
@@ -325,9 +327,14 @@ class S3Store:
             "MaxKeys": self.page_size,
         }
         exists = prefix == ""
-        while True:
+        retry = REQUEST_RETRY.get()  # each page one request: retried at its token
+
+        async def request(params: dict[str, Any]) -> ListObjectsV2OutputTypeDef:
             with _edge(path, "list_dir"):
-                answer = await client.list_objects_v2(**params)
+                return await client.list_objects_v2(**params)
+
+        while True:
+            answer: ListObjectsV2OutputTypeDef = await retry(partial(request, dict(params)))
             page = [
                 FileStatus("/" + str(p["Prefix"]).rstrip("/"), True)
                 for p in answer.get("CommonPrefixes", [])

@@ -7,9 +7,10 @@ way: they override ``intercept`` and inherit the rest.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
-from aiocommit.stores.base import FileStatus, Store, StoreCapabilities, StoreOpener
+from aiocommit.stores.base import REQUEST_RETRY, FileStatus, Store, StoreCapabilities, StoreOpener
 from aiocommit.stores.multipart import Upload
 
 T = TypeVar("T")
@@ -57,7 +58,8 @@ class StoreWrapper:
                 async def served(page: list[FileStatus] = page) -> list[FileStatus]:
                     return page
 
-                yield await self.intercept("list_dir", path, served)
+                # one request per page: retried alone (``REQUEST_RETRY``), as a store's
+                yield await REQUEST_RETRY.get()(partial(self.intercept, "list_dir", path, served))
                 if not page:
                     return
         finally:
