@@ -16,6 +16,7 @@ from aiocommit.errors import (
     Throttled,
     Transient,
 )
+from aiocommit.io.multipart import MultipartOperations
 from aiocommit.io.operations import StoreOperations
 from aiocommit.io.retry import RetryPolicy
 from aiocommit.options import CommitOptions
@@ -198,6 +199,26 @@ async def test_a_throttled_page_is_retried_alone_not_the_listing_from_the_start(
     assert faulty.counts.throttled > 5
     assert requests == 30 + faulty.counts.throttled <= 60
     assert stats.counters[S.STORE_IO_THROTTLED] == faulty.counts.throttled
+
+
+async def test_a_throttled_page_of_uploads_is_retried_alone() -> None:
+    """The same for outstanding multipart uploads (30 pages). (moto answers every
+    upload in one page, whatever ``MaxUploads`` asks: an in-memory store here.)"""
+    inner = MemoryStore("uploads", page_size=2)
+    paths = [f"/u/k{i:02}" for i in range(60)]
+    for path in paths:
+        await inner.create_upload(path)
+    faulty = FaultyStore(
+        inner, Faults(seed=4, throttle_probability=0.3, operations=("list_uploads",))
+    )
+    clock = FakeClock()
+    operations = StoreOperations(
+        faulty, CommitOptions(), IOStatistics(), retry=policy(clock), sleep=instant(clock)
+    )
+    uploads = MultipartOperations(operations)
+    assert [u.path async for page in uploads.list_uploads("/u/") for u in page] == paths
+    assert faulty.counts.throttled > 5
+    assert faulty.counts.by_operation["list_uploads"] == 30 + faulty.counts.throttled
 
 
 class FailsAfterEachNewPage(MemoryStore):

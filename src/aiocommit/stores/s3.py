@@ -86,9 +86,12 @@ from aiocommit.stores.prefixes import (
 
 if TYPE_CHECKING:
     from types_aiobotocore_s3 import S3Client
-    from types_aiobotocore_s3.type_defs import ListObjectsV2OutputTypeDef
+    from types_aiobotocore_s3.type_defs import (
+        ListMultipartUploadsOutputTypeDef,
+        ListObjectsV2OutputTypeDef,
+    )
 else:
-    S3Client = ListObjectsV2OutputTypeDef = Any
+    S3Client = ListObjectsV2OutputTypeDef = ListMultipartUploadsOutputTypeDef = Any
 
 _NOT_FOUND = {"NoSuchKey", "NoSuchUpload", "NotFound", "404", "NoSuchBucket"}
 _DENIED = {"AccessDenied", "403", "401", "InvalidAccessKeyId", "SignatureDoesNotMatch"}
@@ -533,9 +536,14 @@ class S3Store:
             "Prefix": object_key(prefix) if prefix.startswith("/") else prefix,
             "MaxUploads": self.page_size,
         }
-        while True:
+        retry = REQUEST_RETRY.get()  # each page one request: retried at its markers
+
+        async def request(params: dict[str, Any]) -> ListMultipartUploadsOutputTypeDef:
             with _edge(prefix, "list_uploads"):
-                answer = await client.list_multipart_uploads(**params)
+                return await client.list_multipart_uploads(**params)
+
+        while True:
+            answer = await retry(partial(request, dict(params)))
             page = [
                 Upload(
                     "/" + str(item["Key"]),

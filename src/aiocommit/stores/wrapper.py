@@ -54,18 +54,22 @@ class StoreWrapper:
                         return
                     page = []
                 first = False
-
-                async def served(page: list[FileStatus] = page) -> list[FileStatus]:
-                    return page
-
-                # one request per page: retried alone (``REQUEST_RETRY``), as a store's
-                yield await REQUEST_RETRY.get()(partial(self.intercept, "list_dir", path, served))
+                yield await self._page("list_dir", path, page)
                 if not page:
                     return
         finally:
             aclose = getattr(iterator, "aclose", None)
             if aclose is not None:
                 await aclose()
+
+    def _page(self, operation: str, path: str, page: list[T]) -> Awaitable[list[T]]:
+        """One page of a listing served as one call, in ``REQUEST_RETRY``: a page whose
+        call fails is retried alone, as a store's page request is."""
+
+        async def served() -> list[T]:
+            return page
+
+        return REQUEST_RETRY.get()(partial(self.intercept, operation, path, served))
 
     async def stat(self, path: str) -> FileStatus:
         return await self.intercept("stat", path, lambda: self.inner.stat(path))
@@ -136,11 +140,7 @@ class StoreWrapper:
     async def list_uploads(self, prefix: str) -> AsyncIterator[list[Upload]]:
         inner: Any = self.inner
         async for page in inner.list_uploads(prefix):
-
-            async def served(page: list[Upload] = page) -> list[Upload]:
-                return page
-
-            yield await self.intercept("list_uploads", prefix, served)
+            yield await self._page("list_uploads", prefix, page)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
