@@ -22,7 +22,7 @@ from aiocommit.io.retry import RetryPolicy
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
-from aiocommit.stores.base import FileStatus
+from aiocommit.stores.base import REQUEST_RETRY, FileStatus
 from aiocommit.stores.faulty import Faults, FaultyStore
 from aiocommit.stores.memory import MemoryStore
 
@@ -258,3 +258,35 @@ async def test_a_restarted_listing_that_progresses_starts_its_retries_again() ->
     )
     assert await listed(operations, "/d") == names
     assert store.listings == 6
+
+
+class ThrottledRequests(MemoryStore):
+    """A delete made of requests in ``REQUEST_RETRY`` (as a prefix store's), every one
+    throttled."""
+
+    def __init__(self) -> None:
+        super().__init__("throttled")
+        self.requests = 0
+
+    async def delete(self, path: str, *, recursive: bool = False) -> bool:
+        async def request() -> bool:
+            self.requests += 1
+            raise Throttled("busy")
+
+        result: bool = await REQUEST_RETRY.get()(request)
+        return result
+
+
+async def test_a_request_given_up_on_is_counted_once() -> None:
+    """Three throttled requests, then the request gives up: three throttles counted (the
+    call around it does not count the last one again) and the call is not retried."""
+    store = ThrottledRequests()
+    clock = FakeClock()
+    stats = IOStatistics()
+    operations = StoreOperations(
+        store, CommitOptions(), stats, retry=policy(clock, max_attempts=3), sleep=instant(clock)
+    )
+    with pytest.raises(Throttled):
+        await operations.delete("/d", recursive=True)
+    assert store.requests == 3
+    assert stats.counters[S.STORE_IO_THROTTLED] == 3

@@ -296,6 +296,8 @@ class StoreOperations:
         if answered:
             self.limiter.on_success()
             pace.admitted += 1
+        elif error.retried_seconds:
+            pass  # a request given up on: counted where it was retried (``_request``)
         elif isinstance(error, Throttled):
             self._throttled(epoch, begin, pace)
             if pace.rate is not None:
