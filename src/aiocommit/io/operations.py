@@ -116,18 +116,13 @@ class StoreOperations:
         limiter = self.limiter
         epoch = await limiter.acquire()
         begin = time.perf_counter()
-        requests.epoch, requests.first, requests.pace = epoch, True, pace
+        requests.epoch, requests.first = epoch, True
         token = REQUEST_RETRY.set(requests)
         try:
             result = await function()
         except StoreError as error:
             stats.record_duration(statistic, (time.perf_counter() - begin) * 1000, failed=True)
-            if error.retried_seconds:
-                pass  # a request given up on: counted where it was retried
-            elif isinstance(error, Throttled):
-                self._throttled(epoch, begin, pace)
-            elif isinstance(error, Transient):
-                stats.increment(S.STORE_IO_TRANSIENT)
+            self._heard(error, epoch, begin, pace)
             raise
         finally:
             REQUEST_RETRY.reset(token)
@@ -296,19 +291,26 @@ class StoreOperations:
         if answered:
             self.limiter.on_success()
             pace.admitted += 1
-        elif error.retried_seconds:
-            pass  # a request given up on: counted where it was retried (``_request``)
-        elif isinstance(error, Throttled):
-            self._throttled(epoch, begin, pace)
-            if pace.rate is not None:
+        else:
+            self._heard(error, epoch, begin, pace)
+            if isinstance(error, Throttled) and pace.rate is not None:
                 # paced: the rate spaces the calls, the retry waits its turn again
                 # (after the store's Retry-After) rather than backing off further each
                 # time; the next unpaced backoff starts afresh
                 await self._backoff(error, attempt, 0.0, started)
                 return 0.0
+        return await self._backoff(error, attempt, delay, started)
+
+    def _heard(self, error: StoreError, epoch: int, begin: float, pace: AdaptiveRate) -> None:
+        """A try (its slot taken in ``epoch``, begun at ``begin``) failed with ``error``:
+        a throttle goes to the rates, a transient error is counted. A request given up on
+        (``retried_seconds``) was counted where it was retried (``_request``)."""
+        if error.retried_seconds:
+            return
+        if isinstance(error, Throttled):
+            self._throttled(epoch, begin, pace)
         elif isinstance(error, Transient):
             self.stats.increment(S.STORE_IO_TRANSIENT)
-        return await self._backoff(error, attempt, delay, started)
 
     def rename_batcher(self) -> RenameBatch | None:
         """The store's batched renames when ``rename_batch`` may use them now: the store
