@@ -46,10 +46,9 @@ Design (beyond the contract in ``stores.base`` and ``stores.multipart``):
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
-from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -86,12 +85,10 @@ from aiocommit.stores.prefixes import (
 
 if TYPE_CHECKING:
     from types_aiobotocore_s3 import S3Client
-    from types_aiobotocore_s3.type_defs import (
-        ListMultipartUploadsOutputTypeDef,
-        ListObjectsV2OutputTypeDef,
-    )
 else:
-    S3Client = ListObjectsV2OutputTypeDef = ListMultipartUploadsOutputTypeDef = Any
+    S3Client = Any
+
+T = TypeVar("T")
 
 _NOT_FOUND = {"NoSuchKey", "NoSuchUpload", "NotFound", "404", "NoSuchBucket"}
 _DENIED = {"AccessDenied", "403", "401", "InvalidAccessKeyId", "SignatureDoesNotMatch"}
@@ -318,6 +315,19 @@ class S3Store:
             )
         return _file(path, len(data), answer.get("ETag"))
 
+    def _page(
+        self, call: Callable[..., Awaitable[T]], params: dict[str, Any], path: str, operation: str
+    ) -> Awaitable[T]:
+        """One page of a listing, ``call(**params)``, as one request in ``REQUEST_RETRY``:
+        a throttled page is asked for again alone, at its token or markers."""
+        params = dict(params)  # the caller moves on to the next page's token after
+
+        async def request() -> T:
+            with _edge(path, operation):
+                return await call(**params)
+
+        return REQUEST_RETRY.get()(request)
+
     # -- the store contract ----------------------------------------------------------------
 
     async def list_dir(self, path: str) -> AsyncIterator[list[FileStatus]]:
@@ -330,14 +340,8 @@ class S3Store:
             "MaxKeys": self.page_size,
         }
         exists = prefix == ""
-        retry = REQUEST_RETRY.get()  # each page one request: retried at its token
-
-        async def request(params: dict[str, Any]) -> ListObjectsV2OutputTypeDef:
-            with _edge(path, "list_dir"):
-                return await client.list_objects_v2(**params)
-
         while True:
-            answer: ListObjectsV2OutputTypeDef = await retry(partial(request, dict(params)))
+            answer = await self._page(client.list_objects_v2, params, path, "list_dir")
             page = [
                 FileStatus("/" + str(p["Prefix"]).rstrip("/"), True)
                 for p in answer.get("CommonPrefixes", [])
@@ -536,14 +540,8 @@ class S3Store:
             "Prefix": object_key(prefix) if prefix.startswith("/") else prefix,
             "MaxUploads": self.page_size,
         }
-        retry = REQUEST_RETRY.get()  # each page one request: retried at its markers
-
-        async def request(params: dict[str, Any]) -> ListMultipartUploadsOutputTypeDef:
-            with _edge(prefix, "list_uploads"):
-                return await client.list_multipart_uploads(**params)
-
         while True:
-            answer = await retry(partial(request, dict(params)))
+            answer = await self._page(client.list_multipart_uploads, params, prefix, "list_uploads")
             page = [
                 Upload(
                     "/" + str(item["Key"]),
