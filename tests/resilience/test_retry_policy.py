@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -22,7 +22,7 @@ from aiocommit.io.retry import RetryPolicy
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
-from aiocommit.stores.base import REQUEST_RETRY, FileStatus
+from aiocommit.stores.base import REQUEST_RETRY, FileStatus, Store
 from aiocommit.stores.faulty import Faults, FaultyStore
 from aiocommit.stores.memory import MemoryStore
 
@@ -37,6 +37,18 @@ class FakeClock:
 
 def policy(clock: FakeClock, **kwargs: float) -> RetryPolicy:
     return RetryPolicy(clock=clock, rng=random.Random(7), **kwargs)  # type: ignore[arg-type]
+
+
+def at_once(store: Store, stats: IOStatistics | None = None, **retry: float) -> StoreOperations:
+    """Operations on ``store`` whose backoffs take no time: each sleep moves a fake clock."""
+    clock = FakeClock()
+
+    async def sleep(seconds: float) -> None:
+        clock.now += seconds
+
+    return StoreOperations(
+        store, CommitOptions(), stats or IOStatistics(), retry=policy(clock, **retry), sleep=sleep
+    )
 
 
 @pytest.mark.parametrize(
@@ -146,17 +158,9 @@ async def test_operations_retry_and_count_with_instant_sleep() -> None:
 
 
 async def test_operations_give_up_with_the_last_error() -> None:
-    clock = FakeClock()
-
-    async def sleep(seconds: float) -> None:
-        clock.now += seconds
-
     store = ScriptedStore([Throttled("busy")] * 5)
-    operations = StoreOperations(
-        store, CommitOptions(), IOStatistics(), retry=policy(clock, max_attempts=3), sleep=sleep
-    )
     with pytest.raises(Throttled) as caught:
-        await operations.stat("/")
+        await at_once(store, max_attempts=3).stat("/")
     assert caught.value.attempts == 3
     assert store.calls == 3
 
@@ -167,13 +171,6 @@ async def test_non_retryable_error_is_not_retried() -> None:
     with pytest.raises(PermissionDenied):
         await operations.stat("/")
     assert store.calls == 1
-
-
-def instant(clock: FakeClock) -> Callable[[float], Awaitable[None]]:
-    async def sleep(seconds: float) -> None:
-        clock.now += seconds
-
-    return sleep
 
 
 async def listed(operations: StoreOperations, path: str) -> list[str]:
@@ -189,12 +186,8 @@ async def test_a_throttled_page_is_retried_alone_not_the_listing_from_the_start(
     for name in names:
         await inner.write_bytes(name, b"x")
     faulty = FaultyStore(inner, Faults(seed=3, throttle_probability=0.3, operations=("list_dir",)))
-    clock = FakeClock()
     stats = IOStatistics()
-    operations = StoreOperations(
-        faulty, CommitOptions(), stats, retry=policy(clock), sleep=instant(clock)
-    )
-    assert await listed(operations, "/d") == names
+    assert await listed(at_once(faulty, stats), "/d") == names
     requests = faulty.counts.by_operation["list_dir"]
     assert faulty.counts.throttled > 5
     assert requests == 30 + faulty.counts.throttled <= 60
@@ -211,11 +204,7 @@ async def test_a_throttled_page_of_uploads_is_retried_alone() -> None:
     faulty = FaultyStore(
         inner, Faults(seed=4, throttle_probability=0.3, operations=("list_uploads",))
     )
-    clock = FakeClock()
-    operations = StoreOperations(
-        faulty, CommitOptions(), IOStatistics(), retry=policy(clock), sleep=instant(clock)
-    )
-    uploads = MultipartOperations(operations)
+    uploads = MultipartOperations(at_once(faulty))
     assert [u.path async for page in uploads.list_uploads("/u/") for u in page] == paths
     assert faulty.counts.throttled > 5
     assert faulty.counts.by_operation["list_uploads"] == 30 + faulty.counts.throttled
@@ -248,15 +237,7 @@ async def test_a_restarted_listing_that_progresses_starts_its_retries_again() ->
     names = [f"/d/f{i}" for i in range(10)]
     for name in names:
         await store.write_bytes(name, b"x")
-    clock = FakeClock()
-    operations = StoreOperations(
-        store,
-        CommitOptions(),
-        IOStatistics(),
-        retry=policy(clock, max_attempts=3),
-        sleep=instant(clock),
-    )
-    assert await listed(operations, "/d") == names
+    assert await listed(at_once(store, max_attempts=3), "/d") == names
     assert store.listings == 6
 
 
@@ -281,12 +262,8 @@ async def test_a_request_given_up_on_is_counted_once() -> None:
     """Three throttled requests, then the request gives up: three throttles counted (the
     call around it does not count the last one again) and the call is not retried."""
     store = ThrottledRequests()
-    clock = FakeClock()
     stats = IOStatistics()
-    operations = StoreOperations(
-        store, CommitOptions(), stats, retry=policy(clock, max_attempts=3), sleep=instant(clock)
-    )
     with pytest.raises(Throttled):
-        await operations.delete("/d", recursive=True)
+        await at_once(store, stats, max_attempts=3).delete("/d", recursive=True)
     assert store.requests == 3
     assert stats.counters[S.STORE_IO_THROTTLED] == 3
