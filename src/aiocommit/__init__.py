@@ -23,12 +23,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from aiocommit.engine.committer import AttemptFile, Committer
-    from aiocommit.engine.job import abort_job, cleanup_job, commit_job, setup_job
-    from aiocommit.engine.jobs import JobInfo, job_info, list_jobs
-    from aiocommit.engine.s3a import S3CommitterOptions
-    from aiocommit.engine.summary import VERSION as __version__
-    from aiocommit.engine.task import (
+    from aiocommit.client.job import abort_job, cleanup_job, commit_job, setup_job
+    from aiocommit.client.jobs import JobInfo, job_info, list_jobs
+    from aiocommit.client.task import (
         TaskAttempt,
         abort_task,
         commit_task,
@@ -36,6 +33,10 @@ if TYPE_CHECKING:
         setup_task,
         task_attempt,
     )
+    from aiocommit.committers.common.committer import AttemptFile, Committer
+    from aiocommit.committers.common.context import Progress
+    from aiocommit.committers.common.summary import VERSION as __version__
+    from aiocommit.committers.s3a import S3CommitterOptions
     from aiocommit.errors import (
         AiocommitError,
         AlreadyExists,
@@ -59,28 +60,27 @@ if TYPE_CHECKING:
     from aiocommit.protocol.manifest import TaskManifest
     from aiocommit.protocol.pending import PendingSet
     from aiocommit.protocol.success import SuccessData
-    from aiocommit.stages.context import Progress
     from aiocommit.stores import FileStatus, LocalStore, MemoryStore, Store, open_store
 
 #: every public name: the module it comes from, and its name there
 _EXPORTS: dict[str, tuple[str, str]] = {
-    "AttemptFile": ("aiocommit.engine.committer", "AttemptFile"),
-    "Committer": ("aiocommit.engine.committer", "Committer"),
-    "abort_job": ("aiocommit.engine.job", "abort_job"),
-    "cleanup_job": ("aiocommit.engine.job", "cleanup_job"),
-    "commit_job": ("aiocommit.engine.job", "commit_job"),
-    "setup_job": ("aiocommit.engine.job", "setup_job"),
-    "JobInfo": ("aiocommit.engine.jobs", "JobInfo"),
-    "job_info": ("aiocommit.engine.jobs", "job_info"),
-    "list_jobs": ("aiocommit.engine.jobs", "list_jobs"),
-    "S3CommitterOptions": ("aiocommit.engine.s3a", "S3CommitterOptions"),
-    "__version__": ("aiocommit.engine.summary", "VERSION"),
-    "TaskAttempt": ("aiocommit.engine.task", "TaskAttempt"),
-    "abort_task": ("aiocommit.engine.task", "abort_task"),
-    "commit_task": ("aiocommit.engine.task", "commit_task"),
-    "committed_name": ("aiocommit.engine.task", "committed_name"),
-    "setup_task": ("aiocommit.engine.task", "setup_task"),
-    "task_attempt": ("aiocommit.engine.task", "task_attempt"),
+    "AttemptFile": ("aiocommit.committers.common.committer", "AttemptFile"),
+    "Committer": ("aiocommit.committers.common.committer", "Committer"),
+    "abort_job": ("aiocommit.client.job", "abort_job"),
+    "cleanup_job": ("aiocommit.client.job", "cleanup_job"),
+    "commit_job": ("aiocommit.client.job", "commit_job"),
+    "setup_job": ("aiocommit.client.job", "setup_job"),
+    "JobInfo": ("aiocommit.client.jobs", "JobInfo"),
+    "job_info": ("aiocommit.client.jobs", "job_info"),
+    "list_jobs": ("aiocommit.client.jobs", "list_jobs"),
+    "S3CommitterOptions": ("aiocommit.committers.s3a", "S3CommitterOptions"),
+    "__version__": ("aiocommit.committers.common.summary", "VERSION"),
+    "TaskAttempt": ("aiocommit.client.task", "TaskAttempt"),
+    "abort_task": ("aiocommit.client.task", "abort_task"),
+    "commit_task": ("aiocommit.client.task", "commit_task"),
+    "committed_name": ("aiocommit.client.task", "committed_name"),
+    "setup_task": ("aiocommit.client.task", "setup_task"),
+    "task_attempt": ("aiocommit.client.task", "task_attempt"),
     "AiocommitError": ("aiocommit.errors", "AiocommitError"),
     "AlreadyExists": ("aiocommit.errors", "AlreadyExists"),
     "CommitError": ("aiocommit.errors", "CommitError"),
@@ -102,7 +102,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "TaskManifest": ("aiocommit.protocol.manifest", "TaskManifest"),
     "PendingSet": ("aiocommit.protocol.pending", "PendingSet"),
     "SuccessData": ("aiocommit.protocol.success", "SuccessData"),
-    "Progress": ("aiocommit.stages.context", "Progress"),
+    "Progress": ("aiocommit.committers.common.context", "Progress"),
     "FileStatus": ("aiocommit.stores", "FileStatus"),
     "LocalStore": ("aiocommit.stores", "LocalStore"),
     "MemoryStore": ("aiocommit.stores", "MemoryStore"),

@@ -9,8 +9,8 @@ import time
 
 import anyio
 
-from aiocommit.engine.job import commit_job, setup_job
-from aiocommit.engine.task import abort_task, commit_task, setup_task
+from aiocommit.client.job import commit_job, setup_job
+from aiocommit.client.task import abort_task, commit_task, setup_task
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.success import SuccessData
 from aiocommit.stores.local import LocalStore

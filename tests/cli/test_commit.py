@@ -9,9 +9,9 @@ import pytest
 
 from aiocommit.cli.exits import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE
 from aiocommit.cli.progress import ProgressBar
+from aiocommit.committers.common.context import Progress
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.success import decode_success
-from aiocommit.stages.context import Progress
 from tests.cli.conftest import Cli, Dest, one_error_line
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from aiocommit.cli.exits import EXIT_NOT_FOUND, EXIT_USAGE
 from aiocommit.cli.units import human_duration
-from aiocommit.engine.jobs import job_started
+from aiocommit.client.jobs import job_started
 from tests.cli.conftest import Cli, Dest, one_error_line
 
 

@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from aiocommit.cli.exits import EXIT_FAILED, EXIT_NOT_FOUND
-from aiocommit.engine.s3a import S3CommitterOptions, commit_s3_job, setup_s3_job
+from aiocommit.committers.s3a import S3CommitterOptions, commit_s3_job, setup_s3_job
 from aiocommit.errors import CommitError
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.success import decode_success

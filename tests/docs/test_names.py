@@ -192,8 +192,8 @@ def test_commands_exist() -> None:
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
-        ("see ``aiocommit.engine.nowhere``", "module"),
-        ("``aiocommit.engine.job.no_such_function``", "module"),
+        ("see ``aiocommit.client.nowhere``", "module"),
+        ("``aiocommit.client.job.no_such_function``", "module"),
         ("in `src/aiocommit/stages/gone.py`", "file"),
         ("the package `src/aiocommit/gone/`", "file"),
         ("the module ``stages/gone.py``", "file"),

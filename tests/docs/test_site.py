@@ -42,7 +42,7 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
     configuration = (site / "configuration" / "index.html").read_text(encoding="utf-8")
     assert "mapreduce.manifest.committer.io.threads" in configuration
     api = (site / "api" / "index.html").read_text(encoding="utf-8")
-    assert 'id="aiocommit.engine.job.commit_job"' in api
+    assert 'id="aiocommit.client.job.commit_job"' in api
     protocol = (site / "protocol" / "index.html").read_text(encoding="utf-8")
     assert '<pre class="mermaid"><code>stateDiagram-v2' in protocol  # rendered, not code
     for state in ("set up", "committing", "committed", "aborted"):

@@ -17,9 +17,9 @@ from aiocommit import (
     setup_job,
     setup_task,
 )
-from aiocommit.engine.session import open_context
+from aiocommit.committers.common.session import open_context
+from aiocommit.committers.manifest.task import scan_task_attempt
 from aiocommit.protocol.ids import task_attempt_id_for, task_id_for
-from aiocommit.stages.task import scan_task_attempt
 from aiocommit.stores.faulty import Faults, FaultyStore, Latency
 from aiocommit.stores.local import LocalStore
 

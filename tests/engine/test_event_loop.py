@@ -200,7 +200,7 @@ ADLS_PROMOTED_BOUND = 15_000
 
 
 #: the name anyio gives the tasks of ``parallel()``
-DRAIN = "aiocommit.stages.context.parallel.<locals>.drain"
+DRAIN = "aiocommit.committers.common.context.parallel.<locals>.drain"
 
 
 @pytest.mark.emulator  # starts its own ADLS emulator
@@ -214,8 +214,8 @@ async def test_a_job_commit_on_adls_keeps_few_tasks_and_objects_in_the_caller(
     middle-generation collection promoted to the oldest generation: at 20,000 files
     enough to set off a full collection of the host's heap (42-62 ms of the loop). Now
     ``LOOP_WORKERS`` at once: the caller runs few tasks and promotes few objects."""
-    from aiocommit.stages import rename_workers
-    from aiocommit.stages.context import LOOP_WORKERS
+    from aiocommit.committers import rename_workers
+    from aiocommit.committers.common.context import LOOP_WORKERS
     from aiocommit.stress.targets import open_target
     from tests.helpers import output, run_tasks
 

@@ -16,10 +16,10 @@ from aiocommit import (
     list_jobs,
     setup_job,
 )
-from aiocommit.engine.session import open_context
+from aiocommit.committers import commit_plan
+from aiocommit.committers.common.job_state import read_job_record
+from aiocommit.committers.common.session import open_context
 from aiocommit.protocol.layout import JobLayout
-from aiocommit.stages import commit_plan
-from aiocommit.stages.job_state import read_job_record
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.faulty import Faults, FaultyStore
 from tests.helpers import MANIFEST, exists, output, run_tasks, task_files, write_task

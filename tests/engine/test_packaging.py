@@ -54,7 +54,7 @@ def test_importing_the_package_loads_its_public_names_when_asked() -> None:
             aiocommit.commit_jobs
         except AttributeError as error:
             missing = str(error)
-        print(loaded, "engine.job" in commit_job.__module__, len(names), missing, sep="|")
+        print(loaded, "client.job" in commit_job.__module__, len(names), missing, sep="|")
         """
     )
     out = subprocess.run(

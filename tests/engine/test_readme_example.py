@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from aiocommit.engine.factory import RECORD_NAME
+from aiocommit.committers.factory import RECORD_NAME
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.pending import STAGING_COMMITTER
 from aiocommit.protocol.success import COMMITTER_NAME as MANIFEST_COMMITTER

@@ -23,10 +23,10 @@ from aiocommit import (
     commit_job,
     commit_task,
 )
-from aiocommit.engine.session import open_context
+from aiocommit.committers import rename_workers
+from aiocommit.committers.common.context import Progress
+from aiocommit.committers.common.session import open_context
 from aiocommit.protocol import statistics as S
-from aiocommit.stages import rename_workers
-from aiocommit.stages.context import Progress
 from aiocommit.stores.base import join
 from aiocommit.stores.faulty import Faults, FaultyStore, Latency
 from aiocommit.stores.local import LocalStore
@@ -151,7 +151,7 @@ PARENT = textwrap.dedent(
     """
     import json, sys, anyio
     from aiocommit import CommitOptions, commit_job
-    from aiocommit.stages import rename_workers
+    from aiocommit.committers import rename_workers
     from aiocommit.stores.faulty import Faults, FaultyStore, Latency
     from aiocommit.stores.local import LocalStore
 
@@ -252,7 +252,7 @@ def test_a_worker_starts_without_the_public_api_until_asked() -> None:
     from aiocommit.io.processes import Finished, WorkerProcess
     from tests.engine.worker_mains import modules_loaded
 
-    names = ["aiocommit.engine.job", "aiocommit.engine.s3a", "aiocommit.io.processes"]
+    names = ["aiocommit.client.job", "aiocommit.committers.s3a", "aiocommit.io.processes"]
     worker = WorkerProcess(0, modules_loaded, names)
     try:
         finished = worker.receive()
@@ -261,8 +261,8 @@ def test_a_worker_starts_without_the_public_api_until_asked() -> None:
         worker.reap()
     assert isinstance(finished, Finished)
     assert finished.result == {
-        "aiocommit.engine.job": False,
-        "aiocommit.engine.s3a": False,
+        "aiocommit.client.job": False,
+        "aiocommit.committers.s3a": False,
         "aiocommit.io.processes": True,  # the worker's own
         "after": True,
     }

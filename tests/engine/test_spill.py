@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from aiocommit.stages import spill
-from aiocommit.stages.spill import DestinationHashes, SpillFile
+from aiocommit.committers import spill
+from aiocommit.committers.manifest.spill import DestinationHashes, SpillFile
 
 
 def test_spill_round_trip_and_leaves_no_file() -> None:

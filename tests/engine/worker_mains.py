@@ -12,4 +12,4 @@ async def modules_loaded(names: list[str], channel: object) -> dict[str, bool]:
     before = {name: name in sys.modules for name in names}
     from aiocommit import commit_job
 
-    return {**before, "after": commit_job.__module__ == "aiocommit.engine.job"}
+    return {**before, "after": commit_job.__module__ == "aiocommit.client.job"}

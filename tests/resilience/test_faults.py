@@ -57,9 +57,9 @@ async def test_lost_rename_response_is_recovered_not_duplicated() -> None:
 
 async def test_wrong_file_at_destination_after_lost_response_is_an_error() -> None:
     """Recovery needs the manifest's etag at the destination; anything else fails loudly."""
-    from aiocommit.engine.session import open_context
+    from aiocommit.committers.common.session import open_context
+    from aiocommit.committers.manifest.commit_file import commit_file
     from aiocommit.errors import CommitError
-    from aiocommit.stages.commit_file import commit_file
 
     store = MemoryStore("wrong-dest")
     await store.write_bytes("/dest/x", b"somebody else's file")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aiocommit.engine.s3a import (
+from aiocommit.committers.s3a import (
     S3CommitterOptions,
     commit_magic_task,
     commit_staging_task,

@@ -11,8 +11,8 @@ from typing import TypeVar
 import msgspec
 import pytest
 
-from aiocommit.engine.jobs import list_jobs
-from aiocommit.engine.s3a import (
+from aiocommit.client.jobs import list_jobs
+from aiocommit.committers.s3a import (
     S3CommitterOptions,
     abort_magic_task,
     abort_s3_job,

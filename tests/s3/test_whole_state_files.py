@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from aiocommit import CommitError, CommitOptions
-from aiocommit.engine.s3a import (
+from aiocommit.committers.s3a import (
     abort_s3_job,
     commit_magic_task,
     commit_s3_job,

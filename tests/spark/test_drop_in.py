@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from aiocommit.engine.job import cleanup_job
+from aiocommit.client.job import cleanup_job
 from aiocommit.protocol.success import decode_success
 from tests.spark.helpers import data_files, quiet, temporary_is_clean
 from tests.spark.test_write import SCHEMA, frame, keyed, leaf_dirs, ordered, read_rows, write

@@ -13,10 +13,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from aiocommit.engine.session import new_statistics, open_context
+from aiocommit.committers.common.context import StageContext
+from aiocommit.committers.common.session import new_statistics, open_context
+from aiocommit.committers.manifest.load_manifests import (
+    LoadedJob,
+    list_manifest_names,
+    load_manifests_stage,
+)
 from aiocommit.options import CommitOptions
-from aiocommit.stages.context import StageContext
-from aiocommit.stages.load_manifests import LoadedJob, list_manifest_names, load_manifests_stage
 from aiocommit.stores.base import Store
 from aiocommit.stores.memory import MemoryStore
 from tests.helpers import run_tasks

@@ -8,13 +8,13 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from aiocommit.engine.session import open_context
+from aiocommit.committers.common.context import StageContext
+from aiocommit.committers.common.session import open_context
+from aiocommit.committers.s3a.save_pendingset import save_pendingset_stage
+from aiocommit.committers.s3a.upload import upload_pending
 from aiocommit.io.multipart import MultipartOperations
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.pending import SinglePendingCommit, pendingsets_dir
-from aiocommit.stages.context import StageContext
-from aiocommit.stages.s3a.save_pendingset import save_pendingset_stage
-from aiocommit.stages.s3a.upload import upload_pending
 from aiocommit.stores.base import join
 from aiocommit.stores.memory import MemoryStore
 from tests.stages.conftest import memory_store

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from aiocommit.engine.session import new_statistics
+from aiocommit.committers.common.commit_plan import (
+    ABORTED,
+    CommitPlan,
+    read_plan,
+    save_copies,
+    save_plan,
+)
+from aiocommit.committers.common.session import new_statistics
+from aiocommit.committers.manifest.abort import undo_commit_stage
+from aiocommit.committers.manifest.commit_file import commit_file
+from aiocommit.committers.manifest.create_dirs import create_directories_stage
+from aiocommit.committers.manifest.load_manifests import list_manifest_names, load_manifests_stage
 from aiocommit.errors import CommitError
-from aiocommit.stages.abort import undo_commit_stage
-from aiocommit.stages.commit_file import commit_file
-from aiocommit.stages.commit_plan import ABORTED, CommitPlan, read_plan, save_copies, save_plan
-from aiocommit.stages.create_dirs import create_directories_stage
-from aiocommit.stages.load_manifests import list_manifest_names, load_manifests_stage
 from aiocommit.stores.base import join
 from tests.helpers import exists, output, walk
 from tests.stages.conftest import Job

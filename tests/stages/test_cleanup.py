@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from aiocommit import setup_job
+from aiocommit.committers.common.cleanup import cleanup_stage
 from aiocommit.errors import CommitError
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
-from aiocommit.stages.cleanup import cleanup_stage
 from aiocommit.stores.faulty import Faults, FaultyStore
 from tests.helpers import exists, write_task
 from tests.stages.conftest import Job

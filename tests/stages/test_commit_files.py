@@ -8,12 +8,17 @@ from pathlib import Path
 
 import pytest
 
+from aiocommit.committers.manifest.commit_file import (
+    Entry,
+    batches_commits,
+    commit_file,
+    commit_files,
+)
+from aiocommit.committers.manifest.create_dirs import create_directories_stage
+from aiocommit.committers.manifest.load_manifests import LoadedJob
 from aiocommit.errors import OutputConflict, StoreError, Transient
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
-from aiocommit.stages.commit_file import Entry, batches_commits, commit_file, commit_files
-from aiocommit.stages.create_dirs import create_directories_stage
-from aiocommit.stages.load_manifests import LoadedJob
 from aiocommit.stores.base import RenameBatch, join, rename_batcher
 from aiocommit.stores.faulty import Faults, FaultyStore, Latency
 from aiocommit.stores.local import LocalStore

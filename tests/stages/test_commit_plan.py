@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from aiocommit.engine.session import new_statistics
-from aiocommit.errors import ManifestError
-from aiocommit.stages import commit_plan
-from aiocommit.stages.commit_plan import (
+from aiocommit.committers import commit_plan
+from aiocommit.committers.common.commit_plan import (
     COMMITTED,
     COMMITTING,
     CommitPlan,
@@ -17,7 +15,9 @@ from aiocommit.stages.commit_plan import (
     save_copies,
     save_plan,
 )
-from aiocommit.stages.load_manifests import list_manifest_names, load_manifests_stage
+from aiocommit.committers.common.session import new_statistics
+from aiocommit.committers.manifest.load_manifests import list_manifest_names, load_manifests_stage
+from aiocommit.errors import ManifestError
 from aiocommit.stores.base import join
 from tests.helpers import exists
 from tests.stages.conftest import Job

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from aiocommit.protocol import statistics as S
-from aiocommit.stages.create_dirs import (
+from aiocommit.committers.manifest.create_dirs import (
     create_directories_stage,
     leaf_directories,
     remove_created_directories,
 )
+from aiocommit.protocol import statistics as S
 from aiocommit.stores.base import join
 from tests.helpers import exists
 from tests.stages.conftest import Job, load

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from aiocommit.engine.session import new_statistics
+from aiocommit.committers.common.session import new_statistics
+from aiocommit.committers.manifest.load_manifests import list_manifest_names, load_manifests_stage
 from aiocommit.errors import ManifestError, OutputConflict
 from aiocommit.protocol.manifest import decode_manifest, encode_manifest
-from aiocommit.stages.load_manifests import list_manifest_names, load_manifests_stage
 from aiocommit.stores.base import join
 from tests.helpers import output, write_task
 from tests.stages.conftest import Job, load

@@ -1,4 +1,4 @@
-"""``stages.context.parallel``: workers over items, sharing the caller's loop."""
+"""``committers.common.context.parallel``: workers over items, sharing the caller's loop."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import gc
 import time
 from collections.abc import Awaitable
 
-from aiocommit.stages.context import parallel
+from aiocommit.committers.common.context import parallel
 from aiocommit.stress.loop_bench import Ticker, ticking
 
 

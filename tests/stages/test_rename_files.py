@@ -10,15 +10,15 @@ from typing import TypeVar
 import anyio
 import pytest
 
+from aiocommit.committers import rename_workers
+from aiocommit.committers.common.context import StageContext
+from aiocommit.committers.manifest.commit_file import commit_file
+from aiocommit.committers.manifest.create_dirs import create_directories_stage
+from aiocommit.committers.manifest.rename_files import rename_files_stage
 from aiocommit.errors import CommitError, OutputConflict, StoreError
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatisticsSnapshot
-from aiocommit.stages import rename_workers
-from aiocommit.stages.commit_file import commit_file
-from aiocommit.stages.context import StageContext
-from aiocommit.stages.create_dirs import create_directories_stage
-from aiocommit.stages.rename_files import rename_files_stage
 from aiocommit.stores.base import RenameBatch, join
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.wrapper import StoreWrapper

@@ -8,13 +8,9 @@ from collections.abc import AsyncIterator, Iterable
 
 import pytest
 
-from aiocommit.engine.session import open_context
-from aiocommit.errors import ManifestError, OutputConflict
-from aiocommit.options import CommitOptions
-from aiocommit.protocol import statistics as S
-from aiocommit.stages.commit_plan import CommitPlan, read_plan
-from aiocommit.stages.context import StageContext
-from aiocommit.stages.resolve_conflicts import (
+from aiocommit.committers.common.commit_plan import CommitPlan, read_plan
+from aiocommit.committers.common.context import StageContext
+from aiocommit.committers.common.resolve_conflicts import (
     finish_conflicts_stage,
     partition_roots,
     resolve_conflicts_stage,
@@ -22,6 +18,10 @@ from aiocommit.stages.resolve_conflicts import (
     settle_conflict_mode,
     unrestorable,
 )
+from aiocommit.committers.common.session import open_context
+from aiocommit.errors import ManifestError, OutputConflict
+from aiocommit.options import CommitOptions
+from aiocommit.protocol import statistics as S
 from aiocommit.stores.base import StoreCapabilities, join
 from aiocommit.stores.faulty import Faults, FaultyStore
 from aiocommit.stores.memory import MemoryStore

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from aiocommit.committers.s3a.abort_uploads import abort_outstanding_uploads, abort_pending_stage
+from aiocommit.committers.s3a.load_pendingsets import list_pendingset_names, load_pendingsets_stage
 from aiocommit.protocol import s3_statistics as S3
-from aiocommit.stages.s3a.abort_uploads import abort_outstanding_uploads, abort_pending_stage
-from aiocommit.stages.s3a.load_pendingsets import list_pendingset_names, load_pendingsets_stage
 from tests.helpers import output
 from tests.stages.s3a import DEST, s3a_job
 

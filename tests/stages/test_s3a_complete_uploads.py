@@ -3,10 +3,10 @@ earlier run or a lost response completed counts as done."""
 
 from __future__ import annotations
 
+from aiocommit.committers.s3a.complete_uploads import complete_uploads_stage
+from aiocommit.committers.s3a.load_pendingsets import list_pendingset_names, load_pendingsets_stage
 from aiocommit.protocol import s3_statistics as S3
 from aiocommit.protocol import statistics as S
-from aiocommit.stages.s3a.complete_uploads import complete_uploads_stage
-from aiocommit.stages.s3a.load_pendingsets import list_pendingset_names, load_pendingsets_stage
 from tests.helpers import output
 from tests.stages.s3a import DEST, s3a_job
 

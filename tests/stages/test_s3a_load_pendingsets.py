@@ -7,17 +7,17 @@ from collections.abc import Callable
 
 import pytest
 
+from aiocommit.committers.s3a.load_pendingsets import (
+    LoadedPending,
+    list_pendingset_names,
+    load_pendingsets_stage,
+)
 from aiocommit.errors import ManifestError, OutputConflict
 from aiocommit.protocol.pending import (
     PendingSet,
     decode_pendingset,
     encode_pendingset,
     pendingset_path,
-)
-from aiocommit.stages.s3a.load_pendingsets import (
-    LoadedPending,
-    list_pendingset_names,
-    load_pendingsets_stage,
 )
 from aiocommit.stores.base import join
 from tests.helpers import output

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from aiocommit.committers.s3a.save_pendingset import save_pendingset_stage
 from aiocommit.errors import CommitError
 from aiocommit.protocol.pending import decode_pendingset, pendingset_path, pendingsets_dir
-from aiocommit.stages.s3a.save_pendingset import save_pendingset_stage
 from tests.stages.s3a import DEST, s3a_job
 
 

@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from aiocommit.committers.s3a.upload import upload_pending
 from aiocommit.protocol import s3_statistics as S3
-from aiocommit.stages.s3a.upload import upload_pending
 from aiocommit.stores.multipart import multipart_etag
 from tests.helpers import exists
 from tests.stages.s3a import DEST, s3a_job

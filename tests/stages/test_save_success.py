@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from aiocommit.committers.common.save_success import read_success, save_report, save_success_stage
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.success import SuccessData, decode_success
-from aiocommit.stages.save_success import read_success, save_report, save_success_stage
 from aiocommit.stores.base import join
 from aiocommit.stores.memory import MemoryStore
 from tests.helpers import exists

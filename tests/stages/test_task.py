@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from aiocommit import setup_job
-from aiocommit.engine.session import open_context
+from aiocommit.committers.common.context import StageContext
+from aiocommit.committers.common.session import open_context
+from aiocommit.committers.manifest.task import abort_task_stage, commit_task_stage, setup_task_stage
 from aiocommit.errors import CommitError
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.manifest import DirState, decode_manifest
-from aiocommit.stages.context import StageContext
-from aiocommit.stages.task import abort_task_stage, commit_task_stage, setup_task_stage
 from aiocommit.stores.base import join
 from aiocommit.stores.faulty import Faults, FaultyStore, InjectedFailure
 from aiocommit.stores.memory import MemoryStore
@@ -149,8 +149,8 @@ async def test_a_large_manifest_is_joined_in_a_worker_thread(
 
     import anyio.to_thread
 
+    from aiocommit.committers.manifest.task import SLICE_ENTRIES, encode_manifest_in_slices
     from aiocommit.protocol.manifest import FileEntry, TaskManifest, encode_manifest
-    from aiocommit.stages.task import SLICE_ENTRIES, encode_manifest_in_slices
 
     joined: list[tuple[threading.Thread, int]] = []
     run_sync = anyio.to_thread.run_sync

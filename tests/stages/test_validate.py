@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from aiocommit.committers.manifest.create_dirs import create_directories_stage
+from aiocommit.committers.manifest.rename_files import rename_files_stage
+from aiocommit.committers.manifest.validate import validate_output_stage
 from aiocommit.errors import CommitError
 from aiocommit.protocol import statistics as S
-from aiocommit.stages.create_dirs import create_directories_stage
-from aiocommit.stages.rename_files import rename_files_stage
-from aiocommit.stages.validate import validate_output_stage
 from aiocommit.stores.base import join
 from tests.stages.conftest import Job, load
 

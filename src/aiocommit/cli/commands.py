@@ -50,9 +50,9 @@ from aiocommit.cli.render import (
 )
 from aiocommit.cli.summary import decode_document, success_summary
 from aiocommit.cli.units import human_duration
-from aiocommit.engine.job import abort_job, cleanup_job, commit_job
-from aiocommit.engine.jobs import JobInfo, job_info, remove_empty_temporary
-from aiocommit.engine.s3a import S3Uploads, s3_uploads
+from aiocommit.client.job import abort_job, cleanup_job, commit_job
+from aiocommit.client.jobs import JobInfo, job_info, remove_empty_temporary
+from aiocommit.committers.s3a import S3Uploads, s3_uploads
 from aiocommit.errors import CommitError, NotFound, first_error
 from aiocommit.observability import configure_logging
 from aiocommit.protocol import statistics as S

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from aiocommit.cli.units import parse_duration
-from aiocommit.engine.s3a import S3CommitterOptions
+from aiocommit.committers.s3a import S3CommitterOptions
 from aiocommit.options import CONFLICT_MODES, CommitOptions, UnknownOption
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.stores.s3_settings import CLIENT_KEYS

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from aiocommit.cli.exits import EXIT_NOT_FOUND, Problem
-from aiocommit.engine.jobs import JobInfo, list_jobs
+from aiocommit.client.jobs import JobInfo, list_jobs
 from aiocommit.errors import ManifestError, NotFound
 from aiocommit.protocol.layout import (
     SUCCESS,

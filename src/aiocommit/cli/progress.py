@@ -11,8 +11,8 @@ from rich import progress as rich_progress
 from rich.console import Console
 
 from aiocommit.cli.units import human_bytes
+from aiocommit.committers.common.context import Progress
 from aiocommit.protocol import statistics as S
-from aiocommit.stages.context import Progress
 
 #: what a person reads for a stage's statistic name
 STAGE_LABELS = {

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from aiocommit.cli.progress import stage_label
 from aiocommit.cli.units import human_bytes, human_duration
-from aiocommit.engine.jobs import JobInfo
+from aiocommit.client.jobs import JobInfo
 
 
 def verbose() -> bool:

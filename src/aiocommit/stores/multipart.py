@@ -11,7 +11,7 @@ Contract (checked by ``tests/contract/test_multipart_contract.py``):
 * ``complete_upload(path, upload_id, etags)`` makes the object visible at ``path`` and
   returns its status. A second complete of an applied upload either succeeds (S3 does so
   for a while) or raises ``NotFound`` (documented): callers recognise the latter with
-  ``multipart_etag`` (see ``stages.s3a.completed``). ``if_none_match`` refuses an existing
+  ``multipart_etag`` (see ``committers.s3a.completed``). ``if_none_match`` refuses an existing
   object with ``AlreadyExists``.
 * ``abort_upload(path, upload_id)`` discards the upload; returns False when it was not
   there (aborted, completed or never created).

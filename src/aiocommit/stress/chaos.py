@@ -26,8 +26,9 @@ from typing import Any, TypeVar
 
 import anyio
 
-from aiocommit.engine.job import abort_job, commit_job, setup_job
-from aiocommit.engine.s3a import (
+from aiocommit.client.job import abort_job, commit_job, setup_job
+from aiocommit.client.task import commit_task, setup_task
+from aiocommit.committers.s3a import (
     abort_s3_job,
     commit_magic_task,
     commit_s3_job,
@@ -35,7 +36,6 @@ from aiocommit.engine.s3a import (
     setup_s3_job,
     write_magic_file,
 )
-from aiocommit.engine.task import commit_task, setup_task
 from aiocommit.io.operations import StoreOperations
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.iostatistics import IOStatistics

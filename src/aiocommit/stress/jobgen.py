@@ -21,7 +21,7 @@ import anyio
 import anyio.to_thread
 
 from aiocommit import CommitError, abort_task, commit_task, setup_job, setup_task
-from aiocommit.engine.task import TaskAttempt
+from aiocommit.client.task import TaskAttempt
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.layout import TEMP_MANIFEST_SUFFIX
 from aiocommit.protocol.manifest import TaskManifest

@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from aiocommit import CommitError, CommitOptions, abort_job, commit_job, commit_task, setup_job
-from aiocommit.engine.jobs import list_jobs
-from aiocommit.engine.task import setup_task
+from aiocommit.client.jobs import list_jobs
+from aiocommit.client.task import setup_task
 from aiocommit.protocol.layout import SUCCESS, TEMPORARY
 from aiocommit.protocol.success import decode_success
 from aiocommit.stores.base import Store, join
@@ -231,7 +231,7 @@ async def replace_scene(store: Store, dest: str) -> Scene:
 async def s3_replace_scene(store: Store, dest: str) -> Scene:
     """``replace_scene`` on S3 with the staging committer: the old output is a committed
     staging job's, the new job's tasks are uploaded and not completed."""
-    from aiocommit.engine.s3a import commit_s3_job
+    from aiocommit.committers.s3a import commit_s3_job
 
     old, old_files = await _s3_job(store, dest, "old", tasks=2, files=9)
     await commit_s3_job(dest, old, store=store)
@@ -262,7 +262,7 @@ def _write_local(root: str, relative: str, data: bytes) -> bytes:
 async def _s3_job(
     store: Store, dest: str, tag: str, tasks: int, files: int
 ) -> tuple[str, dict[str, bytes]]:
-    from aiocommit.engine.s3a import commit_staging_task, s3_task_attempt, setup_s3_job
+    from aiocommit.committers.s3a import commit_staging_task, s3_task_attempt, setup_s3_job
 
     job_id = await setup_s3_job(dest, store=store)
     written: dict[str, bytes] = {}
@@ -317,7 +317,7 @@ async def check_scene(store: Store, scene: Scene) -> list[str]:
             await abort_job(scene.dest, scene.refused, store=store)
     visible = await _visible(store, scene.dest)
     if supports_multipart(store):
-        from aiocommit.engine.s3a import list_outstanding_uploads
+        from aiocommit.committers.s3a import list_outstanding_uploads
 
         left = await list_outstanding_uploads(scene.dest, store=store)
         if left:

@@ -25,7 +25,7 @@ from typing import Any
 
 import anyio
 
-from aiocommit.engine.s3a import (
+from aiocommit.committers.s3a import (
     S3CommitterOptions,
     commit_magic_task,
     commit_s3_job,
@@ -338,8 +338,8 @@ class RequestCounter:
 async def cost_scenario(*, tasks: int, files: int, reporter: Reporter) -> dict[str, Any]:
     """HTTP requests and bytes copied per file: the staging and magic committers against
     the manifest committer, on one moto server in one run."""
-    from aiocommit.engine.job import commit_job, setup_job
-    from aiocommit.engine.task import commit_task, setup_task
+    from aiocommit.client.job import commit_job, setup_job
+    from aiocommit.client.task import commit_task, setup_task
 
     rows: list[tuple[str, str, float, float, float]] = []
     figures: dict[str, Any] = {}

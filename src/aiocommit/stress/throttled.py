@@ -22,17 +22,17 @@ from typing import Any
 
 import anyio
 
-from aiocommit.engine.job import commit_job, setup_job
-from aiocommit.engine.s3a import (
+from aiocommit.client.job import commit_job, setup_job
+from aiocommit.client.task import commit_task, setup_task
+from aiocommit.committers.common.context import Progress
+from aiocommit.committers.s3a import (
     commit_magic_task,
     setup_magic_task,
     setup_s3_job,
     write_magic_file,
 )
-from aiocommit.engine.task import commit_task, setup_task
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
-from aiocommit.stages.context import Progress
 from aiocommit.stores.base import Store
 from aiocommit.stress.chaos import ChaosTarget, chaos_target, check_destination
 from aiocommit.stress.report import plot

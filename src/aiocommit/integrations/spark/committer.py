@@ -32,17 +32,17 @@ from typing import Protocol
 
 import anyio
 
-from aiocommit.engine.job import abort_job, cleanup_job, commit_job, setup_job
-from aiocommit.engine.manifest import ATTEMPT_MANIFEST_SUFFIX
-from aiocommit.engine.s3a import S3CommitterOptions
-from aiocommit.engine.task import TaskAttempt, commit_task, committed_name, setup_task
+from aiocommit.client.job import abort_job, cleanup_job, commit_job, setup_job
+from aiocommit.client.task import TaskAttempt, commit_task, committed_name, setup_task
+from aiocommit.committers.common.context import parallel
+from aiocommit.committers.manifest.committer import ATTEMPT_MANIFEST_SUFFIX
+from aiocommit.committers.s3a import S3CommitterOptions
 from aiocommit.errors import NotFound, first_error
 from aiocommit.integrations.spark.files import LocalFile
 from aiocommit.integrations.spark.settings import TestHooks, WriteSettings
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.protocol.success import SuccessData
-from aiocommit.stages.context import parallel
 from aiocommit.stores.base import Store
 from aiocommit.stores.faulty import Faults, FaultyStore, InjectedFailure
 from aiocommit.stores.local import LocalStore

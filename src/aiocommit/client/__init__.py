@@ -1,0 +1,1 @@
+"""The public API over the committers: job and task set-up, commit, abort and inspection."""

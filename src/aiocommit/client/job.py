@@ -1,0 +1,151 @@
+"""The job side, on every store: ``setup_job``, ``commit_job``, ``abort_job``,
+``cleanup_job``.
+
+Each opens the destination and hands the job to its committer (``committers.factory``):
+the one chosen at ``setup_job`` from the store and the options, recorded with the job.
+On S3 that is the staging committer unless the options name another; elsewhere the
+manifest committer. See ``committers.manifest`` and ``committers.s3a`` for what each does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aiocommit.committers.common.context import ProgressCallback
+from aiocommit.committers.common.session import open_context
+from aiocommit.committers.factory import (
+    choose_committer,
+    earlier_committer,
+    job_committer,
+    save_committer,
+)
+from aiocommit.committers.s3a.options import S3CommitterOptions
+from aiocommit.io.heap import release_free_memory
+from aiocommit.options import CommitOptions
+from aiocommit.protocol.ids import new_job_id
+from aiocommit.protocol.success import SuccessData
+from aiocommit.stores.base import Store
+
+
+async def setup_job(
+    dest: str,
+    job_id: str | None = None,
+    *,
+    attempt: int = 0,
+    store: Store | None = None,
+    options: CommitOptions | None = None,
+    s3a: S3CommitterOptions | None = None,
+) -> str:
+    """Set the job up: choose its committer (``options.committer``; else an earlier
+    attempt's; else from the store: staging on S3, the manifest committer elsewhere),
+    record it and create what the job's tasks need.
+
+    ``s3a``: the S3A committers' settings, recorded with the job. An older ``_SUCCESS``
+    in the destination stays until this job's commit starts replacing output.
+    Returns the job ID: ``job_id`` if given, else a new collision-free one.
+    """
+    job_id = job_id or new_job_id()
+    async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
+        committer = await earlier_committer(context) if attempt else None
+        if committer is None or context.options.committer:
+            committer = choose_committer(context.ops.store, context.options, s3a)
+        await committer.setup_job(context)
+        await save_committer(context, committer)
+    return job_id
+
+
+async def commit_job(
+    dest: str,
+    job_id: str,
+    *,
+    manifests: Sequence[str] | None = None,
+    attempt: int = 0,
+    store: Store | None = None,
+    options: CommitOptions | None = None,
+    s3a: S3CommitterOptions | None = None,
+    progress: ProgressCallback | None = None,
+    job_id_source: str = "JobID",
+) -> SuccessData:
+    """Commit the job: every committed task's output into place, then ``_SUCCESS``.
+
+    Args:
+        dest: the destination directory (a URL, or a path of ``store``).
+        job_id: the job's ID, as given to ``setup_job``.
+        manifests: commit exactly these task records (manifests, or the S3A committers'
+            pending sets: file names in the job's directory, or for manifests their
+            paths/URLs) instead of every one found there.
+        store: a store client to use (and not close); by default one is opened from
+            ``dest`` and closed at the end.
+        s3a: the S3A committers' settings (a commit that started earlier finishes with
+            the settings its plan recorded).
+        progress: called with ``Progress`` reports while files are renamed.
+
+    Returns:
+        The summary written to ``_SUCCESS`` (or found there, when the job had committed).
+
+    Raises:
+        CommitError: naming the stage, operation and path; ``ManifestError`` and
+            ``OutputConflict`` for bad task records, before any output changes.
+    """
+    async with open_context(
+        dest,
+        job_id,
+        attempt=attempt,
+        store=store,
+        options=options,
+        progress=progress,
+        job_id_source=job_id_source,
+    ) as context:
+        committer = await job_committer(context, context.options, s3a)
+        summary = await committer.commit_job(context, manifests)
+    # a service commits job after job: its heap's free pages go back, not kept per thread
+    await release_free_memory()
+    return summary
+
+
+async def abort_job(
+    dest: str,
+    job_id: str,
+    *,
+    attempt: int = 0,
+    store: Store | None = None,
+    options: CommitOptions | None = None,
+    s3a: S3CommitterOptions | None = None,
+    undo_renames: bool = True,
+    progress: ProgressCallback | None = None,
+) -> list[str]:
+    """Abort the job: undo its unfinished commit (``undo_renames``: move renamed files
+    back, and the old output a ``replace`` moved aside; the S3A committers: delete output
+    completed from the job's uploads, abort the rest), then remove ``_temporary/JOB``. A
+    committed job is only cleaned up: its output is never deleted. Idempotent: a re-run
+    after a kill at any point finishes it. ``progress`` gets the files moved back, then
+    the directories deleted.
+
+    Returns the store paths of old files a ``replace`` deleted (stores without atomic
+    rename) that the abort cannot restore; empty when the destination is as it was.
+    """
+    async with open_context(
+        dest, job_id, attempt=attempt, store=store, options=options, progress=progress
+    ) as context:
+        committer = await job_committer(context, context.options, s3a)
+        return await committer.abort_job(context, undo=undo_renames)
+
+
+async def cleanup_job(
+    dest: str,
+    job_id: str,
+    *,
+    attempt: int = 0,
+    store: Store | None = None,
+    options: CommitOptions | None = None,
+    s3a: S3CommitterOptions | None = None,
+    progress: ProgressCallback | None = None,
+) -> None:
+    """Delete the job's temporary data (on S3 also outstanding uploads under the
+    destination, unless ``s3a.abort_pending_uploads`` is off); never touches committed
+    output. ``progress`` gets the directories deleted."""
+    async with open_context(
+        dest, job_id, attempt=attempt, store=store, options=options, progress=progress
+    ) as context:
+        committer = await job_committer(context, context.options, s3a)
+        await committer.cleanup_job(context)

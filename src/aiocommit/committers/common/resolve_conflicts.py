@@ -1,0 +1,324 @@
+"""Resolve conflicts: what a job commit does with output already in its destination.
+
+One stage for every committer: the manifest committer runs it before it renames, the
+S3A committers before they complete uploads (Hadoop's ``preCommitJob``). The mode is
+Hadoop S3A's ``fs.s3a.committer.staging.conflict-mode``; its scope is the whole
+destination, or with ``partitioned`` every directory the job writes a file into, with
+everything below it (Hadoop's ``PartitionedStagingCommitter``; a file directly in the
+destination makes the whole destination a partition). The job's own directories
+(``_temporary``, ``__magic``) are never in scope; ``_SUCCESS`` is when the whole
+destination is.
+
+``fail``
+    The scope holds a file: ``OutputConflict``, nothing changed.
+``append``
+    Nothing is checked or changed.
+``replace``
+    Every file in scope goes: on a store with atomic rename (local, ADLS Gen2, GCS with
+    hierarchical namespace, memory) it is moved into the job attempt's ``replaced/``
+    directory, so an abort moves it back (a committed job's cleanup deletes it there);
+    elsewhere (S3, flat GCS) it is deleted, and an abort names every such file it cannot
+    restore. The old files a new file lands on (and ``_SUCCESS``) go before the job's
+    files arrive; the others only once the job's files are in place, so a reader sees
+    old and new side by side for a moment, never a partition with neither.
+
+``resolve_conflicts_stage`` (before the job's files arrive)
+    pre:  the commit plan is saved and says ``committing``; nothing of this job is in the
+          destination yet.
+    post: the plan's ``conflicts`` record holds the mode, the scope and, for ``replace``,
+          the old files (those in the way marked) and directories, saved before the first
+          of them moved; the old files in the way are aside (or deleted).
+    fail: ``OutputConflict`` (``fail``) before anything changed; a store error names the
+          path, and what moved stays recorded for the re-run or the abort.
+``finish_conflicts_stage`` (after the job's files are in place, before the commit point)
+    post: every old file is aside (or deleted); old directories left empty are removed;
+          the record says ``done`` (saved with the commit point).
+A re-run of the commit honours the record: a done record is skipped, an unfinished one
+resumed (a file already aside, or already gone, is skipped).
+
+``restore_replaced_stage`` (abort of a commit that did not reach its commit point, after
+the job's own files are undone) moves the old files back and recreates the old
+directories; ``unrestorable`` names the old files a replace deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Container, Iterable
+
+import anyio
+
+from aiocommit.committers.common.commit_plan import CommitPlan, ConflictRecord, save_plan
+from aiocommit.committers.common.context import StageContext, parallel, stage
+from aiocommit.committers.manifest.create_dirs import remove_empty_directories
+from aiocommit.errors import AlreadyExists, ManifestError, NotFound, OutputConflict
+from aiocommit.options import CONFLICT_MODES
+from aiocommit.protocol import statistics as S
+from aiocommit.protocol.layout import SUCCESS, TEMPORARY
+from aiocommit.protocol.pending import MAGIC
+from aiocommit.stores.base import is_under, join, parent_of, relative_to
+
+DEFAULT_MODE = "append"
+
+
+def settle_conflict_mode(
+    context: StageContext,
+    plan: CommitPlan,
+    mode: str | None,
+    partitioned: bool | None,
+) -> tuple[str, bool]:
+    """The mode and scope a commit runs with: those its plan recorded when an earlier
+    run decided them (a given mode or scope that differs is refused), else the given
+    ones, else ``append`` for the whole destination."""
+    if mode is not None and mode not in CONFLICT_MODES:
+        raise ValueError(f"conflict mode must be one of {CONFLICT_MODES}, not {mode!r}")
+    recorded = plan.conflicts
+    if recorded is None:
+        return mode or DEFAULT_MODE, bool(partitioned)
+    if (mode is not None and mode != recorded.mode) or (
+        partitioned is not None and partitioned != recorded.partitioned
+    ):
+        raise ManifestError(
+            f"this job's commit was started earlier with conflict mode '{recorded.mode}' "
+            f"{_scope(recorded.partitioned)}; finish it with the same settings (or give none)",
+            path=context.qualify(context.layout.commit_plan_path),
+        )
+    return recorded.mode, recorded.partitioned
+
+
+def initial_record(mode: str, partitioned: bool) -> ConflictRecord | None:
+    """The record a new commit plan starts with: ``append`` needs no scan and changes
+    nothing, so it is decided (and done) with the plan's first write; other modes are
+    recorded by the stage."""
+    if mode == "append":
+        return ConflictRecord(mode=mode, partitioned=partitioned, done=True)
+    return None
+
+
+def _scope(partitioned: bool) -> str:
+    return "per partition" if partitioned else "for the whole destination"
+
+
+def partition_roots(dest: str, targets: Iterable[str]) -> list[str]:
+    """The partitions of a job that writes ``targets`` (store paths): the directory each
+    file lands in, outermost only, sorted."""
+    kept: list[str] = []
+    for directory in sorted({parent_of(t) for t in targets}):
+        if not any(is_under(directory, outer) for outer in kept):
+            kept.append(directory)
+    if any(d == dest.rstrip("/") for d in kept):
+        return [dest.rstrip("/") or "/"]
+    return kept
+
+
+async def resolve_conflicts_stage(
+    context: StageContext,
+    plan: CommitPlan,
+    mode: str,
+    *,
+    partitioned: bool,
+    targets: Callable[[], Iterable[str]],
+    ours: Container[str] = (),
+) -> ConflictRecord:
+    """Decide (or take the recorded decision of) the plan's conflict resolution and clear
+    the way for the job's files: the old files they would land on, and ``_SUCCESS``.
+    ``targets()`` yields the store paths the job writes (asked while deciding); ``ours``:
+    paths that are the job's own output (a re-run after some arrived), never counted as
+    old. ``finish_conflicts_stage`` replaces the rest once the job's files are in."""
+    if mode not in CONFLICT_MODES:
+        raise ValueError(f"conflict mode must be one of {CONFLICT_MODES}, not {mode!r}")
+    record = plan.conflicts
+    if record is not None and record.done:
+        return record
+    async with stage(context, S.JOB_STAGE_RESOLVE_CONFLICTS):
+        if record is None:
+            record = await _decide(context, mode, partitioned, targets, ours)
+            record.done = not record.replaced  # fail and append change nothing
+            plan.conflicts = record
+            await save_plan(context, plan)  # recorded before anything moves
+        await _replace(context, record, record.collisions)
+    return record
+
+
+async def finish_conflicts_stage(context: StageContext, plan: CommitPlan) -> None:
+    """After the job's files are in place, before the commit point: replace the old
+    files no new file landed on, remove the old directories left empty, and mark the
+    record done (the caller's next plan save, the commit point's, keeps it)."""
+    record = plan.conflicts
+    if record is None or record.done:
+        return
+    async with stage(context, S.JOB_STAGE_RESOLVE_CONFLICTS):
+        first = set(record.collisions)
+        await _replace(context, record, [f for f in record.replaced if f not in first])
+        # the old directories the job did not refill
+        dest = context.layout.dest
+        await remove_empty_directories(context, [join(dest, d) for d in record.directories])
+    record.done = True
+
+
+async def _decide(
+    context: StageContext,
+    mode: str,
+    partitioned: bool,
+    targets: Callable[[], Iterable[str]],
+    ours: Container[str],
+) -> ConflictRecord:
+    dest = context.layout.dest.rstrip("/") or "/"
+    roots = partition_roots(dest, targets()) if partitioned else [dest]
+    record = ConflictRecord(
+        mode=mode,
+        partitioned=partitioned,
+        roots=sorted("" if r == dest else relative_to(r, dest) for r in roots),
+        aside=context.ops.capabilities.atomic_rename,
+    )
+    if mode == "append" or not roots:
+        return record
+    hidden = {join(dest, TEMPORARY), join(dest, MAGIC)}
+    files: list[str] = []
+    directories: list[str] = []
+
+    async def scan(root: str) -> None:
+        found, below = await walk_tree(context, root, lambda p: p in hidden or p in ours)
+        files.extend(found)
+        if below is not None:
+            directories.extend(below)
+            if root != dest:
+                directories.append(root)
+
+    await parallel(roots, scan, workers=context.ops.workers)
+    if not files:
+        return record
+    if mode == "fail":
+        where = "partition" if partitioned else "destination"
+        raise OutputConflict(
+            f"the {where} already holds {len(files)} file(s) and the conflict mode is 'fail'",
+            operation="resolve_conflicts",
+            path=context.qualify(sorted(files)[0]),
+        )
+    old = set(files)
+    # the old files a new one lands on go first (and _SUCCESS, which the commit replaces)
+    first = {t for t in targets() if t in old} | (old & {join(dest, SUCCESS)})
+    record.replaced = sorted(relative_to(f, dest) for f in files)
+    record.collisions = sorted(relative_to(f, dest) for f in first)
+    record.directories = sorted({relative_to(d, dest) for d in directories if d != dest})
+    return record
+
+
+async def walk_tree(
+    context: StageContext, root: str, skip: Callable[[str], bool]
+) -> tuple[list[str], list[str] | None]:
+    """Every file and directory below ``root`` (store paths), listed in parallel under
+    the job's limits; ``skip`` leaves out a path and all below it. ``None`` directories
+    when ``root`` does not exist."""
+    files: list[str] = []
+    directories: list[str] = []
+    limiter = anyio.CapacityLimiter(max(1, min(context.options.concurrency, 64)))
+    missing = False
+
+    async def walk(directory: str, group: anyio.abc.TaskGroup) -> None:
+        nonlocal missing
+        async with limiter:
+            try:
+                pages = [page async for page in context.ops.list_dir(directory)]
+            except NotFound:
+                missing = missing or directory == root
+                return
+        for page in pages:
+            for status in page:
+                if skip(status.path):
+                    continue
+                if status.is_dir:
+                    directories.append(status.path)
+                    group.start_soon(walk, status.path, group)
+                else:
+                    files.append(status.path)
+
+    async with anyio.create_task_group() as group:
+        await walk(root, group)
+    return files, (None if missing else directories)
+
+
+async def _replace(context: StageContext, record: ConflictRecord, names: list[str]) -> None:
+    """Move aside (or delete) the old files ``names`` (relative to the destination);
+    each already aside or gone is skipped."""
+    if not names:
+        return
+    ops = context.ops
+    dest = context.layout.dest
+    aside_root = context.layout.replaced_dir
+    workers = context.ops.workers
+    if record.aside and ops.capabilities.directories:
+        parents = sorted({parent_of(join(aside_root, f)) for f in names})
+        await parallel(parents, ops.mkdirs, workers=workers)
+
+    async def move_aside(relative: str) -> None:
+        source, target = join(dest, relative), join(aside_root, relative)
+        try:
+            await ops.rename(source, target)
+        except NotFound as error:
+            if error.path == parent_of(target):
+                raise  # the target's parent is missing: not a missing old file
+            return  # already aside (a re-run), or gone
+        except AlreadyExists:
+            if await ops.stat_or_none(source) is not None:
+                raise  # a new file came to stand where an old one was: refuse
+            return
+        context.stats.increment(S.COMMITTER_FILES_REPLACED)
+
+    async def delete(relative: str) -> None:
+        if await ops.delete(join(dest, relative)):
+            context.stats.increment(S.COMMITTER_FILES_REPLACED)
+            context.stats.increment(S.COMMITTER_TARGET_FILES_DELETED)
+
+    await parallel(names, move_aside if record.aside else delete, workers=workers)
+
+
+async def restore_replaced_stage(context: StageContext, plan: CommitPlan) -> None:
+    """Abort: put the old output a replace moved aside back, after the job's own files
+    are undone (run inside the abort stage); the old directories are recreated, emptied
+    ones too. Idempotent. Deleted old output (no atomic rename) stays deleted:
+    ``unrestorable`` names it."""
+    record = plan.conflicts
+    if record is None or not record.replaced or not record.aside:
+        return
+    ops = context.ops
+    dest = context.layout.dest
+    aside_root = context.layout.replaced_dir
+    workers = context.ops.workers
+    if ops.capabilities.directories:
+        leaves = set(record.directories) | {parent_of("/" + f)[1:] for f in record.replaced}
+        await parallel(sorted(join(dest, d) for d in leaves if d), ops.mkdirs, workers=workers)
+
+    async def move_back(relative: str) -> None:
+        try:
+            await ops.rename(join(aside_root, relative), join(dest, relative))
+        except NotFound:
+            return  # back already (a re-run), or never moved
+        context.stats.increment(S.COMMITTER_FILES_RESTORED)
+
+    await parallel(record.replaced, move_back, workers=workers)
+
+
+async def unrestorable(context: StageContext, plan: CommitPlan) -> list[str]:
+    """The store paths of old files the plan's replace deleted (a store without atomic
+    rename), which an abort of its commit cannot restore: every recorded old file that
+    is gone now (one ``stat`` each; a file the replace had not reached yet is not
+    counted). Logged as a warning when there are any."""
+    record = plan.conflicts
+    if record is None or record.aside or not record.replaced:
+        return []
+    dest = context.layout.dest
+    gone: list[str] = []
+
+    async def check(relative: str) -> None:
+        if await context.ops.stat_or_none(join(dest, relative)) is None:
+            gone.append(join(dest, relative))
+
+    await parallel(record.replaced, check, workers=context.ops.workers)
+    if gone:
+        context.log.warning(
+            "abort cannot restore %d old file(s) the commit's replace deleted (the store "
+            "has no atomic rename to move them aside), e.g. %s",
+            len(gone),
+            ", ".join(context.qualify(p) for p in sorted(gone)[:5]),
+        )
+    return sorted(gone)

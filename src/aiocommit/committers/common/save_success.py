@@ -1,0 +1,91 @@
+"""Save ``_SUCCESS``, the summary report and the diagnostics copy of the manifests.
+
+``_SUCCESS``
+    pre:  renames done (and validated, if asked).
+    post: ``DEST/_SUCCESS`` is the job's summary, written to ``NN/_SUCCESS.tmp`` and
+          renamed over any older one, so readers see the old or the new file, whole;
+          on an object store (no directories: S3, GCS), whose every write replaces an
+          object whole, written in place (a rename there would be a copy).
+The report (``REPORT_DIR/summary-JOB.json``) is written last, also when the commit
+failed; its failure is logged, never raised over the commit's own outcome.
+"""
+
+from __future__ import annotations
+
+import time
+
+from aiocommit.committers.common.context import StageContext, stage
+from aiocommit.errors import AiocommitError, NotFound
+from aiocommit.protocol import statistics as S
+from aiocommit.protocol.success import SuccessData, decode_success, encode_success
+from aiocommit.stores.base import join
+from aiocommit.stores.registry import open_store
+
+
+async def read_success(context: StageContext) -> SuccessData | None:
+    """This job's ``_SUCCESS`` if the destination holds it, else None."""
+    try:
+        data = await context.ops.read_bytes(
+            context.layout.success_path, statistic=S.OP_LOAD_SUCCESS
+        )
+    except NotFound:
+        return None
+    try:
+        success = decode_success(data, path=context.layout.success_path)
+    except AiocommitError:
+        return None
+    if success.job_id != context.layout.job_id or not success.success:
+        return None
+    return success
+
+
+async def save_success_stage(context: StageContext, summary: SuccessData) -> None:
+    layout = context.layout
+    # the job commit's time so far: the file is written before cleanup, while the
+    # commit's own duration statistic is still open
+    summary.iostatistics.gauges[S.JOB_COMMIT_ELAPSED_MS] = int(
+        (time.monotonic() - context.started) * 1000
+    )
+    data = encode_success(summary)
+    async with stage(context, S.JOB_STAGE_SAVE_SUCCESS):
+        if context.ops.capabilities.directories:
+            await context.ops.publish_bytes(layout.success_temp_path, layout.success_path, data)
+        else:
+            await context.ops.write_bytes(layout.success_path, data)
+
+
+async def save_report(context: StageContext, summary: SuccessData) -> None:
+    """Write ``summary-JOB.json`` into the report directory (any store URL)."""
+    report_dir = context.options.report_dir
+    if not report_dir:
+        return
+    try:
+        store, path = open_store(report_dir)
+    except Exception:  # a report must never mask the commit's outcome
+        context.log.exception("could not open the report directory %s", report_dir)
+        return
+    try:
+        await store.write_bytes(
+            join(path, f"summary-{context.layout.job_id}.json"), encode_success(summary)
+        )
+    except Exception:  # a report must never mask the commit's outcome
+        context.log.exception("could not write the summary report to %s", report_dir)
+    finally:
+        await store.aclose()
+
+
+async def copy_manifests_for_diagnostics(context: StageContext, names: list[str]) -> None:
+    """Copy the loaded manifests to ``DIAGNOSTICS_DIR/JOB/`` (copied, not renamed, so a
+    re-run of an interrupted commit still finds them)."""
+    target = context.options.diagnostics_dir
+    if not target:
+        return
+    store, path = open_store(target)
+    try:
+        for name in names:
+            data = await context.ops.read_bytes(
+                join(context.layout.manifests_dir, name), statistic=S.OP_LOAD_MANIFEST
+            )
+            await store.write_bytes(join(path, context.layout.job_id, name), data)
+    finally:
+        await store.aclose()

@@ -1,0 +1,460 @@
+"""The S3A committers' job side: setup, commit, abort, cleanup.
+
+Job commit, in the frame every committer shares (``engine.commit_frame``)::
+
+    recognise an earlier success -> load pending sets (+ fix them and the settings in
+    the plan) -> check uploads -> resolve conflicts -> complete uploads -> plan state
+    committed (the commit point) -> save _SUCCESS -> cleanup (and abort outstanding
+    uploads) -> (summary report, always)
+
+Re-runnable: a run that died part-way is finished by running it again (a completed
+upload is recognised by its destination's etag). Abort aborts every upload the job's
+pending data names, reverts any already completed, lists and aborts outstanding uploads
+under the destination, and removes the job's directories.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
+
+from aiocommit.committers.common.cleanup import cleanup_stage
+from aiocommit.committers.common.commit_frame import run_job_commit
+from aiocommit.committers.common.commit_plan import (
+    COMMITTED,
+    CommitPlan,
+    encode_plan,
+    read_plan,
+    save_plan,
+)
+from aiocommit.committers.common.context import StageContext, stage
+from aiocommit.committers.common.resolve_conflicts import (
+    finish_conflicts_stage,
+    initial_record,
+    resolve_conflicts_stage,
+    restore_replaced_stage,
+    settle_conflict_mode,
+    unrestorable,
+)
+from aiocommit.committers.common.save_success import read_success
+from aiocommit.committers.common.session import new_statistics, open_context
+from aiocommit.committers.s3a.abort_uploads import abort_outstanding_uploads, abort_pending_stage
+from aiocommit.committers.s3a.complete_uploads import complete_uploads_stage
+from aiocommit.committers.s3a.load_pendingsets import (
+    LoadedPending,
+    list_pendingset_names,
+    load_pendingsets_stage,
+)
+from aiocommit.committers.s3a.options import S3CommitterOptions
+from aiocommit.committers.s3a.walk import walk_files
+from aiocommit.errors import AlreadyExists, ManifestError, NotEmpty, NotFound
+from aiocommit.io.multipart import MultipartOperations
+from aiocommit.options import CommitOptions
+from aiocommit.protocol import statistics as S
+from aiocommit.protocol.ids import check_id, new_job_id
+from aiocommit.protocol.iostatistics import IOStatistics
+from aiocommit.protocol.pending import (
+    PENDING_SUFFIX,
+    SinglePendingCommit,
+    decode_pending,
+    decode_pendingset,
+    magic_job_dir,
+    pendingsets_dir,
+)
+from aiocommit.protocol.success import FILENAMES_LIMIT, SuccessData
+from aiocommit.stores.base import Store, join, parent_of
+
+
+async def setup_s3_job(
+    dest: str,
+    job_id: str | None = None,
+    *,
+    attempt: int = 0,
+    store: Store | None = None,
+    options: CommitOptions | None = None,
+) -> str:
+    """Create the job's pending sets directory (an older ``_SUCCESS`` stays until the
+    job's commit starts changing the destination)."""
+    job_id = job_id or new_job_id()
+    async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
+        await setup_s3(context)
+    return job_id
+
+
+async def setup_s3(context: StageContext) -> None:
+    """The job side's setup: the pending sets directory (the job is then active). An
+    older ``_SUCCESS`` stays until the job's commit starts changing the destination."""
+    MultipartOperations(context.ops)  # refuse a store without multipart uploads early
+    async with stage(context, S.JOB_STAGE_SETUP):
+        await context.ops.mkdirs(pendingsets_dir(context.layout))
+
+
+async def commit_s3_job(
+    dest: str,
+    job_id: str,
+    *,
+    attempt: int = 0,
+    store: Store | None = None,
+    options: CommitOptions | None = None,
+    s3_options: S3CommitterOptions | None = None,
+    pendingsets: Sequence[str] | None = None,
+    job_id_source: str = "JobID",
+) -> SuccessData:
+    """Complete every committed task's uploads, then write ``_SUCCESS``. Re-runnable.
+
+    ``pendingsets``: commit exactly these pending sets (file names in the job's pending
+    sets directory) instead of every one found there. ``s3_options``: the committer's
+    settings; a re-run of a commit that started earlier finishes it with the settings its
+    plan recorded (None takes them; a different conflict mode or scope is refused).
+
+    Raises:
+        CommitError: naming the stage, operation and path; ``ManifestError`` and
+            ``OutputConflict`` for bad pending sets or conflicts, before any upload
+            is completed.
+    """
+    async with open_context(
+        dest, job_id, attempt=attempt, store=store, options=options, job_id_source=job_id_source
+    ) as context:
+        return await commit_s3(context, s3_options, pendingsets)
+
+
+async def commit_s3(
+    context: StageContext,
+    given: S3CommitterOptions | None,
+    requested: Sequence[str] | None,
+    *,
+    fallback: S3CommitterOptions | None = None,
+) -> SuccessData:
+    """``commit_s3_job`` in an open context; ``fallback``: the settings to use when
+    neither ``given`` nor the plan has any (those the job was set up with)."""
+    return await run_job_commit(context, _S3JobCommit(context, given, requested, fallback))
+
+
+class _S3JobCommit:
+    """The S3A committers' steps of one job commit (``commit_frame``)."""
+
+    def __init__(
+        self,
+        context: StageContext,
+        given: S3CommitterOptions | None,
+        requested: Sequence[str] | None,
+        fallback: S3CommitterOptions | None,
+    ) -> None:
+        self.fallback = fallback
+        self.mops = MultipartOperations(context.ops)
+        self.given = given
+        self.requested = requested
+        self.s3_options: S3CommitterOptions | None = None
+        self.loaded: LoadedPending | None = None
+        self.plan: CommitPlan | None = None
+
+    @property
+    def task_stats(self) -> IOStatistics:
+        return self.loaded.task_stats if self.loaded is not None else new_statistics()
+
+    def running(self, context: StageContext) -> AbstractAsyncContextManager[object]:
+        return nullcontext()
+
+    @property
+    def committing(self) -> bool:
+        return self.plan is not None and self.plan.state != COMMITTED
+
+    async def load(self, context: StageContext, summary: SuccessData) -> None:
+        plan = await read_plan(context)
+        s3_options = self.s3_options = _with_conflict_options(
+            _settled_options(
+                context, self.given or self.fallback, plan, explicit=self.given is not None
+            ),
+            context.options,
+        )
+        summary.committer = s3_options.committer_name
+        summary.diagnostics["fs.s3a.committer.name"] = s3_options.committer
+        summary.diagnostics["fs.s3a.committer.staging.conflict-mode"] = s3_options.conflict_mode
+        names = await _pendingsets_to_load(context, self.requested, plan)
+        self.loaded = await load_pendingsets_stage(context, self.mops, names)
+        self.plan = await _fix_plan(context, self.loaded, plan, s3_options)
+
+    async def resolve_conflicts(self, context: StageContext) -> None:
+        loaded, plan, s3_options = self.loaded, self.plan, self.s3_options
+        assert loaded is not None and plan is not None and s3_options is not None
+        if plan.state == COMMITTED:
+            return
+        mode, partitioned = settle_conflict_mode(
+            context, plan, s3_options.conflict_mode, s3_options.partitioned
+        )
+        # ours: uploads an earlier run completed; a same-named old object is old
+        await resolve_conflicts_stage(
+            context,
+            plan,
+            mode,
+            partitioned=partitioned,
+            targets=loaded.destinations.keys,
+            ours=loaded.completed,
+        )
+
+    async def publish(self, context: StageContext, summary: SuccessData) -> None:
+        loaded, plan = self.loaded, self.plan
+        assert loaded is not None and plan is not None
+        await complete_uploads_stage(context, self.mops, loaded)
+        await finish_conflicts_stage(context, plan)
+        if plan.state != COMMITTED:
+            # the commit point, recorded with the job (another job may replace
+            # _SUCCESS): abort no longer reverts anything
+            plan.state = COMMITTED
+            await save_plan(context, plan)
+        summary.filenames = [c.uri for c in loaded.commits[:FILENAMES_LIMIT]]
+
+    async def cleanup(self, context: StageContext) -> None:
+        s3_options = (
+            self.s3_options or self.given or await _recorded_options(context, self.fallback)
+        )
+        await _cleanup(context, self.mops, s3_options)
+
+    async def after_failure(self, context: StageContext, error: BaseException) -> None:
+        """Nothing: the uploads stay outstanding for a re-run, or an abort."""
+
+    def close(self) -> None:
+        pass
+
+
+def _with_conflict_options(
+    s3_options: S3CommitterOptions, options: CommitOptions
+) -> S3CommitterOptions:
+    """The conflict mode and scope of ``CommitOptions`` (every committer's), where set,
+    over the S3 committers' own."""
+    changes: dict[str, object] = {}
+    if options.conflict_mode is not None:
+        changes["conflict_mode"] = options.conflict_mode
+    if options.replace_partitions is not None:
+        changes["partitioned"] = options.replace_partitions
+    return dataclasses.replace(s3_options, **changes) if changes else s3_options  # type: ignore[arg-type]
+
+
+def _settled_options(
+    context: StageContext,
+    given: S3CommitterOptions | None,
+    plan: CommitPlan | None,
+    *,
+    explicit: bool = True,
+) -> S3CommitterOptions:
+    """The settings a commit runs with: those its plan recorded when an earlier run
+    started it (a ``given`` conflict mode or scope that differs is refused), else
+    ``given``, else the defaults."""
+    if plan is None or not plan.committer:
+        return given or S3CommitterOptions()
+    recorded = S3CommitterOptions.from_record(plan.committer)
+    if given is None or not explicit:
+        return recorded
+    if (given.conflict_mode, given.partitioned) != (recorded.conflict_mode, recorded.partitioned):
+        scope = "per partition" if recorded.partitioned else "for the whole destination"
+        raise ManifestError(
+            "this job's commit was started earlier with conflict mode "
+            f"'{recorded.conflict_mode}' {scope}; finish it with the same settings "
+            "(or give none)",
+            path=context.qualify(context.layout.commit_plan_path),
+        )
+    return given
+
+
+async def _pendingsets_to_load(
+    context: StageContext, requested: Sequence[str] | None, plan: CommitPlan | None
+) -> list[str]:
+    wanted = None if requested is None else sorted(set(requested))
+    for name in wanted or ():
+        check_id("pending set name", name)
+    if plan is None:
+        return await list_pendingset_names(context) if wanted is None else wanted
+    planned = sorted(plan.manifests)
+    if wanted is not None and wanted != planned:
+        raise ManifestError(
+            "this job's commit was started earlier with other pending sets; finish it with "
+            f"the same ones ({len(planned)} planned, {len(wanted)} requested)",
+            path=context.qualify(context.layout.commit_plan_path),
+        )
+    return planned
+
+
+async def _fix_plan(
+    context: StageContext,
+    loaded: LoadedPending,
+    plan: CommitPlan | None,
+    s3_options: S3CommitterOptions,
+) -> CommitPlan:
+    """Fix the pending sets and the committer settings before the first completion; a
+    re-run must load the same. Returns the plan in force."""
+    if plan is not None:
+        for name, digest in plan.manifests.items():
+            if loaded.digests.get(name) != digest:
+                raise ManifestError(
+                    "pending set changed since this job's commit started (a late task "
+                    "attempt?); refusing to mix two attempts' output",
+                    path=context.qualify(join(pendingsets_dir(context.layout), name)),
+                )
+        return plan
+    layout = context.layout
+    fixed = CommitPlan(
+        job_id=layout.job_id,
+        manifests=loaded.digests,
+        committer=s3_options.as_record(),
+        conflicts=initial_record(s3_options.conflict_mode, s3_options.partitioned),
+    )
+    plan_bytes = encode_plan(fixed)
+    try:  # a conditional put: of two drivers committing one job, one fixes the plan
+        await context.ops.write_bytes(layout.commit_plan_path, plan_bytes, overwrite=False)
+    except AlreadyExists:
+        other = await read_plan(context)
+        if other is None:  # an incomplete plan of an earlier write that stopped part-way
+            await context.ops.write_bytes(layout.commit_plan_path, plan_bytes, overwrite=True)
+            return fixed
+        if (other.manifests, other.committer) != (fixed.manifests, fixed.committer):
+            raise ManifestError(
+                "another commit of this job fixed other pending sets or settings",
+                path=context.qualify(layout.commit_plan_path),
+            ) from None
+        return other
+    return fixed
+
+
+async def _cleanup(
+    context: StageContext,
+    mops: MultipartOperations,
+    s3_options: S3CommitterOptions,
+    *,
+    name: str = S.JOB_STAGE_CLEANUP,
+) -> None:
+    await cleanup_stage(context, name=name)
+    async with stage(context, name):
+        await context.ops.delete(magic_job_dir(context.layout), recursive=True)
+        with contextlib.suppress(NotEmpty):  # __magic itself, when no other job uses it
+            await context.ops.delete(parent_of(magic_job_dir(context.layout)))
+        if s3_options.abort_pending_uploads:
+            await abort_outstanding_uploads(context, mops, context.layout.dest.rstrip("/") + "/")
+
+
+async def abort_s3_job(
+    dest: str,
+    job_id: str,
+    *,
+    attempt: int = 0,
+    store: Store | None = None,
+    options: CommitOptions | None = None,
+    s3_options: S3CommitterOptions | None = None,
+) -> list[str]:
+    """Abort the job: abort every upload its pending sets and ``.pending`` files name,
+    delete any it had completed (unless the job committed, as its plan records: then only
+    clean up), abort outstanding uploads under the destination, remove its directories.
+    Idempotent.
+    ``s3_options`` None: the settings the job's commit plan recorded, else the defaults.
+
+    Returns the store paths of the old files a ``replace`` had deleted, which no abort
+    can restore (S3 has no rename to move them aside); empty when none are gone."""
+    async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
+        return await abort_s3(context, s3_options)
+
+
+async def abort_s3(
+    context: StageContext,
+    given: S3CommitterOptions | None,
+    *,
+    revert: bool = True,
+    fallback: S3CommitterOptions | None = None,
+) -> list[str]:
+    """``abort_s3_job`` in an open context; ``revert`` False keeps output an unfinished
+    commit completed."""
+    s3_options = given or await _recorded_options(context, fallback)
+    mops = MultipartOperations(context.ops)
+    lost: list[str] = []
+    if not await _committed(context):
+        async with stage(context, S.JOB_STAGE_ABORT):
+            commits = await readable_pending(context)
+            await abort_pending_stage(context, mops, commits, revert=revert)
+            plan = await read_plan(context)
+            if plan is not None:  # the job's output is gone: the old output back
+                await restore_replaced_stage(context, plan)
+                lost = await unrestorable(context, plan)
+    await _cleanup(context, mops, s3_options, name=S.JOB_STAGE_ABORT)
+    return lost
+
+
+async def cleanup_s3_job(
+    dest: str,
+    job_id: str,
+    *,
+    attempt: int = 0,
+    store: Store | None = None,
+    options: CommitOptions | None = None,
+    s3_options: S3CommitterOptions | None = None,
+) -> None:
+    """Remove the job's directories and abort outstanding uploads under the destination
+    (``abort_pending_uploads``); never touches completed output. ``s3_options`` None: the
+    settings the job's commit plan recorded, else the defaults."""
+    async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
+        await cleanup_s3(context, s3_options)
+
+
+async def cleanup_s3(
+    context: StageContext,
+    given: S3CommitterOptions | None,
+    *,
+    fallback: S3CommitterOptions | None = None,
+) -> None:
+    """``cleanup_s3_job`` in an open context."""
+    s3_options = given or await _recorded_options(context, fallback)
+    await _cleanup(context, MultipartOperations(context.ops), s3_options)
+
+
+async def _committed(context: StageContext) -> bool:
+    """The job committed: its plan says so (written before ``_SUCCESS``, which a later job
+    may replace), or the destination's ``_SUCCESS`` is its own."""
+    plan = await read_plan(context)
+    if plan is not None and plan.state == COMMITTED:
+        return True
+    return await read_success(context) is not None
+
+
+async def _recorded_options(
+    context: StageContext, fallback: S3CommitterOptions | None = None
+) -> S3CommitterOptions:
+    """The settings the job's commit plan recorded; without a readable one ``fallback``,
+    else the defaults."""
+    try:
+        plan = await read_plan(context)
+        if plan is not None and plan.committer:
+            return S3CommitterOptions.from_record(plan.committer)
+    except ManifestError as error:
+        context.log.warning("commit plan unreadable, using default settings: %s", error)
+    return fallback or S3CommitterOptions()
+
+
+async def readable_pending(context: StageContext) -> list[SinglePendingCommit]:
+    """Every commit a pending set or ``.pending`` file of this job names; unreadable files
+    are logged and skipped (the listing of outstanding uploads catches their uploads)."""
+    commits: list[SinglePendingCommit] = []
+    directory = pendingsets_dir(context.layout)
+    for name in await list_pendingset_names(context):
+        path = join(directory, name)
+        try:
+            pending = decode_pendingset(
+                await context.ops.read_bytes(path, statistic=S.OP_LOAD_PENDING_SET), path=path
+            )
+            for commit in pending.commits:
+                commit.filename = path
+        except (ManifestError, NotFound) as error:
+            context.log.warning("skipping unreadable pending set %s: %s", path, error)
+            continue
+        if pending.job_id == context.layout.job_id:
+            commits.extend(pending.commits)
+    for path in await walk_files(context, magic_job_dir(context.layout), lambda p: False):
+        if not path.endswith(PENDING_SUFFIX):
+            continue
+        try:
+            commits.append(
+                decode_pending(
+                    await context.ops.read_bytes(path, statistic=S.OP_LOAD_PENDING), path=path
+                )
+            )
+        except (ManifestError, NotFound) as error:
+            context.log.warning("skipping unreadable pending file %s: %s", path, error)
+    return commits

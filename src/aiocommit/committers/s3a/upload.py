@@ -1,0 +1,74 @@
+"""Task stage: upload one file as a multipart upload of its final key, not completed.
+
+pre:  the job is active; ``chunks`` are the file's parts, each but the last at least
+      5 MiB (``MIN_PART_SIZE``).
+post: the upload holds every byte; nothing is visible at the destination; the returned
+      ``SinglePendingCommit`` names the upload, its part etags and length.
+fail: the upload is aborted (best effort: job abort and cleanup list and abort what is
+      left under the destination).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import anyio
+
+from aiocommit.committers.common.context import StageContext
+from aiocommit.io.multipart import MultipartOperations
+from aiocommit.protocol import s3_statistics as S3
+from aiocommit.protocol.pending import SinglePendingCommit
+
+#: S3's smallest part but the last
+MIN_PART_SIZE = 5 * 1024 * 1024
+
+
+async def upload_pending(
+    context: StageContext,
+    mops: MultipartOperations,
+    dest_path: str,
+    chunks: AsyncIterator[bytes],
+    *,
+    task_id: str,
+) -> SinglePendingCommit:
+    """Upload ``chunks`` (each a part, all but the last at least 5 MiB) as an uncompleted
+    multipart upload of ``dest_path``; abort it if anything fails."""
+    upload_id = await mops.create_upload(dest_path)
+    etags: list[str] = []
+    length = 0
+    try:
+        async for chunk in chunks:
+            etags.append(await mops.upload_part(dest_path, upload_id, len(etags) + 1, chunk))
+            length += len(chunk)
+        if not etags:  # an empty file is one empty part
+            etags.append(await mops.upload_part(dest_path, upload_id, 1, b""))
+    except BaseException:
+        await abort_quietly(context, mops, dest_path, upload_id)
+        raise
+    context.stats.increment(S3.COMMITTER_COMMITS_CREATED)
+    context.stats.increment(S3.COMMITTER_BYTES_UPLOADED, length)
+    bucket = getattr(context.ops.store, "bucket", "")
+    commit = SinglePendingCommit(
+        uri=context.qualify(dest_path),
+        upload_id=upload_id,
+        bucket=str(bucket) or context.qualify("/").split("/")[2],
+        destination_key=dest_path[1:],
+        job_id=context.layout.job_id,
+        task_id=task_id,
+        etags=etags,
+        length=length,
+    )
+    commit.touch()
+    return commit
+
+
+async def abort_quietly(
+    context: StageContext, mops: MultipartOperations, path: str, upload_id: str
+) -> None:
+    """Abort one upload, shielded from cancellation; a failure is logged, not raised."""
+    with anyio.CancelScope(shield=True):
+        try:
+            if await mops.abort_upload(path, upload_id):
+                context.stats.increment(S3.COMMITTER_COMMITS_ABORTED)
+        except Exception as error:  # job abort / cleanup lists and aborts what is left
+            context.log.warning("could not abort upload %s of %s: %s", upload_id, path, error)

@@ -1,1 +1,0 @@
-"""The engine: job and task sessions and the public API (setup, commit, abort)."""

@@ -1,1 +1,0 @@
-"""The stages of task and job commit: one small unit per stage."""
