@@ -207,7 +207,7 @@ async def test_rename_workers_open_a_cloud_store_from_its_url(
     """The rename stage over worker processes on a cloud store opened from its URL: each
     worker opens its own client from the URL (the SDK over HTTP to the same moto), and
     the workers start while the manifests load."""
-    from aiocommit.committers import rename_workers
+    from aiocommit.committers.manifest import rename_workers
     from aiocommit.stores.s3 import S3Store
     from aiocommit.testing.s3_emulator import create_bucket
 
@@ -236,7 +236,7 @@ async def test_rename_workers_open_an_adls_store_passed_in(
     (``opener``: same endpoint and key), so ``processes`` moves its renames into worker
     processes and off the caller's loop; before, it had no opener and every rename ran on
     the caller's loop whatever ``processes`` said."""
-    from aiocommit.committers import rename_workers
+    from aiocommit.committers.manifest import rename_workers
     from aiocommit.stores.adls import AdlsStore
     from aiocommit.stores.base import opener_of
     from tests.stores.adls_fixtures import adls_store_factory

@@ -214,8 +214,8 @@ async def test_a_job_commit_on_adls_keeps_few_tasks_and_objects_in_the_caller(
     middle-generation collection promoted to the oldest generation: at 20,000 files
     enough to set off a full collection of the host's heap (42-62 ms of the loop). Now
     ``LOOP_WORKERS`` at once: the caller runs few tasks and promotes few objects."""
-    from aiocommit.committers import rename_workers
     from aiocommit.committers.common.context import LOOP_WORKERS
+    from aiocommit.committers.manifest import rename_workers
     from aiocommit.stress.targets import open_target
     from tests.helpers import output, run_tasks
 

@@ -16,9 +16,9 @@ from aiocommit import (
     list_jobs,
     setup_job,
 )
-from aiocommit.committers import commit_plan
 from aiocommit.committers.common.job_state import read_job_record
 from aiocommit.committers.common.session import open_context
+from aiocommit.committers.manifest import plan_copies
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.faulty import Faults, FaultyStore
@@ -149,7 +149,7 @@ async def test_abort_from_copies_kept_in_a_part_each(
 ) -> None:
     """Case 2 with each manifest's copy in a part of its own (parts written several at
     once): the undo reads every part back."""
-    monkeypatch.setattr(commit_plan, "PART_BYTES", 1)
+    monkeypatch.setattr(plan_copies, "PART_BYTES", 1)
     await test_abort_after_a_late_attempt_replaced_a_manifest(store_root)
 
 

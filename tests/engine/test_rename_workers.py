@@ -23,9 +23,9 @@ from aiocommit import (
     commit_job,
     commit_task,
 )
-from aiocommit.committers import rename_workers
 from aiocommit.committers.common.context import Progress
 from aiocommit.committers.common.session import open_context
+from aiocommit.committers.manifest import rename_workers
 from aiocommit.protocol import statistics as S
 from aiocommit.stores.base import join
 from aiocommit.stores.faulty import Faults, FaultyStore, Latency
@@ -151,7 +151,7 @@ PARENT = textwrap.dedent(
     """
     import json, sys, anyio
     from aiocommit import CommitOptions, commit_job
-    from aiocommit.committers import rename_workers
+    from aiocommit.committers.manifest import rename_workers
     from aiocommit.stores.faulty import Faults, FaultyStore, Latency
     from aiocommit.stores.local import LocalStore
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from aiocommit.committers import spill
+from aiocommit.committers.manifest import spill
 from aiocommit.committers.manifest.spill import DestinationHashes, SpillFile
 
 

@@ -8,7 +8,6 @@ from aiocommit.committers.common.commit_plan import (
     ABORTED,
     CommitPlan,
     read_plan,
-    save_copies,
     save_plan,
 )
 from aiocommit.committers.common.session import new_statistics
@@ -16,6 +15,7 @@ from aiocommit.committers.manifest.abort import undo_commit_stage
 from aiocommit.committers.manifest.commit_file import commit_file
 from aiocommit.committers.manifest.create_dirs import create_directories_stage
 from aiocommit.committers.manifest.load_manifests import list_manifest_names, load_manifests_stage
+from aiocommit.committers.manifest.plan_copies import save_copies
 from aiocommit.errors import CommitError
 from aiocommit.stores.base import join
 from tests.helpers import exists, output, walk

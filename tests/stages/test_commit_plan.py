@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from aiocommit.committers import commit_plan
 from aiocommit.committers.common.commit_plan import (
     COMMITTED,
     COMMITTING,
@@ -12,11 +11,12 @@ from aiocommit.committers.common.commit_plan import (
     check_unchanged,
     copies_reader,
     read_plan,
-    save_copies,
     save_plan,
 )
 from aiocommit.committers.common.session import new_statistics
+from aiocommit.committers.manifest import plan_copies
 from aiocommit.committers.manifest.load_manifests import list_manifest_names, load_manifests_stage
+from aiocommit.committers.manifest.plan_copies import save_copies
 from aiocommit.errors import ManifestError
 from aiocommit.stores.base import join
 from tests.helpers import exists
@@ -48,7 +48,7 @@ async def test_a_plan_cut_short_reads_as_absent_and_a_wrong_one_is_refused(job: 
 async def test_copies_in_parts_read_back_byte_for_byte(
     job: Job, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(commit_plan, "PART_BYTES", 1)  # one manifest per part
+    monkeypatch.setattr(plan_copies, "PART_BYTES", 1)  # one manifest per part
     async with job.context() as context:
         names = await list_manifest_names(context)
         loaded = await load_manifests_stage(context, names, new_statistics(), keep_bytes=True)

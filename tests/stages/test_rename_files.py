@@ -10,8 +10,8 @@ from typing import TypeVar
 import anyio
 import pytest
 
-from aiocommit.committers import rename_workers
 from aiocommit.committers.common.context import StageContext
+from aiocommit.committers.manifest import rename_workers
 from aiocommit.committers.manifest.commit_file import commit_file
 from aiocommit.committers.manifest.create_dirs import create_directories_stage
 from aiocommit.committers.manifest.rename_files import rename_files_stage

@@ -49,7 +49,7 @@ import anyio
 
 from aiocommit.committers.common.commit_plan import CommitPlan, ConflictRecord, save_plan
 from aiocommit.committers.common.context import StageContext, parallel, stage
-from aiocommit.committers.manifest.create_dirs import remove_empty_directories
+from aiocommit.committers.common.directories import remove_empty_directories
 from aiocommit.errors import AlreadyExists, ManifestError, NotFound, OutputConflict
 from aiocommit.options import CONFLICT_MODES
 from aiocommit.protocol import statistics as S

@@ -35,7 +35,6 @@ from aiocommit.committers.common.commit_plan import (
     copies_reader,
     encode_plan,
     read_plan,
-    save_copies,
     save_plan,
 )
 from aiocommit.committers.common.committer import AttemptFile, TaskAttempt
@@ -62,6 +61,7 @@ from aiocommit.committers.manifest.load_manifests import (
     list_manifest_names,
     load_manifests_stage,
 )
+from aiocommit.committers.manifest.plan_copies import save_copies
 from aiocommit.committers.manifest.rename_files import rename_files_stage
 from aiocommit.committers.manifest.rename_workers import RenameWorkers, job_commit_collections
 from aiocommit.committers.manifest.task import abort_task_stage, commit_task_stage, setup_task_stage

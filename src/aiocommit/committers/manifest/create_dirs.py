@@ -12,12 +12,11 @@ commit, so a name that could not be committed leaves no empty directory behind.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import anyio
 
 from aiocommit.committers.common.context import StageContext, parallel, stage
-from aiocommit.errors import AlreadyExists, NotEmpty, NotFound, first_error
+from aiocommit.committers.common.directories import remove_empty_directories
+from aiocommit.errors import AlreadyExists, first_error
 from aiocommit.protocol import statistics as S
 from aiocommit.stores.base import is_under, parent_of
 
@@ -84,30 +83,6 @@ async def remove_created_directories(context: StageContext, directories: dict[st
         context,
         [d for d, needed in directories.items() if needed and d != root and is_under(d, root)],
     )
-
-
-async def remove_empty_directories(context: StageContext, directories: Iterable[str]) -> None:
-    """Remove those of ``directories`` that are empty, deepest first, one non-recursive
-    delete each: a directory that holds anything stays, and so does a file that came to
-    stand where one was. Nothing on stores without directories."""
-    ops = context.ops
-    if not ops.capabilities.directories:
-        return
-    by_depth: dict[int, list[str]] = {}
-    for directory in directories:
-        by_depth.setdefault(directory.count("/"), []).append(directory)
-
-    async def remove(directory: str) -> None:
-        status = await ops.stat_or_none(directory)
-        if status is None or not status.is_dir:
-            return  # never a file that came to stand there
-        try:
-            await ops.delete(directory, recursive=False)
-        except (NotEmpty, NotFound):
-            return
-
-    for depth in sorted(by_depth, reverse=True):
-        await parallel(by_depth[depth], remove, workers=context.loop_workers)
 
 
 async def remove_created_directories_after_failure(

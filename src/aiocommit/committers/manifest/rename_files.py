@@ -27,8 +27,8 @@ import time
 from collections.abc import Iterator
 from functools import partial
 
-from aiocommit.committers import rename_workers
 from aiocommit.committers.common.context import Progress, StageContext, parallel, stage
+from aiocommit.committers.manifest import rename_workers
 from aiocommit.committers.manifest.commit_file import (
     AttemptCountdown,
     Entry,

@@ -41,7 +41,7 @@ class SpillFile:
 
     def read_into(self, offset: int, view: memoryview) -> None:
         """Fill ``view`` from ``offset`` on, allocating nothing (``view`` is a buffer the
-        caller made: see ``commit_plan.save_copies``)."""
+        caller made: see ``plan_copies.save_copies``)."""
         done = 0
         while done < len(view):
             read = os.preadv(self._fd, [view[done:]], offset + done)
