@@ -6,8 +6,9 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.aiocommit-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ stress/pyproject.toml -nt "$stamp" ] || [ testing/pyproject.toml -nt "$stamp" ]; then
     .venv/bin/python -m pip install --quiet --upgrade pip
-    .venv/bin/python -m pip install --quiet -e '.[dev]'
+    # the harness and the emulators are distributions of their own (stress/, testing/)
+    .venv/bin/python -m pip install --quiet -e ./testing -e ./stress -e '.[dev]'
     touch "$stamp"
 fi

@@ -4,8 +4,8 @@
 # wheel check (.ci/run).
 source "$(dirname "$0")/bootstrap.sh"
 bash scripts/ensure_java.sh
-.venv/bin/ruff check src tests stress examples
-.venv/bin/ruff format --check src tests stress examples
+.venv/bin/ruff check src tests stress testing examples
+.venv/bin/ruff format --check src tests stress testing examples
 .venv/bin/mypy
 .venv/bin/lint-imports --no-cache  # the layers (pyproject.toml [tool.importlinter])
 exec .venv/bin/python -m pytest -q "$@"

@@ -61,7 +61,7 @@ for release in "${RELEASES[@]}"; do
         pyspark="pyspark==$release"
     fi
     if [ "$(cat "$venv/.aiocommit-installed" 2>/dev/null)" != "$want" ]; then
-        "$venv/bin/python" -m pip install --quiet -e ".[spark,testing,s3]" \
+        "$venv/bin/python" -m pip install --quiet -e ./testing -e ".[spark,testing,s3]" \
             pytest pytest-asyncio pytest-timeout hypothesis "moto[server]" "$pyspark"
         echo "$want" > "$venv/.aiocommit-installed"
     fi

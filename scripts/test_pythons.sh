@@ -62,7 +62,7 @@ for version in "${versions[@]}"; do
     stamp="$venv/.aiocommit-installed"
     if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
         "$venv/bin/python" -m pip install --quiet --upgrade pip
-        "$venv/bin/python" -m pip install --quiet -e '.[test]'
+        "$venv/bin/python" -m pip install --quiet -e ./testing -e ./stress -e '.[test]'
         touch "$stamp"
     fi
     echo "test_pythons: $("$venv/bin/python" --version) in $venv (ready in $((SECONDS - started)) s)"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The wheel is the product: build it, install it into fresh venvs, and run what the docs
 # promise from a directory outside the checkout.
-#   * with [all]: `aiocommit --help`, `aiocommit demo`, `aiocommit stress job --tasks 5`;
+#   * the library's wheel holds no harness and no emulator code;
+#   * with [all]: `aiocommit --help`, `aiocommit demo`, `aiocommit stress job --tasks 5`,
+#     the emulators' `--help` (python -m aiocommit_testing.…);
 #   * bare: the library imports without click and rich, and `aiocommit` exits 4 with the
 #     line that says how to install the command line.
 # CI runs it after the tests (.ci/run). Env: PYTHON (default python3).
@@ -12,13 +14,23 @@ PYTHON="$("${PYTHON:-python3}" -c 'import sys; print(sys.executable)')"
 work="$(mktemp -d "${TMPDIR:-/tmp}/aiocommit-wheel.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
-"$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$work/dist" "$checkout"
-wheel="$(ls "$work"/dist/aiocommit-*.whl)"
-echo "wheel_check: built $(basename "$wheel")"
+# the library, and the harness and emulators (distributions of their own, which the
+# `stress` and `testing` extras bring: found here in dist/)
+"$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$work/dist" \
+    "$checkout" "$checkout/stress" "$checkout/testing"
+wheel="$(ls "$work"/dist/aiocommit-0*.whl)"
+echo "wheel_check: built $(cd "$work/dist" && ls)"
 cd "$work"  # from here on nothing may come from the checkout
 
+# the library's wheel holds the library alone: no harness, no emulator
+inside="$("$PYTHON" -m zipfile -l "$wheel")"
+if grep -E "aiocommit_stress|aiocommit_testing|aiocommit/stress/|aiocommit/testing/|emulator|chaos_proxy" <<< "$inside"; then
+    echo "wheel_check: $(basename "$wheel") holds harness or emulator code (above)" >&2
+    exit 1
+fi
+
 "$PYTHON" -m venv "$work/all"
-"$work/all/bin/python" -m pip install --quiet "$wheel[all]"
+"$work/all/bin/python" -m pip install --quiet --find-links "$work/dist" "$wheel[all]"
 where="$("$work/all/bin/python" -c 'import aiocommit; print(aiocommit.__file__)')"
 case "$where" in
     "$work"/all/*) ;;
@@ -30,7 +42,12 @@ esac
 "$work/all/bin/aiocommit" demo "$work/demo-output"
 "$work/all/bin/aiocommit" show "$work/demo-output" >/dev/null
 "$work/all/bin/aiocommit" stress job --tasks 5
-echo "wheel_check: [all] ok: --help, stress --help, --version, demo, show, stress job"
+# the emulators the docs run (docs/stores/*.md), from the testing extra
+"$work/all/bin/python" -m aiocommit_testing.adls_emulator --help >/dev/null
+"$work/all/bin/python" -m aiocommit_testing.gcs_emulator --help >/dev/null
+"$work/all/bin/python" -m aiocommit_testing.s3_emulator --help >/dev/null
+"$work/all/bin/python" -m aiocommit_stress --help >/dev/null
+echo "wheel_check: [all] ok: --help, stress --help, --version, demo, show, stress job, the emulators"
 
 "$PYTHON" -m venv "$work/bare"
 "$work/bare/bin/python" -m pip install --quiet "$wheel"

@@ -27,7 +27,7 @@ import pytest
 from aiocommit.stores.base import Store
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.memory import MemoryStore
-from aiocommit.testing.s3_emulator import use_dummy_credentials
+from aiocommit_testing.s3_emulator import use_dummy_credentials
 
 # moto accepts any credentials and botocore needs some to sign; set before any Spark
 # session starts, so its Python workers inherit them (credentials never go in options)
@@ -69,8 +69,9 @@ TESTS = Path(__file__).resolve().parent
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        directory = item.path.relative_to(TESTS).parts[0]
-        if directory in SPARK_DIRECTORIES:
+        # the harness's own tests (stress/tests) carry their marks themselves
+        inside = item.path.is_relative_to(TESTS)
+        if inside and item.path.relative_to(TESTS).parts[0] in SPARK_DIRECTORIES:
             item.add_marker(pytest.mark.spark)
         if uses_emulator(item):
             item.add_marker(pytest.mark.emulator)
@@ -116,8 +117,8 @@ def _only_when_marked(start: Callable[..., Any]) -> Callable[..., Any]:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Every emulator start checks that the running test is marked ``emulator``."""
-    from aiocommit.testing.adls_emulator import AdlsEmulator
-    from aiocommit.testing.child_server import ChildServer
+    from aiocommit_testing.adls_emulator import AdlsEmulator
+    from aiocommit_testing.child_server import ChildServer
 
     ChildServer.start = _only_when_marked(ChildServer.start)  # type: ignore[method-assign]
     AdlsEmulator.__init__ = _only_when_marked(AdlsEmulator.__init__)  # type: ignore[method-assign]
@@ -126,7 +127,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def gcs_endpoint() -> Iterator[str]:
     """One fake-gcs-server (the real Go binary) on loopback for the whole run."""
-    from aiocommit.testing.gcs_emulator import FakeGcsServer
+    from aiocommit_testing.gcs_emulator import FakeGcsServer
 
     with FakeGcsServer() as server:
         yield server.endpoint
@@ -135,7 +136,7 @@ def gcs_endpoint() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
     """One moto server (server mode, real HTTP) on loopback for the whole run."""
-    from aiocommit.testing.s3_emulator import MotoServer
+    from aiocommit_testing.s3_emulator import MotoServer
 
     with MotoServer() as server:
         yield server.endpoint

@@ -12,7 +12,7 @@ import pytest
 from aiocommit import CommitOptions, commit_job
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.faulty import Faults, FaultyStore
-from aiocommit.testing.adls_emulator import DEFAULT_KEY
+from aiocommit_testing.adls_emulator import DEFAULT_KEY
 from tests.cli.conftest import Cli, Dest, one_error_line
 from tests.helpers import exists, output, run_tasks
 

@@ -21,7 +21,7 @@ from aiocommit.options import CommitOptions
 from aiocommit.protocol.success import decode_success
 from aiocommit.stores.faulty import Faults, FaultyStore
 from aiocommit.stores.s3 import S3Store
-from aiocommit.testing.s3_emulator import create_bucket
+from aiocommit_testing.s3_emulator import create_bucket
 from tests.cli.conftest import Cli
 from tests.engine.test_job_states import part_way_commit
 from tests.helpers import output, run_tasks, task_files

@@ -19,7 +19,7 @@ import pytest
 from aiocommit import setup_job
 from aiocommit.stores.base import join
 from aiocommit.stores.s3 import S3Store
-from aiocommit.testing.s3_emulator import create_bucket
+from aiocommit_testing.s3_emulator import create_bucket
 from tests.cli.conftest import Cli
 from tests.helpers import exists, output, task_files
 from tests.s3.helpers import staging_task

@@ -21,7 +21,7 @@ def test_forwards_arguments(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
 
     @click.group()
     def fake_main() -> None:
-        """A stand-in for aiocommit.stress.cli.main."""
+        """A stand-in for aiocommit_stress.cli.main."""
 
     @fake_main.command()
     @click.option("--files", type=int, default=1)
@@ -30,9 +30,9 @@ def test_forwards_arguments(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
         seen.append((scenario, files))
         click.echo(f"ran {scenario}")
 
-    module = types.ModuleType("aiocommit.stress.cli")
+    module = types.ModuleType("aiocommit_stress.cli")
     module.main = fake_main  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "aiocommit.stress.cli", module)
+    monkeypatch.setitem(sys.modules, "aiocommit_stress.cli", module)
     result = cli("stress", "run", "big", "--files", "7")
     assert result.exit_code == 0, result.output
     assert seen == [("big", 7)]
@@ -45,7 +45,7 @@ def test_forwards_arguments(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_missing_harness(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "path", list(sys.path))
-    monkeypatch.setitem(sys.modules, "aiocommit.stress.cli", None)
+    monkeypatch.setitem(sys.modules, "aiocommit_stress.cli", None)
     result = cli("stress", "--help")
     assert result.exit_code == EXIT_UNAVAILABLE
     assert "aiocommit[stress]" in one_error_line(result)

@@ -42,7 +42,7 @@ NOT_MODULES = frozenset(
 )
 
 #: files a page or docstring names that are not the repository's: Spark's, and the
-#: Hadoop reference harness's that ``aiocommit.stress.hadoop`` drives when it is there
+#: Hadoop reference harness's that ``aiocommit_stress.hadoop`` drives when it is there
 EXTERNAL_FILES = frozenset({"spark-env.sh", "foreign_job.py", "run.sh"})
 
 MODULE_PATH = re.compile(r"(?<![\w./-])aiocommit(?:\.[A-Za-z_]\w*)+")

@@ -105,7 +105,7 @@ async def test_bad_manifest_and_abort(cloud_store_root: tuple[Store, str]) -> No
 async def test_adls_thousand_files_under_http_faults() -> None:
     """ADLS through the real SDK: 503 ServerBusy with Retry-After and renames applied
     whose responses are dropped (500 OperationTimedOut), injected by the emulator."""
-    from aiocommit.testing.adls_emulator import run_adls_emulator
+    from aiocommit_testing.adls_emulator import run_adls_emulator
     from tests.stores.adls_fixtures import adls_store_factory
 
     async with run_adls_emulator() as emulator, adls_store_factory(emulator) as (store, root):
@@ -209,7 +209,7 @@ async def test_rename_workers_open_a_cloud_store_from_its_url(
     the workers start while the manifests load."""
     from aiocommit.committers.manifest import rename_workers
     from aiocommit.stores.s3 import S3Store
-    from aiocommit.testing.s3_emulator import create_bucket
+    from aiocommit_testing.s3_emulator import create_bucket
 
     monkeypatch.setattr(rename_workers, "MIN_FILES_PER_PROCESS", 4)
     monkeypatch.setattr(rename_workers.RenameWorkers, "SAMPLE_MANIFESTS", 2)

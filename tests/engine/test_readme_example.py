@@ -21,9 +21,9 @@ from aiocommit.protocol.pending import STAGING_COMMITTER
 from aiocommit.protocol.success import COMMITTER_NAME as MANIFEST_COMMITTER
 from aiocommit.protocol.success import decode_success
 from aiocommit.stores.base import Store, join
-from aiocommit.testing.adls_emulator import run_adls_emulator
-from aiocommit.testing.gcs_emulator import create_bucket as create_gcs_bucket
-from aiocommit.testing.s3_emulator import DUMMY_CREDENTIALS, create_bucket
+from aiocommit_testing.adls_emulator import run_adls_emulator
+from aiocommit_testing.gcs_emulator import create_bucket as create_gcs_bucket
+from aiocommit_testing.s3_emulator import DUMMY_CREDENTIALS, create_bucket
 from tests.helpers import walk
 from tests.stores.adls_fixtures import make_store
 from tests.stores.gcs_fixtures import fresh_bucket_name

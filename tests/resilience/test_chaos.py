@@ -16,8 +16,7 @@ from aiocommit.errors import NotFound, Throttled
 from aiocommit.io.operations import StoreOperations
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.stores.base import Store
-from aiocommit.stress.chaos import chaos_settings, chaos_target, run_seed
-from aiocommit.testing.chaos_proxy import KINDS, Chaos, ChaosProxy, StoreKind, run_chaos_proxy
+from aiocommit_testing.chaos_proxy import KINDS, Chaos, ChaosProxy, StoreKind, run_chaos_proxy
 
 FAST = CommitOptions(retry_base_delay=0.005, retry_max_delay=0.05)
 
@@ -31,7 +30,7 @@ async def proxied(
         store: Store
         if kind == "adls":
             from aiocommit.stores.adls import AdlsStore
-            from aiocommit.testing.adls_emulator import run_adls_emulator
+            from aiocommit_testing.adls_emulator import run_adls_emulator
 
             handle = await stack.enter_async_context(run_adls_emulator())
             handle.create_filesystem("fs")
@@ -40,7 +39,7 @@ async def proxied(
             store = AdlsStore(handle.account, "fs", endpoint=endpoint, account_key=handle.key)
         elif kind == "gcs":
             from aiocommit.stores.gcs import GcsStore
-            from aiocommit.testing.gcs_emulator import create_bucket
+            from aiocommit_testing.gcs_emulator import create_bucket
             from tests.stores.gcs_fixtures import fresh_bucket_name
 
             upstream = request.getfixturevalue("gcs_endpoint")
@@ -50,7 +49,7 @@ async def proxied(
             store = GcsStore(bucket, api_root=proxy.endpoint)
         else:
             from aiocommit.stores.s3 import S3Store
-            from aiocommit.testing.s3_emulator import create_bucket as create_s3_bucket
+            from aiocommit_testing.s3_emulator import create_bucket as create_s3_bucket
             from tests.stores.s3_fixtures import fresh_bucket_name as fresh_s3_bucket
 
             upstream = request.getfixturevalue("s3_endpoint")
@@ -222,18 +221,3 @@ async def test_a_long_listing_rides_out_throttling_page_by_page(
 
 
 # -- whole jobs through the proxy --------------------------------------------------------------
-
-
-@pytest.mark.parametrize("kind", KINDS)
-async def test_seeded_jobs_through_the_chaos_proxy(kind: StoreKind) -> None:
-    """Two seeds per store at 20 % throttling, 5 % lost responses, 3 % resets and a
-    long-tailed latency: set-up, tasks, job commit and an abort; no public call raises
-    and the destination, read past the proxy, is exact."""
-    chaos = chaos_settings(retry_after=0.01)
-    async with chaos_target(kind, chaos) as target:
-        for seed in (1, 2):
-            result = await run_seed(target, seed, tasks=2, files=8, options=FAST)
-            assert result.problems == [], result
-            assert result.raised == [], result
-            assert result.injected.get("throttled", 0) > 0
-            assert result.injected.get("lost", 0) + result.injected.get("reset", 0) > 0

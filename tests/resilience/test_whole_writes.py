@@ -17,7 +17,7 @@ from aiocommit.protocol.layout import JobLayout
 from aiocommit.stores.adls import AdlsStore
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.faulty import Faults, FaultyStore
-from aiocommit.testing.adls_emulator import EmulatorHandle, run_adls_emulator
+from aiocommit_testing.adls_emulator import EmulatorHandle, run_adls_emulator
 from tests.helpers import exists, output, run_tasks
 from tests.stores.adls_fixtures import adls_store_factory
 

@@ -19,7 +19,7 @@ from pyspark.sql.types import DoubleType, IntegerType, StringType, StructField, 
 from aiocommit.protocol.pending import MAGIC_COMMITTER, PARTITIONED_COMMITTER
 from aiocommit.protocol.success import decode_success
 from aiocommit.stores.s3 import S3Store
-from aiocommit.testing.s3_emulator import create_bucket
+from aiocommit_testing.s3_emulator import create_bucket
 from tests.helpers import walk
 from tests.s3.helpers import outstanding
 from tests.spark.helpers import quiet

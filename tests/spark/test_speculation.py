@@ -1,5 +1,5 @@
 """Speculative execution on a real standalone cluster (a master and two workers on
-127.0.0.2 and 127.0.0.3), run as the stress scenario ``spark_speculation`` in a
+127.0.0.2 and 127.0.0.3), run as the script ``speculation_job.py`` beside this test in a
 subprocess: about 1.5 minutes, most of it the cluster starting.
 
 It checks issue #13's items 1 and 4 together: the write succeeds even though a losing
@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -46,8 +47,7 @@ def test_speculation_on_a_standalone_cluster_is_exactly_once(via: str) -> None:
     process = subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "aiocommit.stress.spark_speculation",
+            str(Path(__file__).with_name("speculation_job.py")),
             "--rows",
             "30000",
             "--via",

@@ -1,5 +1,5 @@
 """The write path's speed measures: the lifted Arrow batch byte cap, the background
-Parquet encoder, and a smoke run of ``stress.spark_bench`` (no speed assertion)."""
+Parquet encoder (the benchmark's smoke runs: stress/tests/test_spark_bench.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from aiocommit.integrations.spark import seam
 from aiocommit.integrations.spark.transfer import (
     ARROW_MAX_BYTES_CONF,
     NO_BYTE_CAP,
@@ -130,58 +129,3 @@ def test_parquet_sink_writes_row_groups_on_the_encoder(tmp_path: Path) -> None:
     assert written.metadata.num_rows == 1000
     assert [written.metadata.row_group(i).num_rows for i in range(4)] == [250, 250, 250, 250]
     assert written.read().column("id").to_pylist() == list(range(1000))
-
-
-def test_spark_bench_smoke(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from aiocommit.stress import spark_bench
-
-    ratios = spark_bench.run(spark, tmp_path, rows=2_000, rounds=1)
-    out = capsys.readouterr().out
-    assert len(ratios) == 2 and all(r > 0 for r in ratios)
-    for variant in ("flat", "partitioned"):
-        assert f"-- {variant}" in out
-        assert f"round 0 {variant:<11} aiocommit" in out
-        assert f"round 0 {variant:<11} native" in out
-    assert out.count("ratio aiocommit/native  ") == 2
-    assert "ratio aiocommit/native (lower of the two medians): " in out.splitlines()[-1]
-    assert "MB in 1 files" not in out.split("-- partitioned")[1]  # 50 partition files
-    rounds = [line.split() for line in out.splitlines() if line.startswith("round ")]
-    assert len(rounds) == 4
-    assert all(float(fields[fields.index("CPU-s") - 1]) >= 0 for fields in rounds)
-
-
-def test_spark_bench_small_tasks_smoke(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from aiocommit.stress import spark_bench
-
-    ratios = spark_bench.run_small_tasks(spark, tmp_path, tasks=[6, 4], rows_per_task=5, rounds=1)
-    out = capsys.readouterr().out
-    assert len(ratios) == 4 and all(r > 0 for r in ratios)  # two shapes, flat and partitioned
-    assert "== 6 tasks x 5 rows" in out and "== 4 tasks x 5 rows" in out
-    # aiocommit, Spark's writer and the no-op Python data source (the floor), per variant
-    assert out.count(" s median, ") == 12 and out.count("extra per task") == 4
-    assert out.count("CPU-ms per task") == 12 and out.count("py-noop (floor)") == 4
-    assert "task_stage_scan_directory" in out and "committer_commit_job" in out
-    assert "ratio aiocommit/native (highest of the medians): " in out.splitlines()[-1]
-
-
-@pytest.mark.skipif(seam.PYSPARK < (4, 0), reason="engine='jvm' needs Hadoop's ManifestCommitter")
-def test_spark_bench_small_tasks_with_the_jvm_writer(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """``--writers jvm,native``: write(engine="jvm") against Spark's writer, its ratio
-    per variant and its job commit per task from its own summaries."""
-    from aiocommit.stress import spark_bench
-
-    ratios = spark_bench.run_small_tasks(
-        spark, tmp_path, tasks=[4], rows_per_task=5, rounds=1, writers=["jvm", "native"]
-    )
-    out = capsys.readouterr().out
-    assert len(ratios) == 2 and all(r > 0 for r in ratios)
-    assert out.count("ratio jvm/native  ") == 2 and "py-noop" not in out
-    assert "round 0 flat        jvm" in out and "(job commit " in out
-    assert "-- jvm per task" in out and "committer_commit_job" in out
-    assert "ratio jvm/native (highest of the medians): " in out.splitlines()[-1]

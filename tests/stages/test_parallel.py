@@ -7,7 +7,7 @@ import time
 from collections.abc import Awaitable
 
 from aiocommit.committers.common.context import parallel
-from aiocommit.stress.loop_bench import Ticker, ticking
+from aiocommit_testing.ticker import Ticker, ticking
 
 
 async def _ticked(work: Awaitable[None]) -> Ticker:

@@ -9,7 +9,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from aiocommit.stores.adls import AdlsStore
-from aiocommit.testing.adls_emulator import EmulatorHandle, run_adls_emulator
+from aiocommit_testing.adls_emulator import EmulatorHandle, run_adls_emulator
 
 _filesystems = itertools.count(1)
 

@@ -9,7 +9,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from aiocommit.stores.gcs import GcsStore
-from aiocommit.testing.gcs_emulator import (
+from aiocommit_testing.gcs_emulator import (
     create_bucket,
     precondition_proxy,
     run_fake_gcs_server,

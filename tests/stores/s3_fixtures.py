@@ -9,7 +9,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from aiocommit.stores.s3 import S3Store
-from aiocommit.testing.s3_emulator import create_bucket, run_moto_server
+from aiocommit_testing.s3_emulator import create_bucket, run_moto_server
 
 _buckets = itertools.count(1)
 

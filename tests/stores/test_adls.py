@@ -28,7 +28,7 @@ from aiocommit.stores.adls_rest import BODY_SLICE_BYTES
 from aiocommit.stores.base import FileStatus
 from aiocommit.stores.loop_turns import STARTS_PER_TURN
 from aiocommit.stores.registry import open_store
-from aiocommit.testing.adls_emulator import EmulatorHandle, run_adls_emulator
+from aiocommit_testing.adls_emulator import EmulatorHandle, run_adls_emulator
 
 from .adls_fixtures import adls_store_factory, make_store
 from .turn_counts import starts_per_turn

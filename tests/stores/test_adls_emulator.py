@@ -19,7 +19,7 @@ from yarl import URL
 from aiocommit.errors import NotFound, StoreError
 from aiocommit.stores.adls import AdlsStore
 from aiocommit.stores.adls_rest import DfsResponseError, LeanDfsClient
-from aiocommit.testing.adls_emulator import EmulatorHandle, run_adls_emulator
+from aiocommit_testing.adls_emulator import EmulatorHandle, run_adls_emulator
 
 from .adls_fixtures import adls_store_factory, make_store
 
@@ -350,10 +350,10 @@ async def test_sas_rides_on_the_rename_source(mock_http: aioresponses) -> None:
 
 
 async def test_cli_sets_the_rename_faults() -> None:
-    from aiocommit.stress.ops_bench import server_process
+    from aiocommit_testing.child_server import server_process
 
     args = ("--rename-continuations", "2", "--rename-parent-not-found", "0.25")
-    with server_process("aiocommit.testing.adls_emulator", *args) as env:
+    with server_process("aiocommit_testing.adls_emulator", *args) as env:
         control = env["AIOCOMMIT_ADLS_ENDPOINT"].rsplit("/", 1)[0] + "/_emulator/faults"
         async with aiohttp.ClientSession() as session, session.get(control) as response:
             faults = await response.json()

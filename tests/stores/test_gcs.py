@@ -43,7 +43,7 @@ from aiocommit.stores.base import FileStatus, join
 from aiocommit.stores.gcs import GcsStore
 from aiocommit.stores.loop_turns import STARTS_PER_TURN
 from aiocommit.stores.registry import open_store
-from aiocommit.testing.gcs_emulator import FakeGcsServer, create_bucket
+from aiocommit_testing.gcs_emulator import FakeGcsServer, create_bucket
 
 from .gcs_fixtures import fresh_bucket_name, gcs_store_factory
 from .turn_counts import starts_per_turn

@@ -28,7 +28,7 @@ from aiocommit.errors import (
 )
 from aiocommit.stores.multipart import multipart_etag
 from aiocommit.stores.s3 import S3Store
-from aiocommit.testing.s3_emulator import use_dummy_credentials
+from aiocommit_testing.s3_emulator import use_dummy_credentials
 
 
 @dataclass

@@ -14,7 +14,7 @@ Environment (read when no credential is passed to ``AdlsStore``; first match win
 * otherwise ``azure.identity.aio.DefaultAzureCredential`` when ``azure-identity`` is
   installed (the ``aiocommit[azure-identity]`` extra); else anonymous.
 * ``AIOCOMMIT_ADLS_ENDPOINT``: endpoint override, e.g. ``http://127.0.0.1:PORT/ACCOUNT`` for
-  ``aiocommit.testing.adls_emulator``.
+  ``aiocommit_testing.adls_emulator``.
 
 One aiohttp session (``TCPConnector(limit=connections, limit_per_host=connections)``)
 carries everything. Every call goes through ``aiocommit.stores.adls_rest.LeanDfsClient``:

@@ -1,0 +1,565 @@
+"""``bench loop``: does a commit keep its caller's event loop from running?
+
+A service embeds aiocommit in its own event loop, so a commit must never hold that loop
+for long. A 1 ms ticker runs beside the commits and measures, per gap between two of its
+wake-ups, the loop thread's own CPU time (``time.thread_time``: what the loop ran in
+that gap; a wait for the GIL or the kernel is not counted) and the wall time. Parts:
+
+* ``local`` / ``cloud``: ``commit_job`` of N files on the local store and on a cloud
+  emulator (ADLS or fake-gcs), default options. The bench process is the host: it holds
+  the prepared job's N expected entries, as structs the garbage collector does not track
+  (``ExpectedFile``), and reports the full collections during the commit and the
+  longest (each walks every tracked object of the process: with the entries tracked,
+  100,000 of them, one took 50-120 ms whatever set it off). What is measured is the job commit:
+  on ADLS the tasks' output files are seeded into the emulator's state in one request
+  per task (``/_emulator/seed``) instead of three requests per file, and the task
+  commits (listing, manifest) run through the store as ever; fake-gcs has no such call,
+  so there every file is written through the store (slow at 100,000).
+* ``concurrent``: 8 commits at once in one loop (local store), N/8 files each.
+* ``cancel``: commits cancelled at seeded points (``asyncio.timeout``, ``Task.cancel``,
+  anyio ``move_on_after`` in turn): the time from the cancel to the return, that no
+  process, thread or descriptor is left, and that a re-run finishes the job exactly or
+  ``abort_job`` leaves nothing of it.
+* ``rss``: 20 commits in one process for each ``processes`` setting, the host making
+  cyclic garbage between them as a service does: RSS after each commit; flat when the
+  trend (median pairwise slope) over the last half of the commits grows it by at most
+  1 MB.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import random
+import shutil
+import statistics
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from aiocommit import CommitOptions, abort_job, commit_job
+from aiocommit.protocol.layout import TEMPORARY
+from aiocommit_stress.jobgen import JobSpec, PreparedJob
+from aiocommit_stress.report import Reporter
+from aiocommit_stress.runner import prepare
+from aiocommit_stress.scenarios import Common, verdict
+from aiocommit_stress.targets import Target, open_target
+from aiocommit_stress.verify import verify_output, walk
+from aiocommit_testing.ticker import ticking
+
+#: targets the issue sets: the loop thread's CPU per gap, and a cancel's lateness
+STALL_TARGET_MS = 50.0
+CANCEL_TARGET_MS = 100.0
+#: "RSS flat": over the last half of the commits (the first ones warm caches and malloc
+#: arenas up), the least-squares trend grows RSS by at most this much in all
+RSS_GROWTH_TARGET_MB = 1.0
+PART_NAMES = ("local", "cloud", "concurrent", "cancel", "rss")
+
+
+@dataclass
+class Collections:
+    """The garbage collections of generation 2 (full ones: they walk every tracked
+    object of the process, the host's included) while it is installed: how many and the
+    CPU each took (``thread_time`` of the thread that ran it; a collection holds the
+    GIL, so it stalls the loop whichever thread runs it), and the collections of the
+    younger generations."""
+
+    full: list[float] = field(default_factory=list)
+    young: int = 0
+    _started: float = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.thread_time()
+        elif info["generation"] == 2:
+            self.full.append(time.thread_time() - self._started)
+        else:
+            self.young += 1
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "full_collections": len(self.full),
+            "longest_full_collection_ms": round(max(self.full, default=0.0) * 1000, 1),
+            "full_collections_ms": round(sum(self.full) * 1000, 1),
+            "young_collections": self.young,
+        }
+
+
+@asynccontextmanager
+async def collections_watched() -> AsyncIterator[Collections]:
+    """A ``Collections`` record of the block (a ``gc.callbacks`` hook)."""
+    watch = Collections()
+    gc.callbacks.append(watch._callback)
+    try:
+        yield watch
+    finally:
+        gc.callbacks.remove(watch._callback)
+
+
+def _spec(files: int, seed: int) -> JobSpec:
+    per_task = 100 if files >= 100 else files
+    return JobSpec(tasks=max(1, files // per_task), files_per_task=per_task, dirs=10, seed=seed)
+
+
+async def _check(target: Target, job: PreparedJob) -> bool:
+    verification = await verify_output(target.store, job.dest, [job.expected])
+    return verification.ok
+
+
+async def commit_part(
+    name: str,
+    target: Target,
+    files: int,
+    options: CommitOptions,
+    reporter: Reporter,
+    *,
+    jobs: int = 1,
+    seed: int = 0,
+    direct: bool = False,
+) -> dict[str, Any]:
+    """``jobs`` commits of ``files // jobs`` files each, at once, beside the ticker.
+    ``direct``: the tasks' output files are seeded into the emulator's state where the
+    target can (ADLS), not written through the store; task commits run as ever."""
+    prepare_started = time.perf_counter()
+    prepared = [
+        await prepare(
+            target, _spec(files // jobs, seed + n), reporter, name=f"{name}-{n}", direct=direct
+        )
+        for n in range(jobs)
+    ]
+    prepare_seconds = time.perf_counter() - prepare_started
+    seeded = direct and target.seed_files is not None
+    seconds: list[float] = []
+
+    async def one(job: PreparedJob) -> None:
+        started = time.perf_counter()
+        await commit_job(job.dest, job.job_id, store=target.store, options=options)
+        seconds.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    async with (
+        collections_watched() as collected,
+        ticking() as ticker,
+        anyio.create_task_group() as group,
+    ):
+        for job in prepared:
+            group.start_soon(one, job)
+    wall = time.perf_counter() - started
+    ok = all([await _check(target, job) for job in prepared])
+    figures = {
+        "part": name,
+        "store": target.kind,
+        "files": sum(len(j.expected.files) for j in prepared),
+        "jobs": jobs,
+        "commit_seconds": round(wall, 2),
+        "prepare_seconds": round(prepare_seconds, 1),
+        "outputs_seeded": seeded,
+        "verified": ok,
+        **ticker.figures(),
+        **collected.figures(),
+    }
+    figures["ok"] = ok and figures["worst_stall_ms"] <= STALL_TARGET_MS
+    reporter.log(
+        f"{name} ({target.kind}, {figures['files']:,} files, {jobs} job(s)): "
+        f"{wall:.2f} s, worst stall {figures['worst_stall_ms']} ms "
+        f"(wall gap {figures['worst_wall_gap_ms']} ms), {figures['full_collections']} full "
+        f"collections (longest {figures['longest_full_collection_ms']} ms), verified {ok}"
+    )
+    return figures
+
+
+# -- cancellation ------------------------------------------------------------------------
+
+CANCEL_WAYS = ("asyncio.timeout", "task.cancel", "anyio.move_on_after")
+
+
+def _descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _own_threads() -> int:
+    """Threads other than anyio's pooled workers (idle ones linger by design)."""
+    return sum(1 for t in threading.enumerate() if not t.name.startswith("AnyIO worker"))
+
+
+def _children() -> list[int]:
+    import psutil
+
+    return [p.pid for p in psutil.Process().children(recursive=True)]
+
+
+@dataclass
+class CancelTiming:
+    """A cancel's lateness: wall seconds from its due time to the return, and the loop
+    thread's own CPU in that time (what the commit ran after the cancel; on a loaded
+    machine the wall time also holds the waits for a core)."""
+
+    late: float
+    loop_cpu: float
+
+
+async def _cancelled_commit(
+    way: str, delay: float, call: Callable[[], Awaitable[object]]
+) -> CancelTiming | None:
+    """Run ``call`` and cancel it ``delay`` seconds in, the ``way`` given; how late it
+    returned, or None when it finished first."""
+    loop = asyncio.get_running_loop()
+    due = loop.time() + delay
+    at_due: list[float] = []
+    timer = loop.call_at(due, lambda: at_due.append(time.thread_time()))
+
+    def timing() -> CancelTiming:
+        cpu_at_due = at_due[0] if at_due else time.thread_time()
+        return CancelTiming(loop.time() - due, time.thread_time() - cpu_at_due)
+
+    try:
+        if way == "asyncio.timeout":
+            try:
+                async with asyncio.timeout_at(due):
+                    await call()
+            except TimeoutError:
+                return timing()
+            return None
+        if way == "task.cancel":
+            task = asyncio.ensure_future(call())
+            loop.call_at(due, task.cancel)
+            try:
+                await task
+            except asyncio.CancelledError:
+                return timing()
+            return None
+        with anyio.move_on_after(delay) as scope:
+            await call()
+        return timing() if scope.cancelled_caught else None
+    finally:
+        timer.cancel()
+
+
+async def cancel_part(
+    target: Target, files: int, points: int, options: CommitOptions, reporter: Reporter, seed: int
+) -> dict[str, Any]:
+    """Commits cancelled at ``points`` seeded times over an uncancelled commit's span;
+    each on a hard-linked copy of one prepared job (local store)."""
+    job, restore = await _restorable(target, files, seed, "cancel", reporter)
+    await restore()
+    started = time.perf_counter()
+    await commit_job(job.dest, job.job_id, store=target.store, options=options)
+    span = time.perf_counter() - started
+    rng = random.Random(seed)
+    runs: list[dict[str, Any]] = []
+
+    def call() -> Awaitable[object]:
+        return commit_job(job.dest, job.job_id, store=target.store, options=options)
+
+    with reporter.bar("cancelling commits", points) as advance:
+        for point in range(points):
+            await restore()
+            way = CANCEL_WAYS[point % len(CANCEL_WAYS)]
+            delay = rng.uniform(0.0, 1.1 * span)
+            fds, threads = _descriptors(), _own_threads()
+            async with ticking() as ticker:
+                late = await _cancelled_commit(way, delay, call)
+            children = _children()
+            fds_left, threads_left = _descriptors() - fds, _own_threads() - threads
+            # half the points are finished by a re-run, half undone by abort
+            if late is None or point % 2 == 0:
+                await call()
+                clean = await _check(target, job)
+                after = "re-run exact" if clean else "re-run NOT exact"
+            else:
+                await abort_job(job.dest, job.job_id, store=target.store, options=options)
+                clean = await _nothing_left(target, job)
+                after = "abort clean" if clean else "abort NOT clean"
+            runs.append(
+                {
+                    "point": point,
+                    "way": way,
+                    "at_s": round(delay, 3),
+                    "late_ms": None if late is None else round(late.late * 1000, 1),
+                    "late_loop_cpu_ms": None if late is None else round(late.loop_cpu * 1000, 1),
+                    "worst_stall_ms": ticker.figures()["worst_stall_ms"],
+                    "after": after,
+                    "clean": clean and not children and fds_left <= 0 and threads_left <= 0,
+                    "leftovers": {
+                        "processes": children,
+                        "descriptors": fds_left,
+                        "threads": threads_left,
+                    },
+                }
+            )
+            advance(1)
+    lates = [r["late_ms"] for r in runs if r["late_ms"] is not None]
+    worst = max(lates, default=0.0)
+    worst_cpu = max((r["late_loop_cpu_ms"] for r in runs if r["late_ms"] is not None), default=0.0)
+    by_way = {way: _lateness(runs, way) for way in CANCEL_WAYS}
+    figures: dict[str, Any] = {
+        "part": "cancel",
+        "store": target.kind,
+        "files": len(job.expected.files),
+        "uncancelled_seconds": round(span, 2),
+        "points": points,
+        "cancelled": len(lates),
+        "worst_cancel_ms": worst,
+        "median_cancel_ms": round(statistics.median(lates), 1) if lates else None,
+        "worst_cancel_loop_cpu_ms": worst_cpu,
+        "worst_stall_ms": max((r["worst_stall_ms"] for r in runs), default=0.0),
+        "by_way": by_way,
+        "all_clean": all(r["clean"] for r in runs),
+        "runs": runs,
+    }
+    figures["ok"] = figures["all_clean"] and worst <= CANCEL_TARGET_MS
+    reporter.log(
+        f"cancel ({target.kind}, {figures['files']:,} files): {len(lates)} of {points} "
+        f"cancelled, worst {worst} ms late (median {figures['median_cancel_ms']}; loop CPU "
+        f"after the cancel at most {worst_cpu} ms), worst "
+        f"stall {figures['worst_stall_ms']} ms, all clean {figures['all_clean']}"
+    )
+    for way, lateness in by_way.items():
+        reporter.log(
+            f"  {way}: {lateness['cancelled']} cancelled, worst {lateness['worst_ms']} ms late "
+            f"(median {lateness['median_ms']}; loop CPU after the cancel at most "
+            f"{lateness['worst_loop_cpu_ms']} ms)"
+        )
+    return figures
+
+
+def _lateness(runs: list[dict[str, Any]], way: str) -> dict[str, Any]:
+    """The cancels made ``way``: how many, the worst and median lateness, and the loop
+    thread's worst CPU after a cancel."""
+    cancelled = [r for r in runs if r["way"] == way and r["late_ms"] is not None]
+    lates = [r["late_ms"] for r in cancelled]
+    return {
+        "cancelled": len(lates),
+        "worst_ms": max(lates, default=0.0),
+        "median_ms": round(statistics.median(lates), 1) if lates else None,
+        "worst_loop_cpu_ms": max((r["late_loop_cpu_ms"] for r in cancelled), default=0.0),
+    }
+
+
+async def _restorable(
+    target: Target, files: int, seed: int, name: str, reporter: Reporter
+) -> tuple[PreparedJob, Callable[[], Awaitable[None]]]:
+    """A job prepared once, and a function that puts it back as prepared (hard links of
+    its files: a restore takes a fraction of a preparation)."""
+    if target.local_root is None:
+        raise ValueError(f"the {name} part needs the local store (it restores jobs by linking)")
+    job = await prepare(target, _spec(files, seed), reporter, name=name)
+    pristine = job.dest + "-pristine"
+    await anyio.to_thread.run_sync(_link_tree, job.dest, pristine)
+
+    async def restore() -> None:
+        # in child processes where there are GNU tools: the bench's own scaffolding
+        # (lists of every name, in a pooled thread's malloc arena) stays out of the RSS
+        # measured here
+        if _CP is not None and _RM is not None:
+            await anyio.run_process([_RM, "-rf", job.dest])
+            await anyio.run_process([_CP, "-al", pristine, job.dest])
+        else:
+            await anyio.to_thread.run_sync(_restore, pristine, job.dest)
+
+    return job, restore
+
+
+async def _nothing_left(target: Target, job: PreparedJob) -> bool:
+    """After an abort: none of the job's files in the destination, no ``_temporary``."""
+    landed = await walk(target.store, job.dest)
+    return not any(p in job.expected.files or p.startswith(TEMPORARY) for p in landed)
+
+
+# -- RSS over many commits -----------------------------------------------------------------
+
+
+class _Node:
+    def __init__(self) -> None:
+        self.me = self  # a cycle: only the garbage collector frees it
+        self.payload = bytearray(64)
+
+
+def _host_garbage(count: int = 20_000) -> None:
+    """What a service leaves between requests: cyclic garbage not yet collected."""
+    for _ in range(count):
+        _Node()
+
+
+def _rss_mb() -> float:
+    import psutil
+
+    return float(psutil.Process().memory_info().rss) / 2**20
+
+
+async def rss_part(
+    target: Target,
+    files: int,
+    commits: int,
+    settings: list[int],
+    base: CommitOptions,
+    reporter: Reporter,
+) -> dict[str, Any]:
+    """``commits`` commits of one job shape per ``processes`` setting, in this process,
+    each on a hard-linked copy of one prepared job."""
+    results: dict[str, Any] = {}
+    for processes in settings:
+        options = CommitOptions(**{**base.__dict__, "processes": processes})
+        job, restore = await _restorable(target, files, processes, f"rss-{processes}", reporter)
+        samples: list[float] = []
+        with reporter.bar(f"commits, processes={processes}", commits) as advance:
+            for _ in range(commits):
+                await restore()
+                _host_garbage()
+                await commit_job(job.dest, job.job_id, store=target.store, options=options)
+                samples.append(_rss_mb())
+                advance(1)
+        results[str(processes)] = figures = rss_figures(samples)
+        reporter.log(
+            f"rss processes={processes}: {samples[0]:.1f} -> {samples[-1]:.1f} MB over "
+            f"{commits} commits; last {figures['tail_commits']}: "
+            f"{figures['slope_mb_per_commit']:+.3f} MB per commit, "
+            f"{figures['tail_growth_mb']:+.2f} MB in all (flat: <= {RSS_GROWTH_TARGET_MB:g}; "
+            f"least squares {figures['tail_growth_least_squares_mb']:+.2f}); "
+            "per commit: " + " ".join(f"{sample:.1f}" for sample in samples)
+        )
+    return {
+        "part": "rss",
+        "files": files,
+        "commits": commits,
+        "settings": results,
+        "ok": all(r["flat"] for r in results.values()),
+    }
+
+
+def rss_figures(samples: list[float]) -> dict[str, Any]:
+    """RSS after each commit, judged over the last half (the first commits warm caches
+    and malloc arenas up): the trend's slope, times the commits, is the growth; flat when
+    it is at most ``RSS_GROWTH_TARGET_MB``.
+
+    The slope is the median of the slopes between every two samples (Theil-Sen), not the
+    least-squares one: RSS right after a commit is sometimes 1.7 MB higher for that one
+    commit (freed memory not yet returned; the next commit is back on the line), and one
+    such sample near the end moved the least-squares growth over 10 commits by up to
+    0.9 MB. A steady leak moves every pairwise slope, so the median shows it in full.
+    The least-squares figure is reported beside it."""
+    tail = samples[len(samples) // 2 :] if len(samples) >= 4 else samples
+    slope = _median_slope(tail)
+    growth = slope * len(tail)
+    return {
+        "rss_first_mb": round(samples[0], 1),
+        "rss_last_mb": round(samples[-1], 1),
+        "tail_commits": len(tail),
+        "slope_mb_per_commit": round(slope, 3),
+        "tail_growth_mb": round(growth, 2),
+        "tail_growth_least_squares_mb": round(_least_squares_slope(tail) * len(tail), 2),
+        "flat": growth <= RSS_GROWTH_TARGET_MB,
+        "rss_mb": [round(sample, 1) for sample in samples],
+    }
+
+
+def _median_slope(values: list[float]) -> float:
+    slopes = [
+        (values[j] - values[i]) / (j - i)
+        for i in range(len(values))
+        for j in range(i + 1, len(values))
+    ]
+    return statistics.median(slopes) if slopes else 0.0
+
+
+def _least_squares_slope(values: list[float]) -> float:
+    if len(values) < 2:
+        return 0.0
+    return statistics.linear_regression(range(len(values)), values).slope
+
+
+_CP, _RM = shutil.which("cp"), shutil.which("rm")
+
+
+def _link_tree(source: str, copy: str) -> None:
+    shutil.copytree(source, copy, copy_function=os.link)
+
+
+def _restore(pristine: str, dest: str) -> None:
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(pristine, dest, copy_function=os.link)
+
+
+# -- the benchmark -----------------------------------------------------------------------
+
+
+async def loop_bench(
+    common: Common,
+    parts: list[str],
+    *,
+    files: int,
+    cloud: str,
+    cloud_files: int,
+    jobs: int,
+    cancel_points: int,
+    cancel_files: int,
+    rss_files: int,
+    rss_commits: int,
+    rss_processes: list[int],
+    options: CommitOptions,
+    seed: int,
+    reporter: Reporter,
+) -> dict[str, Any]:
+    results: list[dict[str, Any]] = []
+    gc.collect()
+    with reporter.live():
+        if {"local", "concurrent", "cancel", "rss"} & set(parts):
+            async with open_target("local", workdir=common.workdir, keep=common.keep) as target:
+                if "local" in parts:
+                    results.append(await commit_part("local", target, files, options, reporter))
+                if "concurrent" in parts:
+                    results.append(
+                        await commit_part(
+                            "concurrent", target, files, options, reporter, jobs=jobs, seed=seed
+                        )
+                    )
+                if "cancel" in parts:
+                    results.append(
+                        await cancel_part(
+                            target, cancel_files, cancel_points, options, reporter, seed
+                        )
+                    )
+                if "rss" in parts:
+                    results.append(
+                        await rss_part(
+                            target, rss_files, rss_commits, rss_processes, options, reporter
+                        )
+                    )
+        if "cloud" in parts:
+            async with open_target(cloud, keep=common.keep) as target:
+                results.append(
+                    await commit_part("cloud", target, cloud_files, options, reporter, direct=True)
+                )
+    stalls = [r["worst_stall_ms"] for r in results if "worst_stall_ms" in r]
+    cancels = [r["worst_cancel_ms"] for r in results if "worst_cancel_ms" in r]
+    ok = all(r["ok"] for r in results)
+    headline = []
+    if stalls:
+        headline.append(f"worst stall {max(stalls)} ms (target <= {STALL_TARGET_MS:g})")
+    if cancels:
+        cpu = max(r["worst_cancel_loop_cpu_ms"] for r in results if "worst_cancel_ms" in r)
+        headline.append(
+            f"worst cancel {max(cancels)} ms late, {cpu} ms of loop CPU after it "
+            f"(target <= {CANCEL_TARGET_MS:g})"
+        )
+    for result in results:
+        if result["part"] == "rss":
+            growths = ", ".join(
+                f"processes={p}: {r['tail_growth_mb']:+.2f} MB over the last {r['tail_commits']}"
+                for p, r in result["settings"].items()
+            )
+            headline.append(f"RSS {growths} commits (flat: <= {RSS_GROWTH_TARGET_MB:g})")
+    reporter.figure(f"bench loop: {'; '.join(headline)}; {verdict(ok)}")
+    return {
+        "scenario": "bench-loop",
+        "ok": ok,
+        "options": {k: v for k, v in options.__dict__.items() if v is not None},
+        "results": results,
+    }

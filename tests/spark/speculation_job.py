@@ -1,0 +1,363 @@
+"""Speculative execution against the ``aiocommit`` data source on a real standalone
+cluster: exactly-once output whichever attempt wins.
+
+    .venv/bin/python tests/spark/speculation_job.py [--scenario late-loser|kill] [--rows N]
+        [--via format|write|jvm]
+
+Spark only speculates across hosts, so this starts a standalone master on 127.0.0.1
+and two workers (2 cores each) bound to the loopback addresses 127.0.0.2 and
+127.0.0.3, using pyspark's bundled ``spark-class``. Start-up takes about a minute.
+
+Scenarios (partition 0's first attempt is the slow one; every task logs its timeline):
+
+* ``late-loser``: attempt 0 of partition 0 sleeps until D+0.3 s, its speculative copy
+  until D; both attempts of partition 1 run until D+5 s and race each other. A loser
+  that finishes ``write()`` before Spark's kill reaches it saves its task manifest
+  *after* the winner's (the engine's per-task manifest: last writer wins); the job
+  commit must still commit the attempt Spark accepted (it loads each accepted
+  attempt's own manifest copy).
+* ``kill``: attempt 0 of partition 0 sleeps 40 s; the speculative copy wins and the
+  slow attempt is killed before it writes anything.
+
+``--via write`` writes with ``aiocommit.integrations.spark.write()`` (``mapInArrow``, the
+Spark 3.5 path) instead of ``format("aiocommit")``: there is no commit coordinator, the
+accepted attempt of a partition is the one whose result ``collect()`` kept, so the check
+is one attempt's files per partition and every row once. ``--via jvm`` writes with
+``write(..., engine="jvm")`` (Spark's own Parquet writer through Hadoop's manifest task
+commit, aiocommit's job commit): Spark's file names carry no attempt ID, so the check is
+every row once and ``_SUCCESS``.
+
+The destination is a **relative** path (``out``, the driver's working directory is the
+run's work directory): the driver must qualify it, or each executor would write under
+its own working directory. The write must succeed (cleanup after ``_SUCCESS`` never
+fails it, even while a loser is still writing). It then reads the destination back and
+checks every id appears exactly once and that partition 0's committed files are the
+accepted attempt's. ``tests/spark/test_speculation.py`` runs it in the default suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+HOSTS = ("127.0.0.2", "127.0.0.3")
+PARTITIONS = 6
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+def wait_for(condition: Any, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+class Cluster:
+    """A standalone master and two workers; every process is ours and stopped by pid."""
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.port = free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+
+    def _start(self, name: str, args: list[str], env: dict[str, str]) -> None:
+        log = open(self.work / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        process = subprocess.Popen(
+            [str(spark_home() / "bin" / "spark-class"), *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+        self.processes.append(process)
+
+    def start(self) -> None:
+        base = dict(os.environ, SPARK_HOME=str(spark_home()), PYSPARK_PYTHON=sys.executable)
+        master_env = dict(base, SPARK_LOCAL_IP="127.0.0.1")
+        self._start(
+            "master",
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host", "127.0.0.1",
+                "--port", str(self.port),
+                "--webui-port", str(free_port()),
+            ],
+            master_env,
+        )  # fmt: skip
+        wait_for(lambda: b"I have been elected leader" in self._log("master"), 120, "master")
+        for index, host in enumerate(HOSTS):
+            worker_dir = self.work / f"worker{index}"
+            worker_dir.mkdir()
+            self._start(
+                f"worker{index}",
+                [
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host", host,
+                    "--cores", "2",
+                    "--memory", "1g",
+                    "--work-dir", str(worker_dir),
+                    "--webui-port", str(free_port(host)),
+                    self.url,
+                ],
+                dict(base, SPARK_LOCAL_IP=host),
+            )  # fmt: skip
+        wait_for(
+            lambda: all(b"Successfully registered" in self._log(f"worker{i}") for i in range(2)),
+            180,
+            "workers",
+        )
+
+    def _log(self, name: str) -> bytes:
+        try:
+            return (self.work / f"{name}.log").read_bytes()
+        except FileNotFoundError:
+            return b""
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)  # its own session: only its tree
+        for process in self.processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def session(cluster: Cluster, work: Path) -> SparkSession:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    log4j = work / "log4j2.properties"
+    log4j.write_text(
+        "rootLogger.level = warn\nrootLogger.appenderRef.stdout.ref = console\n"
+        "appender.console.type = Console\nappender.console.name = console\n"
+        "appender.console.target = SYSTEM_ERR\nappender.console.layout.type = PatternLayout\n"
+        "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n\n"
+        "logger.coord.name = org.apache.spark.scheduler.OutputCommitCoordinator\n"
+        "logger.coord.level = info\n"
+        "logger.tsm.name = org.apache.spark.scheduler.TaskSetManager\nlogger.tsm.level = info\n"
+    )
+    return (
+        SparkSession.builder.master(cluster.url)
+        .appName("aiocommit-speculation")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.executor.memory", "768m")
+        .config("spark.executor.cores", "2")
+        .config("spark.cores.max", "4")
+        .config("spark.speculation", "true")
+        .config("spark.speculation.interval", "200ms")
+        .config("spark.speculation.quantile", "0.5")
+        .config("spark.speculation.multiplier", "1.5")
+        .config("spark.speculation.minTaskRuntime", "1s")
+        .config("spark.speculation.efficiency.enabled", "false")
+        .config("spark.sql.warehouse.dir", str(work / "warehouse"))
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+        .getOrCreate()
+    )
+
+
+def slow_udf(scenario: str, deadline: float, timeline: str) -> Any:
+    """A Python UDF (no pandas needed) that is the identity, but partition 0's first
+    attempt sleeps at its first row; every task attempt logs when it resumed."""
+    seen: set[int] = set()
+
+    def identity(value: int) -> int:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        assert context is not None
+        tid = context.taskAttemptId()
+        if tid in seen:
+            return value
+        seen.add(tid)
+        partition, attempt = context.partitionId(), context.attemptNumber()
+        started = time.time()
+        if scenario == "kill":
+            pause = 40.0 if (partition, attempt) == (0, 0) else 0.0
+        elif partition == 0:
+            pause = max(0.0, deadline + (0.3 if attempt == 0 else 0.0) - time.time())
+        elif partition == 1:
+            pause = max(0.0, deadline + 5.0 - time.time())
+        else:
+            pause = 0.0
+        time.sleep(pause)
+        with open(timeline, "a") as log:
+            record = {
+                "partition": partition,
+                "attempt": attempt,
+                "tid": tid,
+                "pid": os.getpid(),
+                "start": round(started, 3),
+                "resumed": round(time.time(), 3),
+            }
+            log.write(json.dumps(record) + "\n")
+        return value
+
+    return identity
+
+
+def coordinator_decisions(work: Path) -> dict[int, dict[str, str]]:
+    """Partition -> {Spark task attempt id: "authorized" or "denied"} for the measured
+    write, from the executors' logs (``DataWritingSparkTask``)."""
+    pattern = re.compile(
+        r"Commit (authorized|denied) for partition (\d+) \(task (\d+), .*stage (\d+)"
+    )
+    decisions: dict[int, dict[str, str]] = {}
+    for log in work.glob("worker*/app-*/*/stderr"):
+        for match in pattern.finditer(log.read_text(errors="replace")):
+            verdict, partition, tid, stage = match.groups()
+            if stage != "0":  # stage 0 is the warm-up write
+                decisions.setdefault(int(partition), {})[tid] = verdict
+    return decisions
+
+
+#: ``part-00003-<job uuid>-17-c000.snappy.parquet`` or ``part-00003-<job uuid>-17.c000...``
+COMMITTED_NAME = re.compile(r"part-(?P<partition>\d+)-.*-(?P<tid>\d+)[.-]c\d{3}")
+
+
+def committed_tids(dest: Path) -> dict[int, set[str]]:
+    """Partition -> Spark task attempt ids in the committed file names
+    (``part-<partition>-<job>-<taskAttemptId>-c<n>...``, or ``.c<n>`` inside partition
+    directories, as Spark names them). Not below ``_temporary/``: a losing attempt still
+    writing after the commit leaves files there, which never reach the destination (and
+    ``aiocommit cleanup`` removes)."""
+    found: dict[int, set[str]] = {}
+    for path in dest.rglob("part-*"):
+        if path.relative_to(dest).parts[0] == "_temporary":
+            continue
+        match = COMMITTED_NAME.match(path.name)
+        if match is None:
+            raise ValueError(f"not a name the writer gives: {path}")
+        found.setdefault(int(match["partition"]), set()).add(match["tid"])
+    return found
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", choices=("late-loser", "kill"), default="late-loser")
+    parser.add_argument("--rows", type=int, default=60_000)
+    parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--via", choices=("format", "write", "jvm"), default="format")
+    args = parser.parse_args(argv)
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType
+
+    from aiocommit.integrations.spark import register, seam, write
+
+    work = Path(tempfile.mkdtemp(prefix="aiocommit-speculation-"))
+    dest = work / "out"
+    # the driver JVM starts in this process and keeps its working directory: "out"
+    # below is relative to it, as a user's relative destination would be
+    # SIGTERM (a test's timeout) unwinds through the finally below: the cluster stops
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    previous_cwd = os.getcwd()
+    os.chdir(work)
+    timeline = work / "timeline.jsonl"
+    cluster = Cluster(work)
+    t0 = time.monotonic()
+    try:
+        cluster.start()
+        print(f"cluster up in {time.monotonic() - t0:.0f} s: {cluster.url}", flush=True)
+        spark = session(cluster, work)
+        if seam.HAS_DATA_SOURCES:
+            register(spark)
+        df = spark.range(args.rows, numPartitions=PARTITIONS).selectExpr("id", "id % 7 AS k")
+        # warm up the executors' Python workers so the timings below mean something
+        engine = "jvm" if args.via == "jvm" else "python"
+        if args.via in ("write", "jvm"):
+            warmup = str(work / "warmup")
+            write(spark.range(100, numPartitions=4), warmup, mode="append", engine=engine)
+        else:
+            spark.range(100, numPartitions=4).write.format("aiocommit").mode("append").save(
+                str(work / "warmup")
+            )
+        deadline = time.time() + 15.0
+        delay = F.udf(slow_udf(args.scenario, deadline, str(timeline)), LongType())
+        slow = df.select(delay("id").alias("id"), "k")
+        started = time.monotonic()
+        if args.via in ("write", "jvm"):
+            write(slow, "out", mode="append", partition_by="k", engine=engine)
+        else:
+            slow.write.format("aiocommit").mode("append").option("partitionBy", "k").save("out")
+        print(f"write took {time.monotonic() - started:.1f} s", flush=True)
+
+        ids = [row["id"] for row in spark.read.parquet(str(dest)).select("id").collect()]
+        duplicates = [i for i, n in Counter(ids).items() if n > 1]
+        events = [json.loads(line) for line in timeline.read_text().splitlines()]
+        for event in sorted(events, key=lambda e: (e["partition"], e["attempt"])):
+            print("task", event)
+        finished = {str(e["tid"]): e["attempt"] for e in events if e["partition"] == 0}
+        print(f"rows read back {len(ids)} of {args.rows}; distinct {len(set(ids))}")
+        print(f"partition 0 attempts that got past the sleep: {finished}")
+        leftovers = list((dest / "_temporary").rglob("*")) if (dest / "_temporary").exists() else []
+        print(f"left under _temporary: {len(leftovers)} entries")
+        decisions = coordinator_decisions(work)
+        # Spark's own file names carry no attempt ID
+        committed = committed_tids(dest) if args.via != "jvm" else {}
+        success = (dest / "_SUCCESS").exists()
+        print(f"_SUCCESS saved: {success}")
+        ok = len(ids) == args.rows and not duplicates and success
+        for partition in range(PARTITIONS):
+            accepted = {t for t, v in decisions.get(partition, {}).items() if v == "authorized"}
+            if args.via == "jvm":  # every row once (above) is the check
+                right = True
+            elif args.via == "write":  # no coordinator: the attempt collect() kept
+                right = len(committed.get(partition, set())) == 1
+            else:
+                right = committed.get(partition) == accepted
+            ok = ok and right
+            print(
+                f"partition {partition}: coordinator {decisions.get(partition)}, "
+                f"committed files from {sorted(committed.get(partition, set()))}"
+                + ("" if right else "  <-- NOT the accepted attempt")
+            )
+        print("EXACTLY ONCE: " + ("yes" if ok else f"NO (duplicates: {duplicates[:5]})"))
+        spark.stop()
+        if not ok:
+            raise SystemExit(1)
+    finally:
+        cluster.stop()
+        os.chdir(previous_cwd)
+        print(f"logs in {work}" if args.keep else "", end="")
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
