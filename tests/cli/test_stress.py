@@ -48,7 +48,7 @@ def test_missing_harness(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "aiocommit_stress.cli", None)
     result = cli("stress", "--help")
     assert result.exit_code == EXIT_UNAVAILABLE
-    assert "aiocommit[stress]" in one_error_line(result)
+    assert "pip install 'aiocommit-stress'" in one_error_line(result)
 
 
 @click.command()
