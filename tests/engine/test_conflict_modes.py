@@ -103,14 +103,15 @@ async def test_abort_of_a_failed_replace_restores_or_names_what_it_cannot(
         await commit_job(dest, job_id, store=failing, options=options)
     lost = await abort_job(dest, job_id, store=store)
     assert not await exists(store, join(dest, "_temporary"))
-    if store.capabilities.atomic_rename:  # moved aside: all back, _SUCCESS included
+    # the old _SUCCESS was set aside, not deleted: back on every store
+    assert await store.read_bytes(join(dest, "_SUCCESS")) == old_success
+    if store.capabilities.atomic_rename:  # moved aside: all back
         assert lost == []
         assert await output(store, dest) == old
-        assert await store.read_bytes(join(dest, "_SUCCESS")) == old_success
     else:  # deleted: the abort names exactly the old files that are gone
         left = await output(store, dest)
-        assert join(dest, "_SUCCESS") in lost and victim in left
-        assert sorted(lost) == sorted(join(dest, f) for f in [*old, "_SUCCESS"] if f not in left)
+        assert victim in left
+        assert sorted(lost) == sorted(join(dest, f) for f in old if f not in left)
         assert left == {f: old[f] for f in left}  # nothing new, nothing changed
 
 
@@ -118,12 +119,13 @@ async def test_abort_before_the_old_files_go_keeps_them_all(
     any_store_root: tuple[Store, str],
 ) -> None:
     """A replace fails while the job's files arrive: the old files have not gone yet
-    (only ``_SUCCESS``, which the commit replaces first), on every store."""
+    (only ``_SUCCESS``, set aside), on every store; abort puts all back."""
     store, root = any_store_root
     dest = join(root, "out")
     old = await _seed(store, dest)
     new = {"part=0/new-a.dat": b"a", "part=1/new-b.dat": b"b"}
     job_id = await _job(store, dest, new, MANIFEST)  # its files arrive by rename
+    old_success = await store.read_bytes(join(dest, "_SUCCESS"))
     failing = FaultyStore(
         store, Faults(fail_paths=lambda op, path: op == "rename" and path.endswith("new-b.dat"))
     )
@@ -132,5 +134,5 @@ async def test_abort_before_the_old_files_go_keeps_them_all(
         await commit_job(dest, job_id, store=failing, options=options)
     lost = await abort_job(dest, job_id, store=store)
     assert await output(store, dest) == old
-    expected = [] if store.capabilities.atomic_rename else [join(dest, "_SUCCESS")]
-    assert lost == expected
+    assert lost == []
+    assert await store.read_bytes(join(dest, "_SUCCESS")) == old_success

@@ -18,11 +18,11 @@ from typing import TypeVar
 
 import anyio
 import pytest
+from aiocommit.stages.commit_plan import COMMITTED, decode_plan
 
 from aiocommit import CommitOptions, abort_job, commit_job, commit_task, setup_job
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.protocol.success import decode_success
-from aiocommit.stages.commit_plan import COMMITTED, decode_plan
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.wrapper import StoreWrapper
 from tests.helpers import exists, output, write_task

@@ -211,8 +211,7 @@ async def _decide(
     if not roots:
         return record
     if mode == "append":
-        if not context.options.delete_target_files:
-            await _refuse_clashes(context, targets, ours)
+        await _refuse_clashes(context, targets, ours)
         return record
     hidden = {join(dest, TEMPORARY), join(dest, MAGIC)}
     files: list[str] = []
@@ -249,29 +248,53 @@ async def _decide(
 async def _refuse_clashes(
     context: StageContext, targets: Callable[[], Iterable[str]], ours: Container[str]
 ) -> None:
-    """Append: ``OutputConflict`` when a path the job writes already holds a file or a
-    directory (one listing per directory the job writes into)."""
+    """Append: ``OutputConflict`` when a path the job writes holds a directory, or a file
+    (unless ``delete_target_files``). Lists the destination and, below it, only the
+    existing directories on the way to those the job writes into (one listing each;
+    a fresh destination costs one)."""
+    dest = context.layout.dest.rstrip("/") or "/"
     wanted: dict[str, set[str]] = {}
+    on_the_way: set[str] = set()
     for target in targets():
-        if target not in ours:
-            wanted.setdefault(parent_of(target), set()).add(target)
-    clashes: list[str] = []
+        if target in ours:
+            continue
+        directory = parent_of(target)
+        wanted.setdefault(directory, set()).add(target)
+        while directory not in on_the_way and is_under(directory, dest) and directory != dest:
+            on_the_way.add(directory)
+            directory = parent_of(directory)
+    if not wanted:
+        return
+    files: list[str] = []
+    directories: list[str] = []
 
     async def check(directory: str) -> None:
+        below: list[str] = []
         try:
             async for page in context.ops.list_dir(directory):
-                clashes.extend(s.path for s in page if s.path in wanted[directory])
+                for status in page:
+                    if status.path in wanted.get(directory, ()):
+                        (directories if status.is_dir else files).append(status.path)
+                    elif status.is_dir and status.path in on_the_way:
+                        below.append(status.path)
         except NotFound:
             return
+        await parallel(below, check, workers=context.ops.workers)
 
-    await parallel(sorted(wanted), check, workers=context.ops.workers)
-    if clashes:
+    await check(dest)
+    if directories:
         raise OutputConflict(
-            f"{len(clashes)} of the job's file(s) would replace existing files and the "
+            "destination is a directory, and a file is never put in a directory's place",
+            operation="resolve_conflicts",
+            path=context.qualify(sorted(directories)[0]),
+        )
+    if files and not context.options.delete_target_files:
+        raise OutputConflict(
+            f"{len(files)} of the job's file(s) would replace existing files and the "
             "conflict mode is 'append'; to overwrite them set delete_target_files=True, "
             "or conflict_mode='replace' to replace the old output",
             operation="resolve_conflicts",
-            path=context.qualify(sorted(clashes)[0]),
+            path=context.qualify(sorted(files)[0]),
         )
 
 

@@ -52,10 +52,12 @@ async def set_aside_success_stage(context: StageContext) -> None:
     directory (see the module docstring). Idempotent."""
     layout = context.layout
     ops = context.ops
+    if await ops.stat_or_none(layout.success_path) is None:
+        return  # none, or set aside by an earlier run
     try:
         data = await ops.read_bytes(layout.success_path, statistic=S.OP_LOAD_SUCCESS)
     except NotFound:
-        return  # none, or set aside by an earlier run
+        return
     if await ops.stat_or_none(layout.old_success_path) is None:
         await ops.write_bytes(layout.old_success_path, data)
     await ops.delete(layout.success_path)
