@@ -21,9 +21,7 @@ def _half_commit(cli: Cli, dest: Dest) -> str:
     dest.write("part=2/old.dat", b"older output")
     failing = FaultyStore(
         dest.store,
-        Faults(
-            fail_paths=lambda op, path: op == "rename" and path.endswith("part-00001-0002.dat")
-        ),
+        Faults(fail_paths=lambda op, path: op == "rename" and path.endswith("part-00001-0002.dat")),
     )
     options = CommitOptions(max_attempts=1, concurrency=1)
     with pytest.raises(CommitError):

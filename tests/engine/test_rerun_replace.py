@@ -189,9 +189,7 @@ async def test_rerun_finishes_a_replace_cancelled_after_a_new_file_took_an_old_n
                     scope.cancel()
                 return result
 
-        await commit_job(
-            dest, job_id, store=CancelWhenNewFileLands(store), options=case.options
-        )
+        await commit_job(dest, job_id, store=CancelWhenNewFileLands(store), options=case.options)
     assert scope.cancel_called
     await check_rerun(store, dest, job_id, case, "re-run")
 

@@ -248,12 +248,12 @@ async def test_a_rerun_never_replaces_cleared_collisions_again(store: MemoryStor
     """Issue 33, behaviour 3: once the old file at a new file's name is aside and the job's
     file took the name, a re-run (the record says cleared) leaves it in place, on a
     store with atomic rename and on one without (where it was deleted)."""
+    name = join(DEST, "k=a/a1.txt")
     for wrapped in (store, NoRenameStore(store)):
-        name = join(DEST, "k=a/a1.txt")
         await store.write_bytes(name, b"a1")
-        plan, _ = await run(wrapped, "replace", targets=[name], finish=False)
+        await run(wrapped, "replace", targets=[name], finish=False)
         await store.write_bytes(name, b"the job's own file")  # the rename landed
-        async with open_context(DEST, "job_1", store=wrapped) as context:  # type: ignore[arg-type]
+        async with open_context(DEST, "job_1", store=wrapped) as context:
             saved = await read_plan(context)
             assert saved is not None and saved.conflicts is not None
             assert saved.conflicts.cleared

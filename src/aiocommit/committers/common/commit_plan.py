@@ -9,8 +9,8 @@ works from. The plan's ``state`` moves
 ``committing`` -> ``committed`` (every file in place, before ``_SUCCESS`` is written) or
 ``committing`` -> ``aborted`` (every renamed file moved back, before anything is
 deleted), or ``committing`` -> ``refused`` (the conflict check refused the commit before
-anything in the destination changed; a re-run checks again). Each change is published whole (write, then rename over), so a reader sees the
-old state or the new one.
+anything in the destination changed; a re-run checks again). Each change is published
+whole (write, then rename over), so a reader sees the old state or the new one.
 
 pre:  manifests loaded and checked (``fix_plan``); renames done (``mark_committed``);
       renames undone (``mark_aborted``).

@@ -111,8 +111,9 @@ class ManifestCommitter:
     async def abort_job(self, context: StageContext, *, undo: bool) -> list[str]:
         """Every attempt whose commit plan says ``committing`` has its renamed files moved
         back first (``undo``), and the old output a ``replace`` moved aside, and the older
-        ``_SUCCESS`` the commit set aside, so nothing of the job stays visible. A committed job (its plan says so, or ``_SUCCESS`` is its
-        own) is only cleaned up."""
+        ``_SUCCESS`` the commit set aside, so nothing of the job stays visible. A
+        committed job (its plan says so, or ``_SUCCESS`` is its own) is only cleaned
+        up."""
         record = await read_job_record(context)
         if record is None:
             context.log.info("job %s has no directory: nothing to abort", context.layout.job_id)
