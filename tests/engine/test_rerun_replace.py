@@ -18,9 +18,9 @@ from typing import TypeVar
 
 import anyio
 import pytest
-from aiocommit.stages.commit_plan import COMMITTED, decode_plan
 
 from aiocommit import CommitOptions, abort_job, commit_job, commit_task, setup_job
+from aiocommit.committers.common.commit_plan import COMMITTED, decode_plan
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.protocol.success import decode_success
 from aiocommit.stores.base import Store, join
