@@ -250,43 +250,50 @@ async def _refuse_clashes(
 ) -> None:
     """Append: ``OutputConflict`` when a path the job writes holds a directory, or a file
     (unless ``delete_target_files``). Lists the destination and, below it, only the
-    existing directories on the way to those the job writes into (one listing each;
-    a fresh destination costs one)."""
+    existing directories on the way to those the job writes into (one listing each; a
+    fresh destination costs one). Holds the directories and the names already in them,
+    never the job's file list (``targets()`` is read twice)."""
     dest = context.layout.dest.rstrip("/") or "/"
-    wanted: dict[str, set[str]] = {}
+    wanted: set[str] = set()
     on_the_way: set[str] = set()
     for target in targets():
-        if target in ours:
-            continue
         directory = parent_of(target)
-        wanted.setdefault(directory, set()).add(target)
+        if directory in wanted or target in ours:
+            continue
+        wanted.add(directory)
         while directory not in on_the_way and is_under(directory, dest) and directory != dest:
             on_the_way.add(directory)
             directory = parent_of(directory)
     if not wanted:
         return
-    files: list[str] = []
-    directories: list[str] = []
+    existing: dict[str, bool] = {}  # path -> is a directory, in the wanted directories
 
     async def check(directory: str) -> None:
         below: list[str] = []
         try:
             async for page in context.ops.list_dir(directory):
                 for status in page:
-                    if status.path in wanted.get(directory, ()):
-                        (directories if status.is_dir else files).append(status.path)
-                    elif status.is_dir and status.path in on_the_way:
+                    if directory in wanted:
+                        existing[status.path] = status.is_dir
+                    if status.is_dir and status.path in on_the_way:
                         below.append(status.path)
         except NotFound:
             return
         await parallel(below, check, workers=context.ops.workers)
 
     await check(dest)
+    if not existing:
+        return
+    files: list[str] = []
+    directories: list[str] = []
+    for target in targets():
+        if target in existing and target not in ours:
+            (directories if existing[target] else files).append(target)
     if directories:
         raise OutputConflict(
             "destination is a directory, and a file is never put in a directory's place",
             operation="resolve_conflicts",
-            path=context.qualify(sorted(directories)[0]),
+            path=context.qualify(min(directories)),
         )
     if files and not context.options.delete_target_files:
         raise OutputConflict(
@@ -294,7 +301,7 @@ async def _refuse_clashes(
             "conflict mode is 'append'; to overwrite them set delete_target_files=True, "
             "or conflict_mode='replace' to replace the old output",
             operation="resolve_conflicts",
-            path=context.qualify(sorted(files)[0]),
+            path=context.qualify(min(files)),
         )
 
 
