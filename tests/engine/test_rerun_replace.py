@@ -203,11 +203,26 @@ async def _holds(store: Store, dest: str, name: str, case: Scenario) -> bool:
 
 @pytest.mark.parametrize("partitioned", [False, True], ids=["replace", "replace_partitions"])
 async def test_replace_with_overlapping_names_killed_anywhere(
-    any_store_root: tuple[Store, str], partitioned: bool
+    store_root: tuple[Store, str], partitioned: bool
 ) -> None:
-    """At seeded interruption points over the whole commit: re-run exact, abort exact
-    (or naming exactly what it cannot restore)."""
-    store, root = any_store_root
+    """At seeded interruption points over the whole commit (memory, local): re-run
+    exact, abort exact."""
+    await kill_sweep(*store_root, partitioned)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("partitioned", [False, True], ids=["replace", "replace_partitions"])
+async def test_replace_with_overlapping_names_killed_anywhere_on_the_emulators(
+    cloud_store_root: tuple[Store, str], partitioned: bool
+) -> None:
+    """The same on ADLS, GCS and S3: re-run exact, abort exact or naming exactly the old
+    files it cannot restore (S3, flat GCS)."""
+    await kill_sweep(*cloud_store_root, partitioned)
+
+
+async def kill_sweep(store: Store, root: str, partitioned: bool) -> None:
+    """``POINTS`` seeded interruption points over the whole commit, each on two copies of
+    the scenario: one re-run, one aborted."""
     case = scenario(partitioned, new_files=4)
     probe = join(root, "probe")
     job_id, _ = await prepare(store, probe, case)
