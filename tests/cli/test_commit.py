@@ -214,3 +214,17 @@ def test_clean_commit_statistics_show_no_failures(cli: Cli, dest: Dest) -> None:
     assert rows["op_load_success_marker"]["count"] == 1
     assert rows["op_load_commit_plan"]["count"] == 1
     assert rows["op_get_file_status"]["count"] > 0
+
+
+def test_an_option_hint_names_the_flag() -> None:
+    """The CLI says an error's option hint as its flag; other ``x=y`` text stays."""
+    from aiocommit.cli.exits import as_flags
+
+    message = (
+        "set delete_target_files=True to replace existing files, or "
+        "conflict_mode='replace'; path='a=1/b'"
+    )
+    assert as_flags(message) == (
+        "set --delete-target-files to replace existing files, or "
+        "--conflict-mode replace; path='a=1/b'"
+    )
