@@ -16,9 +16,10 @@ cleanup (``--all``)
     job whose commit stopped part-way (refused: kept, and still undone whole by a later
     abort), and a committed job's output (untouched).
 replace (``commit --conflict-mode replace``)
-    a destination holding a committed job's output and a set-up job that replaces it.
-    Every other run is finished by re-running the commit (the destination then holds
-    exactly the new job's output and ``_SUCCESS``); the others by ``aiocommit abort``:
+    a destination holding a committed job's output and a set-up job that replaces it,
+    most of its files at the old files' names (a Spark overwrite). Every other run is
+    finished by re-running the commit (the destination then holds exactly the new job's
+    output and ``_SUCCESS``); the others by ``aiocommit abort``:
     a job killed before its commit point leaves exactly the old output and ``_SUCCESS``
     (moved back from the job's directory), one killed after it exactly the new.
 replace-s3
@@ -146,14 +147,16 @@ class Scene:
 
 
 async def _job(
-    store: Store, dest: str, tag: str, tasks: int = 2, files: int = 6
+    store: Store, dest: str, tag: str, tasks: int = 2, files: int = 6, names: str = ""
 ) -> tuple[str, dict[str, bytes]]:
+    """A set-up job with committed tasks; its files are named after ``names`` (default
+    ``tag``: another tag's names make the files land on that job's), hold ``tag``."""
     job_id = await setup_job(dest, store=store)
     written: dict[str, bytes] = {}
     for task in range(tasks):
         attempt = await setup_task(dest, job_id, task, store=store)
         for n in range(files):
-            name = f"part={n % 3}/{tag}-{task:03d}-{n:03d}.dat"
+            name = f"part={n % 3}/{names or tag}-{task:03d}-{n:03d}.dat"
             data = f"{tag} {task} {n}".encode()
             await store.write_bytes(attempt.path(name), data)
             written[name] = data
@@ -213,7 +216,8 @@ async def replace_scene(store: Store, dest: str) -> Scene:
     await store.write_bytes(join(dest, "old.dat"), b"old")
     old, old_files = await _job(store, dest, "old", tasks=2, files=9)
     await commit_job(dest, old, store=store)
-    new, new_files = await _job(store, dest, "new", tasks=3, files=8)
+    # most of the new files land on old names (a Spark overwrite of the same partitions)
+    new, new_files = await _job(store, dest, "new", tasks=3, files=8, names="old")
     return Scene(
         dest,
         # one process: every store call goes through the killing store
@@ -235,7 +239,7 @@ async def s3_replace_scene(store: Store, dest: str) -> Scene:
 
     old, old_files = await _s3_job(store, dest, "old", tasks=2, files=9)
     await commit_s3_job(dest, old, store=store)
-    new, new_files = await _s3_job(store, dest, "new", tasks=3, files=8)
+    new, new_files = await _s3_job(store, dest, "new", tasks=3, files=8, names="old")
     url = store.qualify(dest)
     return Scene(
         dest,
@@ -260,7 +264,7 @@ def _write_local(root: str, relative: str, data: bytes) -> bytes:
 
 
 async def _s3_job(
-    store: Store, dest: str, tag: str, tasks: int, files: int
+    store: Store, dest: str, tag: str, tasks: int, files: int, names: str = ""
 ) -> tuple[str, dict[str, bytes]]:
     from aiocommit.committers.s3a import commit_staging_task, s3_task_attempt, setup_s3_job
 
@@ -269,7 +273,7 @@ async def _s3_job(
     for task in range(tasks):
         local = tempfile.mkdtemp(prefix="aiocommit-kill-s3-")
         for n in range(files):
-            name = f"part={n % 3}/{tag}-{task:03d}-{n:03d}.dat"
+            name = f"part={n % 3}/{names or tag}-{task:03d}-{n:03d}.dat"
             written[name] = _write_local(local, name, f"{tag} {task} {n}".encode())
         attempt = s3_task_attempt(dest, job_id, task, local_dir=local, store=store)
         await commit_staging_task(attempt, store=store)

@@ -4,19 +4,28 @@ from __future__ import annotations
 
 import json
 
+import anyio
 import pytest
 
+from aiocommit import CommitError, CommitOptions, commit_job
 from aiocommit.cli.exits import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE
 from aiocommit.cli.units import parse_duration
+from aiocommit.stores.faulty import Faults, FaultyStore
 from tests.cli.conftest import Cli, Dest, one_error_line
 
 
 def _half_commit(cli: Cli, dest: Dest) -> str:
-    """A job whose commit renamed some files and then failed on a file in the way."""
+    """A job (beside an older file) whose commit renamed some files and then failed on
+    one that could not be renamed."""
     job_id, _ = dest.job(tasks=2, files=3)
-    dest.write("part=2/part-00001-0002.dat", b"in the way")
-    result = cli("commit", dest.url, "--job-id", job_id, "--no-progress", "--concurrency", "1")
-    assert result.exit_code == EXIT_FAILED
+    dest.write("part=2/old.dat", b"older output")
+    failing = FaultyStore(
+        dest.store,
+        Faults(fail_paths=lambda op, path: op == "rename" and path.endswith("part-00001-0002.dat")),
+    )
+    options = CommitOptions(max_attempts=1, concurrency=1)
+    with pytest.raises(CommitError):
+        anyio.run(lambda: commit_job(dest.path, job_id, store=failing, options=options))
     return job_id
 
 
@@ -26,13 +35,13 @@ def test_abort_undoes_renames(cli: Cli, dest: Dest) -> None:
     result = cli("abort", dest.url, "--job-id", job_id)
     assert result.exit_code == 0, result.output
     assert f"job {job_id} aborted" in result.stdout
-    assert dest.output() == {"part=2/part-00001-0002.dat": b"in the way"}
+    assert dest.output() == {"part=2/old.dat": b"older output"}
     assert not dest.exists(f"_temporary/{job_id}")
     # case 5 of #12: a finished abort's re-run succeeds, and says there was nothing left
     again = cli("abort", dest.url, "--job-id", job_id)
     assert again.exit_code == 0, again.output
     assert "nothing to abort" in again.stdout
-    assert dest.output() == {"part=2/part-00001-0002.dat": b"in the way"}
+    assert dest.output() == {"part=2/old.dat": b"older output"}
 
 
 def test_abort_keep_renames(cli: Cli, dest: Dest) -> None:

@@ -96,10 +96,15 @@ def test_failure_then_fix(cli: Cli, dest: Dest) -> None:
     result = cli("commit", dest.url, "--job-id", job_id, "--no-progress")
     assert result.exit_code == EXIT_FAILED
     line = one_error_line(result)
-    assert "stage=job_stage_rename_files" in line
+    # refused by the check before anything changed, the way out named as a flag
+    assert "stage=job_stage_resolve_conflicts" in line
     assert "part=0/part-00000-0000.dat" in line
+    assert "--delete-target-files" in line and "delete_target_files" not in line
+    assert "--conflict-mode replace" in line
     assert "aiocommit: hint:" in result.stderr
     assert not dest.exists("_SUCCESS")
+    jobs = json.loads(cli("jobs", dest.url, "--json").stdout)
+    assert [job["state"] for job in jobs] == ["refused"]
     fixed = cli("commit", dest.url, "--job-id", job_id, "--no-progress", "--delete-target-files")
     assert fixed.exit_code == 0, fixed.output
     assert dest.read("part=0/part-00000-0000.dat") == b"task 0 n0"
@@ -209,3 +214,17 @@ def test_clean_commit_statistics_show_no_failures(cli: Cli, dest: Dest) -> None:
     assert rows["op_load_success_marker"]["count"] == 1
     assert rows["op_load_commit_plan"]["count"] == 1
     assert rows["op_get_file_status"]["count"] > 0
+
+
+def test_an_option_hint_names_the_flag() -> None:
+    """The CLI says an error's option hint as its flag; other ``x=y`` text stays."""
+    from aiocommit.cli.exits import as_flags
+
+    message = (
+        "set delete_target_files=True to replace existing files, or "
+        "conflict_mode='replace'; path='a=1/b'"
+    )
+    assert as_flags(message) == (
+        "set --delete-target-files to replace existing files, or "
+        "--conflict-mode replace; path='a=1/b'"
+    )

@@ -43,10 +43,13 @@ def test_states(cli: Cli, dest: Dest) -> None:
     jobs = json.loads(cli("jobs", dest.url, "--json").stdout)
     assert [job["state"] for job in jobs] == ["committed"]
     cli("cleanup", dest.url, "--all")
-    unfinished, _ = dest.job(tasks=1, files=2)  # the same file names: its commit conflicts
-    assert cli("commit", dest.url, "--job-id", unfinished, "--no-progress").exit_code == 1
+    refused, _ = dest.job(tasks=1, files=2)  # the same file names: its commit conflicts
+    assert cli("commit", dest.url, "--job-id", refused, "--no-progress").exit_code == 1
     jobs = json.loads(cli("jobs", dest.url, "--json").stdout)
-    assert [(job["job_id"], job["state"]) for job in jobs] == [(unfinished, "committing")]
+    # refused before anything changed: not left committing (issue 33, behaviour 2)
+    assert [(job["job_id"], job["state"]) for job in jobs] == [(refused, "refused")]
+    assert cli("abort", dest.url, "--job-id", refused).exit_code == 0
+    assert json.loads(cli("jobs", dest.url, "--json").stdout) == []
 
 
 def test_no_jobs(cli: Cli, dest: Dest) -> None:

@@ -86,7 +86,7 @@ def test_failed_summary_report(cli: Cli, dest: Dest, tmp_path: Path) -> None:
     shown = cli("show", str(reports / f"summary-{job_id}.json"))
     assert shown.exit_code == 0, shown.output
     assert "FAILED" in shown.stdout
-    assert "failed stage         job_stage_rename_files" in shown.stdout
+    assert "failed stage         job_stage_resolve_conflicts" in shown.stdout
     assert "exception" in shown.stdout and "OutputConflict" in shown.stdout
 
 

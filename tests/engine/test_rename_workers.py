@@ -100,9 +100,10 @@ async def test_processes_one_stays_in_the_caller_loop(local: tuple[LocalStore, s
     assert await output(store, join(root, "o")) == expected
 
 
-async def test_a_conflict_in_a_worker_is_raised_once_and_abort_undoes(
+async def test_a_conflict_is_refused_before_the_workers_rename_and_abort_cleans_up(
     local: tuple[LocalStore, str],
 ) -> None:
+    """A file in the way is found by the conflict check, before any worker renames."""
     store, root = local
     dest = join(root, "out")
     job_id, _ = await run_tasks(store, dest, tasks=6, files_per_task=5)
@@ -110,7 +111,8 @@ async def test_a_conflict_in_a_worker_is_raised_once_and_abort_undoes(
     await store.write_bytes(join(dest, taken), b"someone else's")
     with pytest.raises(OutputConflict) as caught:
         await commit_job(dest, job_id, store=store, options=TWO)
-    assert caught.value.stage == S.JOB_STAGE_RENAME_FILES
+    assert caught.value.stage == S.JOB_STAGE_RESOLVE_CONFLICTS
+    assert await output(store, dest) == {taken: b"someone else's"}
     assert caught.value.path is not None and caught.value.path.endswith(taken)
     await abort_job(dest, job_id, store=store)
     assert await output(store, dest) == {taken: b"someone else's"}

@@ -8,9 +8,10 @@ from collections.abc import AsyncIterator, Iterable
 
 import pytest
 
-from aiocommit.committers.common.commit_plan import CommitPlan, read_plan
+from aiocommit.committers.common.commit_plan import COMMITTING, REFUSED, CommitPlan, read_plan
 from aiocommit.committers.common.context import StageContext
 from aiocommit.committers.common.resolve_conflicts import (
+    clear_conflicts_stage,
     finish_conflicts_stage,
     partition_roots,
     resolve_conflicts_stage,
@@ -36,6 +37,9 @@ OLD = {
     "k=b/b1.txt": b"b1",
     "k=b/deep/b2.txt": b"b2",
 }
+
+#: the old output a replace takes: everything but _SUCCESS (the frame sets that aside)
+OLD_OUTPUT = {k: v for k, v in OLD.items() if k != "_SUCCESS"}
 
 
 class NoRenameStore(StoreWrapper):
@@ -65,13 +69,16 @@ async def run(
     targets: Iterable[str] = (),
     plan: CommitPlan | None = None,
     finish: bool = True,
+    options: CommitOptions | None = None,
 ) -> tuple[CommitPlan, StageContext]:
-    """The stage before the job's files arrive and, with ``finish``, after."""
+    """The check, the first change before the job's files arrive and, with ``finish``,
+    the rest after."""
     plan = plan or CommitPlan(job_id="job_1", manifests={})
-    async with open_context(DEST, "job_1", store=store) as context:  # type: ignore[arg-type]
+    async with open_context(DEST, "job_1", store=store, options=options) as context:  # type: ignore[arg-type]
         await resolve_conflicts_stage(
             context, plan, mode, partitioned=partitioned, targets=lambda: list(targets)
         )
+        await clear_conflicts_stage(context, plan)
         if finish:
             await finish_conflicts_stage(context, plan)
     return plan, context
@@ -106,18 +113,17 @@ async def test_fail_per_partition_checks_only_the_written_partitions(store: Memo
 
 
 async def test_replace_moves_the_old_output_aside_and_records_it(store: MemoryStore) -> None:
-    """The old files in the way of the job's (and _SUCCESS) go first, recorded; the rest
-    once the job's files are in, so a reader never sees a partition with neither."""
+    """The old files in the way of the job's go first, recorded; the rest once the
+    job's files are in, so a reader never sees a partition with neither. ``_SUCCESS`` is
+    the frame's to set aside, not the stage's."""
     in_the_way = join(DEST, "k=a/a1.txt")
     plan, _ = await run(store, "replace", targets=[in_the_way], finish=False)
     record = plan.conflicts
-    assert record is not None and record.aside and not record.done
-    assert record.replaced == sorted(OLD)
-    assert record.collisions == ["_SUCCESS", "k=a/a1.txt"]
+    assert record is not None and record.aside and not record.done and record.cleared
+    assert record.replaced == sorted(set(OLD) - {"_SUCCESS"})
+    assert record.collisions == ["k=a/a1.txt"]
     assert set(record.directories) == {"empty", "k=a", "k=b", "k=b/deep"}
-    assert await visible(store) == {
-        k: v for k, v in OLD.items() if k not in ("_SUCCESS", "k=a/a1.txt")
-    }
+    assert await visible(store) == {k: v for k, v in OLD.items() if k != "k=a/a1.txt"}
     # the plan on the store says the same, for a re-run or an abort
     async with open_context(DEST, "job_1", store=store) as fresh:
         saved = await read_plan(fresh)
@@ -127,8 +133,8 @@ async def test_replace_moves_the_old_output_aside_and_records_it(store: MemorySt
     async with open_context(DEST, "job_1", store=store) as context:
         await finish_conflicts_stage(context, plan)
     assert record.done
-    assert await visible(store) == {"k=a/a1.txt": b"new"}
-    assert await walk(store, context.layout.replaced_dir) == OLD
+    assert await visible(store) == {"k=a/a1.txt": b"new", "_SUCCESS": b"old success"}
+    assert await walk(store, context.layout.replaced_dir) == OLD_OUTPUT
     assert not await exists(store, join(DEST, "k=b"))
     assert not await exists(store, join(DEST, "empty"))
     assert await exists(store, join(DEST, "k=a"))  # refilled: stays
@@ -156,7 +162,7 @@ async def test_abort_restores_exactly(store: MemoryStore) -> None:
         await restore_replaced_stage(fresh, plan)
         await restore_replaced_stage(fresh, plan)  # idempotent
         assert await unrestorable(fresh, plan) == []
-        assert fresh.stats.counters[S.COMMITTER_FILES_RESTORED] == len(OLD)
+        assert fresh.stats.counters[S.COMMITTER_FILES_RESTORED] == len(OLD_OUTPUT)
     assert await visible(store) == OLD
     assert await exists(store, join(DEST, "empty"))
     assert await walk(store, context.layout.replaced_dir) == {}
@@ -167,9 +173,9 @@ async def test_without_atomic_rename_old_files_are_deleted_and_reported(
 ) -> None:
     plan, context = await run(NoRenameStore(store), "replace")
     assert plan.conflicts is not None and not plan.conflicts.aside
-    assert await visible(store) == {}
-    assert context.stats.counters[S.COMMITTER_TARGET_FILES_DELETED] == len(OLD)
-    lost = [join(DEST, f) for f in sorted(OLD)]
+    assert await visible(store) == {"_SUCCESS": b"old success"}
+    assert context.stats.counters[S.COMMITTER_TARGET_FILES_DELETED] == len(OLD_OUTPUT)
+    lost = [join(DEST, f) for f in sorted(OLD_OUTPUT)]
     async with open_context(DEST, "job_1", store=NoRenameStore(store)) as fresh:
         await restore_replaced_stage(fresh, plan)
         assert await unrestorable(fresh, plan) == lost
@@ -193,6 +199,7 @@ async def test_an_interrupted_replace_is_resumed_from_its_record(store: MemorySt
             await resolve_conflicts_stage(
                 context, plan, "replace", partitioned=False, targets=lambda: []
             )
+            await clear_conflicts_stage(context, plan)
             await finish_conflicts_stage(context, plan)
 
     with pytest.raises(Exception, match=r"b2\.txt"):
@@ -207,9 +214,9 @@ async def test_an_interrupted_replace_is_resumed_from_its_record(store: MemorySt
     assert saved is not None
     await run(store, "replace", plan=saved)
     assert saved.conflicts is not None and saved.conflicts.done
-    assert await visible(store) == {"k=a/new.txt": b"new"}
+    assert await visible(store) == {"k=a/new.txt": b"new", "_SUCCESS": b"old success"}
     aside = await walk(store, context.layout.replaced_dir)
-    assert aside == OLD
+    assert aside == OLD_OUTPUT
 
 
 async def test_a_rerun_takes_the_recorded_mode_and_refuses_another(store: MemoryStore) -> None:
@@ -235,3 +242,69 @@ def test_options_validate_and_take_hadoop_names() -> None:
         }
     )
     assert (options.conflict_mode, options.replace_partitions) == ("fail", True)
+
+
+async def test_a_rerun_never_replaces_cleared_collisions_again(store: MemoryStore) -> None:
+    """Issue 33, behaviour 3: once the old file at a new file's name is aside and the job's
+    file took the name, a re-run (the record says cleared) leaves it in place, on a
+    store with atomic rename and on one without (where it was deleted)."""
+    name = join(DEST, "k=a/a1.txt")
+    for wrapped in (store, NoRenameStore(store)):
+        await store.write_bytes(name, b"a1")
+        await run(wrapped, "replace", targets=[name], finish=False)
+        await store.write_bytes(name, b"the job's own file")  # the rename landed
+        async with open_context(DEST, "job_1", store=wrapped) as context:
+            saved = await read_plan(context)
+            assert saved is not None and saved.conflicts is not None
+            assert saved.conflicts.cleared
+            await resolve_conflicts_stage(
+                context, saved, "replace", partitioned=False, targets=lambda: [name]
+            )
+            await clear_conflicts_stage(context, saved)
+            await finish_conflicts_stage(context, saved)
+        assert await store.read_bytes(name) == b"the job's own file"
+        await store.delete(context.layout.job_attempt_dir, recursive=True)
+        await store.mkdirs(context.layout.job_attempt_dir)
+
+
+async def test_append_refuses_a_name_clash_before_anything_changes(store: MemoryStore) -> None:
+    plan = CommitPlan(job_id="job_1", manifests={})
+    clash = [join(DEST, "k=a/a1.txt"), join(DEST, "k=z/new.txt")]
+    with pytest.raises(OutputConflict, match=r"1 of the job's file\(s\).*delete_target_files"):
+        await run(store, "append", targets=clash, plan=plan)
+    assert await visible(store) == OLD
+    assert plan.state == REFUSED and plan.conflicts is not None
+    assert plan.conflicts.mode == "append"
+    # overwriting asked for: accepted, and nothing changes before the renames
+    allowed, _ = await run(
+        store, "append", targets=clash, options=CommitOptions(delete_target_files=True)
+    )
+    assert allowed.state == COMMITTING and allowed.conflicts is not None
+    assert await visible(store) == OLD
+    # a directory where a file goes is refused whatever the options
+    with pytest.raises(OutputConflict, match="destination is a directory"):
+        await run(
+            store,
+            "append",
+            targets=[join(DEST, "k=b/deep")],
+            options=CommitOptions(delete_target_files=True),
+        )
+
+
+async def test_a_refused_fail_stays_refused_on_a_rerun_without_options(
+    store: MemoryStore,
+) -> None:
+    """Issue 33, behaviour 6: the plan records the refusal and the mode; a re-run with no
+    mode checks again with ``fail``; one given another mode decides anew (nothing had
+    changed)."""
+    plan = CommitPlan(job_id="job_1", manifests={})
+    with pytest.raises(OutputConflict, match="conflict mode is 'fail'"):
+        await run(store, "fail", plan=plan)
+    async with open_context(DEST, "job_1", store=store) as context:
+        saved = await read_plan(context)
+        assert saved is not None and saved.state == REFUSED
+        assert settle_conflict_mode(context, saved, None, None) == ("fail", False)
+        assert settle_conflict_mode(context, saved, "replace", None) == ("replace", False)
+    with pytest.raises(OutputConflict, match="conflict mode is 'fail'"):
+        await run(store, "fail", plan=saved)
+    assert await visible(store) == OLD

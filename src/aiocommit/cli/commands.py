@@ -14,6 +14,7 @@ from aiocommit.cli.exits import (
     EXIT_FAILED,
     EXIT_NOT_FOUND,
     Problem,
+    as_flags,
     one_line,
     open_url,
     report,
@@ -53,7 +54,7 @@ from aiocommit.cli.units import human_duration
 from aiocommit.client.job import abort_job, cleanup_job, commit_job
 from aiocommit.client.jobs import JobInfo, job_info, remove_empty_temporary
 from aiocommit.committers.s3a import S3Uploads, s3_uploads
-from aiocommit.errors import CommitError, NotFound, first_error
+from aiocommit.errors import CommitError, NotFound, OutputConflict, first_error
 from aiocommit.observability import configure_logging
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.layout import SUCCESS, TEMPORARY, JobLayout
@@ -259,16 +260,23 @@ def commit(
     try:
         summary = run_interruptible(run)
     except (Exception, KeyboardInterrupt, BaseExceptionGroup) as error:
-        if isinstance(first_error(error), CommitError):
-            click.echo(
-                f"aiocommit: error: {one_line(str(first_error(error)))}",
-                err=True,
-            )
-            click.echo(
-                "aiocommit: hint: fix the cause and run the same command again to finish the "
-                "commit, or `aiocommit abort` to undo it",
-                err=True,
-            )
+        failure = first_error(error)
+        if isinstance(failure, CommitError):
+            click.echo(f"aiocommit: error: {one_line(as_flags(str(failure)))}", err=True)
+            if (
+                isinstance(failure, OutputConflict)
+                and failure.stage == S.JOB_STAGE_RESOLVE_CONFLICTS
+            ):
+                hint = (
+                    "nothing in the destination changed; run the same command again with "
+                    "the option the error names, or `aiocommit abort` to give the job up"
+                )
+            else:
+                hint = (
+                    "fix the cause and run the same command again to finish the commit, "
+                    "or `aiocommit abort` to undo it"
+                )
+            click.echo(f"aiocommit: hint: {hint}", err=True)
             raise click.exceptions.Exit(EXIT_FAILED) from None
         report(error, dest, resume=resume_hint("commit", dest, job_id))
     seconds = time.perf_counter() - started

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import signal
 import sys
 import threading
@@ -13,6 +15,7 @@ import anyio
 import click
 
 from aiocommit.errors import AiocommitError, InvalidInput, MissingExtra, NotFound, first_error
+from aiocommit.options import CommitOptions
 from aiocommit.stores.base import Store
 from aiocommit.stores.registry import EXTRAS, open_store
 
@@ -78,7 +81,7 @@ def report(error: BaseException, target: str, *, resume: str | None = None) -> N
     if isinstance(error, InvalidInput):
         fail(EXIT_USAGE, f"{where}{error}")
     if isinstance(error, AiocommitError):
-        fail(EXIT_FAILED, f"{where}{error}")
+        fail(EXIT_FAILED, f"{where}{as_flags(str(error))}")
     if isinstance(error, ModuleNotFoundError):
         scheme = target.partition("://")[0] if "://" in target else "file"
         extra = EXTRAS.get(scheme)
@@ -93,6 +96,25 @@ def report(error: BaseException, target: str, *, resume: str | None = None) -> N
     if isinstance(error, OSError):
         fail(EXIT_FAILED, f"{where}{error}")
     raise error
+
+
+_OPTION_SETTING = re.compile(r"\b([a-z][a-z0-9_]*)=(True|'[^']*')")
+
+
+def as_flags(message: str) -> str:
+    """An error's message as the command line says it: a hint naming an option in
+    Python (``delete_target_files=True``, ``conflict_mode='replace'``) names its flag
+    (``--delete-target-files``, ``--conflict-mode replace``)."""
+    fields = {field.name for field in dataclasses.fields(CommitOptions)}
+
+    def flag(found: re.Match[str]) -> str:
+        name, value = found.group(1), found.group(2)
+        if name not in fields:
+            return found.group(0)
+        spelled = "--" + name.replace("_", "-")
+        return spelled if value == "True" else f"{spelled} {value.strip(chr(39))}"
+
+    return _OPTION_SETTING.sub(flag, message)
 
 
 def run_interruptible(function: Callable[[], Awaitable[T]]) -> T:

@@ -5,6 +5,7 @@
     DEST/_temporary/JOB/NN/manifests/TASK-manifest.json          (committed task)
     DEST/_temporary/JOB/NN/tasks/ATTEMPT/...                     (task attempt output)
     DEST/_temporary/JOB/NN/_SUCCESS.tmp
+    DEST/_temporary/JOB/NN/_SUCCESS.old     (aiocommit only: an older job's _SUCCESS, set aside)
     DEST/_temporary/JOB/NN/commit-plan.json                      (aiocommit only; see below)
     DEST/_temporary/JOB/NN/plan-manifests/part-NNNNN             (aiocommit only)
     DEST/_temporary/JOB/NN/replaced/...       (aiocommit only: old output a replace moved)
@@ -70,6 +71,12 @@ class JobLayout:
     @property
     def success_temp_path(self) -> str:
         return join(self.job_attempt_dir, SUCCESS + ".tmp")
+
+    @property
+    def old_success_path(self) -> str:
+        """Where the job commit sets an older job's ``_SUCCESS`` aside at its first change
+        to the destination, so an abort can put it back."""
+        return join(self.job_attempt_dir, SUCCESS + ".old")
 
     @property
     def commit_plan_path(self) -> str:

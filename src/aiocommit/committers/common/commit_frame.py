@@ -2,9 +2,10 @@
 
     recognise an earlier success (then only clean up)
     -> load the committed tasks' records and fix them in the commit plan
-    -> resolve conflicts with existing output
-    -> delete an older job's _SUCCESS (the destination changes from here on)
-    -> publish the output (rename, or complete uploads) up to the commit point
+    -> resolve conflicts with existing output (nothing changes; a refusal is recorded)
+    -> set an older job's _SUCCESS aside (the destination changes from here on)
+    -> publish the output (clear the way, rename or complete uploads) up to the
+       commit point
     -> save _SUCCESS -> cleanup
     -> (summary report, always; the failure recorded in it)
 
@@ -21,7 +22,12 @@ import anyio
 import anyio.to_thread
 
 from aiocommit.committers.common.context import StageContext, run_to_end, stage
-from aiocommit.committers.common.save_success import read_success, save_report, save_success_stage
+from aiocommit.committers.common.save_success import (
+    read_success,
+    save_report,
+    save_success_stage,
+    set_aside_success_stage,
+)
 from aiocommit.committers.common.summary import (
     combined_statistics,
     committer_diagnostics,
@@ -58,11 +64,14 @@ class JobCommitSteps(Protocol):
         ...
 
     async def resolve_conflicts(self, context: StageContext) -> None:
-        """Apply the conflict mode to output already in the destination."""
+        """Check the conflict mode against output already in the destination and record
+        the decision; nothing in the destination changes (``OutputConflict`` after the
+        plan records the refusal)."""
         ...
 
     async def publish(self, context: StageContext, summary: SuccessData) -> None:
-        """Put the output in place and record the commit point in the plan; sets the
+        """Put the output in place (first clearing the way: a replace's old files that
+        the job's files land on) and record the commit point in the plan; sets the
         summary's file names."""
         ...
 
@@ -98,10 +107,11 @@ async def run_job_commit(context: StageContext, steps: JobCommitSteps) -> Succes
                     await steps.cleanup(context)
                 return existing
             await steps.load(context, summary)
-            await steps.resolve_conflicts(context)  # a replace takes _SUCCESS with it
+            await steps.resolve_conflicts(context)  # every conflict known; nothing changed
             if steps.committing:
                 # the destination changes from here on: an older job's _SUCCESS goes
-                await context.ops.delete(layout.success_path)
+                # aside (an abort puts it back)
+                await set_aside_success_stage(context)
             await steps.publish(context, summary)
             summary.iostatistics = combined_statistics(context, steps.task_stats)
             if options.write_success:

@@ -8,8 +8,9 @@ so a late task attempt that replaces a manifest cannot change what a re-run or a
 works from. The plan's ``state`` moves
 ``committing`` -> ``committed`` (every file in place, before ``_SUCCESS`` is written) or
 ``committing`` -> ``aborted`` (every renamed file moved back, before anything is
-deleted). Each change is published whole (write, then rename over), so a reader sees the
-old state or the new one.
+deleted), or ``committing`` -> ``refused`` (the conflict check refused the commit before
+anything in the destination changed; a re-run checks again). Each change is published
+whole (write, then rename over), so a reader sees the old state or the new one.
 
 pre:  manifests loaded and checked (``fix_plan``); renames done (``mark_committed``);
       renames undone (``mark_aborted``).
@@ -32,10 +33,12 @@ from aiocommit.protocol import statistics as S
 from aiocommit.protocol.codec import decode_or_raise, encode_pretty, is_partial
 from aiocommit.protocol.layout import JobLayout
 
-PlanState = Literal["committing", "committed", "aborted"]
+PlanState = Literal["committing", "committed", "aborted", "refused"]
 COMMITTING: PlanState = "committing"
 COMMITTED: PlanState = "committed"
 ABORTED: PlanState = "aborted"
+#: the conflict check refused the commit; nothing in the destination changed
+REFUSED: PlanState = "refused"
 
 
 class ConflictRecord(msgspec.Struct):
@@ -51,12 +54,16 @@ class ConflictRecord(msgspec.Struct):
     roots: list[str] = msgspec.field(default_factory=list)
     #: replace: the old files, relative to the destination
     replaced: list[str] = msgspec.field(default_factory=list)
-    #: replace: the old files a new file lands on (and ``_SUCCESS``): replaced first
+    #: replace: the old files a new file lands on: replaced first (plans of older
+    #: versions list ``_SUCCESS`` here too)
     collisions: list[str] = msgspec.field(default_factory=list)
     #: replace: the old directories in scope (removed when emptied, recreated on restore)
     directories: list[str] = msgspec.field(default_factory=list)
     #: replace: the old files are moved into ``NN/replaced/`` (restorable), not deleted
     aside: bool = False
+    #: replace: the collisions are aside or deleted, saved before the first of the job's
+    #: files arrives; a re-run never replaces them again (they may hold its files now)
+    cleared: bool = False
     #: every old file is aside or deleted (a re-run skips the stage)
     done: bool = False
 

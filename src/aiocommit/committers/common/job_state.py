@@ -10,6 +10,8 @@ state                 recognised by
                       ``_SUCCESS`` is this job's
 ``aborted``           an attempt's plan says ``aborted`` (the job's directory is
                       being deleted)
+``refused``           an attempt's plan says ``refused``: the conflict check refused
+                      the commit before anything changed (re-run, or abort)
 ====================  =========================================================
 
 A job with no ``_temporary/JOB`` has no state here: it was never set up, or it was
@@ -25,6 +27,7 @@ from aiocommit.committers.common.commit_plan import (
     ABORTED,
     COMMITTED,
     COMMITTING,
+    REFUSED,
     CommitPlan,
     read_plan,
 )
@@ -33,7 +36,7 @@ from aiocommit.committers.common.save_success import read_success
 from aiocommit.errors import NotFound
 from aiocommit.protocol.layout import JobLayout
 
-JobState = Literal["set up", "committing", "committed", "aborted"]
+JobState = Literal["set up", "committing", "committed", "aborted", "refused"]
 
 
 @dataclass
@@ -84,6 +87,8 @@ async def read_job_record(context: StageContext, *, check_success: bool = True) 
         state = "committing"
     elif ABORTED in states:
         state = "aborted"
+    elif REFUSED in states:
+        state = "refused"
     else:
         state = "set up"
     return JobRecord(state, attempts, plans)

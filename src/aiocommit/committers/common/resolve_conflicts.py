@@ -10,31 +10,41 @@ destination makes the whole destination a partition). The job's own directories
 destination is.
 
 ``fail``
-    The scope holds a file: ``OutputConflict``, nothing changed.
+    The scope holds a file (``_SUCCESS`` too): ``OutputConflict``, nothing changed.
 ``append``
-    Nothing is checked or changed.
+    The job's files go beside the old ones; a job file whose name an old file (or
+    directory) holds is refused with ``OutputConflict`` before anything changes, unless
+    ``delete_target_files`` asks to overwrite such files (Hadoop's S3A committers
+    overwrite by default).
 ``replace``
     Every file in scope goes: on a store with atomic rename (local, ADLS Gen2, GCS with
     hierarchical namespace, memory) it is moved into the job attempt's ``replaced/``
     directory, so an abort moves it back (a committed job's cleanup deletes it there);
     elsewhere (S3, flat GCS) it is deleted, and an abort names every such file it cannot
-    restore. The old files a new file lands on (and ``_SUCCESS``) go before the job's
+    restore. The old files a new file lands on (the collisions) go before the job's
     files arrive; the others only once the job's files are in place, so a reader sees
     old and new side by side for a moment, never a partition with neither.
+``_SUCCESS`` is never replaced here: the frame sets it aside (``set_aside_success_stage``)
+after this check and before the first change, and an abort puts it back.
 
-``resolve_conflicts_stage`` (before the job's files arrive)
-    pre:  the commit plan is saved and says ``committing``; nothing of this job is in the
-          destination yet.
+``resolve_conflicts_stage`` (before anything in the destination changes)
+    pre:  the commit plan is saved and says ``committing`` (or ``refused``: a re-run
+          checks again); nothing of this job is in the destination yet.
     post: the plan's ``conflicts`` record holds the mode, the scope and, for ``replace``,
-          the old files (those in the way marked) and directories, saved before the first
-          of them moved; the old files in the way are aside (or deleted).
-    fail: ``OutputConflict`` (``fail``) before anything changed; a store error names the
-          path, and what moved stays recorded for the re-run or the abort.
+          the old files (the collisions marked) and directories, saved before anything
+          changes; nothing in the destination changed.
+    fail: ``OutputConflict`` (``fail``, or ``append`` with a name clash): the plan says
+          ``refused`` (so the job is not left ``committing``) and records the mode, which
+          a re-run keeps unless given another; nothing changed.
+``clear_conflicts_stage`` (the first change; after ``_SUCCESS`` is set aside)
+    post: the collisions are aside (or deleted) and the record says ``cleared``, saved
+          before the first of the job's files arrives.
 ``finish_conflicts_stage`` (after the job's files are in place, before the commit point)
     post: every old file is aside (or deleted); old directories left empty are removed;
           the record says ``done`` (saved with the commit point).
-A re-run of the commit honours the record: a done record is skipped, an unfinished one
-resumed (a file already aside, or already gone, is skipped).
+A re-run of the commit honours the record: a done record is skipped; the collisions of a
+cleared record are never replaced again (their names may hold the job's own files now);
+a file already aside, or already gone, is skipped.
 
 ``restore_replaced_stage`` (abort of a commit that did not reach its commit point, after
 the job's own files are undone) moves the old files back and recreates the old
@@ -47,7 +57,13 @@ from collections.abc import Callable, Container, Iterable
 
 import anyio
 
-from aiocommit.committers.common.commit_plan import CommitPlan, ConflictRecord, save_plan
+from aiocommit.committers.common.commit_plan import (
+    COMMITTING,
+    REFUSED,
+    CommitPlan,
+    ConflictRecord,
+    save_plan,
+)
 from aiocommit.committers.common.context import StageContext, parallel, stage
 from aiocommit.committers.common.directories import remove_empty_directories
 from aiocommit.errors import AlreadyExists, ManifestError, NotFound, OutputConflict
@@ -67,13 +83,19 @@ def settle_conflict_mode(
     partitioned: bool | None,
 ) -> tuple[str, bool]:
     """The mode and scope a commit runs with: those its plan recorded when an earlier
-    run decided them (a given mode or scope that differs is refused), else the given
-    ones, else ``append`` for the whole destination."""
+    run decided them (a given mode or scope that differs is refused; after a refusal,
+    which changed nothing, the given ones win), else the given ones, else ``append`` for
+    the whole destination."""
     if mode is not None and mode not in CONFLICT_MODES:
         raise ValueError(f"conflict mode must be one of {CONFLICT_MODES}, not {mode!r}")
     recorded = plan.conflicts
     if recorded is None:
         return mode or DEFAULT_MODE, bool(partitioned)
+    if plan.state == REFUSED:
+        return (
+            recorded.mode if mode is None else mode,
+            recorded.partitioned if partitioned is None else partitioned,
+        )
     if (mode is not None and mode != recorded.mode) or (
         partitioned is not None and partitioned != recorded.partitioned
     ):
@@ -86,11 +108,8 @@ def settle_conflict_mode(
 
 
 def initial_record(mode: str, partitioned: bool) -> ConflictRecord | None:
-    """The record a new commit plan starts with: ``append`` needs no scan and changes
-    nothing, so it is decided (and done) with the plan's first write; other modes are
-    recorded by the stage."""
-    if mode == "append":
-        return ConflictRecord(mode=mode, partitioned=partitioned, done=True)
+    """The record a new commit plan starts with: none; every mode is decided by the
+    stage, after its check."""
     return None
 
 
@@ -119,24 +138,43 @@ async def resolve_conflicts_stage(
     targets: Callable[[], Iterable[str]],
     ours: Container[str] = (),
 ) -> ConflictRecord:
-    """Decide (or take the recorded decision of) the plan's conflict resolution and clear
-    the way for the job's files: the old files they would land on, and ``_SUCCESS``.
-    ``targets()`` yields the store paths the job writes (asked while deciding); ``ours``:
-    paths that are the job's own output (a re-run after some arrived), never counted as
-    old. ``finish_conflicts_stage`` replaces the rest once the job's files are in."""
+    """Decide (or take the recorded decision of) the plan's conflict resolution; nothing
+    in the destination changes. ``targets()`` yields the store paths the job writes
+    (asked while deciding); ``ours``: paths that are the job's own output (a re-run after
+    some arrived), never counted as old. A refusal is recorded in the plan (``refused``)
+    before ``OutputConflict`` is raised."""
     if mode not in CONFLICT_MODES:
         raise ValueError(f"conflict mode must be one of {CONFLICT_MODES}, not {mode!r}")
     record = plan.conflicts
-    if record is not None and record.done:
+    if record is not None and plan.state != REFUSED:
         return record
     async with stage(context, S.JOB_STAGE_RESOLVE_CONFLICTS):
-        if record is None:
+        try:
             record = await _decide(context, mode, partitioned, targets, ours)
-            record.done = not record.replaced  # fail and append change nothing
-            plan.conflicts = record
-            await save_plan(context, plan)  # recorded before anything moves
-        await _replace(context, record, record.collisions)
+        except OutputConflict:
+            plan.state = REFUSED
+            plan.conflicts = ConflictRecord(mode=mode, partitioned=partitioned)
+            await save_plan(context, plan)
+            raise
+        record.done = not record.replaced  # fail and append change nothing
+        record.cleared = not record.collisions
+        plan.state = COMMITTING
+        plan.conflicts = record
+        await save_plan(context, plan)  # recorded before anything changes
     return record
+
+
+async def clear_conflicts_stage(context: StageContext, plan: CommitPlan) -> None:
+    """The first change of a replace: the old files the job's files land on go (aside,
+    or deleted); the record says ``cleared`` before the first of the job's files
+    arrives, so a re-run never moves or deletes those names again."""
+    record = plan.conflicts
+    if record is None or record.done or record.cleared:
+        return
+    async with stage(context, S.JOB_STAGE_RESOLVE_CONFLICTS):
+        await _replace(context, record, record.collisions)
+        record.cleared = True
+        await save_plan(context, plan)
 
 
 async def finish_conflicts_stage(context: StageContext, plan: CommitPlan) -> None:
@@ -170,7 +208,10 @@ async def _decide(
         roots=sorted("" if r == dest else relative_to(r, dest) for r in roots),
         aside=context.ops.capabilities.atomic_rename,
     )
-    if mode == "append" or not roots:
+    if not roots:
+        return record
+    if mode == "append":
+        await _refuse_clashes(context, targets, ours)
         return record
     hidden = {join(dest, TEMPORARY), join(dest, MAGIC)}
     files: list[str] = []
@@ -190,17 +231,78 @@ async def _decide(
     if mode == "fail":
         where = "partition" if partitioned else "destination"
         raise OutputConflict(
-            f"the {where} already holds {len(files)} file(s) and the conflict mode is 'fail'",
+            f"the {where} already holds {len(files)} file(s) and the conflict mode is "
+            "'fail'; to commit beside or over them, set conflict_mode='append' or "
+            "conflict_mode='replace'",
             operation="resolve_conflicts",
             path=context.qualify(sorted(files)[0]),
         )
-    old = set(files)
-    # the old files a new one lands on go first (and _SUCCESS, which the commit replaces)
-    first = {t for t in targets() if t in old} | (old & {join(dest, SUCCESS)})
-    record.replaced = sorted(relative_to(f, dest) for f in files)
+    old = set(files) - {join(dest, SUCCESS)}  # _SUCCESS is set aside by the frame
+    first = {t for t in targets() if t in old}
+    record.replaced = sorted(relative_to(f, dest) for f in old)
     record.collisions = sorted(relative_to(f, dest) for f in first)
     record.directories = sorted({relative_to(d, dest) for d in directories if d != dest})
     return record
+
+
+async def _refuse_clashes(
+    context: StageContext, targets: Callable[[], Iterable[str]], ours: Container[str]
+) -> None:
+    """Append: ``OutputConflict`` when a path the job writes holds a directory, or a file
+    (unless ``delete_target_files``). Lists the destination and, below it, only the
+    existing directories on the way to those the job writes into (one listing each; a
+    fresh destination costs one). Holds the directories and the names already in them,
+    never the job's file list (``targets()`` is read twice)."""
+    dest = context.layout.dest.rstrip("/") or "/"
+    wanted: set[str] = set()
+    on_the_way: set[str] = set()
+    for target in targets():
+        directory = parent_of(target)
+        if directory in wanted or target in ours:
+            continue
+        wanted.add(directory)
+        while directory not in on_the_way and is_under(directory, dest) and directory != dest:
+            on_the_way.add(directory)
+            directory = parent_of(directory)
+    if not wanted:
+        return
+    existing: dict[str, bool] = {}  # path -> is a directory, in the wanted directories
+
+    async def check(directory: str) -> None:
+        below: list[str] = []
+        try:
+            async for page in context.ops.list_dir(directory):
+                for status in page:
+                    if directory in wanted:
+                        existing[status.path] = status.is_dir
+                    if status.is_dir and status.path in on_the_way:
+                        below.append(status.path)
+        except NotFound:
+            return
+        await parallel(below, check, workers=context.ops.workers)
+
+    await check(dest)
+    if not existing:
+        return
+    files: list[str] = []
+    directories: list[str] = []
+    for target in targets():
+        if target in existing and target not in ours:
+            (directories if existing[target] else files).append(target)
+    if directories:
+        raise OutputConflict(
+            "destination is a directory, and a file is never put in a directory's place",
+            operation="resolve_conflicts",
+            path=context.qualify(min(directories)),
+        )
+    if files and not context.options.delete_target_files:
+        raise OutputConflict(
+            f"{len(files)} of the job's file(s) would replace existing files and the "
+            "conflict mode is 'append'; to overwrite them set delete_target_files=True, "
+            "or conflict_mode='replace' to replace the old output",
+            operation="resolve_conflicts",
+            path=context.qualify(min(files)),
+        )
 
 
 async def walk_tree(

@@ -6,17 +6,25 @@
           renamed over any older one, so readers see the old or the new file, whole;
           on an object store (no directories: S3, GCS), whose every write replaces an
           object whole, written in place (a rename there would be a copy).
+Setting an older ``_SUCCESS`` aside (``set_aside_success_stage``)
+    pre:  every conflict is known; the destination is about to change (the job's first
+          change to it).
+    post: the destination has no ``_SUCCESS``; an older job's is at ``NN/_SUCCESS.old``
+          (copied, then deleted: the first one set aside is kept on a re-run), so an
+          abort puts it back (``restore_success``); cleanup of a committed job deletes it.
 The report (``REPORT_DIR/summary-JOB.json``) is written last, also when the commit
 failed; its failure is logged, never raised over the commit's own outcome.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from aiocommit.committers.common.context import StageContext, stage
 from aiocommit.errors import AiocommitError, NotFound
 from aiocommit.protocol import statistics as S
+from aiocommit.protocol.layout import JobLayout
 from aiocommit.protocol.success import SuccessData, decode_success, encode_success
 from aiocommit.stores.base import join
 from aiocommit.stores.registry import open_store
@@ -37,6 +45,50 @@ async def read_success(context: StageContext) -> SuccessData | None:
     if success.job_id != context.layout.job_id or not success.success:
         return None
     return success
+
+
+async def set_aside_success_stage(context: StageContext) -> None:
+    """Move an older job's ``_SUCCESS`` out of the destination into the job attempt's
+    directory (see the module docstring). Idempotent."""
+    layout = context.layout
+    ops = context.ops
+    if await ops.stat_or_none(layout.success_path) is None:
+        return  # none, or set aside by an earlier run
+    try:
+        data = await ops.read_bytes(layout.success_path, statistic=S.OP_LOAD_SUCCESS)
+    except NotFound:
+        return
+    if await ops.stat_or_none(layout.old_success_path) is None:
+        await ops.write_bytes(layout.old_success_path, data)
+    await ops.delete(layout.success_path)
+
+
+async def restore_success(context: StageContext) -> bool:
+    """Abort of a commit that did not reach its commit point: put the ``_SUCCESS`` it set
+    aside back, unless the destination holds one again; True when it did. Idempotent."""
+    layout = context.layout
+    ops = context.ops
+    try:
+        data = await ops.read_bytes(layout.old_success_path, statistic=S.OP_LOAD_SUCCESS)
+    except NotFound:
+        return False
+    if await ops.stat_or_none(layout.success_path) is not None:
+        return False
+    if ops.capabilities.directories:
+        await ops.publish_bytes(layout.success_temp_path, layout.success_path, data)
+    else:
+        await ops.write_bytes(layout.success_path, data)
+    context.log.info("put back the _SUCCESS this job's commit had set aside")
+    return True
+
+
+async def restore_success_of_attempts(context: StageContext, attempts: list[int]) -> None:
+    """``restore_success`` for each of the job's ``attempts`` (the first one set aside)."""
+    layout = context.layout
+    for attempt in attempts:
+        attempt_layout = JobLayout(layout.dest, layout.job_id, attempt)
+        if await restore_success(dataclasses.replace(context, layout=attempt_layout)):
+            return
 
 
 async def save_success_stage(context: StageContext, summary: SuccessData) -> None:

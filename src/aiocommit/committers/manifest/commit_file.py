@@ -245,7 +245,7 @@ async def _resolve_existing_dest(
     raise OutputConflict(
         "destination already exists and is not this job's file "
         f"(source {context.qualify(source)}); "
-        "enable delete_target_files to replace existing files",
+        "set delete_target_files=True to replace existing files",
         operation="rename",
         path=context.qualify(dest),
     )

@@ -4,8 +4,9 @@ attempt directory, task commit saves a manifest, job commit renames.
 Its job commit, in the frame every committer shares (``engine.commit_frame``)::
 
     recognise an earlier success -> load manifests (copying them beside the plan)
-    -> save the commit plan (state committing) -> (resolve conflicts)
-    -> delete an older _SUCCESS -> create target directories -> rename files
+    -> save the commit plan (state committing) -> resolve conflicts (check only)
+    -> set an older _SUCCESS aside -> (clear a replace's collisions)
+    -> create target directories -> rename files
     -> (validate) -> (copy manifests) -> plan state committed (the commit point)
     -> save _SUCCESS -> cleanup -> (summary report, always)
 
@@ -13,7 +14,8 @@ No file is renamed until every manifest has loaded and passed its checks. Every 
 is idempotent, so a commit that died (crash, kill, cancel) is finished by running the
 commit again with the same job; a job whose own ``_SUCCESS`` is in place is recognised
 and nothing changes. An older ``_SUCCESS`` stays until this job's commit starts
-renaming: until then the destination still holds that job's complete output.
+renaming (or a replace moves its first old file): until then the destination still holds
+that job's complete output; an abort puts it back.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from aiocommit.committers.common.commit_plan import (
     ABORTED,
     COMMITTED,
     COMMITTING,
+    REFUSED,
     CommitPlan,
     check_unchanged,
     copies_reader,
@@ -41,13 +44,17 @@ from aiocommit.committers.common.committer import AttemptFile, TaskAttempt
 from aiocommit.committers.common.context import StageContext, stage
 from aiocommit.committers.common.job_state import read_job_record
 from aiocommit.committers.common.resolve_conflicts import (
+    clear_conflicts_stage,
     finish_conflicts_stage,
     initial_record,
     resolve_conflicts_stage,
     settle_conflict_mode,
     unrestorable,
 )
-from aiocommit.committers.common.save_success import copy_manifests_for_diagnostics
+from aiocommit.committers.common.save_success import (
+    copy_manifests_for_diagnostics,
+    restore_success_of_attempts,
+)
 from aiocommit.committers.common.session import new_statistics
 from aiocommit.committers.manifest.abort import undo_commit_stage
 from aiocommit.committers.manifest.check_sources import check_sources_stage
@@ -103,9 +110,10 @@ class ManifestCommitter:
 
     async def abort_job(self, context: StageContext, *, undo: bool) -> list[str]:
         """Every attempt whose commit plan says ``committing`` has its renamed files moved
-        back first (``undo``), and the old output a ``replace`` moved aside, so nothing of
-        the job stays visible. A committed job (its plan says so, or ``_SUCCESS`` is its
-        own) is only cleaned up."""
+        back first (``undo``), and the old output a ``replace`` moved aside, and the older
+        ``_SUCCESS`` the commit set aside, so nothing of the job stays visible. A
+        committed job (its plan says so, or ``_SUCCESS`` is its own) is only cleaned
+        up."""
         record = await read_job_record(context)
         if record is None:
             context.log.info("job %s has no directory: nothing to abort", context.layout.job_id)
@@ -120,6 +128,8 @@ class ManifestCommitter:
         if record.state != "committed":
             for plan in record.plans.values():
                 lost.extend(await unrestorable(context, plan))
+            if undo:
+                await restore_success_of_attempts(context, record.attempts)
         await cleanup_stage(context, name=S.JOB_STAGE_ABORT)
         return lost
 
@@ -227,7 +237,7 @@ class _ManifestJobCommit:
     async def resolve_conflicts(self, context: StageContext) -> None:
         loaded, plan = self.loaded, self.plan
         assert loaded is not None and plan is not None
-        if plan.state != COMMITTING:
+        if plan.state not in (COMMITTING, REFUSED):
             return
         options = context.options
         mode, partitioned = settle_conflict_mode(
@@ -244,6 +254,7 @@ class _ManifestJobCommit:
     async def publish(self, context: StageContext, summary: SuccessData) -> None:
         loaded, plan, workers = self.loaded, self.plan, self.workers
         assert loaded is not None and plan is not None and workers is not None
+        await clear_conflicts_stage(context, plan)
         await create_directories_stage(context, loaded.directories)
         await rename_files_stage(context, loaded, workers)
         if context.options.validate_output:

@@ -3,7 +3,8 @@
 Job commit, in the frame every committer shares (``engine.commit_frame``)::
 
     recognise an earlier success -> load pending sets (+ fix them and the settings in
-    the plan) -> check uploads -> resolve conflicts -> complete uploads -> plan state
+    the plan) -> check uploads -> resolve conflicts (check only) -> set an older
+    _SUCCESS aside -> (clear a replace's collisions) -> complete uploads -> plan state
     committed (the commit point) -> save _SUCCESS -> cleanup (and abort outstanding
     uploads) -> (summary report, always)
 
@@ -24,6 +25,7 @@ from aiocommit.committers.common.cleanup import cleanup_stage
 from aiocommit.committers.common.commit_frame import run_job_commit
 from aiocommit.committers.common.commit_plan import (
     COMMITTED,
+    REFUSED,
     CommitPlan,
     encode_plan,
     read_plan,
@@ -31,6 +33,7 @@ from aiocommit.committers.common.commit_plan import (
 )
 from aiocommit.committers.common.context import StageContext, stage
 from aiocommit.committers.common.resolve_conflicts import (
+    clear_conflicts_stage,
     finish_conflicts_stage,
     initial_record,
     resolve_conflicts_stage,
@@ -38,7 +41,7 @@ from aiocommit.committers.common.resolve_conflicts import (
     settle_conflict_mode,
     unrestorable,
 )
-from aiocommit.committers.common.save_success import read_success
+from aiocommit.committers.common.save_success import read_success, restore_success
 from aiocommit.committers.common.session import new_statistics, open_context
 from aiocommit.committers.s3a.abort_uploads import abort_outstanding_uploads, abort_pending_stage
 from aiocommit.committers.s3a.complete_uploads import complete_uploads_stage
@@ -184,6 +187,8 @@ class _S3JobCommit:
         mode, partitioned = settle_conflict_mode(
             context, plan, s3_options.conflict_mode, s3_options.partitioned
         )
+        if plan.state == REFUSED:  # checked again, with the settings of this run
+            plan.committer = s3_options.as_record()
         # ours: uploads an earlier run completed; a same-named old object is old
         await resolve_conflicts_stage(
             context,
@@ -197,6 +202,7 @@ class _S3JobCommit:
     async def publish(self, context: StageContext, summary: SuccessData) -> None:
         loaded, plan = self.loaded, self.plan
         assert loaded is not None and plan is not None
+        await clear_conflicts_stage(context, plan)
         await complete_uploads_stage(context, self.mops, loaded)
         await finish_conflicts_stage(context, plan)
         if plan.state != COMMITTED:
@@ -247,6 +253,8 @@ def _settled_options(
     recorded = S3CommitterOptions.from_record(plan.committer)
     if given is None or not explicit:
         return recorded
+    if plan.state == REFUSED:  # the refusal changed nothing: a new decision
+        return given
     if (given.conflict_mode, given.partitioned) != (recorded.conflict_mode, recorded.partitioned):
         scope = "per partition" if recorded.partitioned else "for the whole destination"
         raise ManifestError(
@@ -374,6 +382,8 @@ async def abort_s3(
             if plan is not None:  # the job's output is gone: the old output back
                 await restore_replaced_stage(context, plan)
                 lost = await unrestorable(context, plan)
+            if revert:
+                await restore_success(context)
     await _cleanup(context, mops, s3_options, name=S.JOB_STAGE_ABORT)
     return lost
 
