@@ -54,7 +54,7 @@ from aiocommit.cli.units import human_duration
 from aiocommit.client.job import abort_job, cleanup_job, commit_job
 from aiocommit.client.jobs import JobInfo, job_info, remove_empty_temporary
 from aiocommit.committers.s3a import S3Uploads, s3_uploads
-from aiocommit.errors import CommitError, NotFound, OutputConflict, first_error
+from aiocommit.errors import CommitError, JobNotFound, NotFound, OutputConflict, first_error
 from aiocommit.observability import configure_logging
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.layout import SUCCESS, TEMPORARY, JobLayout
@@ -325,7 +325,10 @@ def abort(
     async def run() -> str | None:
         try:
             await require_dir(store, path)
-            found = await job_info(path, job_id, store=store)
+            try:
+                found: JobInfo | None = await job_info(path, job_id, store=store)
+            except JobNotFound:
+                found = None
             if found is None:  # never set up, or already aborted or cleaned up: idempotent
                 # a cleanup killed after removing the job's directory left _temporary
                 await remove_empty_temporary(path, store=store, options=options)
