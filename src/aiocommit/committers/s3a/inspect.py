@@ -6,14 +6,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from aiocommit.committers.common.context import stage
 from aiocommit.committers.common.session import open_context
+from aiocommit.committers.s3a.abort_uploads import abort_outstanding_uploads
 from aiocommit.committers.s3a.job import readable_pending
 from aiocommit.committers.s3a.load_pendingsets import list_pendingset_names
+from aiocommit.errors import InvalidInput
 from aiocommit.io.multipart import MultipartOperations
 from aiocommit.options import CommitOptions
+from aiocommit.protocol import statistics as S
 from aiocommit.protocol.pending import PENDING_SUFFIX
 from aiocommit.stores.base import Store
-from aiocommit.stores.multipart import Upload
+from aiocommit.stores.multipart import Upload, supports_multipart
 
 
 @dataclass(frozen=True)
@@ -73,3 +77,34 @@ async def list_outstanding_uploads(
         mops = MultipartOperations(context.ops)
         prefix = context.layout.dest.rstrip("/") + "/"
         return [u async for page in mops.list_uploads(prefix) for u in page]
+
+
+async def abort_old_uploads(
+    dest: str,
+    *,
+    older_than: float,
+    dry_run: bool = False,
+    store: Store | None = None,
+    options: CommitOptions | None = None,
+) -> list[Upload]:
+    """Abort every outstanding multipart upload under ``dest`` that started at least
+    ``older_than`` seconds ago, whatever job started it (an upload whose start the store
+    does not report is kept): the destination-wide sweep a job's own abort and cleanup
+    never do, for uploads no job will finish (a task or driver that died). Uploads of a
+    live job younger than ``older_than`` are kept, so give an age longer than any job
+    runs. ``dry_run``: abort none. Returns the uploads aborted (or that would be).
+
+    Raises ``InvalidInput`` for a negative age, or a store without multipart uploads.
+    """
+    if older_than < 0:
+        raise InvalidInput(f"older_than must be >= 0 seconds, not {older_than!r}")
+    async with open_context(dest, "job_list", store=store, options=options) as context:
+        if not supports_multipart(context.ops.store):
+            where = context.qualify(context.layout.dest)
+            raise InvalidInput(f"{where}: this store has no multipart uploads to abort")
+        mops = MultipartOperations(context.ops)
+        prefix = context.layout.dest.rstrip("/") + "/"
+        async with stage(context, S.JOB_STAGE_CLEANUP):
+            return await abort_outstanding_uploads(
+                context, mops, prefix, older_than=older_than, dry_run=dry_run
+            )
