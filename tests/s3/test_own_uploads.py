@@ -58,6 +58,7 @@ async def job_with_a_dead_attempt(store: Store, dest: str, committer: str) -> st
     await done.write_bytes("mine.csv", b"mine", store=store)
     await commit_task(done, store=store)
     dead = await setup_task(dest, job_id, 1, store=store)
+    dying: Awaitable[object]
     if committer == "magic":
         dying = dead.write_bytes("dead.csv", b"dead", store=DyingTask(store))
     else:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from aiocommit.committers.common.context import stage
 from aiocommit.committers.common.session import open_context
-from aiocommit.committers.s3a.abort_uploads import abort_outstanding_uploads
+from aiocommit.committers.s3a.abort_uploads import abort_outstanding_uploads, recorded_uploads
 from aiocommit.committers.s3a.job import readable_pending
 from aiocommit.committers.s3a.load_pendingsets import list_pendingset_names
 from aiocommit.errors import InvalidInput
@@ -32,17 +32,20 @@ class S3JobFacts:
 
 
 async def describe_s3_job(dest: str, job_id: str, *, store: Store, attempt: int = 0) -> S3JobFacts:
-    """Count a job's pending sets and magic ``.pending`` files and the uploads they name;
-    unreadable files are skipped (and logged)."""
+    """Count a job's pending sets and magic ``.pending`` files and the uploads they name
+    (with those its attempts recorded as they started and no pending data names yet: a
+    dead attempt's); unreadable files are skipped (and logged)."""
     async with open_context(dest, job_id, attempt=attempt, store=store) as context:
         pendingsets = await list_pendingset_names(context)
         commits = await readable_pending(context)
+        named = {c.upload_id for c in commits}
+        recorded = await recorded_uploads(context, settled=named)
     return S3JobFacts(
         pendingsets=len(pendingsets),
         pending_files=sum(1 for c in commits if str(c.filename or "").endswith(PENDING_SUFFIX)),
         files=len(commits),
         size=sum(c.length for c in commits),
-        upload_ids=frozenset(c.upload_id for c in commits),
+        upload_ids=frozenset(named | {r.upload_id for r in recorded}),
     )
 
 
