@@ -111,14 +111,15 @@ async def test_a_committed_and_cleaned_job_is_still_recognised(
     """The job ``_SUCCESS`` names: a second commit returns it, abort and cleanup have
     nothing to do; nothing changes."""
     store, root = store_root
-    dest = join(root, "out")
-    job_id = await one_task_job(store, dest, "manifest", {"a.csv": b"a"})
-    first = await commit_job(dest, job_id, store=store)
-    before = await snapshot(store, dest)
-    again = await commit_job(dest, job_id, store=store)
-    assert again.job_id == first.job_id and again.success
-    assert await abort_job(dest, job_id, store=store) == []
-    await cleanup_job(dest, job_id, store=store)
-    info = await job_info(dest, job_id, store=store)
-    assert info is not None and info.state == "committed"
-    assert await snapshot(store, dest) == before
+    for committer in committers(store):
+        dest = join(root, f"out-{committer}")
+        job_id = await one_task_job(store, dest, committer, {"a.csv": b"a"})
+        first = await commit_job(dest, job_id, store=store)
+        before = await snapshot(store, dest)
+        again = await commit_job(dest, job_id, store=store)
+        assert again.job_id == first.job_id and again.success
+        assert await abort_job(dest, job_id, store=store) == []
+        await cleanup_job(dest, job_id, store=store)
+        info = await job_info(dest, job_id, store=store)
+        assert info.state == "committed"
+        assert await snapshot(store, dest) == before, committer

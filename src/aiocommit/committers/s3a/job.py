@@ -447,8 +447,8 @@ async def cleanup_s3_job(
     s3_options: S3CommitterOptions | None = None,
 ) -> None:
     """Abort the job's own outstanding uploads (``abort_pending_uploads``), remove its
-    directories; never touches completed output, nor another job's uploads. ``s3_options`` None: the
-    settings the job's commit plan recorded, else the defaults."""
+    directories; never touches completed output, nor another job's uploads.
+    ``s3_options`` None: the settings the job's commit plan recorded, else the defaults."""
     async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
         if await require_job(context, "cleanup_job") == "committed":
             return
