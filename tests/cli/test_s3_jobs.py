@@ -247,3 +247,19 @@ def test_cleanup_uploads_sweeps_only_old_ones(
     assert swept.exit_code == 0, swept.output
     assert "3 upload(s) older than" in swept.stdout
     assert open_uploads(bucket, endpoint) == 0
+
+
+def test_an_unknown_job_changes_nothing(cli: Cli, s3_dest: tuple[str, str], tmp_path: Path) -> None:
+    """A typo in a job ID: commit is refused (exit 3), abort and cleanup find nothing to
+    do; the live job's pending sets and uploads stay."""
+    bucket, endpoint = s3_dest
+    live = prepare(bucket, endpoint, tmp_path)
+    url = f"s3://{bucket}/out"
+    unknown = "job_20260101000000abcdefabcdef_0008"
+    refused = cli("commit", url, "--job-id", unknown)
+    assert refused.exit_code == EXIT_NOT_FOUND, refused.output
+    assert cli("abort", url, "--job-id", unknown).exit_code == 0
+    assert cli("cleanup", url, "--job-id", unknown).exit_code == 0
+    assert open_uploads(bucket, endpoint) == 3
+    (job,) = json.loads(cli("jobs", url, "--json").stdout)
+    assert job["job_id"] == live and job["outstanding_uploads"] == 3
