@@ -9,7 +9,8 @@ service commits the jobs on request and reports their progress::
                               -> 202 {"job_id": ID, "state": "committing"}
                                  400 {"error": ...} for bad input (a bad URL, job ID or
                                  option: every error aiocommit raises is an AiocommitError)
-                                 404 when DEST has no such job (``job_info``)
+                                 404 when DEST has no such job (``job_info`` raises
+                                 ``JobNotFound``)
                                  409 when that job is already being committed here
     GET  /jobs/ID             -> 200 {"state": "committing" | "committed" | "failed",
                                       "stage" (the latest), "files_done", "files_total",
@@ -45,6 +46,7 @@ from aiocommit import (
     AiocommitError,
     CommitOptions,
     InvalidInput,
+    JobNotFound,
     Progress,
     SuccessData,
     abort_job,
@@ -137,11 +139,11 @@ async def post_job(request: web.Request) -> web.Response:
         if not isinstance(settings, dict):
             raise InvalidInput("options must be an object of option names to values")
         options = CommitOptions.from_mapping(settings)
-        found = await job_info(dest, job_id, options=options)  # checks the URL and ID too
+        await job_info(dest, job_id, options=options)  # checks the URL and ID too
+    except JobNotFound:
+        return web.json_response({"error": f"no job {job_id} under {dest}"}, status=404)
     except AiocommitError as error:
         return web.json_response({"error": f"{type(error).__name__}: {error}"}, status=400)
-    if found is None:
-        return web.json_response({"error": f"no job {job_id} under {dest}"}, status=404)
     jobs = request.app[JOBS]
     running = jobs.get(job_id)
     if running is not None and running.state == "committing":
@@ -170,6 +172,8 @@ async def post_abort(request: web.Request) -> web.Response:
             await job.task
     try:
         await abort_job(job.dest, job.job_id, options=job.options)
+    except JobNotFound:
+        pass  # nothing of the job is left at DEST (cleaned up): nothing to undo
     except AiocommitError as error:
         return web.json_response({"error": f"{type(error).__name__}: {error}"}, status=500)
     job.state = "aborted"

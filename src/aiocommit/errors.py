@@ -5,11 +5,15 @@
     AiocommitError
     ├── InvalidInput                       (also a ValueError) a bad argument, option value,
     │   │                                   URL, job ID or path, refused before any work
-    │   └── UnknownOption(key, closest)     an option key that names no option
+    │   ├── UnknownOption(key, closest)     an option key that names no option
+    │   └── ReservedName                    a task's output path is one the layout keeps
+    │                                       (``_SUCCESS``, ``_temporary``, ``__magic``)
     ├── MissingExtra(extra)                (also an ImportError) a store adapter's packages
     │                                       are not installed; names the pip extra
     ├── StoreError(path, operation)        raised by store adapters, translated once at their edge
     │   ├── NotFound                        (also a FileNotFoundError)
+    │   │   └── JobNotFound(dest, job_id)   no such job at the destination: never set
+    │   │                                   up there (nothing was changed)
     │   ├── AlreadyExists                   (also a FileExistsError): the path, or a file in the way
     │   ├── NotEmpty                        non-recursive delete of a non-empty directory
     │   ├── NotAFile                        a rename source is a directory or a link
@@ -40,6 +44,11 @@ class AiocommitError(Exception):
 class InvalidInput(AiocommitError, ValueError):
     """Bad input: an argument, option value, URL, job ID or path. Raised before any
     work starts, so nothing was changed."""
+
+
+class ReservedName(InvalidInput):
+    """A task attempt's output path names what the commit protocol keeps for itself
+    (``_SUCCESS``, ``_temporary``, ``__magic``): refused at the write."""
 
 
 class UnknownOption(InvalidInput):
@@ -111,6 +120,24 @@ class StoreError(AiocommitError):
 
 class NotFound(StoreError, FileNotFoundError):
     """The path does not exist (for a rename: the source, or the destination's parent)."""
+
+
+class JobNotFound(NotFound):
+    """A job-side call named a job that was never set up at this destination (or that
+    was aborted and cleaned up): refused before anything changed."""
+
+    def __init__(self, dest: str, job_id: str, *, operation: str | None = None):
+        super().__init__(
+            f"no job {job_id} at {dest} (never set up there, or aborted and cleaned up): "
+            f"check the job ID and the destination; `aiocommit jobs {dest}` lists its jobs",
+            path=dest,
+            operation=operation,
+        )
+        self.dest = dest
+        self.job_id = job_id
+
+    def __str__(self) -> str:
+        return self.message + self.retry_note()
 
 
 class AlreadyExists(StoreError, FileExistsError):

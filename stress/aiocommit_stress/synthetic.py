@@ -221,6 +221,8 @@ class SyntheticStore:
                     FileStatus(self.job.manifests_prefix + self.job.manifest_name(t), False, 1)
                     for t in range(start, min(start + PAGE, self.job.tasks))
                 ]
+        elif path == layout.job_dir and not self.job_dir_deleted:
+            yield [FileStatus(layout.job_attempt_dir, True)]  # the job is set up
         elif path == layout.tasks_dir and not self.job_dir_deleted:
             for start in range(0, self.job.tasks, PAGE):
                 page = [

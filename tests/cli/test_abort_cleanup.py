@@ -192,3 +192,10 @@ def test_abort_of_a_committed_job_after_another_job_replaced_success(cli: Cli, d
     assert "was committed; cleaned up" in result.stdout
     assert set(dest.output()) == set(committed)
     assert cli("cleanup", dest.url, "--all").exit_code == 0
+
+
+def test_cleanup_uploads_needs_a_store_with_uploads(cli: Cli, local: Dest) -> None:
+    local.job(tasks=1, files=1)
+    result = cli("cleanup", local.url, "--uploads", "--older-than", "1d")
+    assert result.exit_code == EXIT_USAGE
+    assert "no multipart uploads" in result.output

@@ -14,7 +14,7 @@ from typing import TypeVar
 import anyio
 import pytest
 
-from aiocommit.cli.exits import EXIT_FAILED, EXIT_NOT_FOUND
+from aiocommit.cli.exits import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE
 from aiocommit.committers.s3a import S3CommitterOptions, commit_s3_job, setup_s3_job
 from aiocommit.errors import CommitError
 from aiocommit.options import CommitOptions
@@ -224,3 +224,42 @@ def test_a_manifest_committer_job_on_s3_is_undone_and_finished_as_one(
     committed = cli("commit", f"{url}/done", "--job-id", job_id)
     assert committed.exit_code == 0, committed.output
     assert _with_store(bucket, endpoint, lambda store: output(store, "/done")) == expected
+
+
+def test_cleanup_uploads_sweeps_only_old_ones(
+    cli: Cli, s3_dest: tuple[str, str], tmp_path: Path
+) -> None:
+    """`cleanup --uploads --older-than`: the explicit destination-wide sweep, by age."""
+    bucket, endpoint = s3_dest
+    prepare(bucket, endpoint, tmp_path)
+    url = f"s3://{bucket}/out"
+    assert cli("cleanup", url, "--uploads").exit_code == EXIT_USAGE
+    assert cli("cleanup", url, "--uploads", "--older-than", "0s", "--all").exit_code == EXIT_USAGE
+    # moto reports every upload as started in 2010: a century keeps them
+    young = cli("cleanup", url, "--uploads", "--older-than", "36500d")
+    assert young.exit_code == 0, young.output
+    assert "0 upload(s) older than 36500d aborted" in young.stdout
+    dry = cli("cleanup", url, "--uploads", "--older-than", "0s", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert dry.stdout.count("would abort upload of") == 3
+    assert open_uploads(bucket, endpoint) == 3
+    swept = cli("cleanup", url, "--uploads", "--older-than", "0s")
+    assert swept.exit_code == 0, swept.output
+    assert "3 upload(s) older than" in swept.stdout
+    assert open_uploads(bucket, endpoint) == 0
+
+
+def test_an_unknown_job_changes_nothing(cli: Cli, s3_dest: tuple[str, str], tmp_path: Path) -> None:
+    """A typo in a job ID: commit is refused (exit 3), abort and cleanup find nothing to
+    do; the live job's pending sets and uploads stay."""
+    bucket, endpoint = s3_dest
+    live = prepare(bucket, endpoint, tmp_path)
+    url = f"s3://{bucket}/out"
+    unknown = "job_20260101000000abcdefabcdef_0008"
+    refused = cli("commit", url, "--job-id", unknown)
+    assert refused.exit_code == EXIT_NOT_FOUND, refused.output
+    assert cli("abort", url, "--job-id", unknown).exit_code == 0
+    assert cli("cleanup", url, "--job-id", unknown).exit_code == 0
+    assert open_uploads(bucket, endpoint) == 3
+    (job,) = json.loads(cli("jobs", url, "--json").stdout)
+    assert job["job_id"] == live and job["outstanding_uploads"] == 3

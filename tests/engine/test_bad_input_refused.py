@@ -16,6 +16,7 @@ from aiocommit import (
     CommitOptions,
     ManifestError,
     OutputConflict,
+    ReservedName,
     abort_job,
     commit_job,
     commit_task,
@@ -203,9 +204,16 @@ async def test_file_onto_an_existing_directory_says_so(
 
 @pytest.mark.parametrize("name", ["_SUCCESS/x", "_SUCCESS/deeper/y"])
 async def test_success_is_reserved(store_root: tuple[Store, str], name: str) -> None:
+    """A tool writing below the attempt's ``work_dir`` itself (the attempt's own writes
+    refuse the name: ``ReservedName``) is stopped at job commit."""
     store, root = store_root
     dest = join(root, "out")
-    job_id = await job_of(store, dest, {0: {name: b"x", "ok.dat": b"ok"}})
+    job_id = await setup_job(dest, store=store, options=MANIFEST)
+    attempt = await write_task(store, dest, job_id, 0, 0, {"ok.dat": b"ok"})
+    with pytest.raises(ReservedName):
+        await attempt.write_bytes(name, b"x", store=store)
+    await store.write_bytes(join(attempt.work_dir, name), b"x")
+    await commit_task(attempt, store=store)
     with pytest.raises(ManifestError, match="_SUCCESS is the job's own name"):
         await commit_job(dest, job_id, store=store)
     assert await output(store, dest) == {}

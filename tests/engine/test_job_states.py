@@ -8,6 +8,7 @@ import pytest
 from aiocommit import (
     CommitError,
     CommitOptions,
+    JobNotFound,
     ManifestError,
     abort_job,
     commit_job,
@@ -200,7 +201,10 @@ async def test_finished_abort_rerun_succeeds(store_root: tuple[Store, str]) -> N
     job_id, _ = await run_tasks(store, dest, tasks=2, files_per_task=4)
     await part_way_commit(store, dest, job_id)
     await abort_job(dest, job_id, store=store)
-    await abort_job(dest, job_id, store=store)
+    # nothing of the job is left: a second abort changes nothing, and says so (the
+    # CLI's `abort` reports "nothing to abort" and exits 0)
+    with pytest.raises(JobNotFound):
+        await abort_job(dest, job_id, store=store)
     assert await output(store, dest) == {}
     assert await state_of(store, dest, job_id) is None
 
@@ -300,5 +304,6 @@ async def test_list_jobs_reports_each_state_through_retries(
     }
     assert jobs[set_up].manifests == 2 and jobs[set_up].files == 8
     assert flaky.counts.throttled > 0
-    assert (await job_info(dest, committing, store=store)).state == "committing"  # type: ignore[union-attr]
-    assert await job_info(dest, "job_209901010000_0001", store=store) is None
+    assert (await job_info(dest, committing, store=store)).state == "committing"
+    with pytest.raises(JobNotFound):
+        await job_info(dest, "job_209901010000_0001", store=store)

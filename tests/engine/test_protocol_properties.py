@@ -9,6 +9,7 @@ import pytest
 
 from aiocommit import (
     CommitError,
+    JobNotFound,
     abort_job,
     abort_task,
     commit_job,
@@ -97,7 +98,8 @@ async def test_abort_job_before_commit(store_root: tuple[Store, str]) -> None:
     await store.write_bytes(join(dest, "existing.dat"), b"keep me")
     job_id, _ = await run_tasks(store, dest, tasks=3, files_per_task=4)
     await abort_job(dest, job_id, store=store)
-    await abort_job(dest, job_id, store=store)  # idempotent
+    with pytest.raises(JobNotFound):  # finished: nothing of the job is left
+        await abort_job(dest, job_id, store=store)
     assert await output(store, dest) == {"existing.dat": b"keep me"}
     assert not await exists(store, join(dest, "_temporary"))
 

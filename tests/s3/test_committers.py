@@ -25,7 +25,14 @@ from aiocommit.committers.s3a import (
     setup_s3_job,
     write_magic_file,
 )
-from aiocommit.errors import CommitError, ManifestError, NotFound, OutputConflict, Transient
+from aiocommit.errors import (
+    CommitError,
+    JobNotFound,
+    ManifestError,
+    NotFound,
+    OutputConflict,
+    Transient,
+)
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import s3_statistics as S3
 from aiocommit.protocol import statistics as S
@@ -162,7 +169,8 @@ async def test_abort_job_before_commit(s3_root: S3Root, tmp_path: Path, committe
     if committer == "magic":  # and one uncommitted magic attempt
         await magic_task(store, dest, job_id, 5, 0, task_files(5, 2), commit=False)
     await abort_s3_job(dest, job_id, store=store)
-    await abort_s3_job(dest, job_id, store=store)  # idempotent
+    with pytest.raises(JobNotFound):  # finished: nothing of the job is left
+        await abort_s3_job(dest, job_id, store=store)
     assert await output(store, dest) == {"existing.dat": b"keep me"}
     assert await outstanding(store, root) == []
     assert not await exists(store, join(dest, "_temporary"))

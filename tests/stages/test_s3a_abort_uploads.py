@@ -38,6 +38,14 @@ async def test_abort_what_is_left_under_a_prefix() -> None:
         for relative in FILES:
             await job.upload(relative, b"x")
         await job.store.create_upload("/elsewhere/f.dat")
-        assert await abort_outstanding_uploads(job.context, job.mops, f"{DEST}/") == 3
+        prefix = f"{DEST}/"
+        young = await abort_outstanding_uploads(job.context, job.mops, prefix, older_than=3600)
+        assert young == [] and len(await job.outstanding()) == 4
+        dry = await abort_outstanding_uploads(
+            job.context, job.mops, prefix, older_than=0, dry_run=True
+        )
+        assert len(dry) == 3 and len(await job.outstanding()) == 4
+        aborted = await abort_outstanding_uploads(job.context, job.mops, prefix, older_than=0)
+        assert len(aborted) == 3
         assert await job.outstanding() == {"/elsewhere/f.dat"}
         assert job.context.stats.snapshot().counters[S3.COMMITTER_PENDING_UPLOADS_ABORTED] == 3

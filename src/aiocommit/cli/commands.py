@@ -13,6 +13,7 @@ from aiocommit.cli.entry_points import EntryPointGroup
 from aiocommit.cli.exits import (
     EXIT_FAILED,
     EXIT_NOT_FOUND,
+    EXIT_USAGE,
     Problem,
     as_flags,
     one_line,
@@ -53,8 +54,8 @@ from aiocommit.cli.summary import decode_document, success_summary
 from aiocommit.cli.units import human_duration
 from aiocommit.client.job import abort_job, cleanup_job, commit_job
 from aiocommit.client.jobs import JobInfo, job_info, remove_empty_temporary
-from aiocommit.committers.s3a import S3Uploads, s3_uploads
-from aiocommit.errors import CommitError, NotFound, OutputConflict, first_error
+from aiocommit.committers.s3a import S3Uploads, abort_old_uploads, s3_uploads
+from aiocommit.errors import CommitError, JobNotFound, NotFound, OutputConflict, first_error
 from aiocommit.observability import configure_logging
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.layout import SUCCESS, TEMPORARY, JobLayout
@@ -325,7 +326,10 @@ def abort(
     async def run() -> str | None:
         try:
             await require_dir(store, path)
-            found = await job_info(path, job_id, store=store)
+            try:
+                found: JobInfo | None = await job_info(path, job_id, store=store)
+            except JobNotFound:
+                found = None
             if found is None:  # never set up, or already aborted or cleaned up: idempotent
                 # a cleanup killed after removing the job's directory left _temporary
                 await remove_empty_temporary(path, store=store, options=options)
@@ -379,6 +383,15 @@ def abort(
     help=f"With --all: keep jobs not known finished that are younger than this "
     f"[default: {human_duration(MIN_AGE)}]; 0 removes them whatever their age.",
 )
+@click.option(
+    "--uploads",
+    "uploads",
+    is_flag=True,
+    help="Instead of job directories: abort every outstanding multipart upload under DEST "
+    "(S3) older than --older-than, whatever job started it. A job's own abort and cleanup "
+    "only abort its own uploads; this sweeps what dead tasks and drivers left. Give an age "
+    "longer than any job runs: a live job's uploads are outstanding until it commits.",
+)
 @click.option("--dry-run", is_flag=True, help="Print what would be removed; remove nothing.")
 @click.option(
     "--force",
@@ -395,13 +408,22 @@ def cleanup(
     older_than: float | None,
     all_jobs: bool,
     min_age: float | None,
+    uploads: bool,
     dry_run: bool,
     force: bool,
     option_pairs: tuple[str, ...],
     **values: Any,
 ) -> None:
     """Delete leftover job directories under DEST/_temporary; committed output is never
-    touched. Give --job-id, --older-than or --all."""
+    touched. Give --job-id, --older-than or --all; or --uploads --older-than DURATION to
+    abort old outstanding multipart uploads (S3) instead."""
+    if uploads:
+        if older_than is None:
+            raise click.UsageError("--uploads needs --older-than DURATION (e.g. 7d)")
+        if job_id is not None or all_jobs:
+            raise click.UsageError("--uploads excludes --job-id and --all")
+        _cleanup_uploads(dest, older_than, dry_run, option_pairs, values)
+        return
     if job_id is None and older_than is None and not all_jobs:
         raise click.UsageError("give --job-id, --older-than DURATION or --all")
     if job_id is not None and all_jobs:
@@ -476,6 +498,45 @@ def cleanup(
 
     if run_reporting(run, dest, resume=resume_hint("cleanup", dest, job_id)):
         raise click.exceptions.Exit(EXIT_FAILED)
+
+
+def _cleanup_uploads(
+    dest: str,
+    older_than: float,
+    dry_run: bool,
+    option_pairs: tuple[str, ...],
+    values: dict[str, Any],
+) -> None:
+    """``cleanup --uploads``: abort outstanding uploads under DEST older than the age."""
+    options = build_options(values, option_pairs)
+    store, path = open_url(dest, s3_client_options(option_pairs))
+    console = console_for()
+
+    async def run() -> None:
+        try:
+            await require_dir(store, path)
+            if not supports_multipart(store):
+                raise Problem(
+                    EXIT_USAGE,
+                    f"{store.qualify(path)}: this store has no multipart uploads "
+                    "(--uploads is for S3)",
+                )
+            found = await abort_old_uploads(
+                path, older_than=older_than, dry_run=dry_run, store=store, options=options
+            )
+        finally:
+            await store.aclose()
+        now = time.time()
+        verb = "would abort" if dry_run else "aborted"
+        for upload in found:
+            age = human_duration(max(0.0, now - upload.initiated / 1000))
+            console.print(Text(f"{verb} upload of {store.qualify(upload.path)} (age {age})"))
+        older = human_duration(older_than)
+        console.print(
+            Text(f"{len(found)} upload(s) older than {older} {verb} under {store.qualify(path)}")
+        )
+
+    run_reporting(run, dest)
 
 
 def _s3_facts(uploads: S3Uploads | None, job_id: str) -> dict[str, Any]:

@@ -5,6 +5,10 @@ Each opens the destination and hands the job to its committer (``committers.fact
 the one chosen at ``setup_job`` from the store and the options, recorded with the job.
 On S3 that is the staging committer unless the options name another; elsewhere the
 manifest committer. See ``committers.manifest`` and ``committers.s3a`` for what each does.
+
+A job is only what was set up: ``commit_job``, ``abort_job`` and ``cleanup_job`` first
+find the job at the destination (``committers.common.job_state.require_job``) and raise
+``JobNotFound`` for any other job ID, before anything changes.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aiocommit.committers.common.context import ProgressCallback
+from aiocommit.committers.common.job_state import require_job
 from aiocommit.committers.common.session import open_context
 from aiocommit.committers.factory import (
     choose_committer,
@@ -84,6 +89,7 @@ async def commit_job(
         The summary written to ``_SUCCESS`` (or found there, when the job had committed).
 
     Raises:
+        JobNotFound: no such job at ``dest`` (never set up there); nothing changed.
         CommitError: naming the stage, operation and path; ``ManifestError`` and
             ``OutputConflict`` for bad task records, before any output changes.
     """
@@ -96,6 +102,7 @@ async def commit_job(
         progress=progress,
         job_id_source=job_id_source,
     ) as context:
+        await require_job(context, "commit_job")
         committer = await job_committer(context, context.options, s3a)
         summary = await committer.commit_job(context, manifests)
     # a service commits job after job: its heap's free pages go back, not kept per thread
@@ -122,11 +129,17 @@ async def abort_job(
     the directories deleted.
 
     Returns the store paths of old files a ``replace`` deleted (stores without atomic
-    rename) that the abort cannot restore; empty when the destination is as it was.
+    rename) that the abort cannot restore; empty when the destination is as it was (a
+    job that committed and was cleaned up: nothing to do).
+
+    Raises ``JobNotFound`` when no such job is at ``dest`` (never set up there, or its
+    abort already finished), before anything changes.
     """
     async with open_context(
         dest, job_id, attempt=attempt, store=store, options=options, progress=progress
     ) as context:
+        if await require_job(context, "abort_job") == "committed":
+            return []
         committer = await job_committer(context, context.options, s3a)
         return await committer.abort_job(context, undo=undo_renames)
 
@@ -141,11 +154,14 @@ async def cleanup_job(
     s3a: S3CommitterOptions | None = None,
     progress: ProgressCallback | None = None,
 ) -> None:
-    """Delete the job's temporary data (on S3 also outstanding uploads under the
-    destination, unless ``s3a.abort_pending_uploads`` is off); never touches committed
-    output. ``progress`` gets the directories deleted."""
+    """Delete the job's temporary data (on S3 also the job's own outstanding uploads,
+    unless ``s3a.abort_pending_uploads`` is off); never touches committed output, nor
+    another job's data. ``progress`` gets the directories deleted. Raises
+    ``JobNotFound`` when no such job is at ``dest``, before anything changes."""
     async with open_context(
         dest, job_id, attempt=attempt, store=store, options=options, progress=progress
     ) as context:
+        if await require_job(context, "cleanup_job") == "committed":
+            return
         committer = await job_committer(context, context.options, s3a)
         await committer.cleanup_job(context)

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 
 from aiocommit.committers.common.context import StageContext
-from aiocommit.committers.common.job_state import JobState, read_job_record
+from aiocommit.committers.common.job_state import JobState, read_job_record, require_job
 from aiocommit.committers.common.session import open_operations
 from aiocommit.errors import ManifestError, NotEmpty, NotFound
 from aiocommit.io.operations import StoreOperations
@@ -80,10 +80,20 @@ async def list_jobs(
 
 async def job_info(
     dest: str, job_id: str, *, store: Store | None = None, options: CommitOptions | None = None
-) -> JobInfo | None:
-    """One job's ``JobInfo``, or None when it has no directory."""
+) -> JobInfo:
+    """One job's ``JobInfo``: from its directory; ``committed`` with nothing else known
+    when only the destination's ``_SUCCESS`` names it (committed and cleaned up).
+
+    Raises ``JobNotFound`` when no such job is at ``dest`` (never set up there)."""
     async with open_operations(dest, store=store, options=options) as (ops, path):
-        return await _job(_context(ops, path, job_id), await _success_job(ops, path))
+        context = _context(ops, path, job_id)
+        info = await _job(context, await _success_job(ops, path))
+        if info is not None:
+            return info
+        presence = await require_job(context, "job_info")
+        # without _temporary/JOB: committed and cleaned up, or only __magic/JOB left by
+        # an abort or cleanup that stopped part-way
+        return JobInfo(job_id, "committed" if presence == "committed" else "aborted")
 
 
 async def remove_empty_temporary(

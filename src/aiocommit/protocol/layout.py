@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aiocommit.errors import InvalidInput
+from aiocommit.errors import InvalidInput, ReservedName
 from aiocommit.protocol.ids import check_id
 from aiocommit.stores.base import join
 
@@ -29,6 +29,32 @@ TEMPORARY = "_temporary"
 SUCCESS = "_SUCCESS"
 MANIFEST_SUFFIX = "-manifest.json"
 TEMP_MANIFEST_SUFFIX = "-manifest.json.tmp"
+#: the magic committer's directories (``__magic``, Hadoop's ``__magic_job-JOB``) start so
+MAGIC_PREFIX = "__magic"
+
+#: names at the top of a destination the commit protocol keeps for itself
+RESERVED_TOP_NAMES = frozenset({SUCCESS, TEMPORARY})
+
+
+def check_output_name(relative: str) -> str:
+    """``relative`` (a task's output path, relative to the destination) unless it names
+    what the protocol keeps: ``_SUCCESS`` or ``_temporary`` at the top, or a directory
+    starting ``__magic`` anywhere (Hadoop's S3A client treats those as magic paths).
+
+    fail: ``ReservedName`` (an ``InvalidInput``), before anything is written.
+    """
+    parts = relative.strip("/").split("/")
+    if parts[0] in RESERVED_TOP_NAMES:
+        raise ReservedName(
+            f"task output {relative!r}: {parts[0]} at the top of the destination is the "
+            "commit protocol's own; write the file under another name"
+        )
+    if any(part.startswith(MAGIC_PREFIX) for part in parts):
+        raise ReservedName(
+            f"task output {relative!r}: a name starting {MAGIC_PREFIX!r} is the magic "
+            "committer's own; write the file under another name"
+        )
+    return relative
 
 
 @dataclass(frozen=True)

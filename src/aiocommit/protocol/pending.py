@@ -5,6 +5,8 @@ Field names and versions as Hadoop's ``org.apache.hadoop.fs.s3a.commit.files``
 reads them with unknown fields allowed). Where everything lives under a destination::
 
     DEST/_temporary/JOB/NN/pendingsets/TASK.pendingset      (committed task, both committers)
+    DEST/_temporary/JOB/NN/uploads/ATTEMPT/ID.upload        (aiocommit: an upload started by
+                                                             an attempt not yet committed)
     DEST/_temporary/JOB/NN/commit-plan.json                 (which pending sets a commit took)
     DEST/__magic/JOB/NN/tasks/ATTEMPT/__base/REL            (magic: zero-byte marker)
     DEST/__magic/JOB/NN/tasks/ATTEMPT/__base/REL.pending    (magic: the upload of DEST/REL)
@@ -12,6 +14,7 @@ reads them with unknown fields allowed). Where everything lives under a destinat
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 import msgspec
@@ -25,6 +28,7 @@ from aiocommit.stores.base import join
 VERSION = 2
 PENDING_SUFFIX = ".pending"
 PENDINGSET_SUFFIX = ".pendingset"
+UPLOAD_RECORD_SUFFIX = ".upload"
 MAGIC = "__magic"
 BASE = "__base"
 
@@ -133,6 +137,45 @@ def pendingsets_dir(layout: JobLayout) -> str:
 
 def pendingset_path(layout: JobLayout, task_id: str) -> str:
     return join(pendingsets_dir(layout), task_id + PENDINGSET_SUFFIX)
+
+
+class UploadRecord(msgspec.Struct, frozen=True):
+    """An upload a task attempt started, saved as it starts: until the attempt's task
+    commit names it in a pending set, this is how the job's abort and cleanup know the
+    upload is the job's own (its key is a final key, shared with other jobs)."""
+
+    path: str
+    upload_id: str
+
+
+_upload_record_decoder = msgspec.json.Decoder(UploadRecord)
+
+
+def encode_upload_record(record: UploadRecord) -> bytes:
+    return msgspec.json.encode(record)
+
+
+def decode_upload_record(data: bytes, *, path: str = "") -> UploadRecord:
+    return decode_or_raise(_upload_record_decoder, data, "upload record", path)
+
+
+def uploads_dir(layout: JobLayout) -> str:
+    """Where the job's task attempts record the uploads they start."""
+    return join(layout.job_attempt_dir, "uploads")
+
+
+def attempt_uploads_dir(layout: JobLayout, task_attempt_id: str) -> str:
+    return join(uploads_dir(layout), task_attempt_id)
+
+
+def upload_record_name(upload_id: str) -> str:
+    """The file name of an upload's record: a digest (upload IDs are long, of any bytes)."""
+    return hashlib.sha256(upload_id.encode()).hexdigest()[:32] + UPLOAD_RECORD_SUFFIX
+
+
+def upload_record_path(layout: JobLayout, task_attempt_id: str, upload_id: str) -> str:
+    """The record of one upload of a task attempt."""
+    return join(attempt_uploads_dir(layout, task_attempt_id), upload_record_name(upload_id))
 
 
 def magic_job_dir(layout: JobLayout) -> str:

@@ -32,7 +32,7 @@ from aiocommit.committers.common.context import StageContext
 from aiocommit.committers.common.session import open_context
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.ids import attempt_ids
-from aiocommit.protocol.layout import JobLayout
+from aiocommit.protocol.layout import JobLayout, check_output_name
 from aiocommit.protocol.manifest import TaskManifest
 from aiocommit.protocol.pending import PendingSet, magic_attempt_base
 from aiocommit.protocol.success import SuccessData
@@ -178,8 +178,9 @@ class TaskAttempt:
 
     def path(self, relative: str) -> str:
         """The path (in the store, or local for staging) for output that will land at
-        ``DEST/relative``."""
-        return join(self.work_dir, relative)
+        ``DEST/relative``. ``ReservedName`` for a name the protocol keeps
+        (``_SUCCESS``, ``_temporary``, ``__magic...``)."""
+        return join(self.work_dir, check_output_name(relative))
 
     async def write_bytes(
         self,
@@ -190,7 +191,10 @@ class TaskAttempt:
         options: CommitOptions | None = None,
     ) -> None:
         """Write a file of the attempt's output, to land at ``DEST/relative`` when the
-        job commits (``store``: a client to use, not close; by default one is opened)."""
+        job commits (``store``: a client to use, not close; by default one is opened).
+        ``ReservedName`` for a name the protocol keeps (``_SUCCESS``, ``_temporary``,
+        ``__magic...``), before anything is written."""
+        check_output_name(relative)
         async with open_attempt(self, store, options) as context:
             await self.committer.write_bytes(context, self, relative, data)
 
@@ -203,7 +207,9 @@ class TaskAttempt:
         options: CommitOptions | None = None,
     ) -> None:
         """Add a finished local file to the attempt's output, to land at
-        ``DEST/relative`` (uploaded, or linked into a staging attempt's directory)."""
+        ``DEST/relative`` (uploaded, or linked into a staging attempt's directory).
+        ``ReservedName`` for a name the protocol keeps, before anything is written."""
+        check_output_name(relative)
         async with open_attempt(self, store, options) as context:
             await self.committer.write_file(context, self, relative, local_path)
 
@@ -217,7 +223,9 @@ class TaskAttempt:
     ) -> AsyncIterator[AttemptFile]:
         """Stream a file of the attempt's output: ``async with attempt.open(rel) as f:
         await f.write(chunk)``. The file is finished when the block ends; an exception
-        discards it."""
+        discards it. ``ReservedName`` for a name the protocol keeps, before anything is
+        written."""
+        check_output_name(relative)
         async with (
             open_attempt(self, store, options) as context,
             self.committer.open(context, self, relative) as file,

@@ -73,6 +73,35 @@ LOOP_WORKERS = 32
 ProgressCallback = Callable[[Progress], None]
 
 
+class GuardedProgress:
+    """A caller's progress callback that can never break a commit: an exception it
+    raises is logged once (with the callback's name) and ignored, the first time and
+    every time after; cancellation and interrupts pass (they are not ``Exception``)."""
+
+    def __init__(self, callback: ProgressCallback) -> None:
+        self.callback = callback
+        self.failures = 0
+
+    @property
+    def name(self) -> str:
+        callback = self.callback
+        return str(getattr(callback, "__qualname__", None) or type(callback).__qualname__)
+
+    def __call__(self, event: Progress) -> None:
+        try:
+            self.callback(event)
+        except Exception as error:
+            self.failures += 1
+            if self.failures == 1:
+                logger.warning(
+                    "progress callback %s raised %s: %s; ignored (the commit goes on; "
+                    "further errors of it are not logged)",
+                    self.name,
+                    type(error).__name__,
+                    error,
+                )
+
+
 @dataclass
 class StageContext:
     """Shared by the stages of one job or task commit. Built once, then read-only but for
@@ -92,6 +121,8 @@ class StageContext:
     log: ContextAdapter = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.progress is not None and not isinstance(self.progress, GuardedProgress):
+            self.progress = GuardedProgress(self.progress)
         extra = {"job_id": self.layout.job_id, "task_attempt_id": self.task_attempt_id or "-"}
         self.log = ContextAdapter(logger, extra)
 

@@ -16,6 +16,12 @@ state                 recognised by
 
 A job with no ``_temporary/JOB`` has no state here: it was never set up, or it was
 committed or aborted and cleaned up.
+
+A job is only what was set up (``require_job``): every job-side call first finds the
+job at its destination, by what ``setup_job`` recorded (``_temporary/JOB``: the
+committer record, manifests or pending sets directory; the magic committer's
+``__magic/JOB``) or by the destination's ``_SUCCESS`` naming it, and refuses any other
+job ID with ``JobNotFound`` before changing anything.
 """
 
 from __future__ import annotations
@@ -31,12 +37,17 @@ from aiocommit.committers.common.commit_plan import (
     CommitPlan,
     read_plan,
 )
-from aiocommit.committers.common.context import StageContext
+from aiocommit.committers.common.context import StageContext, stage
 from aiocommit.committers.common.save_success import read_success
-from aiocommit.errors import NotFound
+from aiocommit.errors import JobNotFound, NotFound
+from aiocommit.protocol import statistics as S
 from aiocommit.protocol.layout import JobLayout
+from aiocommit.protocol.pending import magic_job_dir
+from aiocommit.stores.multipart import supports_multipart
 
 JobState = Literal["set up", "committing", "committed", "aborted", "refused"]
+#: how a job is known at its destination: by its own data, or only by ``_SUCCESS``
+JobPresence = Literal["recorded", "committed"]
 
 
 @dataclass
@@ -92,3 +103,32 @@ async def read_job_record(context: StageContext, *, check_success: bool = True) 
     else:
         state = "set up"
     return JobRecord(state, attempts, plans)
+
+
+async def require_job(context: StageContext, operation: str) -> JobPresence:
+    """How the destination knows the context's job: ``recorded`` (``_temporary/JOB``, or
+    the magic committer's ``__magic/JOB``, exists) or ``committed`` (neither, but
+    ``_SUCCESS`` records its success: committed and cleaned up).
+
+    pre:  none; reads only.
+    post: nothing changed.
+    fail: ``JobNotFound`` naming the destination and job ID for any other job; a store
+          error as ``CommitError`` of stage ``job_stage_find_committer``.
+    """
+    async with stage(context, S.JOB_STAGE_FIND_COMMITTER):
+        presence = await _presence(context)
+    if presence is None:
+        layout = context.layout
+        raise JobNotFound(context.qualify(layout.dest), layout.job_id, operation=operation)
+    return presence
+
+
+async def _presence(context: StageContext) -> JobPresence | None:
+    if await job_attempts(context) is not None:
+        return "recorded"
+    magic = magic_job_dir(context.layout)
+    if supports_multipart(context.ops.store) and await context.ops.stat_or_none(magic):
+        return "recorded"
+    if await read_success(context) is not None:
+        return "committed"
+    return None

@@ -25,6 +25,7 @@ from aiocommit.committers.s3a.committer import S3ACommitter, s3_task_attempt, se
 from aiocommit.committers.s3a.inspect import (
     S3JobFacts,
     S3Uploads,
+    abort_old_uploads,
     describe_s3_job,
     list_outstanding_uploads,
     s3_uploads,
@@ -41,6 +42,7 @@ __all__ = [
     "S3JobFacts",
     "S3Uploads",
     "abort_magic_task",
+    "abort_old_uploads",
     "abort_s3_job",
     "abort_staging_task",
     "cleanup_s3_job",

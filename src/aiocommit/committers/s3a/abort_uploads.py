@@ -1,5 +1,7 @@
-"""Abort uploads: of a failed task attempt, an earlier attempt replaced, an aborted job,
-and (cleanup) every outstanding upload under the destination.
+"""Abort uploads: of a failed task attempt, an earlier attempt replaced, an aborted job
+(only the uploads the job's own records name: pending sets, ``.pending`` files, the
+records attempts save as their uploads start), and, asked for explicitly, outstanding
+uploads under a destination older than an age limit (of any job).
 
 pre:  none (idempotent: an upload already aborted or completed is skipped).
 post: every named upload is aborted; with ``revert``, a destination an earlier commit
@@ -9,13 +11,26 @@ fail: a store error naming the upload; a re-run aborts what is left.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Collection, Iterable
 
 from aiocommit.committers.common.context import StageContext, parallel
 from aiocommit.committers.s3a.completed import holds
+from aiocommit.committers.s3a.walk import walk_files
+from aiocommit.errors import ManifestError, NotFound
 from aiocommit.io.multipart import MultipartOperations
 from aiocommit.protocol import s3_statistics as S3
-from aiocommit.protocol.pending import SinglePendingCommit
+from aiocommit.protocol import statistics as S
+from aiocommit.protocol.pending import (
+    UPLOAD_RECORD_SUFFIX,
+    SinglePendingCommit,
+    UploadRecord,
+    attempt_uploads_dir,
+    decode_upload_record,
+    upload_record_name,
+    uploads_dir,
+)
+from aiocommit.stores.multipart import Upload
 
 
 async def abort_pending_stage(
@@ -39,18 +54,93 @@ async def abort_pending_stage(
     await parallel(list(commits), abort, workers=context.ops.workers)
 
 
-async def abort_outstanding_uploads(
-    context: StageContext, mops: MultipartOperations, prefix: str
+async def recorded_uploads(
+    context: StageContext,
+    task_attempt_id: str | None = None,
+    *,
+    settled: Collection[str] = (),
+) -> list[UploadRecord]:
+    """The uploads the job's task attempts (or one attempt) recorded as they started,
+    but those whose ID is in ``settled`` (their records are skipped unread); unreadable
+    records are logged and skipped."""
+    layout = context.layout
+    if task_attempt_id is None:
+        root = uploads_dir(layout)
+    else:
+        root = attempt_uploads_dir(layout, task_attempt_id)
+    known = {upload_record_name(upload_id) for upload_id in settled}
+    paths = [
+        p
+        for p in await walk_files(context, root, lambda p: False)
+        if p.endswith(UPLOAD_RECORD_SUFFIX) and p.rsplit("/", 1)[-1] not in known
+    ]
+    records: list[UploadRecord] = []
+
+    async def load(path: str) -> None:
+        try:
+            data = await context.ops.read_bytes(path, statistic=S.OP_LOAD_PENDING)
+            records.append(decode_upload_record(data, path=path))
+        except (ManifestError, NotFound) as error:
+            context.log.warning("skipping unreadable upload record %s: %s", path, error)
+
+    await parallel(paths, load, workers=context.ops.workers)
+    return records
+
+
+async def abort_recorded_stage(
+    context: StageContext,
+    mops: MultipartOperations,
+    records: Iterable[UploadRecord],
+    *,
+    settled: Collection[str] = (),
 ) -> int:
-    """Abort every outstanding upload whose key starts with ``prefix``; returns how many."""
-    uploads = [u async for page in mops.list_uploads(prefix) for u in page]
+    """Abort every recorded upload whose ID is not in ``settled`` (already aborted or
+    completed by the caller); returns how many were outstanding."""
+    todo = {r.upload_id: r for r in records if r.upload_id not in settled}
     aborted = 0
 
-    async def abort(path_and_id: tuple[str, str]) -> None:
+    async def abort(record: UploadRecord) -> None:
         nonlocal aborted
-        if await mops.abort_upload(*path_and_id):
+        if await mops.abort_upload(record.path, record.upload_id):
             aborted += 1
 
-    await parallel([(u.path, u.upload_id) for u in uploads], abort, workers=context.ops.workers)
+    await parallel(list(todo.values()), abort, workers=context.ops.workers)
     context.stats.increment(S3.COMMITTER_PENDING_UPLOADS_ABORTED, aborted)
     return aborted
+
+
+async def forget_recorded_uploads(context: StageContext, task_attempt_id: str) -> None:
+    """Delete the attempt's upload records: its pending set names its uploads now, or
+    they are aborted."""
+    await context.ops.delete(attempt_uploads_dir(context.layout, task_attempt_id), recursive=True)
+
+
+async def abort_outstanding_uploads(
+    context: StageContext,
+    mops: MultipartOperations,
+    prefix: str,
+    *,
+    older_than: float,
+    dry_run: bool = False,
+) -> list[Upload]:
+    """Abort every outstanding upload whose key starts with ``prefix`` and that started
+    at least ``older_than`` seconds ago, of any job (an upload of unknown age is kept);
+    ``dry_run``: abort none. Returns those aborted (or that would be)."""
+    cutoff = (time.time() - older_than) * 1000
+    uploads = [
+        u
+        async for page in mops.list_uploads(prefix)
+        for u in page
+        if u.initiated and u.initiated <= cutoff
+    ]
+    if dry_run:
+        return uploads
+    aborted: list[Upload] = []
+
+    async def abort(upload: Upload) -> None:
+        if await mops.abort_upload(upload.path, upload.upload_id):
+            aborted.append(upload)
+
+    await parallel(uploads, abort, workers=context.ops.workers)
+    context.stats.increment(S3.COMMITTER_PENDING_UPLOADS_ABORTED, len(aborted))
+    return sorted(aborted, key=lambda u: (u.path, u.upload_id))

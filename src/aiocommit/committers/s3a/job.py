@@ -5,20 +5,23 @@ Job commit, in the frame every committer shares (``engine.commit_frame``)::
     recognise an earlier success -> load pending sets (+ fix them and the settings in
     the plan) -> check uploads -> resolve conflicts (check only) -> set an older
     _SUCCESS aside -> (clear a replace's collisions) -> complete uploads -> plan state
-    committed (the commit point) -> save _SUCCESS -> cleanup (and abort outstanding
-    uploads) -> (summary report, always)
+    committed (the commit point) -> save _SUCCESS -> cleanup (abort the job's own
+    uploads it did not complete) -> (summary report, always)
 
 Re-runnable: a run that died part-way is finished by running it again (a completed
 upload is recognised by its destination's etag). Abort aborts every upload the job's
-pending data names, reverts any already completed, lists and aborts outstanding uploads
-under the destination, and removes the job's directories.
+own records name (pending sets, ``.pending`` files, the records task attempts save as
+each upload starts), reverts any already completed, and removes the job's directories.
+Neither abort nor cleanup touches another job's uploads under the destination: the
+destination-wide sweep of old uploads is ``abort_old_uploads`` (``aiocommit cleanup
+--uploads --older-than``), asked for explicitly (Hadoop's HADOOP-18797).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 
 from aiocommit.committers.common.cleanup import cleanup_stage
@@ -32,6 +35,7 @@ from aiocommit.committers.common.commit_plan import (
     save_plan,
 )
 from aiocommit.committers.common.context import StageContext, stage
+from aiocommit.committers.common.job_state import require_job
 from aiocommit.committers.common.resolve_conflicts import (
     clear_conflicts_stage,
     finish_conflicts_stage,
@@ -43,7 +47,11 @@ from aiocommit.committers.common.resolve_conflicts import (
 )
 from aiocommit.committers.common.save_success import read_success, restore_success
 from aiocommit.committers.common.session import new_statistics, open_context
-from aiocommit.committers.s3a.abort_uploads import abort_outstanding_uploads, abort_pending_stage
+from aiocommit.committers.s3a.abort_uploads import (
+    abort_pending_stage,
+    abort_recorded_stage,
+    recorded_uploads,
+)
 from aiocommit.committers.s3a.complete_uploads import complete_uploads_stage
 from aiocommit.committers.s3a.load_pendingsets import (
     LoadedPending,
@@ -120,6 +128,7 @@ async def commit_s3_job(
     async with open_context(
         dest, job_id, attempt=attempt, store=store, options=options, job_id_source=job_id_source
     ) as context:
+        await require_job(context, "commit_job")
         return await commit_s3(context, s3_options, pendingsets)
 
 
@@ -216,7 +225,9 @@ class _S3JobCommit:
         s3_options = (
             self.s3_options or self.given or await _recorded_options(context, self.fallback)
         )
-        await _cleanup(context, self.mops, s3_options)
+        loaded = self.loaded
+        completed = None if loaded is None else {c.upload_id for c in loaded.commits}
+        await _cleanup(context, self.mops, s3_options, completed=completed)
 
     async def after_failure(self, context: StageContext, error: BaseException) -> None:
         """Nothing: the uploads stay outstanding for a re-run, or an abort."""
@@ -331,14 +342,45 @@ async def _cleanup(
     s3_options: S3CommitterOptions,
     *,
     name: str = S.JOB_STAGE_CLEANUP,
+    uploads_settled: bool = False,
+    completed: Collection[str] | None = None,
 ) -> None:
-    await cleanup_stage(context, name=name)
+    """Abort the job's own outstanding uploads (``abort_pending_uploads``; not when the
+    caller already did: ``uploads_settled``), then remove ``__magic/JOB`` and last the
+    job's directory, whose records name those uploads: a cleanup killed at any point is
+    finished by a re-run. Another job's uploads are never touched. ``completed``: the
+    uploads the commit completed, when it knows them (their records are not read)."""
+    if s3_options.abort_pending_uploads and not uploads_settled:
+        async with stage(context, name):
+            await abort_own_uploads(context, mops, completed)
     async with stage(context, name):
         await context.ops.delete(magic_job_dir(context.layout), recursive=True)
         with contextlib.suppress(NotEmpty):  # __magic itself, when no other job uses it
             await context.ops.delete(parent_of(magic_job_dir(context.layout)))
-        if s3_options.abort_pending_uploads:
-            await abort_outstanding_uploads(context, mops, context.layout.dest.rstrip("/") + "/")
+    await cleanup_stage(context, name=name)
+
+
+async def abort_own_uploads(
+    context: StageContext, mops: MultipartOperations, completed: Collection[str] | None = None
+) -> int:
+    """Abort every outstanding upload the job's records name that its commit did not
+    complete: pending sets (those a committed plan took are complete: skipped), magic
+    ``.pending`` files, and the records attempts save as each upload starts (an attempt
+    that died before its task commit, a losing attempt). ``completed``: the upload IDs
+    the commit completed, when the caller knows them. Returns how many were aborted."""
+    try:
+        plan = await read_plan(context)
+    except ManifestError:
+        plan = None
+    taken = set(plan.manifests) if plan is not None and plan.state == COMMITTED else set()
+    settled: set[str] = set(completed or ())
+    if completed is None:
+        settled = {c.upload_id for c in await readable_pending(context, only=taken)}
+    commits = await readable_pending(context, skip=taken)
+    await abort_pending_stage(context, mops, commits, revert=False)
+    settled.update(c.upload_id for c in commits)
+    recorded = await recorded_uploads(context, settled=settled)
+    return await abort_recorded_stage(context, mops, recorded)
 
 
 async def abort_s3_job(
@@ -350,15 +392,17 @@ async def abort_s3_job(
     options: CommitOptions | None = None,
     s3_options: S3CommitterOptions | None = None,
 ) -> list[str]:
-    """Abort the job: abort every upload its pending sets and ``.pending`` files name,
-    delete any it had completed (unless the job committed, as its plan records: then only
-    clean up), abort outstanding uploads under the destination, remove its directories.
-    Idempotent.
+    """Abort the job: abort every upload its pending sets, ``.pending`` files and upload
+    records name, delete any it had completed (unless the job committed, as its plan
+    records: then only clean up), remove its directories; no other job's upload is
+    touched. A re-run after a kill finishes it; ``JobNotFound`` once nothing is left.
     ``s3_options`` None: the settings the job's commit plan recorded, else the defaults.
 
     Returns the store paths of the old files a ``replace`` had deleted, which no abort
     can restore (S3 has no rename to move them aside); empty when none are gone."""
     async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
+        if await require_job(context, "abort_job") == "committed":
+            return []
         return await abort_s3(context, s3_options)
 
 
@@ -374,17 +418,22 @@ async def abort_s3(
     s3_options = given or await _recorded_options(context, fallback)
     mops = MultipartOperations(context.ops)
     lost: list[str] = []
-    if not await _committed(context):
+    committed = await _committed(context)
+    if not committed:
         async with stage(context, S.JOB_STAGE_ABORT):
             commits = await readable_pending(context)
             await abort_pending_stage(context, mops, commits, revert=revert)
+            # uploads of attempts that died before their task commit named them
+            settled = {c.upload_id for c in commits}
+            recorded = await recorded_uploads(context, settled=settled)
+            await abort_recorded_stage(context, mops, recorded)
             plan = await read_plan(context)
             if plan is not None:  # the job's output is gone: the old output back
                 await restore_replaced_stage(context, plan)
                 lost = await unrestorable(context, plan)
             if revert:
                 await restore_success(context)
-    await _cleanup(context, mops, s3_options, name=S.JOB_STAGE_ABORT)
+    await _cleanup(context, mops, s3_options, name=S.JOB_STAGE_ABORT, uploads_settled=not committed)
     return lost
 
 
@@ -397,10 +446,12 @@ async def cleanup_s3_job(
     options: CommitOptions | None = None,
     s3_options: S3CommitterOptions | None = None,
 ) -> None:
-    """Remove the job's directories and abort outstanding uploads under the destination
-    (``abort_pending_uploads``); never touches completed output. ``s3_options`` None: the
-    settings the job's commit plan recorded, else the defaults."""
+    """Abort the job's own outstanding uploads (``abort_pending_uploads``), remove its
+    directories; never touches completed output, nor another job's uploads.
+    ``s3_options`` None: the settings the job's commit plan recorded, else the defaults."""
     async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
+        if await require_job(context, "cleanup_job") == "committed":
+            return
         await cleanup_s3(context, s3_options)
 
 
@@ -438,12 +489,21 @@ async def _recorded_options(
     return fallback or S3CommitterOptions()
 
 
-async def readable_pending(context: StageContext) -> list[SinglePendingCommit]:
-    """Every commit a pending set or ``.pending`` file of this job names; unreadable files
-    are logged and skipped (the listing of outstanding uploads catches their uploads)."""
+async def readable_pending(
+    context: StageContext,
+    *,
+    skip: Collection[str] = (),
+    only: Collection[str] | None = None,
+) -> list[SinglePendingCommit]:
+    """Every commit a pending set (but those named in ``skip``; with ``only``, just
+    those, and no ``.pending`` file) or ``.pending`` file of this job names; unreadable
+    files are logged and skipped (the records saved as each upload started name their
+    uploads)."""
     commits: list[SinglePendingCommit] = []
     directory = pendingsets_dir(context.layout)
     for name in await list_pendingset_names(context):
+        if name in skip or (only is not None and name not in only):
+            continue
         path = join(directory, name)
         try:
             pending = decode_pendingset(
@@ -456,6 +516,8 @@ async def readable_pending(context: StageContext) -> list[SinglePendingCommit]:
             continue
         if pending.job_id == context.layout.job_id:
             commits.extend(pending.commits)
+    if only is not None:
+        return commits
     for path in await walk_files(context, magic_job_dir(context.layout), lambda p: False):
         if not path.endswith(PENDING_SUFFIX):
             continue

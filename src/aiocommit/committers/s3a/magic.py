@@ -4,7 +4,8 @@ of its final key, never completed by the task (Hadoop's ``MagicS3GuardCommitter`
     write: upload parts as they fill -> save __base/REL.pending + a zero-byte marker
     -> commit: collect the attempt's .pending files into its pending set, delete its
        magic directory
-    -> abort: abort every upload its .pending files name, delete its magic directory
+    -> abort: abort every upload its .pending files (and its upload records, saved as
+       each upload starts) name, delete its magic directory
 
 Nothing is visible at the destination until job commit completes the uploads.
 """
@@ -18,7 +19,12 @@ import anyio
 
 from aiocommit.committers.common.committer import AttemptFile, TaskAttempt, open_attempt
 from aiocommit.committers.common.context import StageContext, parallel, stage
-from aiocommit.committers.s3a.abort_uploads import abort_pending_stage
+from aiocommit.committers.s3a.abort_uploads import (
+    abort_pending_stage,
+    abort_recorded_stage,
+    forget_recorded_uploads,
+    recorded_uploads,
+)
 from aiocommit.committers.s3a.options import S3CommitterOptions
 from aiocommit.committers.s3a.save_pendingset import save_pendingset_stage
 from aiocommit.committers.s3a.staging import check_active, file_chunks
@@ -55,7 +61,14 @@ async def write_magic(
     mops = MultipartOperations(context.ops)
     dest_path = join(context.layout.dest, relative)
     magic_path = join(attempt.magic_base, relative)
-    commit = await upload_pending(context, mops, dest_path, chunks, task_id=attempt.task_id)
+    commit = await upload_pending(
+        context,
+        mops,
+        dest_path,
+        chunks,
+        task_id=attempt.task_id,
+        task_attempt_id=attempt.task_attempt_id,
+    )
     context.stats.increment(S3.COMMITTER_MAGIC_FILES_CREATED)
     commit.iostatistics = context.stats.snapshot()
     try:
@@ -184,7 +197,12 @@ async def abort_magic(context: StageContext, attempt: TaskAttempt) -> None:
     async with stage(context, S.TASK_STAGE_ABORT_TASK):
         commits = await magic_pending(context, attempt.magic_base)
         await abort_pending_stage(context, mops, commits, revert=False)
+        # uploads a writer that died started, before their .pending files were saved
+        settled = {c.upload_id for c in commits}
+        recorded = await recorded_uploads(context, attempt.task_attempt_id, settled=settled)
+        await abort_recorded_stage(context, mops, recorded)
         await context.ops.delete(attempt.magic_base.rsplit("/", 1)[0], recursive=True)
+        await forget_recorded_uploads(context, attempt.task_attempt_id)
 
 
 async def write_magic_file(

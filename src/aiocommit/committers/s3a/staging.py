@@ -3,8 +3,11 @@ to its final key as a multipart upload it does not complete, and saves the task'
 pending set (Hadoop's ``StagingCommitter``)::
 
     setup: a local directory for the attempt -> the task writes files below it
-    -> commit: upload every file (uncompleted), save pending set, delete the local files
-    -> abort: delete the local files (no upload starts before task commit)
+    -> commit: upload every file (uncompleted, each recorded as the attempt's as it
+       starts, the record kept with the job), save pending set, delete the local files
+    -> abort: delete the local files (no upload starts before task commit; a task
+       commit that fails aborts its own; one that died is left to the job's abort and
+       cleanup, which find its uploads by their records)
 """
 
 from __future__ import annotations
@@ -150,6 +153,7 @@ async def commit_staging(
                             join(context.layout.dest, relative),
                             file_chunks(local, s3_options.part_size),
                             task_id=attempt.task_id,
+                            task_attempt_id=attempt.task_attempt_id,
                         )
                     )
 

@@ -3,9 +3,12 @@
 pre:  the job is active; ``chunks`` are the file's parts, each but the last at least
       5 MiB (``MIN_PART_SIZE``).
 post: the upload holds every byte; nothing is visible at the destination; the returned
-      ``SinglePendingCommit`` names the upload, its part etags and length.
-fail: the upload is aborted (best effort: job abort and cleanup list and abort what is
-      left under the destination).
+      ``SinglePendingCommit`` names the upload, its part etags and length; the upload is
+      recorded as the attempt's (``_temporary/JOB/NN/uploads/ATTEMPT/``) from the moment
+      it started, so the job's abort and cleanup find it even if the task dies before
+      its commit names it in a pending set.
+fail: the upload is aborted (best effort: the job's abort and cleanup abort what its
+      record names).
 """
 
 from __future__ import annotations
@@ -17,7 +20,12 @@ import anyio
 from aiocommit.committers.common.context import StageContext
 from aiocommit.io.multipart import MultipartOperations
 from aiocommit.protocol import s3_statistics as S3
-from aiocommit.protocol.pending import SinglePendingCommit
+from aiocommit.protocol.pending import (
+    SinglePendingCommit,
+    UploadRecord,
+    encode_upload_record,
+    upload_record_path,
+)
 
 #: S3's smallest part but the last
 MIN_PART_SIZE = 5 * 1024 * 1024
@@ -30,13 +38,17 @@ async def upload_pending(
     chunks: AsyncIterator[bytes],
     *,
     task_id: str,
+    task_attempt_id: str | None = None,
 ) -> SinglePendingCommit:
     """Upload ``chunks`` (each a part, all but the last at least 5 MiB) as an uncompleted
-    multipart upload of ``dest_path``; abort it if anything fails."""
+    multipart upload of ``dest_path``, recorded as ``task_attempt_id``'s (by default the
+    context's attempt, else the task); abort it if anything fails."""
     upload_id = await mops.create_upload(dest_path)
     etags: list[str] = []
     length = 0
     try:
+        attempt = recording_name(context, task_id, task_attempt_id)
+        await record_upload(context, dest_path, upload_id, attempt)
         async for chunk in chunks:
             etags.append(await mops.upload_part(dest_path, upload_id, len(etags) + 1, chunk))
             length += len(chunk)
@@ -60,6 +72,21 @@ async def upload_pending(
     )
     commit.touch()
     return commit
+
+
+def recording_name(context: StageContext, task_id: str, task_attempt_id: str | None) -> str:
+    """The attempt an upload is recorded under (``uploads/NAME/``)."""
+    return task_attempt_id or context.task_attempt_id or task_id
+
+
+async def record_upload(
+    context: StageContext, dest_path: str, upload_id: str, task_attempt_id: str
+) -> None:
+    """Record the upload as the task attempt's: its key is a final key that other jobs
+    may write too, so this is what makes it the job's own for the job's abort and
+    cleanup (until the attempt's task commit names it in a pending set)."""
+    path = upload_record_path(context.layout, task_attempt_id, upload_id)
+    await context.ops.write_bytes(path, encode_upload_record(UploadRecord(dest_path, upload_id)))
 
 
 async def abort_quietly(

@@ -37,7 +37,7 @@ from aiocommit.client.task import TaskAttempt, commit_task, committed_name, setu
 from aiocommit.committers.common.context import parallel
 from aiocommit.committers.manifest.committer import ATTEMPT_MANIFEST_SUFFIX
 from aiocommit.committers.s3a import S3CommitterOptions
-from aiocommit.errors import NotFound, first_error
+from aiocommit.errors import JobNotFound, NotFound, first_error
 from aiocommit.integrations.spark.files import LocalFile
 from aiocommit.integrations.spark.settings import TestHooks, WriteSettings
 from aiocommit.options import CommitOptions
@@ -307,7 +307,11 @@ async def abort_write(settings: WriteSettings, job_id: str, overwriting: bool) -
     store, dest = _open(settings, settings.hooks.abort_fault)
     try:
         s3a = committer_options(settings, overwriting)
-        lost = await abort_job(dest, job_id, store=store, options=settings.commit, s3a=s3a)
+        try:
+            lost = await abort_job(dest, job_id, store=store, options=settings.commit, s3a=s3a)
+        except JobNotFound:  # never set up (setupJob failed), or aborted already
+            log.info("job %s: nothing to abort at %s", job_id, dest)
+            return "aborted"
         if lost:
             log.warning(
                 "job %s aborted; %d old file(s) its replace had deleted cannot be restored",
