@@ -116,6 +116,8 @@ async def test_abort_names_what_it_cannot_restore(
         left = await output(store, dest)
         assert victim in left and left == {f: old[f] for f in left}
         named = [line.strip() for line in result.stderr.splitlines() if line.startswith("  ")]
-        gone = [f for f in [*old, "_SUCCESS"] if f not in left]
+        # the old _SUCCESS was set aside, not replaced: abort puts it back
+        assert await exists(store, join(dest, "_SUCCESS"))
+        gone = [f for f in old if f not in left]
         assert sorted(named) == sorted(store.qualify(join(dest, f)) for f in gone)
         assert f"{len(gone)} old file(s) were deleted" in result.stderr
