@@ -16,12 +16,11 @@ under the destination, and removes the job's directories.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 
-from aiocommit.committers.common.cleanup import cleanup_stage
+from aiocommit.committers.common.cleanup import cleanup_stage, remove_if_empty
 from aiocommit.committers.common.commit_frame import run_job_commit
 from aiocommit.committers.common.commit_plan import (
     COMMITTED,
@@ -52,7 +51,7 @@ from aiocommit.committers.s3a.load_pendingsets import (
 )
 from aiocommit.committers.s3a.options import S3CommitterOptions
 from aiocommit.committers.s3a.walk import walk_files
-from aiocommit.errors import AlreadyExists, ManifestError, NotEmpty, NotFound
+from aiocommit.errors import AlreadyExists, ManifestError, NotFound
 from aiocommit.io.multipart import MultipartOperations
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
@@ -335,8 +334,8 @@ async def _cleanup(
     await cleanup_stage(context, name=name)
     async with stage(context, name):
         await context.ops.delete(magic_job_dir(context.layout), recursive=True)
-        with contextlib.suppress(NotEmpty):  # __magic itself, when no other job uses it
-            await context.ops.delete(parent_of(magic_job_dir(context.layout)))
+        # __magic itself, only when no other job uses it
+        await remove_if_empty(context, parent_of(magic_job_dir(context.layout)))
         if s3_options.abort_pending_uploads:
             await abort_outstanding_uploads(context, mops, context.layout.dest.rstrip("/") + "/")
 
