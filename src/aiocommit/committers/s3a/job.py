@@ -31,6 +31,7 @@ from aiocommit.committers.common.commit_plan import (
     save_plan,
 )
 from aiocommit.committers.common.context import StageContext, stage
+from aiocommit.committers.common.lease import destination_lease
 from aiocommit.committers.common.resolve_conflicts import (
     clear_conflicts_stage,
     finish_conflicts_stage,
@@ -374,10 +375,12 @@ async def abort_s3(
     mops = MultipartOperations(context.ops)
     lost: list[str] = []
     if not await _committed(context):
-        async with stage(context, S.JOB_STAGE_ABORT):
+        plan = await read_plan(context)
+        # a started commit is undone while no other job publishes
+        undoing = nullcontext() if plan is None else destination_lease(context)
+        async with undoing, stage(context, S.JOB_STAGE_ABORT):
             commits = await readable_pending(context)
             await abort_pending_stage(context, mops, commits, revert=revert)
-            plan = await read_plan(context)
             if plan is not None:  # the job's output is gone: the old output back
                 await restore_replaced_stage(context, plan)
                 lost = await unrestorable(context, plan)
