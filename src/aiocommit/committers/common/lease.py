@@ -152,7 +152,8 @@ async def destination_lease(context: StageContext) -> AsyncIterator[HeldLease | 
             renewal.cancel()
     except BaseExceptionGroup as group_error:
         # the block's own error (or the renewal's), not the group the renewal task adds
-        raise first_error(group_error)  # itself, its cause kept
+        error = first_error(group_error)
+        raise error from error.__cause__  # itself, its cause kept
     finally:
         _HELD.reset(reset)
     await run_to_end(lambda: _release(context, held.record))
