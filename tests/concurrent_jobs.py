@@ -23,6 +23,7 @@ from aiocommit import (
     AiocommitError,
     CommitOptions,
     NotFound,
+    S3CommitterOptions,
     abort_job,
     commit_job,
     commit_task,
@@ -133,30 +134,32 @@ async def _set_up(store: Store, dest: str, job: PlannedJob, setup: CommitOptions
     await commit_task(attempt, store=store)
 
 
-async def _settle(store: Store, dest: str, job: PlannedJob) -> None:
+async def _settle(store: Store, dest: str, job: PlannedJob, s3a: S3CommitterOptions | None) -> None:
     """Commit the job (after its delay), or abort it instead."""
     await anyio.sleep(job.delay)
     if job.abort_instead:
-        await abort_job(dest, job.job_id, store=store)
+        await abort_job(dest, job.job_id, store=store, s3a=s3a)
         return
     try:
-        await commit_job(dest, job.job_id, store=store, options=options_of(job.mode))
+        await commit_job(dest, job.job_id, store=store, options=options_of(job.mode), s3a=s3a)
         job.succeeded = True
     except AiocommitError:
         pass
 
 
-async def _finish_failed(store: Store, dest: str, job: PlannedJob) -> None:
+async def _finish_failed(
+    store: Store, dest: str, job: PlannedJob, s3a: S3CommitterOptions | None
+) -> None:
     """A failed commit: run again with no options (the recorded mode), else abort."""
     if job.rerun:
         try:
-            await commit_job(dest, job.job_id, store=store)
+            await commit_job(dest, job.job_id, store=store, s3a=s3a)
             job.succeeded = True
             return
         except AiocommitError:
             pass
     with contextlib.suppress(NotFound):  # a take-over aborted it, and it is gone
-        await abort_job(dest, job.job_id, store=store)
+        await abort_job(dest, job.job_id, store=store, s3a=s3a)
 
 
 def visible(files: Files) -> Files:
@@ -172,21 +175,22 @@ async def run_scenario(
     setup: CommitOptions | None = None,
     leftovers: Callable[[Store, str], object] | None = None,
     reruns: bool = True,
+    s3a: S3CommitterOptions | None = None,
 ) -> tuple[bool, int, str, int, int]:
     """One scenario; (exact, serial orders matched, what differed, jobs, committed)."""
     older, jobs = plan_scenario(rng, reruns=reruns)
     if older:
         seed = PlannedJob("older", "append", older, False, 0.0, False)
         await _set_up(store, dest, seed, setup)
-        await commit_job(dest, seed.job_id, store=store)
+        await commit_job(dest, seed.job_id, store=store, s3a=s3a)
     for job in jobs:
         await _set_up(store, dest, job, setup)
     async with anyio.create_task_group() as group:
         for job in jobs:
-            group.start_soon(_settle, store, dest, job)
+            group.start_soon(_settle, store, dest, job, s3a)
     for job in jobs:
         if not job.succeeded and not job.abort_instead:
-            await _finish_failed(store, dest, job)
+            await _finish_failed(store, dest, job, s3a)
     succeeded = [job for job in jobs if job.succeeded]
     expected = serial_outcomes(older, succeeded)
     found = visible(await output(store, dest))
@@ -218,6 +222,7 @@ async def sweep(
     setup: CommitOptions | None = None,
     leftovers: Callable[[Store, str], object] | None = None,
     reruns: bool = True,
+    s3a: S3CommitterOptions | None = None,
 ) -> Figures:
     """Run ``scenarios`` scenarios, each in its own destination below ``root``
     (``reruns``: a failed job is run again or aborted; else always aborted)."""
@@ -225,7 +230,13 @@ async def sweep(
     for number in range(scenarios):
         rng = random.Random(seed * 100_003 + number)
         exact, matched, detail, jobs, succeeded = await run_scenario(
-            store, join(root, f"s{number}"), rng, setup=setup, leftovers=leftovers, reruns=reruns
+            store,
+            join(root, f"s{number}"),
+            rng,
+            setup=setup,
+            leftovers=leftovers,
+            reruns=reruns,
+            s3a=s3a,
         )
         figures.scenarios += 1
         figures.jobs += jobs

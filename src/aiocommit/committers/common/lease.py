@@ -40,6 +40,7 @@ from contextlib import asynccontextmanager
 from typing import Literal
 
 import anyio
+import anyio.lowlevel
 import msgspec
 
 from aiocommit.committers.common.context import StageContext, run_to_end
@@ -59,7 +60,7 @@ LEASE_NAME = "_aiocommit.lease"
 CLAIM_INFIX = ".claim-"
 #: first and longest wait between two looks at a held lease
 FIRST_POLL_SECONDS = 0.02
-MAX_POLL_SECONDS = 1.0
+MAX_POLL_SECONDS = 0.5
 
 LeaseState = Literal["publishing", "abandoned"]
 
@@ -68,6 +69,11 @@ LeaseState = Literal["publishing", "abandoned"]
 Recovery = Callable[[StageContext, str], Awaitable[None]]
 
 _recovery: list[Recovery] = []
+#: per event loop: an event per destination, set when a job of this loop releases its
+#: lease there, so this loop's waiters look again at once (others poll)
+_RELEASED: anyio.lowlevel.RunVar[dict[str, anyio.Event]] = anyio.lowlevel.RunVar(
+    "aiocommit_released_leases"
+)
 #: the destinations (store URL) whose lease the current task holds: nested job calls
 #: (a take-over aborting the dead holder's commit) do not wait for themselves
 _HELD: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
@@ -126,7 +132,7 @@ async def destination_lease(context: StageContext) -> AsyncIterator[HeldLease | 
     fail: ``LeaseError`` when the lease was taken over while held (a renewal missed for
           ``lease_seconds``) or is unreadable; store errors of acquiring surface as such.
     """
-    key = context.qualify(context.layout.dest)
+    key = _key(context)
     if key in _HELD.get():
         yield None
         return
@@ -157,6 +163,25 @@ async def destination_lease(context: StageContext) -> AsyncIterator[HeldLease | 
     finally:
         _HELD.reset(reset)
     await run_to_end(lambda: _release(context, held.record))
+
+
+def _key(context: StageContext) -> str:
+    return context.qualify(context.layout.dest)
+
+
+def _released_events() -> dict[str, anyio.Event]:
+    try:
+        return _RELEASED.get()
+    except LookupError:
+        events: dict[str, anyio.Event] = {}
+        _RELEASED.set(events)
+        return events
+
+
+def _wake_waiters(context: StageContext) -> None:
+    event = _released_events().pop(_key(context), None)
+    if event is not None:
+        event.set()
 
 
 def _expiry(context: StageContext) -> float:
@@ -209,7 +234,8 @@ async def _acquire(context: StageContext) -> LeaseRecord:
         if current.job_id != holder_seen:
             holder_seen = current.job_id
             context.log.info("waiting for job %s's lease on the destination", current.job_id)
-        await anyio.sleep(wait * (0.5 + random.random()))
+        with anyio.move_on_after(wait * (0.5 + random.random())):
+            await _released_events().setdefault(_key(context), anyio.Event()).wait()
         wait = min(wait * 1.6, longest)
 
 
@@ -305,6 +331,8 @@ async def _give_up(context: StageContext, held: HeldLease) -> None:
         await _checked_write(context, record)
     except (LeaseError, StoreError) as error:
         context.log.warning("could not mark this job's lease abandoned: %s", error)
+    finally:
+        _wake_waiters(context)
 
 
 async def release_stale_lease(context: StageContext) -> None:
@@ -328,3 +356,5 @@ async def _release(context: StageContext, record: LeaseRecord) -> None:
             await context.ops.delete(path)
     except (LeaseError, StoreError, ManifestError) as error:
         context.log.warning("could not release this job's lease: %s", error)
+    finally:
+        _wake_waiters(context)
