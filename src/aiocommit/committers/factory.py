@@ -185,9 +185,9 @@ async def abort_unfinished_commit(context: StageContext, job_id: str) -> None:
     dead = dataclasses.replace(context, layout=JobLayout(context.layout.dest, job_id))
     try:
         committer = await job_committer(dead, dataclasses.replace(context.options, committer=None))
+        await committer.abort_job(dead, undo=True)
     except NotFound:
-        return
-    await committer.abort_job(dead, undo=True)
+        return  # the job is gone (cleaned up, or never set up here)
 
 
 register_recovery(abort_unfinished_commit)
