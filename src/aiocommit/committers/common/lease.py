@@ -336,10 +336,11 @@ async def _give_up(context: StageContext, held: HeldLease) -> None:
 
 
 async def release_stale_lease(context: StageContext) -> None:
-    """Delete the lease if it names this job, which committed: what a committed job's
-    re-run does after a release that failed or was killed (nobody else holds it then).
+    """Delete the lease if it names this job, which committed or is aborted: what a
+    committed job's re-run, and every abort, does after a release that failed or was
+    killed (nobody else holds it then).
 
-    pre:  the job's commit reached its commit point.
+    pre:  the job's commit reached its commit point, or the job is being aborted.
     post: no lease of this job is left at the destination.
     """
     path = lease_path(context.layout.dest)

@@ -43,7 +43,7 @@ from aiocommit.committers.common.commit_plan import (
 from aiocommit.committers.common.committer import AttemptFile, TaskAttempt
 from aiocommit.committers.common.context import StageContext, stage
 from aiocommit.committers.common.job_state import read_job_record
-from aiocommit.committers.common.lease import destination_lease
+from aiocommit.committers.common.lease import destination_lease, release_stale_lease
 from aiocommit.committers.common.resolve_conflicts import (
     clear_conflicts_stage,
     finish_conflicts_stage,
@@ -133,6 +133,7 @@ class ManifestCommitter:
                 lost.extend(await unrestorable(context, plan))
             if undo:
                 await restore_success_of_attempts(context, record.attempts)
+        await release_stale_lease(context)  # left by an earlier run of this abort, killed
         await cleanup_stage(context, name=S.JOB_STAGE_ABORT)
         return lost
 

@@ -31,7 +31,7 @@ from aiocommit.committers.common.commit_plan import (
     save_plan,
 )
 from aiocommit.committers.common.context import StageContext, stage
-from aiocommit.committers.common.lease import destination_lease
+from aiocommit.committers.common.lease import destination_lease, release_stale_lease
 from aiocommit.committers.common.resolve_conflicts import (
     clear_conflicts_stage,
     finish_conflicts_stage,
@@ -386,6 +386,7 @@ async def abort_s3(
                 lost = await unrestorable(context, plan)
             if revert:
                 await restore_success(context)
+    await release_stale_lease(context)  # left by an earlier run of this abort, killed
     await _cleanup(context, mops, s3_options, name=S.JOB_STAGE_ABORT)
     return lost
 
