@@ -99,13 +99,17 @@ def options_of(mode: str) -> CommitOptions:
     return CommitOptions(conflict_mode=mode)
 
 
-def apply_serially(older: Files, jobs: list[PlannedJob]) -> Files | None:
+def apply_serially(
+    older: Files, jobs: list[PlannedJob], *, append_overwrites: bool = False
+) -> Files | None:
     """The destination after ``jobs`` committed one after another in this order; None
-    when one of them would have been refused in this order."""
+    when one of them would have been refused in this order. ``append_overwrites``: an
+    append overwrites a same-named file (Hadoop S3A's staging default) instead of being
+    refused."""
     state = dict(older)
     for job in jobs:
         if job.mode == "append":
-            if any(name in state for name in job.files):
+            if not append_overwrites and any(name in state for name in job.files):
                 return None
         elif job.mode == "fail":
             if state:
@@ -119,10 +123,12 @@ def apply_serially(older: Files, jobs: list[PlannedJob]) -> Files | None:
     return state
 
 
-def serial_outcomes(older: Files, succeeded: list[PlannedJob]) -> list[Files]:
+def serial_outcomes(
+    older: Files, succeeded: list[PlannedJob], *, append_overwrites: bool = False
+) -> list[Files]:
     found = []
     for order in itertools.permutations(succeeded):
-        state = apply_serially(older, list(order))
+        state = apply_serially(older, list(order), append_overwrites=append_overwrites)
         if state is not None:
             found.append(state)
     return found
@@ -176,6 +182,7 @@ async def run_scenario(
     leftovers: Callable[[Store, str], object] | None = None,
     reruns: bool = True,
     s3a: S3CommitterOptions | None = None,
+    append_overwrites: bool = False,
 ) -> tuple[bool, int, str, int, int]:
     """One scenario; (exact, serial orders matched, what differed, jobs, committed)."""
     older, jobs = plan_scenario(rng, reruns=reruns)
@@ -192,7 +199,7 @@ async def run_scenario(
         if not job.succeeded and not job.abort_instead:
             await _finish_failed(store, dest, job, s3a)
     succeeded = [job for job in jobs if job.succeeded]
-    expected = serial_outcomes(older, succeeded)
+    expected = serial_outcomes(older, succeeded, append_overwrites=append_overwrites)
     found = visible(await output(store, dest))
     problems = []
     matched = sum(1 for state in expected if state == found)
@@ -223,6 +230,7 @@ async def sweep(
     leftovers: Callable[[Store, str], object] | None = None,
     reruns: bool = True,
     s3a: S3CommitterOptions | None = None,
+    append_overwrites: bool = False,
 ) -> Figures:
     """Run ``scenarios`` scenarios, each in its own destination below ``root``
     (``reruns``: a failed job is run again or aborted; else always aborted)."""
@@ -237,6 +245,7 @@ async def sweep(
             leftovers=leftovers,
             reruns=reruns,
             s3a=s3a,
+            append_overwrites=append_overwrites,
         )
         figures.scenarios += 1
         figures.jobs += jobs

@@ -60,12 +60,18 @@ async def _uploads_left(store: Store, dest: str) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("reruns", [False, True], ids=["aborted", "rerun"])
+@pytest.mark.parametrize("append_overwrites", [False, True], ids=["refused", "overwrites"])
 async def test_concurrent_jobs_cloud_sweep(
-    cloud_store_root: tuple[Store, str], request: pytest.FixtureRequest, reruns: bool
+    cloud_store_root: tuple[Store, str],
+    request: pytest.FixtureRequest,
+    reruns: bool,
+    append_overwrites: bool,
 ) -> None:
     """On the emulators, each store's default committer (S3: staging, its commit and
     abort not sweeping every upload under the destination, which takes a live
-    neighbour's uploads until a job aborts only its own)."""
+    neighbour's uploads until a job aborts only its own). ``overwrites``: the serial
+    model lets an append overwrite a same-named file, as S3's staging committer still
+    does (issue 33, behaviour 2): the lease's serial order, apart from that."""
     store, root = cloud_store_root
     kind = request.node.callspec.params["cloud_store_root"]
     s3a = S3CommitterOptions(abort_pending_uploads=False) if kind == "s3" else None
@@ -77,6 +83,7 @@ async def test_concurrent_jobs_cloud_sweep(
         reruns=reruns,
         leftovers=_uploads_left,
         s3a=s3a,
+        append_overwrites=append_overwrites,
     )
     print(figures.line(kind), *figures.failures[:5], sep="\n")
     assert figures.failures == []
