@@ -20,6 +20,8 @@ from aiocommit import (
 )
 from aiocommit.committers.common.lease import LEASE_NAME, LeaseRecord
 from aiocommit.stores.base import Store, join
+from aiocommit.stores.local import LocalStore
+from aiocommit.stores.memory import MemoryStore
 from tests.engine.test_job_states import part_way_commit
 from tests.helpers import MANIFEST, exists, output, write_task
 
@@ -53,11 +55,12 @@ async def _commit_all(
 
 
 async def test_two_fail_mode_jobs_into_an_empty_destination(
-    store_root: tuple[Store, str],
+    any_store_root: tuple[Store, str],
 ) -> None:
     """As if one after another: the first commits, the second finds its output."""
-    store, root = store_root
-    for round_number in range(ROUNDS):
+    store, root = any_store_root
+    rounds = ROUNDS if isinstance(store, LocalStore | MemoryStore) else 2
+    for round_number in range(rounds):
         dest = join(root, f"out{round_number}")
         jobs = [await _job(store, dest, {f"j{n}/f.dat": b"%d" % n}) for n in range(2)]
         outcome = await _commit_all(store, dest, jobs, CommitOptions(conflict_mode="fail"))
@@ -102,11 +105,11 @@ async def test_a_live_lease_makes_a_commit_wait(store_root: tuple[Store, str]) -
 
 
 async def test_an_expired_lease_is_taken_over_and_its_commit_aborted(
-    store_root: tuple[Store, str],
+    any_store_root: tuple[Store, str],
 ) -> None:
     """A holder that died part-way through its renames: the next job aborts its commit
     (its renamed files go back) before publishing, and the dead job is gone."""
-    store, root = store_root
+    store, root = any_store_root
     dest = join(root, "out")
     dead = await _job(store, dest, {f"part={n}/dead.dat": b"dead" for n in range(3)})
     await part_way_commit(store, dest, dead)  # renamed some, then failed
@@ -116,7 +119,8 @@ async def test_an_expired_lease_is_taken_over_and_its_commit_aborted(
     # as if it had died holding it: publishing, expired
     dead_lease = msgspec.structs.replace(record, state="publishing", expires=time.time() - 1)
     await store.write_bytes(lease, msgspec.json.encode(dead_lease))
-    assert any("dead.dat" in path for path in await output(store, dest))
+    if isinstance(store, LocalStore | MemoryStore):  # elsewhere none may have landed yet
+        assert any("dead.dat" in path for path in await output(store, dest))
     live = await _job(store, dest, {"part=9/live.dat": b"live"})
     await commit_job(dest, live, store=store)
     assert await output(store, dest) == {"part=9/live.dat": b"live"}
