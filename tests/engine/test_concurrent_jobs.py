@@ -59,6 +59,7 @@ async def _uploads_left(store: Store, dest: str) -> list[str]:
 
 
 @pytest.mark.slow
+@FULL_SWEEPS
 @pytest.mark.parametrize("reruns", [False, True], ids=["aborted", "rerun"])
 @pytest.mark.parametrize("append_overwrites", [False, True], ids=["refused", "overwrites"])
 async def test_concurrent_jobs_cloud_sweep(
