@@ -153,19 +153,20 @@ async def _settle(store: Store, dest: str, job: PlannedJob, s3a: S3CommitterOpti
         pass
 
 
-async def _finish_failed(
-    store: Store, dest: str, job: PlannedJob, s3a: S3CommitterOptions | None
-) -> None:
-    """A failed commit: run again with no options (the recorded mode), else abort."""
+async def _finish_failed(store: Store, dest: str, job: PlannedJob) -> None:
+    """A failed commit: run again with no options (the recorded mode), else abort. The
+    other jobs have settled by now, so no S3A settings are given (a given
+    ``S3CommitterOptions`` carries its own conflict mode, which overrides the recorded
+    one)."""
     if job.rerun:
         try:
-            await commit_job(dest, job.job_id, store=store, s3a=s3a)
+            await commit_job(dest, job.job_id, store=store)
             job.succeeded = True
             return
         except AiocommitError:
             pass
     with contextlib.suppress(NotFound):  # a take-over aborted it, and it is gone
-        await abort_job(dest, job.job_id, store=store, s3a=s3a)
+        await abort_job(dest, job.job_id, store=store)
 
 
 def visible(files: Files) -> Files:
@@ -197,7 +198,7 @@ async def run_scenario(
             group.start_soon(_settle, store, dest, job, s3a)
     for job in jobs:
         if not job.succeeded and not job.abort_instead:
-            await _finish_failed(store, dest, job, s3a)
+            await _finish_failed(store, dest, job)
     succeeded = [job for job in jobs if job.succeeded]
     expected = serial_outcomes(older, succeeded, append_overwrites=append_overwrites)
     found = visible(await output(store, dest))
