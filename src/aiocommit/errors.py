@@ -237,6 +237,11 @@ class OutputConflict(CommitError):
     different file there and deleting target files is off."""
 
 
+class LeaseError(CommitError):
+    """The destination's publish lease (``DEST/_aiocommit.lease``) was lost while this
+    job published (another job took it over after it expired), or cannot be read."""
+
+
 def first_error(error: BaseException) -> BaseException:
     """The error to report for ``error``: itself, or for an exception group (a task
     group's failure, nested or not) its first leaf that is not a cancellation (the

@@ -192,6 +192,14 @@ class CommitOptions:
         "with everything below it (Hadoop's partitioned committer), not to the whole "
         "destination. Unset: false, or what the job's commit plan recorded.",
     )
+    lease_seconds: float = _option(
+        30.0,
+        None,
+        "How long the destination's publish lease (DEST/_aiocommit.lease) stays valid "
+        "without renewal: the holder renews it every third of this; a job waiting for it "
+        "takes it over (aborting the holder's unfinished commit first) once it expired.",
+        above=0,
+    )
     tune_gc: bool = _option(
         False,
         None,

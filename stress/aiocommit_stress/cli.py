@@ -795,6 +795,26 @@ def bench_versus(**kw: Any) -> None:
     _run(kw, lambda r: versus_bench(common, spec, latency, concurrencies, processes, r))
 
 
+@bench.command("concurrent-jobs")
+@click.option("--jobs", type=int, default=4, show_default=True)
+@click.option("--files", type=int, default=20_000, show_default=True, help="Files per job.")
+@click.option("--tasks", type=int, default=20, show_default=True, help="Tasks per job.")
+@click.option("--workdir", type=click.Path(file_okay=False), default=None)
+@output_options
+def bench_concurrent_jobs(**kw: Any) -> None:
+    """Jobs into disjoint partitions of one local destination: committed together
+    against one after another, both in this run (ratio: together / one after another)."""
+    from aiocommit_stress.concurrent_jobs import concurrent_jobs_bench
+
+    jobs, files, tasks, workdir = (
+        kw.pop("jobs"),
+        kw.pop("files"),
+        kw.pop("tasks"),
+        kw.pop("workdir"),
+    )
+    _run(kw, lambda r: concurrent_jobs_bench(jobs, files, tasks, workdir, r))
+
+
 @bench.command("cpu")
 @click.option("--tasks", type=int, default=1000, show_default=True)
 @click.option("--files-per-task", type=int, default=100, show_default=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -43,6 +44,28 @@ async def test_write_without_overwrite(any_store_root: tuple[Store, str]) -> Non
     with pytest.raises(AlreadyExists):
         await store.write_bytes(join(root, "f"), b"two", overwrite=False)
     assert await store.read_bytes(join(root, "f")) == b"one"
+
+
+async def test_racing_creates_have_one_winner(any_store_root: tuple[Store, str]) -> None:
+    """``write_bytes`` without overwrite is a create-if-absent: of writers racing to
+    create one file exactly one succeeds and its bytes are there (the destination's
+    publish lease rests on it)."""
+    store, root = any_store_root
+    path = join(root, "_lease")
+    won: list[int] = []
+
+    async def create(n: int) -> None:
+        try:
+            await store.write_bytes(path, b"%d" % n, overwrite=False)
+        except AlreadyExists:
+            return
+        won.append(n)
+
+    async with anyio.create_task_group() as group:
+        for n in range(6):
+            group.start_soon(create, n)
+    assert len(won) == 1, won
+    assert await store.read_bytes(path) == b"%d" % won[0]
 
 
 async def test_listing_pages_and_kinds(any_store_root: tuple[Store, str]) -> None:

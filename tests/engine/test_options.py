@@ -122,6 +122,7 @@ def test_every_option_is_read_by_the_engine() -> None:
         "processes": 2,  # read, then the memory store stays in the caller's loop
         "committer": "manifest",
         "tune_gc": True,
+        "lease_seconds": 30.0,
     }
     assert set(values) == RecordingOptions.fields, "give every option a value here"
 

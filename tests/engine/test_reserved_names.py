@@ -1,5 +1,5 @@
 """A task may not write what the commit protocol keeps for itself (``_SUCCESS``,
-``_temporary/...``, ``__magic...``): refused at the write, with one ``InvalidInput``
+``_temporary/...``, ``__magic...``, the destination's lease): refused at the write, with one ``InvalidInput``
 line, whatever the committer and store; nothing of it reaches the destination."""
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ RESERVED = [
     "__magic/x.csv",
     "p=1/__magic/x.csv",
     "__magic_job-job_1_1/x.csv",
+    "_aiocommit.lease",
+    "_aiocommit.lease.claim-abc",
 ]
 
 

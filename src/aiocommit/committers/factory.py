@@ -25,6 +25,7 @@ import msgspec
 
 from aiocommit.committers.common.committer import Committer
 from aiocommit.committers.common.context import StageContext, stage
+from aiocommit.committers.common.lease import register_recovery
 from aiocommit.committers.manifest.committer import ManifestCommitter
 from aiocommit.committers.s3a.committer import S3ACommitter
 from aiocommit.committers.s3a.options import S3CommitterOptions
@@ -175,3 +176,18 @@ async def _recognised(
     if asked is not None:
         return S3ACommitter(S3CommitterOptions.of_kind(asked, s3a))
     return S3ACommitter(s3a)
+
+
+async def abort_unfinished_commit(context: StageContext, job_id: str) -> None:
+    """Abort job ``job_id``'s commit in the destination of ``context``: what a job that
+    takes over a dead or failed holder's lease does first (``common.lease``). A job
+    that left nothing has nothing to abort."""
+    dead = dataclasses.replace(context, layout=JobLayout(context.layout.dest, job_id))
+    try:
+        committer = await job_committer(dead, dataclasses.replace(context.options, committer=None))
+        await committer.abort_job(dead, undo=True)
+    except NotFound:
+        return  # the job is gone (cleaned up, or never set up here)
+
+
+register_recovery(abort_unfinished_commit)

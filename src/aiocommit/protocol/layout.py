@@ -32,19 +32,23 @@ TEMP_MANIFEST_SUFFIX = "-manifest.json.tmp"
 #: the magic committer's directories (``__magic``, Hadoop's ``__magic_job-JOB``) start so
 MAGIC_PREFIX = "__magic"
 
+#: the per-destination publish lease (aiocommit only; ``committers/common/lease.py``) and
+#: its claims, ``LEASE.claim-TOKEN``
+LEASE = "_aiocommit.lease"
 #: names at the top of a destination the commit protocol keeps for itself
 RESERVED_TOP_NAMES = frozenset({SUCCESS, TEMPORARY})
 
 
 def check_output_name(relative: str) -> str:
     """``relative`` (a task's output path, relative to the destination) unless it names
-    what the protocol keeps: ``_SUCCESS`` or ``_temporary`` at the top, or a directory
+    what the protocol keeps: ``_SUCCESS``, ``_temporary`` or the lease (and its claims)
+    at the top, or a directory
     starting ``__magic`` anywhere (Hadoop's S3A client treats those as magic paths).
 
     fail: ``ReservedName`` (an ``InvalidInput``), before anything is written.
     """
     parts = relative.strip("/").split("/")
-    if parts[0] in RESERVED_TOP_NAMES:
+    if parts[0] in RESERVED_TOP_NAMES or parts[0].startswith(LEASE):
         raise ReservedName(
             f"task output {relative!r}: {parts[0]} at the top of the destination is the "
             "commit protocol's own; write the file under another name"

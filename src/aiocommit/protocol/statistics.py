@@ -18,6 +18,8 @@ OP_LOAD_PENDING_SET = "op_load_pending_set"
 OP_LOAD_PENDING = "op_load_pending"
 #: the job's committer record (``committer.json``)
 OP_LOAD_COMMITTER = "op_load_committer_record"
+#: aiocommit: a read of the destination's publish lease
+OP_LOAD_LEASE = "op_load_lease"
 OP_WRITE = "op_save_file"
 OP_UPLOAD = "op_upload_file"
 COMMIT_FILE_RENAME = "commit_file_rename"
@@ -94,6 +96,7 @@ STORE_OPERATIONS = (
     OP_LOAD_PENDING_SET,
     OP_LOAD_PENDING,
     OP_LOAD_COMMITTER,
+    OP_LOAD_LEASE,
     OP_WRITE,
     COMMIT_FILE_RENAME,
 )

@@ -45,6 +45,8 @@ T = TypeVar("T")
 
 _RENAME_NOREPLACE = 1
 _AT_FDCWD = -100
+#: tries of a ``mkdirs`` whose new parent another caller removes while it was still empty
+MAKE_DIRS_ATTEMPTS = 8
 
 
 def _load_renameat2() -> Callable[[str, str], None] | None:
@@ -349,10 +351,17 @@ def _stat_path(path: str) -> FileStatus:
 
 
 def _make_dirs(path: str) -> None:
-    try:
-        os.makedirs(path, exist_ok=True)
-    except (FileExistsError, NotADirectoryError) as error:
-        raise AlreadyExists("a file is in the way", path=path, operation="mkdirs") from error
+    for _ in range(MAKE_DIRS_ATTEMPTS):
+        try:
+            os.makedirs(path, exist_ok=True)
+            return
+        except (FileExistsError, NotADirectoryError) as error:
+            raise AlreadyExists("a file is in the way", path=path, operation="mkdirs") from error
+        except FileNotFoundError:
+            # a parent made here was removed before its child was (another job's cleanup
+            # removing an empty ``_temporary``): make the parents again
+            continue
+    os.makedirs(path, exist_ok=True)
 
 
 def _remove(path: str, recursive: bool) -> bool:
@@ -360,12 +369,15 @@ def _remove(path: str, recursive: bool) -> bool:
         info = os.lstat(path)
     except FileNotFoundError:
         return False
-    if not stat_module.S_ISDIR(info.st_mode):
-        os.unlink(path)
-    elif recursive:
-        _remove_tree(path)
-    else:
-        os.rmdir(path)
+    try:
+        if not stat_module.S_ISDIR(info.st_mode):
+            os.unlink(path)
+        elif recursive:
+            _remove_tree(path)
+        else:
+            os.rmdir(path)
+    except FileNotFoundError:
+        return False  # removed meanwhile (another job's cleanup of an empty directory)
     return True
 
 

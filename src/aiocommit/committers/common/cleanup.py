@@ -4,7 +4,9 @@ pre:  none (idempotent; safe after a partial commit, a crash or an earlier clean
 post: ``_temporary/JOB`` is gone: on stores whose directory delete is O(files), task
       attempt directories first and in parallel, to spread the work; on stores with a
       cheap tree delete (ADLS with HNS, memory), in one call; ``_temporary`` itself is
-      removed when no other job uses it. Attempt directories that no loaded manifest
+      removed only when empty, never by a recursive delete: another job's directory
+      there (even one being created while this runs) stays, and another cleanup
+      removing it first is no failure. Attempt directories that no loaded manifest
       named (failed, aborted or losing attempts) are counted.
 fail: raised unless ``cleanup_ignore_failures``; then logged and counted.
 """
@@ -51,12 +53,22 @@ async def cleanup_stage(
             await ops.delete(layout.job_dir, recursive=True)
             progress.done = progress.total
             progress.finish()
-            try:
-                await ops.delete(layout.temporary_dir, recursive=False)
-            except NotEmpty:
-                pass  # another job's directory is there
+            await remove_if_empty(context, layout.temporary_dir)
     except Exception as error:
         if not context.options.cleanup_ignore_failures:
             raise
         context.stats.increment(S.JOB_STAGE_CLEANUP + ".ignored_failures")
         context.log.warning("cleanup failed, ignored: %s", error)
+
+
+async def remove_if_empty(context: StageContext, directory: str) -> None:
+    """Delete ``directory`` (``_temporary``, ``__magic``) only if it is empty.
+
+    pre:  none.
+    post: ``directory`` is gone if it held nothing; a directory holding another job's
+          data (or already removed by another job's cleanup) is left as it is.
+    """
+    try:
+        await context.ops.delete(directory, recursive=False)
+    except (NotEmpty, NotFound):
+        pass  # another job's directory is there, or another cleanup removed it first

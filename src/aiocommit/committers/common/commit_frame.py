@@ -2,11 +2,12 @@
 
     recognise an earlier success (then only clean up)
     -> load the committed tasks' records and fix them in the commit plan
+    -> take the destination's lease (``lease``: one job at a time from here)
     -> resolve conflicts with existing output (nothing changes; a refusal is recorded)
     -> set an older job's _SUCCESS aside (the destination changes from here on)
     -> publish the output (clear the way, rename or complete uploads) up to the
        commit point
-    -> save _SUCCESS -> cleanup
+    -> save _SUCCESS -> release the lease -> cleanup
     -> (summary report, always; the failure recorded in it)
 
 A committer supplies the steps (``JobCommitSteps``); the frame owns the summary, the
@@ -22,6 +23,7 @@ import anyio
 import anyio.to_thread
 
 from aiocommit.committers.common.context import StageContext, run_to_end, stage
+from aiocommit.committers.common.lease import destination_lease, release_stale_lease
 from aiocommit.committers.common.save_success import (
     read_success,
     save_report,
@@ -33,7 +35,7 @@ from aiocommit.committers.common.summary import (
     committer_diagnostics,
     record_failure,
 )
-from aiocommit.errors import first_error
+from aiocommit.errors import ManifestError, OutputConflict, first_error
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.success import SuccessData
@@ -97,33 +99,48 @@ async def run_job_commit(context: StageContext, steps: JobCommitSteps) -> Succes
     summary = SuccessData.now(layout.job_id, context.job_id_source)
     summary.diagnostics.update(committer_diagnostics(options))
     existing: SuccessData | None = None
+    tidied = False
     try:
         async with stage(context, S.COMMITTER_COMMIT_JOB), steps.running(context):
             existing = await read_success(context)
             if existing is not None:
                 context.log.info("job %s already committed; nothing to do", layout.job_id)
                 summary = existing
+                await release_stale_lease(context)
                 if not options.cleanup_skip:
                     await steps.cleanup(context)
                 return existing
             await steps.load(context, summary)
-            await steps.resolve_conflicts(context)  # every conflict known; nothing changed
-            if steps.committing:
-                # the destination changes from here on: an older job's _SUCCESS goes
-                # aside (an abort puts it back)
-                await set_aside_success_stage(context)
-            await steps.publish(context, summary)
-            summary.iostatistics = combined_statistics(context, steps.task_stats)
-            if options.write_success:
-                await save_success_stage(context, summary)
+            # one job at a time changes the destination: concurrent commits land as if
+            # one after another (loading and checking above run in parallel)
+            async with destination_lease(context) as lease:
+                try:
+                    try:
+                        # every conflict known; nothing changed
+                        await steps.resolve_conflicts(context)
+                    except (OutputConflict, ManifestError):
+                        if lease is not None:
+                            lease.refused()  # refused before anything changed
+                        raise
+                    if steps.committing:
+                        # the destination changes from here on: an older job's _SUCCESS
+                        # goes aside (an abort puts it back)
+                        await set_aside_success_stage(context)
+                    await steps.publish(context, summary)
+                    summary.iostatistics = combined_statistics(context, steps.task_stats)
+                    if options.write_success:
+                        await save_success_stage(context, summary)
+                except BaseException as raw:
+                    tidied = True  # while no other job changes the destination
+                    await _after_failure(context, steps, raw)
+                    raise
             if not options.cleanup_skip:
                 await steps.cleanup(context)
         return summary
     except BaseException as raw:
-        error = first_error(raw)
-        if isinstance(error, Exception):
-            await run_to_end(lambda: steps.after_failure(context, error))
-        record_failure(summary, error)
+        if not tidied:
+            await _after_failure(context, steps, raw)
+        record_failure(summary, first_error(raw))
         raise
     finally:
         if summary is not existing:
@@ -136,3 +153,9 @@ async def run_job_commit(context: StageContext, steps: JobCommitSteps) -> Succes
             await save_report(context, summary)
 
         await run_to_end(tidy)
+
+
+async def _after_failure(context: StageContext, steps: JobCommitSteps, raw: BaseException) -> None:
+    error = first_error(raw)
+    if isinstance(error, Exception):
+        await run_to_end(lambda: steps.after_failure(context, error))

@@ -6,8 +6,8 @@ Hadoop S3A's ``fs.s3a.committer.staging.conflict-mode``; its scope is the whole
 destination, or with ``partitioned`` every directory the job writes a file into, with
 everything below it (Hadoop's ``PartitionedStagingCommitter``; a file directly in the
 destination makes the whole destination a partition). The job's own directories
-(``_temporary``, ``__magic``) are never in scope; ``_SUCCESS`` is when the whole
-destination is.
+(``_temporary``, ``__magic``) and the destination's lease are never in scope;
+``_SUCCESS`` is when the whole destination is.
 
 ``fail``
     The scope holds a file (``_SUCCESS`` too): ``OutputConflict``, nothing changed.
@@ -66,6 +66,7 @@ from aiocommit.committers.common.commit_plan import (
 )
 from aiocommit.committers.common.context import StageContext, parallel, stage
 from aiocommit.committers.common.directories import remove_empty_directories
+from aiocommit.committers.common.lease import is_lease_file
 from aiocommit.errors import AlreadyExists, ManifestError, NotFound, OutputConflict
 from aiocommit.options import CONFLICT_MODES
 from aiocommit.protocol import statistics as S
@@ -218,7 +219,9 @@ async def _decide(
     directories: list[str] = []
 
     async def scan(root: str) -> None:
-        found, below = await walk_tree(context, root, lambda p: p in hidden or p in ours)
+        found, below = await walk_tree(
+            context, root, lambda p: p in hidden or p in ours or is_lease_file(dest, p)
+        )
         files.extend(found)
         if below is not None:
             directories.extend(below)

@@ -43,6 +43,7 @@ from aiocommit.committers.common.commit_plan import (
 from aiocommit.committers.common.committer import AttemptFile, TaskAttempt
 from aiocommit.committers.common.context import StageContext, stage
 from aiocommit.committers.common.job_state import read_job_record
+from aiocommit.committers.common.lease import destination_lease, release_stale_lease
 from aiocommit.committers.common.resolve_conflicts import (
     clear_conflicts_stage,
     finish_conflicts_stage,
@@ -120,16 +121,19 @@ class ManifestCommitter:
             return []
         if undo and record.state == "committing":
             job_id = context.layout.job_id
-            for layout, plan in record.layouts(context.layout.dest, job_id, COMMITTING):
-                await undo_commit_stage(
-                    dataclasses.replace(context, layout=layout), plan, new_statistics()
-                )
+            # undone while no other job publishes (its files could land where ours were)
+            async with destination_lease(context):
+                for layout, plan in record.layouts(context.layout.dest, job_id, COMMITTING):
+                    await undo_commit_stage(
+                        dataclasses.replace(context, layout=layout), plan, new_statistics()
+                    )
         lost: list[str] = []
         if record.state != "committed":
             for plan in record.plans.values():
                 lost.extend(await unrestorable(context, plan))
             if undo:
                 await restore_success_of_attempts(context, record.attempts)
+        await release_stale_lease(context)  # left by an earlier run of this abort, killed
         await cleanup_stage(context, name=S.JOB_STAGE_ABORT)
         return lost
 

@@ -19,12 +19,11 @@ destination-wide sweep of old uploads is ``abort_old_uploads`` (``aiocommit clea
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections.abc import Collection, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 
-from aiocommit.committers.common.cleanup import cleanup_stage
+from aiocommit.committers.common.cleanup import cleanup_stage, remove_if_empty
 from aiocommit.committers.common.commit_frame import run_job_commit
 from aiocommit.committers.common.commit_plan import (
     COMMITTED,
@@ -36,6 +35,7 @@ from aiocommit.committers.common.commit_plan import (
 )
 from aiocommit.committers.common.context import StageContext, stage
 from aiocommit.committers.common.job_state import require_job
+from aiocommit.committers.common.lease import destination_lease, release_stale_lease
 from aiocommit.committers.common.resolve_conflicts import (
     clear_conflicts_stage,
     finish_conflicts_stage,
@@ -60,7 +60,7 @@ from aiocommit.committers.s3a.load_pendingsets import (
 )
 from aiocommit.committers.s3a.options import S3CommitterOptions
 from aiocommit.committers.s3a.walk import walk_files
-from aiocommit.errors import AlreadyExists, ManifestError, NotEmpty, NotFound
+from aiocommit.errors import AlreadyExists, ManifestError, NotFound
 from aiocommit.io.multipart import MultipartOperations
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
@@ -355,8 +355,8 @@ async def _cleanup(
             await abort_own_uploads(context, mops, completed)
     async with stage(context, name):
         await context.ops.delete(magic_job_dir(context.layout), recursive=True)
-        with contextlib.suppress(NotEmpty):  # __magic itself, when no other job uses it
-            await context.ops.delete(parent_of(magic_job_dir(context.layout)))
+        # __magic itself, only when no other job uses it
+        await remove_if_empty(context, parent_of(magic_job_dir(context.layout)))
     await cleanup_stage(context, name=name)
 
 
@@ -420,19 +420,22 @@ async def abort_s3(
     lost: list[str] = []
     committed = await _committed(context)
     if not committed:
-        async with stage(context, S.JOB_STAGE_ABORT):
+        plan = await read_plan(context)
+        # a started commit is undone while no other job publishes
+        undoing = nullcontext() if plan is None else destination_lease(context)
+        async with undoing, stage(context, S.JOB_STAGE_ABORT):
             commits = await readable_pending(context)
             await abort_pending_stage(context, mops, commits, revert=revert)
             # uploads of attempts that died before their task commit named them
             settled = {c.upload_id for c in commits}
             recorded = await recorded_uploads(context, settled=settled)
             await abort_recorded_stage(context, mops, recorded)
-            plan = await read_plan(context)
             if plan is not None:  # the job's output is gone: the old output back
                 await restore_replaced_stage(context, plan)
                 lost = await unrestorable(context, plan)
             if revert:
                 await restore_success(context)
+    await release_stale_lease(context)  # left by an earlier run of this abort, killed
     await _cleanup(context, mops, s3_options, name=S.JOB_STAGE_ABORT, uploads_settled=not committed)
     return lost
 

@@ -1,0 +1,154 @@
+"""The destination's publish lease: concurrent job commits into one destination land as
+if one after another (issue 33, behaviour 5), a dead holder's lease is taken over."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+import msgspec
+
+from aiocommit import (
+    CommitError,
+    CommitOptions,
+    OutputConflict,
+    abort_job,
+    commit_job,
+    commit_task,
+    list_jobs,
+    setup_job,
+)
+from aiocommit.committers.common.lease import LEASE_NAME, LeaseRecord
+from aiocommit.stores.base import Store, join
+from aiocommit.stores.local import LocalStore
+from aiocommit.stores.memory import MemoryStore
+from tests.engine.test_job_states import part_way_commit
+from tests.helpers import MANIFEST, exists, output, write_task
+
+ROUNDS = 6
+
+
+async def _job(store: Store, dest: str, files: dict[str, bytes]) -> str:
+    job_id = await setup_job(dest, store=store, options=MANIFEST)
+    attempt = await write_task(store, dest, job_id, 0, 0, files)
+    await commit_task(attempt, store=store)
+    return job_id
+
+
+async def _commit_all(
+    store: Store, dest: str, jobs: list[str], options: CommitOptions
+) -> dict[str, BaseException | None]:
+    """Commit ``jobs`` together; each job's outcome (None: committed)."""
+    outcome: dict[str, BaseException | None] = {}
+
+    async def one(job_id: str) -> None:
+        try:
+            await commit_job(dest, job_id, store=store, options=options)
+            outcome[job_id] = None
+        except CommitError as error:
+            outcome[job_id] = error
+
+    async with anyio.create_task_group() as group:
+        for job_id in jobs:
+            group.start_soon(one, job_id)
+    return outcome
+
+
+async def test_two_fail_mode_jobs_into_an_empty_destination(
+    any_store_root: tuple[Store, str],
+) -> None:
+    """As if one after another: the first commits, the second finds its output."""
+    store, root = any_store_root
+    rounds = ROUNDS if isinstance(store, LocalStore | MemoryStore) else 2
+    for round_number in range(rounds):
+        dest = join(root, f"out{round_number}")
+        jobs = [await _job(store, dest, {f"j{n}/f.dat": b"%d" % n}) for n in range(2)]
+        outcome = await _commit_all(store, dest, jobs, CommitOptions(conflict_mode="fail"))
+        winners = [job for job, error in outcome.items() if error is None]
+        assert len(winners) == 1, outcome
+        (loser,) = set(jobs) - set(winners)
+        assert isinstance(outcome[loser], OutputConflict)
+        await abort_job(dest, loser, store=store)
+        n = jobs.index(winners[0])
+        assert await output(store, dest) == {f"j{n}/f.dat": b"%d" % n}
+        assert not await exists(store, join(dest, LEASE_NAME))
+        assert not await exists(store, join(dest, "_temporary"))
+
+
+async def test_two_jobs_replacing_one_partition_leave_one_job_in_it(
+    store_root: tuple[Store, str],
+) -> None:
+    store, root = store_root
+    options = CommitOptions(conflict_mode="replace", replace_partitions=True)
+    for round_number in range(ROUNDS):
+        dest = join(root, f"out{round_number}")
+        jobs = [await _job(store, dest, {f"p=0/j{n}.dat": b"%d" % n}) for n in range(2)]
+        outcome = await _commit_all(store, dest, jobs, options)
+        assert all(error is None for error in outcome.values()), outcome
+        left = await output(store, dest)
+        assert left in ({"p=0/j0.dat": b"0"}, {"p=0/j1.dat": b"1"}), left
+
+
+async def test_a_live_lease_makes_a_commit_wait(store_root: tuple[Store, str]) -> None:
+    store, root = store_root
+    dest = join(root, "out")
+    job_id = await _job(store, dest, {"a.dat": b"a"})
+    live = LeaseRecord(job_id="job_other_0001", token="t0", expires=time.time() + 60)
+    await store.write_bytes(join(dest, LEASE_NAME), msgspec.json.encode(live))
+    with anyio.move_on_after(0.5) as waited:
+        await commit_job(dest, job_id, store=store)
+    assert waited.cancelled_caught
+    assert await output(store, dest, ignore=("_SUCCESS", LEASE_NAME)) == {}
+    await store.delete(join(dest, LEASE_NAME))  # the holder releases it
+    await commit_job(dest, job_id, store=store)
+    assert await output(store, dest) == {"a.dat": b"a"}
+
+
+async def test_an_expired_lease_is_taken_over_and_its_commit_aborted(
+    any_store_root: tuple[Store, str],
+) -> None:
+    """A holder that died part-way through its renames: the next job aborts its commit
+    (its renamed files go back) before publishing, and the dead job is gone."""
+    store, root = any_store_root
+    dest = join(root, "out")
+    dead = await _job(store, dest, {f"part={n}/dead.dat": b"dead" for n in range(3)})
+    await part_way_commit(store, dest, dead)  # renamed some, then failed
+    lease = join(dest, LEASE_NAME)
+    record = msgspec.json.decode(await store.read_bytes(lease), type=LeaseRecord)
+    assert record.job_id == dead and record.state == "abandoned"
+    # as if it had died holding it: publishing, expired
+    dead_lease = msgspec.structs.replace(record, state="publishing", expires=time.time() - 1)
+    await store.write_bytes(lease, msgspec.json.encode(dead_lease))
+    if isinstance(store, LocalStore | MemoryStore):  # elsewhere none may have landed yet
+        assert any("dead.dat" in path for path in await output(store, dest))
+    live = await _job(store, dest, {"part=9/live.dat": b"live"})
+    await commit_job(dest, live, store=store)
+    assert await output(store, dest) == {"part=9/live.dat": b"live"}
+    assert [job.job_id for job in await list_jobs(dest, store=store)] == []
+    assert not await exists(store, lease)
+
+
+async def test_a_cancelled_commit_is_finished_by_its_rerun(store_root: tuple[Store, str]) -> None:
+    """Cancelled while publishing, the job leaves its lease abandoned; its re-run takes
+    it back at once and finishes."""
+    store, root = store_root
+    dest = join(root, "out")
+    files = {f"part={n % 4}/f{n}.dat": b"x" for n in range(40)}
+    job_id = await _job(store, dest, files)
+    with anyio.move_on_after(0.002):
+        await commit_job(dest, job_id, store=store, options=CommitOptions(concurrency=1))
+    with anyio.fail_after(5):
+        await commit_job(dest, job_id, store=store)
+    assert await output(store, dest) == files
+    assert not await exists(store, join(dest, LEASE_NAME))
+
+
+async def test_jobs_into_disjoint_partitions_all_commit(store_root: tuple[Store, str]) -> None:
+    """Append jobs into disjoint partitions all commit."""
+    store, root = store_root
+    dest = join(root, "out")
+    jobs = 3
+    ids = [await _job(store, dest, {f"p={n}/f.dat": b"%d" % n}) for n in range(jobs)]
+    outcome = await _commit_all(store, dest, ids, CommitOptions())
+    assert all(error is None for error in outcome.values()), outcome
+    assert await output(store, dest) == {f"p={n}/f.dat": b"%d" % n for n in range(jobs)}
