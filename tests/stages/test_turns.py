@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from aiocommit.io import turns
-from aiocommit.io.turns import SLICE_SECONDS, take_turn
+from aiocommit.runtime import turns
+from aiocommit.runtime.turns import SLICE_SECONDS, take_turn
 
 
 def _busy(seconds: float) -> None:

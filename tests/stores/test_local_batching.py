@@ -17,7 +17,8 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from aiocommit.stores import blocking, local
+from aiocommit.runtime import blocking
+from aiocommit.stores import local
 from aiocommit.stores.local import LocalStore
 
 

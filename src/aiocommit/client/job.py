@@ -25,10 +25,10 @@ from aiocommit.committers.factory import (
     save_committer,
 )
 from aiocommit.committers.s3a.options import S3CommitterOptions
-from aiocommit.io.heap import release_free_memory
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.ids import new_job_id
 from aiocommit.protocol.success import SuccessData
+from aiocommit.runtime.heap import release_free_memory
 from aiocommit.stores.base import Store
 
 
