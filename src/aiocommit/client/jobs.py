@@ -1,14 +1,13 @@
 """``list_jobs``: every job with a directory under ``DEST/_temporary``, with the state
-its durable record gives (see ``aiocommit.committers.common.job_state``) and what it holds."""
+its durable record gives (see ``aiocommit.committers.common.job_state``) and what it holds;
+shortcuts over a ``Client`` made for one call (``Client.list_jobs``, ``Job.info``)."""
 
 from __future__ import annotations
 
-from aiocommit.client.inventory import JobInfo, job_in, job_started, jobs_in
-from aiocommit.committers.common.session import open_operations
-from aiocommit.errors import NotEmpty, NotFound
+from aiocommit.client.client import Client
+from aiocommit.client.inventory import JobInfo, job_started
 from aiocommit.options import CommitOptions
-from aiocommit.protocol.layout import TEMPORARY
-from aiocommit.stores.base import Store, join
+from aiocommit.stores.base import Store
 
 __all__ = ["JobInfo", "job_info", "job_started", "list_jobs", "remove_empty_temporary"]
 
@@ -21,8 +20,8 @@ async def list_jobs(
     Every store call goes through ``StoreOperations`` (limits, retries). Raises
     ``NotFound`` when ``dest`` is not a directory.
     """
-    async with open_operations(dest, store=store, options=options) as (ops, path):
-        return await jobs_in(ops, path)
+    async with Client(dest, store=store, options=options) as client:
+        return await client.list_jobs()
 
 
 async def job_info(
@@ -32,8 +31,8 @@ async def job_info(
     when only the destination's ``_SUCCESS`` names it (committed and cleaned up).
 
     Raises ``JobNotFound`` when no such job is at ``dest`` (never set up there)."""
-    async with open_operations(dest, store=store, options=options) as (ops, path):
-        return await job_in(ops, path, job_id)
+    async with Client(dest, store=store, options=options) as client:
+        return await client.job(job_id).info()
 
 
 async def remove_empty_temporary(
@@ -42,8 +41,5 @@ async def remove_empty_temporary(
     """Remove ``DEST/_temporary`` if it holds nothing: what a cleanup killed after
     deleting the last job's directory leaves (on S3 a zero-byte ``_temporary/`` marker).
     Returns whether it was removed."""
-    async with open_operations(dest, store=store, options=options) as (ops, path):
-        try:
-            return await ops.delete(join(path, TEMPORARY), recursive=False)
-        except (NotEmpty, NotFound):
-            return False
+    async with Client(dest, store=store, options=options) as client:
+        return await client.remove_empty_temporary()
