@@ -77,7 +77,8 @@ async def commit_task(
     (``committed_name``) instead, for a caller that picks the winning attempts itself
     and commits exactly those. ``written``: every file the attempt wrote below its
     ``work_dir`` (relative path, size), when the caller knows them: the manifest
-    committer then lists nothing."""
+    committer then lists nothing. Without ``store``, an attempt set up by a ``Client``
+    commits through that client; any other opens its store from ``attempt.dest``."""
     async with open_attempt(attempt, store, options) as context:
         return await attempt.committer.commit_task(
             context, attempt, per_attempt=per_attempt, written=written
