@@ -14,6 +14,7 @@ import pytest
 
 import aiocommit
 from aiocommit import Client, CommitOptions, InvalidInput, commit_job, commit_task, setup_job
+from aiocommit.runtime.runtime import current as current_runtime
 from aiocommit.stores.base import Store
 from aiocommit.stores.memory import MemoryStore
 from aiocommit.stores.registry import OPENERS, register_scheme
@@ -76,6 +77,7 @@ async def write_tasks(job: aiocommit.Job, prefix: str, tasks: int) -> None:
 
 async def test_one_client_opens_the_store_once_for_several_jobs(counted: str) -> None:
     async with Client(counted) as client:
+        assert client.runtime is current_runtime()  # the loop's, shared
         first, second = await client.setup_job(), await client.setup_job()
         assert first.job_id != second.job_id
         await write_tasks(first, "a", 3)

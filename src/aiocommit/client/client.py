@@ -13,9 +13,11 @@ The client opens the store once (on S3: one aiobotocore client and connection po
 holds the limits every job of it shares (``Limits``: the in-flight limit and the
 configured rates; ``Client(..., limits=other.limits)`` shares them between clients).
 Each job operation gets its own stage context and statistics on that store. The
-module-level functions (``setup_job`` ...) are shortcuts over a client made for one
-call. ``async with`` closes what the client opened, however the block ends; a closed
-client refuses use (``InvalidInput``).
+loop-sharing runtime is the running loop's (``runtime``: one per event loop, shared by
+every client on it, since a loop has one budget to share). The module-level functions
+(``setup_job`` ...) are shortcuts over a client made for one call. ``async with``
+closes what the client opened, however the block ends; a closed client refuses use
+(``InvalidInput``).
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ from aiocommit.protocol.manifest import TaskManifest
 from aiocommit.protocol.pending import PendingSet
 from aiocommit.protocol.success import SuccessData
 from aiocommit.runtime.heap import release_free_memory
+from aiocommit.runtime.runtime import Runtime
+from aiocommit.runtime.runtime import current as current_runtime
 from aiocommit.stores.base import Store, StoreOpener, join, opener_of
 from aiocommit.stores.registry import open_store, reopen_url
 
@@ -129,6 +133,13 @@ class Client:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def runtime(self) -> Runtime:
+        """The running event loop's runtime, which the client's stores and stages share
+        with everything else on the loop (call it inside the loop)."""
+        self._check_open()
+        return current_runtime()
 
     async def __aenter__(self) -> Client:
         self._check_open()
