@@ -2,7 +2,17 @@
 protocol, and on S3 the S3A staging and magic committers.
 
 One API on every store; the job's committer is chosen at ``setup_job`` from the store
-(staging on S3, the manifest committer elsewhere) or ``CommitOptions.committer``::
+(staging on S3, the manifest committer elsewhere) or ``CommitOptions.committer``. A
+``Client`` opens the store once for all its jobs::
+
+    async with Client("s3a://bucket/out") as client:
+        job = await client.setup_job()
+        attempt = await job.setup_task(0)
+        await attempt.write_bytes("part-00000.csv", b"a,b\n")
+        await job.commit_task(attempt)
+        summary = await job.commit()
+
+and the module's functions are shortcuts over a client made for one call::
 
     job_id = await setup_job("s3a://bucket/out")
     attempt = await setup_task("s3a://bucket/out", job_id, 0)
@@ -23,6 +33,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from aiocommit.client.client import Client, Job
     from aiocommit.client.job import abort_job, cleanup_job, commit_job, setup_job
     from aiocommit.client.jobs import JobInfo, job_info, list_jobs
     from aiocommit.client.task import (
@@ -58,6 +69,7 @@ if TYPE_CHECKING:
         Transient,
         UnknownOption,
     )
+    from aiocommit.io.limits import Limits
     from aiocommit.options import CommitOptions
     from aiocommit.protocol.ids import new_job_id
     from aiocommit.protocol.manifest import TaskManifest
@@ -69,6 +81,9 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, tuple[str, str]] = {
     "AttemptFile": ("aiocommit.committers.common.committer", "AttemptFile"),
     "Committer": ("aiocommit.committers.common.committer", "Committer"),
+    "Client": ("aiocommit.client.client", "Client"),
+    "Job": ("aiocommit.client.client", "Job"),
+    "Limits": ("aiocommit.io.limits", "Limits"),
     "abort_job": ("aiocommit.client.job", "abort_job"),
     "cleanup_job": ("aiocommit.client.job", "cleanup_job"),
     "commit_job": ("aiocommit.client.job", "commit_job"),
@@ -137,14 +152,17 @@ __all__ = [
     "AiocommitError",
     "AlreadyExists",
     "AttemptFile",
+    "Client",
     "CommitError",
     "CommitOptions",
     "Committer",
     "FileStatus",
     "InvalidInput",
+    "Job",
     "JobInfo",
     "JobNotFound",
     "LeaseError",
+    "Limits",
     "LocalStore",
     "ManifestError",
     "MemoryStore",

@@ -106,11 +106,11 @@ class CommitOptions:
     rate_limit: float | None = _option(
         None,
         "fs.azure.io.rate.limit",
-        "Store operations per second, shared per store client.",
+        "Store operations per second, shared by the jobs of one client.",
         above=0,
     )
     delete_rate_limit: float | None = _option(
-        None, None, "Directory deletes per second, shared per store client.", above=0
+        None, None, "Directory deletes per second, shared by the jobs of one client.", above=0
     )
     max_attempts: int = _option(
         20,

@@ -86,6 +86,14 @@ def _bad_calls(dest: str) -> dict[str, list[Callable[[], Any]]]:
         call(commit_task, attempt, options={"concurrency": 8}),
     ]
     calls["abort_task"] = [call(abort_task, foreign)]
+    calls["Client"] = [
+        call(aiocommit.Client, 42),
+        call(aiocommit.Client, dest, options={"concurrency": 8}),
+        call(aiocommit.Client, "foo://bucket/out"),
+        call(aiocommit.Client, dest, limits=8),
+        call(aiocommit.Client, dest, settings={"fs.s3a.endpoint": 1}),
+        call(lambda: aiocommit.Client(dest).job("")),
+    ]
     calls["open_store"] = [
         call(open_store, "foo://bucket/x"),
         call(open_store, ""),
@@ -137,7 +145,9 @@ DATA_TYPES = {
     "AttemptFile",  # the protocol of what attempt.open yields
     "Committer",  # the interface a committer implements
     "FileStatus",
+    "Job",  # what Client.job returns
     "JobInfo",
+    "Limits",  # what a client holds, to share with another
     "PendingSet",
     "Progress",
     "Store",

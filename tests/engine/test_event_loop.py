@@ -22,7 +22,7 @@ import pytest
 from aiocommit import CommitOptions, Progress, commit_job, commit_task, setup_job, setup_task
 from aiocommit.protocol.layout import MANIFEST_SUFFIX
 from aiocommit.protocol.manifest import TaskManifest
-from aiocommit.stores.blocking import THREADS, Batcher, shared_thread_limiter
+from aiocommit.runtime.blocking import THREADS, Batcher, shared_thread_limiter
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.memory import MemoryStore
 from aiocommit.stores.wrapper import StoreWrapper

@@ -1,7 +1,7 @@
-"""The README's Python example, run as it is written (only its destination URL changed)
-in a fresh interpreter against every store: the local filesystem, memory, and the
-emulators of ADLS, GCS and S3. On S3 it must commit with the staging committer and copy
-no object."""
+"""The README's Python examples (the functions, and the ``Client``), run as they are
+written (only the destination URL changed) in a fresh interpreter against every store:
+the local filesystem, memory, and the emulators of ADLS, GCS and S3. On S3 each must
+commit with the staging committer and copy no object."""
 
 from __future__ import annotations
 
@@ -30,20 +30,25 @@ from tests.stores.gcs_fixtures import fresh_bucket_name
 
 README = Path(__file__).parents[2] / "README.md"
 DEST_LINE = 'dest = "file:///tmp/aiocommit-example"'
+CLIENT_DEST_LINE = 'dest = "file:///tmp/aiocommit-client-example"'
 EXPECTED = {f"part={task % 2}/part-{task:05d}.csv": b"a,b\n" for task in range(4)}
 
 
-def readme_example() -> str:
-    """The README's block under "Use it from Python"."""
+def readme_example(client: bool = False) -> str:
+    """The README's first block under "Use it from Python", or its ``Client`` block."""
     text = README.read_text()
-    found = re.search(r"## Use it from Python\s+```python\n(.*?)```", text, re.S)
-    assert found, "README has no Python example"
-    assert DEST_LINE in found.group(1), "the example's destination line changed"
-    return found.group(1)
+    section = text.split("## Use it from Python", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    found = [block for block in blocks if ("aiocommit.Client(" in block) == client]
+    assert found, f"README has no Python example{' with a Client' if client else ''}"
+    line = CLIENT_DEST_LINE if client else DEST_LINE
+    assert line in found[0], "the example's destination line changed"
+    return str(found[0])
 
 
-async def run_example(dest_url: str, env: dict[str, str]) -> str:
-    code = readme_example().replace(DEST_LINE, f"dest = {dest_url!r}")
+async def run_example(dest_url: str, env: dict[str, str], *, client: bool = False) -> str:
+    line = CLIENT_DEST_LINE if client else DEST_LINE
+    code = readme_example(client).replace(line, f"dest = {dest_url!r}")
     result = await anyio.run_process(
         [sys.executable, "-c", code], env={**os.environ, **env}, check=False
     )
@@ -94,6 +99,7 @@ async def destination(
         raise ValueError(kind)
 
 
+@pytest.mark.parametrize("client", [False, True], ids=["functions", "client"])
 @pytest.mark.parametrize(
     "kind",
     [
@@ -103,10 +109,10 @@ async def destination(
     ],
 )
 async def test_readme_example_commits_on_every_store(
-    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+    kind: str, client: bool, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     async with destination(kind, request, tmp_path) as (url, env, store, path):
-        assert await run_example(url, env) == "True 4"
+        assert await run_example(url, env, client=client) == "True 4"
         if store is None:  # memory: the output lived in the example's own process
             return
         try:

@@ -85,14 +85,24 @@ async def test_rate_limit_caps_operations_per_second() -> None:
     assert await output(store, "/dest") == expected
 
 
-async def test_rate_limiter_is_shared_by_jobs_on_one_store() -> None:
-    from aiocommit.io.limits import rate_limiter_for
+async def test_rate_limiter_is_shared_only_through_limits() -> None:
+    """Two doors on one store client share a rate when given one ``Limits`` (a
+    client's); otherwise each has its own, and neither resets the other's rate."""
+    from aiocommit.io.limits import Limits
+    from aiocommit.io.operations import StoreOperations
+    from aiocommit.protocol.iostatistics import IOStatistics
 
     store = MemoryStore("shared")
-    first = rate_limiter_for(store, "io", 100)
-    assert rate_limiter_for(store, "io", 100) is first
-    assert rate_limiter_for(store, "delete_dir", 5) is not first
-    assert rate_limiter_for(MemoryStore("other"), "io", 100) is not first
+    options = CommitOptions(rate_limit=100, delete_rate_limit=5)
+    limits = Limits.for_options(options)
+    first = StoreOperations(store, options, IOStatistics(), limits=limits)
+    second = StoreOperations(store, CommitOptions(rate_limit=7), IOStatistics(), limits=limits)
+    assert first.limits is second.limits and first.limiter is second.limiter
+    assert limits.rate is not None and limits.rate.rate == 100
+    assert limits.delete_rate is not None and limits.delete_rate.rate == 5
+    alone = StoreOperations(store, CommitOptions(rate_limit=7), IOStatistics())
+    assert alone.limits is not limits and alone.limits.rate is not None
+    assert alone.limits.rate.rate == 7 and limits.rate.rate == 100
 
 
 async def test_adaptive_rate_finds_the_store_capacity() -> None:

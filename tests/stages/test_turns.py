@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from aiocommit.io import turns
-from aiocommit.io.turns import SLICE_SECONDS, take_turn
+from aiocommit.runtime.runtime import current, here
+from aiocommit.runtime.turns import SLICE_SECONDS, take_turn
 
 
 def _busy(seconds: float) -> None:
@@ -72,4 +72,5 @@ async def test_a_cancelled_waiter_passes_its_turn_on() -> None:
     await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10)
     cancelled = set(range(1, 40, 3))
     assert set(done) | cancelled == set(range(40))
-    assert not turns._slice.line.waiting and not turns._slice.line.yielding
+    line = current()
+    assert line is here.runtime and not line.waiting and not line.yielding

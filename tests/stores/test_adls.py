@@ -23,10 +23,10 @@ from aiocommit.errors import (
     Throttled,
     Transient,
 )
+from aiocommit.runtime.loop_turns import STARTS_PER_TURN
 from aiocommit.stores.adls import AdlsStore
 from aiocommit.stores.adls_rest import BODY_SLICE_BYTES
 from aiocommit.stores.base import FileStatus
-from aiocommit.stores.loop_turns import STARTS_PER_TURN
 from aiocommit.stores.registry import open_store
 from aiocommit_testing.adls_emulator import EmulatorHandle, run_adls_emulator
 

@@ -39,9 +39,9 @@ from aiocommit.errors import (
     Throttled,
     Transient,
 )
+from aiocommit.runtime.loop_turns import STARTS_PER_TURN
 from aiocommit.stores.base import FileStatus, join
 from aiocommit.stores.gcs import GcsStore
-from aiocommit.stores.loop_turns import STARTS_PER_TURN
 from aiocommit.stores.registry import open_store
 from aiocommit_testing.gcs_emulator import FakeGcsServer, create_bucket
 

@@ -17,7 +17,8 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from aiocommit.stores import blocking, local
+from aiocommit.runtime import blocking
+from aiocommit.stores import local
 from aiocommit.stores.local import LocalStore
 
 
@@ -103,8 +104,6 @@ def test_a_dedicated_loop_deletes_any_tree_in_one_thread_hop(
     filesystem (ext4 here: ~65 of its ~80 us), and W1's rename workers, deleting 1,000
     attempt directories of ten empty subdirectories on their loops, waited through
     those instead of renaming. Links are removed, not followed."""
-    monkeypatch.setattr(blocking, "_dedicated_loop", True)
-    store = LocalStore()
     tree = tmp_path / "tree"
     for index in range(2 * local.SMALL_TREE_ENTRIES):
         (tree / f"d{index}").mkdir(parents=True)
@@ -123,6 +122,8 @@ def test_a_dedicated_loop_deletes_any_tree_in_one_thread_hop(
     monkeypatch.setattr(os, "rmdir", rmdir)
 
     async def main() -> None:
+        blocking.dedicate_loop()  # as a rename worker does, first thing on its loop
+        store = LocalStore()
         assert await store.delete(str(tree), recursive=True)
         assert thread_hops[0] == 1
         assert not await store.delete(str(tree), recursive=True)

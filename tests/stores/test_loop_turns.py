@@ -6,7 +6,7 @@ import asyncio
 import random
 from collections import Counter
 
-from aiocommit.stores.loop_turns import STARTS_PER_TURN, StartsPerTurn
+from aiocommit.runtime.loop_turns import STARTS_PER_TURN, StartsPerTurn
 
 from .turn_counts import loop_turns
 

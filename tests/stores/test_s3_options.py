@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from aiocommit.errors import InvalidInput
+from aiocommit.stores.local import LocalStore
 from aiocommit.stores.registry import open_store
 from aiocommit.stores.s3 import S3Store
 
@@ -42,6 +46,28 @@ def test_fs_s3a_options_map_to_client_settings() -> None:
     assert not store.capabilities.atomic_rename and not store.capabilities.directories
     with pytest.raises(ValueError, match="not a bucket"):
         S3Store("a/b")
+
+
+def test_open_store_hands_each_store_the_client_settings_it_reads(tmp_path: Path) -> None:
+    """``open_store(url, settings)``: S3 gets the ``fs.s3a.*`` client settings
+    (``spark.hadoop.`` dropped); another store ignores them, or with ``strict`` refuses
+    them in one line naming the key."""
+    settings = {
+        "spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9",
+        "fs.s3a.path.style.access": "true",
+        "fs.s3a.access.key": "AK",
+        "fs.s3a.secret.key": "SK",
+    }
+    store, path = open_store("s3a://bucket/out", settings)
+    assert isinstance(store, S3Store) and path == "/out"
+    assert (store.endpoint_url, store.path_style) == ("http://127.0.0.1:9", True)
+    assert store._credentials["aws_access_key_id"] == "AK"
+    local, local_path = open_store(str(tmp_path), settings)
+    assert isinstance(local, LocalStore) and local_path == str(tmp_path)
+    with pytest.raises(InvalidInput, match=r"fs\.s3a\.endpoint: a client setting of s3:// "):
+        open_store(str(tmp_path), settings, strict=True)
+    with pytest.raises(InvalidInput, match="str keys and values"):
+        open_store("s3a://bucket/out", {"fs.s3a.endpoint": 1})  # type: ignore[dict-item]
 
 
 def test_only_the_innermost_store_decides_multipart_support() -> None:

@@ -176,22 +176,12 @@ def resume_hint(command: str, dest: str, job_id: str | None) -> str:
     return f"re-run the same command to finish the {command}"
 
 
-def open_url(url: str, s3_client: Mapping[str, str] | None = None) -> tuple[Store, str]:
-    """The store of ``url`` and the path in it; ``s3_client``: ``fs.s3a.*`` settings of
-    an S3 destination's client (a usage error for another scheme)."""
+def open_url(url: str, settings: Mapping[str, str] | None = None) -> tuple[Store, str]:
+    """The store of ``url`` and the path in it; ``settings``: its client's settings
+    (``fs.s3a.endpoint`` ...: a usage error when ``url``'s store reads none of them)."""
     store: Store
     try:
-        if s3_client:
-            if url.partition("://")[0].lower() not in ("s3", "s3a"):
-                raise click.UsageError(
-                    f"--option {sorted(s3_client)[0]}: fs.s3a.* client settings apply to "
-                    "s3:// and s3a:// destinations only"
-                )
-            from aiocommit.stores.s3 import open_s3
-
-            store, path = open_s3(url, s3_client)
-        else:
-            store, path = open_store(url)
+        store, path = open_store(url, settings, strict=True)
     except (AiocommitError, ValueError, ModuleNotFoundError) as error:
         report(error, url)
     return store, path.rstrip("/") or "/"

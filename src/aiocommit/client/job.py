@@ -1,33 +1,26 @@
 """The job side, on every store: ``setup_job``, ``commit_job``, ``abort_job``,
-``cleanup_job``.
+``cleanup_job``: shortcuts over a ``Client`` made for one call (``Client.setup_job``,
+``Job.commit``, ``Job.abort``, ``Job.cleanup``).
 
-Each opens the destination and hands the job to its committer (``committers.factory``):
-the one chosen at ``setup_job`` from the store and the options, recorded with the job.
+Each hands the job to its committer (``committers.factory``): the one chosen at
+``setup_job`` from the store and the options, recorded with the job.
 On S3 that is the staging committer unless the options name another; elsewhere the
 manifest committer. See ``committers.manifest`` and ``committers.s3a`` for what each does.
 
 A job is only what was set up: ``commit_job``, ``abort_job`` and ``cleanup_job`` first
-find the job at the destination (``committers.common.job_state.require_job``) and raise
-``JobNotFound`` for any other job ID, before anything changes.
+find the job at the destination (``committers.common.job_state.require_job``, in
+``Job.commit``, ``Job.abort`` and ``Job.cleanup``) and raise ``JobNotFound`` for any
+other job ID, before anything changes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from aiocommit.client.client import Client
 from aiocommit.committers.common.context import ProgressCallback
-from aiocommit.committers.common.job_state import require_job
-from aiocommit.committers.common.session import open_context
-from aiocommit.committers.factory import (
-    choose_committer,
-    earlier_committer,
-    job_committer,
-    save_committer,
-)
 from aiocommit.committers.s3a.options import S3CommitterOptions
-from aiocommit.io.heap import release_free_memory
 from aiocommit.options import CommitOptions
-from aiocommit.protocol.ids import new_job_id
 from aiocommit.protocol.success import SuccessData
 from aiocommit.stores.base import Store
 
@@ -49,14 +42,8 @@ async def setup_job(
     in the destination stays until this job's commit starts replacing output.
     Returns the job ID: ``job_id`` if given, else a new collision-free one.
     """
-    job_id = job_id or new_job_id()
-    async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
-        committer = await earlier_committer(context) if attempt else None
-        if committer is None or context.options.committer:
-            committer = choose_committer(context.ops.store, context.options, s3a)
-        await committer.setup_job(context)
-        await save_committer(context, committer)
-    return job_id
+    async with Client(dest, store=store, options=options) as client:
+        return (await client.setup_job(job_id, attempt=attempt, s3a=s3a)).job_id
 
 
 async def commit_job(
@@ -93,21 +80,9 @@ async def commit_job(
         CommitError: naming the stage, operation and path; ``ManifestError`` and
             ``OutputConflict`` for bad task records, before any output changes.
     """
-    async with open_context(
-        dest,
-        job_id,
-        attempt=attempt,
-        store=store,
-        options=options,
-        progress=progress,
-        job_id_source=job_id_source,
-    ) as context:
-        await require_job(context, "commit_job")
-        committer = await job_committer(context, context.options, s3a)
-        summary = await committer.commit_job(context, manifests)
-    # a service commits job after job: its heap's free pages go back, not kept per thread
-    await release_free_memory()
-    return summary
+    async with Client(dest, store=store, options=options) as client:
+        job = client.job(job_id, attempt=attempt, s3a=s3a)
+        return await job.commit(manifests=manifests, progress=progress, job_id_source=job_id_source)
 
 
 async def abort_job(
@@ -135,13 +110,9 @@ async def abort_job(
     Raises ``JobNotFound`` when no such job is at ``dest`` (never set up there, or its
     abort already finished), before anything changes.
     """
-    async with open_context(
-        dest, job_id, attempt=attempt, store=store, options=options, progress=progress
-    ) as context:
-        if await require_job(context, "abort_job") == "committed":
-            return []
-        committer = await job_committer(context, context.options, s3a)
-        return await committer.abort_job(context, undo=undo_renames)
+    async with Client(dest, store=store, options=options) as client:
+        job = client.job(job_id, attempt=attempt, s3a=s3a)
+        return await job.abort(undo_renames=undo_renames, progress=progress)
 
 
 async def cleanup_job(
@@ -158,10 +129,5 @@ async def cleanup_job(
     unless ``s3a.abort_pending_uploads`` is off); never touches committed output, nor
     another job's data. ``progress`` gets the directories deleted. Raises
     ``JobNotFound`` when no such job is at ``dest``, before anything changes."""
-    async with open_context(
-        dest, job_id, attempt=attempt, store=store, options=options, progress=progress
-    ) as context:
-        if await require_job(context, "cleanup_job") == "committed":
-            return
-        committer = await job_committer(context, context.options, s3a)
-        await committer.cleanup_job(context)
+    async with Client(dest, store=store, options=options) as client:
+        await client.job(job_id, attempt=attempt, s3a=s3a).cleanup(progress=progress)

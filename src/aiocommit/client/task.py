@@ -1,4 +1,5 @@
-"""The task side, on every store: ``setup_task``, ``commit_task``, ``abort_task``.
+"""The task side, on every store: ``setup_task``, ``commit_task``, ``abort_task``
+(``setup_task``: a shortcut over a ``Client`` made for one call, ``Job.setup_task``).
 
 A task attempt writes its output through ``TaskAttempt.write_bytes`` or
 ``TaskAttempt.open``, wherever its job's committer needs it.
@@ -6,11 +7,11 @@ A task attempt writes its output through ``TaskAttempt.write_bytes`` or
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
+from aiocommit.client.client import Client
 from aiocommit.committers.common.committer import Committer, TaskAttempt, name_attempt, open_attempt
-from aiocommit.committers.common.session import open_context
-from aiocommit.committers.factory import job_committer
 from aiocommit.committers.manifest.committer import ManifestCommitter
 from aiocommit.errors import InvalidInput
 from aiocommit.options import CommitOptions
@@ -57,21 +58,9 @@ async def setup_task(
 ) -> TaskAttempt:
     """Set a task attempt up for its job's committer (the job must have been set up):
     its working directory (manifest), local directory (staging), or nothing (magic)."""
-    async with open_context(
-        dest, job_id, attempt=job_attempt, store=store, options=options
-    ) as context:
-        committer = await job_committer(context, context.options)
-        path = context.layout.dest
-        named = task_attempt(
-            context.qualify(path),
-            path,
-            job_id,
-            task,
-            attempt,
-            job_attempt=job_attempt,
-            committer=committer,
-        )
-        return await committer.setup_task(context, named)
+    async with Client(dest, store=store, options=options) as client:
+        ready = await client.job(job_id, attempt=job_attempt).setup_task(task, attempt)
+    return dataclasses.replace(ready, session=None)  # its client is closed
 
 
 async def commit_task(
@@ -88,7 +77,8 @@ async def commit_task(
     (``committed_name``) instead, for a caller that picks the winning attempts itself
     and commits exactly those. ``written``: every file the attempt wrote below its
     ``work_dir`` (relative path, size), when the caller knows them: the manifest
-    committer then lists nothing."""
+    committer then lists nothing. Without ``store``, an attempt set up by a ``Client``
+    commits through that client; any other opens its store from ``attempt.dest``."""
     async with open_attempt(attempt, store, options) as context:
         return await attempt.committer.commit_task(
             context, attempt, per_attempt=per_attempt, written=written

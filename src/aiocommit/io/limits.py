@@ -1,22 +1,25 @@
-"""Concurrency and rate limits shared by the stages of a job.
+"""Concurrency and rate limits shared by the stages of a job, and by the jobs of a client.
 
-``AdaptiveLimiter`` is the job's one in-flight limit: a semaphore whose size follows AIMD
+``AdaptiveLimiter`` is the in-flight limit: a semaphore whose size follows AIMD
 when enabled — starting at 64 and grown by one per success until the first throttle (slow
 start), cut by 30% when the store throttles, grown by one after a window of successes.
 ``AdaptiveRate`` paces the job's requests at what the store admits once the store
 throttles a large share of them (a store whose limit is requests per second, not requests
-in flight). ``RateLimiter`` caps operations per second at a configured rate and is shared
-by every job that uses the same store client in the process (``rate_limiter_for``).
+in flight). ``RateLimiter`` caps operations per second at a configured rate. ``Limits``
+holds the limiter and the rates that every job of one client shares.
 """
 
 from __future__ import annotations
 
 import time
-import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import anyio
+
+if TYPE_CHECKING:
+    from aiocommit.options import CommitOptions
 
 
 class AdaptiveLimiter:
@@ -499,16 +502,39 @@ class RateLimiter:
         return 0.0
 
 
-_shared: weakref.WeakKeyDictionary[object, dict[str, RateLimiter]] = weakref.WeakKeyDictionary()
+class Limits:
+    """The limits every job of a client shares: the in-flight limit (``limiter``), and
+    the configured rates of store calls (``rate``) and of directory deletes
+    (``delete_rate``). One object, passed on, is how clients share them
+    (``Client(..., limits=other.limits)``); nothing is shared through module state.
+    """
 
+    __slots__ = ("delete_rate", "limiter", "rate")
 
-def rate_limiter_for(store: object, kind: str, rate: float) -> RateLimiter:
-    """The rate limiter of ``kind`` (``"io"`` or ``"delete_dir"``) shared by every job
-    using this store client. A job asking for a different rate sets it for all."""
-    limiters = _shared.setdefault(store, {})
-    limiter = limiters.get(kind)
-    if limiter is None:
-        limiter = limiters[kind] = RateLimiter(rate)
-    else:
-        limiter.rate = rate
-    return limiter
+    def __init__(
+        self,
+        limiter: AdaptiveLimiter,
+        *,
+        rate: RateLimiter | None = None,
+        delete_rate: RateLimiter | None = None,
+    ):
+        self.limiter = limiter
+        self.rate = rate
+        self.delete_rate = delete_rate
+
+    @classmethod
+    def for_options(cls, options: CommitOptions, max_in_flight: int | None = None) -> Limits:
+        """Limits as ``options`` set them (``concurrency``, ``min_concurrency``,
+        ``adaptive_concurrency``, ``rate_limit``, ``delete_rate_limit``), the in-flight
+        limit capped at the store's ``max_in_flight`` when it has one."""
+        concurrency = options.concurrency
+        maximum = min(concurrency, max_in_flight) if max_in_flight else concurrency
+        return cls(
+            AdaptiveLimiter(
+                maximum, minimum=options.min_concurrency, adaptive=options.adaptive_concurrency
+            ),
+            rate=RateLimiter(options.rate_limit) if options.rate_limit else None,
+            delete_rate=(
+                RateLimiter(options.delete_rate_limit) if options.delete_rate_limit else None
+            ),
+        )

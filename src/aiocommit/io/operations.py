@@ -14,7 +14,7 @@ import anyio
 import msgspec.structs
 
 from aiocommit.errors import AlreadyExists, NotFound, StoreError, Throttled, Transient
-from aiocommit.io.limits import AdaptiveLimiter, AdaptiveRate, RateLimiter, rate_limiter_for
+from aiocommit.io.limits import AdaptiveLimiter, AdaptiveRate, Limits, RateLimiter
 from aiocommit.io.retry import RetryPolicy
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
@@ -54,6 +54,7 @@ class StoreOperations:
         *,
         retry: RetryPolicy | None = None,
         limiter: AdaptiveLimiter | None = None,
+        limits: Limits | None = None,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ):
         self.store = store
@@ -67,9 +68,10 @@ class StoreOperations:
         )
         cap = store.capabilities.max_in_flight
         maximum = min(options.concurrency, cap) if cap else options.concurrency
-        self.limiter = limiter or AdaptiveLimiter(
-            maximum, minimum=options.min_concurrency, adaptive=options.adaptive_concurrency
-        )
+        #: the in-flight limit and the configured rates: the client's, shared by its jobs
+        #: (``limits``), else this door's own
+        self.limits = limits or Limits.for_options(options, cap)
+        self.limiter = limiter or self.limits.limiter
         #: tasks worth making calls through this door at once (what stages pass to
         #: ``parallel``): the in-flight limit at its widest. More would only wait for a
         #: slot, and each costs the caller's loop (scheduled, collected by the garbage
@@ -92,14 +94,8 @@ class StoreOperations:
         #: asked once: stages consult it per file
         self.capabilities: StoreCapabilities = store.capabilities
         self._rename_batch = None if self._multi_request_rename else rename_batcher(store)
-        self._rate: RateLimiter | None = (
-            rate_limiter_for(store, "io", options.rate_limit) if options.rate_limit else None
-        )
-        self._delete_rate: RateLimiter | None = (
-            rate_limiter_for(store, "delete_dir", options.delete_rate_limit)
-            if options.delete_rate_limit
-            else None
-        )
+        self._rate: RateLimiter | None = self.limits.rate
+        self._delete_rate: RateLimiter | None = self.limits.delete_rate
 
     async def _attempt(
         self, statistic: str, function: Callable[[], Awaitable[T]], requests: _Requests

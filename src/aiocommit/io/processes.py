@@ -11,28 +11,27 @@ without a word (killed).
 Each worker is a fresh interpreter (``python -c``, not ``multiprocessing``: no re-import
 of the caller's ``__main__``, safe under any embedding) that exits within
 ``PARENT_POLL_SECONDS`` of its parent's death. Calls that block (``send``, ``receive``,
-``reap``) belong in a worker thread, not the event loop. ``fewer_collections`` is the
-garbage-collection setting of processes that exist to do such work.
+``reap``) belong in a worker thread, not the event loop. A worker runs under
+``runtime.gc_freeze.fewer_collections``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import gc
 import os
 import pickle
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
 import anyio
 
 from aiocommit.errors import first_error
+from aiocommit.runtime.gc_freeze import fewer_collections
 
 #: how often a worker checks that its parent is alive
 PARENT_POLL_SECONDS = 0.2
@@ -165,33 +164,6 @@ def _rebuilt(payload: bytes | str) -> BaseException:
             pass
         payload = repr(payload[:200])
     return WorkerFailed(payload)
-
-
-_collections_lowered = 0
-
-
-@contextmanager
-def fewer_collections() -> Iterator[None]:
-    """Garbage collection made cheap for a busy loop, in processes that exist to do one
-    job: what is alive now is frozen (never scanned again) and the youngest generation
-    collects every 100,000 allocations instead of 700. Each store call allocates
-    coroutines, futures and handles that die young without cycles; at 2,048 calls in
-    flight the default collections cost ~20 us per call (a third of the CPU) on this
-    machine. Nested uses are no-ops: the outermost restores the settings."""
-    global _collections_lowered
-    if _collections_lowered:
-        yield
-        return
-    threshold = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(max(threshold[0], 100_000), threshold[1], threshold[2])
-    _collections_lowered += 1
-    try:
-        yield
-    finally:
-        _collections_lowered -= 1
-        gc.set_threshold(*threshold)
-        gc.unfreeze()
 
 
 # -- the worker process ----------------------------------------------------------------

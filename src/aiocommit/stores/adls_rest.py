@@ -14,7 +14,7 @@ as empty), the ``x-ms-*`` headers lower-cased and sorted, and ``/ACCOUNT`` + the
 path as sent + each query name lower-cased with its decoded value. The URL is sent exactly
 as signed (``yarl.URL(..., encoded=True)``).
 
-At most ``loop_turns.STARTS_PER_TURN`` requests start in one event-loop turn. Non-2xx
+At most ``runtime.loop_turns.STARTS_PER_TURN`` requests start in one event-loop turn. Non-2xx
 answers raise ``DfsResponseError``; aiohttp's own errors pass through. The store adapter
 (``aiocommit.stores.adls``) translates both, once.
 """
@@ -37,7 +37,7 @@ from azure.core.exceptions import ClientAuthenticationError
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
-from aiocommit.stores.loop_turns import StartsPerTurn
+from aiocommit.runtime.loop_turns import StartsPerTurn
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential

@@ -31,7 +31,7 @@ Design (what this adapter promises beyond the contract in ``stores.base``):
   ``NotFound(source)``. A directory (placeholder or bare prefix) at the destination is not
   probed: the object lands beside it, as a write would. Both requests go straight to the
   shared session (no gcloud-aio call objects), the hot path of a job commit; at most
-  ``loop_turns.STARTS_PER_TURN`` of those start in one event-loop turn.
+  ``runtime.loop_turns.STARTS_PER_TURN`` of those start in one event-loop turn.
   ``capabilities.atomic_rename`` is True only for ``atomic_move=True``.
 * **Interrupted rename** (copied, source not yet deleted): a re-run without ``overwrite``
   raises ``AlreadyExists(dest)``. The engine then stats both; equal ``checksum``
@@ -80,9 +80,9 @@ from aiocommit.errors import (
     Throttled,
     Transient,
 )
+from aiocommit.runtime.loop_turns import StartsPerTurn
 from aiocommit.stores.base import REQUEST_RETRY, FileStatus, StoreCapabilities, check_clean
 from aiocommit.stores.edge import retry_after, translating
-from aiocommit.stores.loop_turns import StartsPerTurn
 from aiocommit.stores.prefixes import (
     KnownDirectories,
     gather,

@@ -1,6 +1,6 @@
 """The local filesystem: the embedded default store. URLs ``file:///abs``, ``file:/abs``,
 or plain paths. Every system call runs in a worker thread, never on the caller's event
-loop: the threads are the event loop's one shared, bounded set (``stores.blocking``)."""
+loop: the threads are the event loop's one shared, bounded set (``runtime.blocking``)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from aiocommit.errors import (
     StoreError,
     Transient,
 )
+from aiocommit.runtime.blocking import Batcher, loop_is_dedicated, shared_thread_limiter
 from aiocommit.stores.base import (
     FileStatus,
     RenameBatch,
@@ -39,7 +40,6 @@ from aiocommit.stores.base import (
     check_counts,
     parent_of,
 )
-from aiocommit.stores.blocking import Batcher, loop_is_dedicated, shared_thread_limiter
 
 T = TypeVar("T")
 
@@ -121,11 +121,11 @@ class LocalStore:
 
     Metadata calls (stat, rename, mkdirs, deleting a file) take microseconds, less than a
     thread hop, so the calls made in one event loop turn are batched into one worker
-    thread (``stores.blocking.Batcher``, up to ``batch`` calls); data and tree operations
+    thread (``runtime.blocking.Batcher``, up to ``batch`` calls); data and tree operations
     (reads, writes, listings, recursive deletes) run in a worker thread each. Threads
     come from the event loop's one shared limiter, unless ``threads`` gives this store
     its own. ``inline_metadata=True``, or a process that called
-    ``stores.blocking.dedicate_loop()`` (a rename worker), makes metadata calls on the
+    ``runtime.blocking.dedicate_loop()`` (a rename worker), makes metadata calls on the
     event loop itself (fastest for a process that does nothing else, but it holds the
     loop while it runs). Batched, it takes twice the calls its batches run at once
     (``max_in_flight``: 256 by default); more would only wait in its queue.

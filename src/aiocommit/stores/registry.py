@@ -1,17 +1,20 @@
-"""``open_store(url)``: pick the adapter from the URL scheme."""
+"""``open_store(url, settings)``: pick the adapter from the URL scheme, and hand it the
+client settings it reads (endpoint, path style, credentials ...), so no caller forks on
+the scheme."""
 
 from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit
 
 from aiocommit.errors import InvalidInput, MissingExtra
 from aiocommit.stores.base import Store
 
-#: scheme -> "module:function"; the function takes the URL and returns (store, path).
-#: Cloud adapters register here lazily so their SDKs are imported only when used.
+#: scheme -> "module:function"; the function takes the URL (and, when the scheme reads
+#: client settings, ``SETTINGS``, those settings) and returns (store, path). Cloud
+#: adapters register here lazily so their SDKs are imported only when used.
 OPENERS: dict[str, str] = {
     "file": "aiocommit.stores.registry:_open_local",
     "memory": "aiocommit.stores.registry:_open_memory",
@@ -21,6 +24,11 @@ OPENERS: dict[str, str] = {
     "s3": "aiocommit.stores.s3:open_s3",
     "s3a": "aiocommit.stores.s3:open_s3",
 }
+
+#: scheme -> the prefix of the client settings its adapter reads (Hadoop's names): the
+#: S3 client's ``fs.s3a.endpoint``, ``fs.s3a.path.style.access``, ``fs.s3a.access.key`` ...
+#: (``stores.s3_settings.CLIENT_KEYS``); a scheme not listed reads none
+SETTINGS: dict[str, str] = {"s3": "fs.s3a.", "s3a": "fs.s3a."}
 
 #: scheme -> the pip extra that installs its adapter's packages
 EXTRAS: dict[str, str] = {"abfs": "azure", "abfss": "azure", "gs": "gcs", "s3": "s3", "s3a": "s3"}
@@ -48,9 +56,16 @@ def _open_memory(url: str) -> tuple[Store, str]:
     ] or "/"
 
 
-def open_store(url: str) -> tuple[Store, str]:
+def open_store(
+    url: str, settings: Mapping[str, str] | None = None, *, strict: bool = False
+) -> tuple[Store, str]:
     """Return ``(store, path)`` for a URL: ``file:///abs``, a plain path, ``memory://name/p``,
     or any scheme a cloud adapter registered (``abfs``, ``abfss``, ``gs``, ``s3``, ``s3a``).
+
+    ``settings``: client settings by Hadoop's names (``spark.hadoop.`` dropped); the
+    adapter gets those it reads (``SETTINGS``: on S3 ``fs.s3a.endpoint``,
+    ``fs.s3a.path.style.access``, credentials ...), the rest are ignored, or with
+    ``strict`` refused (``InvalidInput``: settings for another store's client).
 
     Raises ``InvalidInput`` for a URL no adapter serves or one its adapter refuses, and
     ``MissingExtra`` (naming the pip extra) when the adapter's packages are not installed.
@@ -58,6 +73,8 @@ def open_store(url: str) -> tuple[Store, str]:
     if not isinstance(url, str) or not url.strip():
         raise InvalidInput(f"not a store URL or path: {url!r}")
     scheme = urlsplit(url).scheme if "://" in url or url.startswith("file:") else "file"
+    scheme = scheme.lower()
+    own = _settings_of(scheme, url, settings or {}, strict=strict)
     target = OPENERS.get(scheme)
     if target is None:
         known = ", ".join(f"{name}://" for name in sorted(OPENERS))
@@ -70,15 +87,35 @@ def open_store(url: str) -> tuple[Store, str]:
         if extra is None or (error.name or "").startswith("aiocommit"):
             raise
         raise MissingExtra(f"the {scheme}:// store", extra, error.name) from error
-    opener: Callable[[str], tuple[Store, str]] = getattr(module, function_name)
+    opener: Callable[..., tuple[Store, str]] = getattr(module, function_name)
     try:
-        return opener(url)
+        return opener(url, own) if own else opener(url)
     except InvalidInput:
         raise
     except ValueError as error:
         raise InvalidInput(f"{url!r}: {error}") from error
 
 
-def reopen_url(url: str) -> Store:
-    """The store of ``url``, opened again (in another process): a picklable opener."""
-    return open_store(url)[0]
+def _settings_of(
+    scheme: str, url: str, settings: Mapping[str, str], *, strict: bool
+) -> dict[str, str]:
+    """The settings ``scheme``'s adapter reads (``spark.hadoop.`` dropped)."""
+    prefix = SETTINGS.get(scheme)
+    own: dict[str, str] = {}
+    for key, value in settings.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise InvalidInput(f"store settings are str keys and values, not {key!r}: {value!r}")
+        name = key.removeprefix("spark.hadoop.")
+        if prefix is not None and name.lower().startswith(prefix):
+            own[name] = value
+        elif strict:
+            readers = sorted(f"{s}://" for s, p in SETTINGS.items() if name.startswith(p))
+            where = " and ".join(readers) + " destinations only" if readers else "no store"
+            raise InvalidInput(f"{key}: a client setting of {where}, not of {url!r}")
+    return own
+
+
+def reopen_url(url: str, settings: Mapping[str, str] | None = None) -> Store:
+    """The store of ``url`` (with its client ``settings``), opened again (in another
+    process): a picklable opener."""
+    return open_store(url, settings)[0]

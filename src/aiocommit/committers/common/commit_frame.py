@@ -39,7 +39,7 @@ from aiocommit.errors import ManifestError, OutputConflict, first_error
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.success import SuccessData
-from aiocommit.stores.blocking import shared_thread_limiter
+from aiocommit.runtime.blocking import shared_thread_limiter
 
 
 class JobCommitSteps(Protocol):

@@ -23,7 +23,7 @@ committer             how the output gets into place
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -153,6 +153,15 @@ class TaskAttempt:
     #: the staging committer: the local directory holding the attempt's output
     local_dir: str | None = None
     committer: Committer = field(kw_only=True, compare=False, repr=False)
+    #: opens the attempt's stage context on the client that set it up (``Client``): its
+    #: store, I/O layer and limits; None: each call opens its own. Not pickled: a client
+    #: lives in its process
+    session: AttemptSession | None = field(default=None, kw_only=True, compare=False, repr=False)
+
+    def __getstate__(self) -> dict[str, object]:
+        state = dict(self.__dict__)
+        state["session"] = None
+        return state
 
     @property
     def committer_name(self) -> str:
@@ -251,10 +260,19 @@ def name_attempt(
     )
 
 
+#: opens an attempt's stage context with these options (None: the opener's own)
+AttemptSession = Callable[
+    [TaskAttempt, CommitOptions | None], AbstractAsyncContextManager[StageContext]
+]
+
+
 def open_attempt(
     attempt: TaskAttempt, store: Store | None, options: CommitOptions | None
 ) -> AbstractAsyncContextManager[StageContext]:
-    """The stage context of an attempt's job, for the attempt."""
+    """The stage context of an attempt's job, for the attempt: on ``store`` when given,
+    else on the attempt's client (``session``), else on a store opened from its URL."""
+    if store is None and attempt.session is not None:
+        return attempt.session(attempt, options)
     return open_context(
         attempt.dest if store is None else attempt.dest_path,
         attempt.job_id,

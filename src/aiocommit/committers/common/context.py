@@ -21,7 +21,6 @@ import anyio
 
 from aiocommit.errors import CommitError, StoreError, first_error
 from aiocommit.io.operations import StoreOperations
-from aiocommit.io.turns import take_turn, yield_due
 from aiocommit.observability import (
     ContextAdapter,
     annotate_span,
@@ -34,6 +33,7 @@ from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.protocol.uris import manifest_path, manifest_uri
+from aiocommit.runtime.turns import take_turn, yield_due
 from aiocommit.stores.base import StoreOpener
 
 T = TypeVar("T")

@@ -11,13 +11,14 @@ import anyio
 
 from aiocommit.committers.common.context import ProgressCallback, StageContext
 from aiocommit.errors import InvalidInput, first_error
+from aiocommit.io.limits import Limits
 from aiocommit.io.operations import StoreOperations
 from aiocommit.observability import job_done, watch_in_flight
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.layout import JobLayout
-from aiocommit.stores.base import Store, opener_of
+from aiocommit.stores.base import Store, StoreOpener, opener_of
 from aiocommit.stores.registry import open_store, reopen_url
 
 
@@ -29,10 +30,16 @@ def new_statistics() -> IOStatistics:
 
 @asynccontextmanager
 async def open_operations(
-    dest: str, *, store: Store | None = None, options: CommitOptions | None = None
+    dest: str,
+    *,
+    store: Store | None = None,
+    options: CommitOptions | None = None,
+    limits: Limits | None = None,
 ) -> AsyncIterator[tuple[StoreOperations, str]]:
     """Store operations for ``dest`` and its path in the store; a store opened here is
-    closed on exit. ``InvalidInput`` for a ``dest`` or ``options`` of the wrong kind."""
+    closed on exit. ``limits``: a client's, shared with its other jobs (by default the
+    operations' own, from ``options``). ``InvalidInput`` for a ``dest`` or ``options`` of
+    the wrong kind."""
     if not isinstance(dest, str):
         raise InvalidInput(f"dest must be a URL or store path (a str), not {dest!r}")
     if options is not None and not isinstance(options, CommitOptions):
@@ -47,7 +54,7 @@ async def open_operations(
         path = dest if dest.startswith("/") else store.unqualify(dest)
     try:
         options = options or CommitOptions()
-        ops = StoreOperations(store, options, new_statistics())
+        ops = StoreOperations(store, options, new_statistics(), limits=limits)
         watch_in_flight(ops.limiter)
         yield ops, path.rstrip("/") or "/"
     finally:
@@ -67,21 +74,29 @@ async def open_context(
     task_attempt_id: str | None = None,
     progress: ProgressCallback | None = None,
     job_id_source: str = "JobID",
+    limits: Limits | None = None,
+    reopen: StoreOpener | None = None,
 ) -> AsyncIterator[StageContext]:
     """A stage context for ``dest`` (a URL, or a path of ``store`` when one is given).
     A store opened here is closed on exit; a store passed in is the caller's to close.
+    ``limits``: shared with the caller's other jobs (``open_operations``); ``reopen``:
+    how another process opens the store (by default the store says, or ``dest``).
 
     A job commit, abort or cleanup run in the context (its outer stage ran) is reported
     on exit: one log line with its figures, and the metrics (``observability.job_done``).
     """
-    async with open_operations(dest, store=store, options=options) as (ops, path):
+    async with open_operations(dest, store=store, options=options, limits=limits) as (
+        ops,
+        path,
+    ):
         # a store that knows how says so; one opened here from a URL is opened from it again
         opened = ops.store
-        reopen = (
-            opener_of(opened)
-            if store is not None or hasattr(opened, "opener")
-            else functools.partial(reopen_url, dest)
-        )
+        if reopen is None:
+            reopen = (
+                opener_of(opened)
+                if store is not None or hasattr(opened, "opener")
+                else functools.partial(reopen_url, dest)
+            )
         context = StageContext(
             layout=JobLayout(path, job_id, attempt),
             options=ops.options,

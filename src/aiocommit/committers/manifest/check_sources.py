@@ -20,7 +20,7 @@ from __future__ import annotations
 from aiocommit.committers.common.context import StageContext, parallel
 from aiocommit.committers.manifest.load_manifests import LoadedJob, LoadedManifest
 from aiocommit.errors import NotAFile, NotFound
-from aiocommit.io.turns import take_turn
+from aiocommit.runtime.turns import take_turn
 from aiocommit.stores.base import parent_of
 
 

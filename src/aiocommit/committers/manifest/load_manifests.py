@@ -26,12 +26,12 @@ import msgspec
 from aiocommit.committers.common.context import StageContext, parallel, stage
 from aiocommit.committers.manifest.spill import DestinationHashes, SpillFile
 from aiocommit.errors import ManifestError, NotFound, OutputConflict
-from aiocommit.io.turns import take_turn
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.layout import MANIFEST_SUFFIX
 from aiocommit.protocol.manifest import DirState, TaskManifest, decode_manifest
 from aiocommit.protocol.uris import plain_suffix
+from aiocommit.runtime.turns import take_turn
 from aiocommit.stores.base import check_clean, is_under, join, parent_of, relative_to
 
 #: a spilled entry: (source relative to the attempt dir, destination relative to the

@@ -62,14 +62,14 @@ from aiocommit.io.processes import (
     WorkerExited,
     WorkerFailed,
     WorkerProcess,
-    fewer_collections,
 )
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics, IOStatisticsSnapshot
 from aiocommit.protocol.layout import JobLayout
+from aiocommit.runtime.blocking import dedicate_loop
+from aiocommit.runtime.gc_freeze import fewer_collections
 from aiocommit.stores.base import StoreOpener
-from aiocommit.stores.blocking import dedicate_loop
 
 #: below this many files per worker, starting a process costs more than it saves
 MIN_FILES_PER_PROCESS = 10_000

@@ -14,7 +14,7 @@ import tempfile
 from array import array
 from collections.abc import Iterable
 
-from aiocommit.io.turns import take_turn
+from aiocommit.runtime.turns import take_turn
 
 #: hashes gathered in memory before they are flushed to the spill file (8 MB)
 FLUSH_AT = 1 << 20

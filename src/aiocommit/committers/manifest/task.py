@@ -26,10 +26,10 @@ import msgspec
 
 from aiocommit.committers.common.context import StageContext, stage
 from aiocommit.errors import CommitError
-from aiocommit.io.turns import take_turn
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.codec import encode_pretty
 from aiocommit.protocol.manifest import DirEntry, DirState, FileEntry, TaskManifest, encode_manifest
+from aiocommit.runtime.turns import take_turn
 from aiocommit.stores.base import FileStatus, join, relative_to
 
 

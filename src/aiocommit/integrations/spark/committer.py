@@ -79,10 +79,6 @@ class InjectedTaskFailure(RuntimeError):
     """Raised by the TEST-ONLY ``aiocommit.test.failPartition*`` hooks."""
 
 
-#: URL schemes of S3, whose client takes the write's ``fs.s3a.*`` options
-S3_SCHEMES = ("s3", "s3a")
-
-
 def committer_options(settings: WriteSettings, overwriting: bool) -> S3CommitterOptions:
     """The S3A committers' settings of a write (used where the store has them): Spark's
     save modes as conflict modes. Append is ``append``; overwrite is ``replace`` of the
@@ -101,14 +97,7 @@ def committer_options(settings: WriteSettings, overwriting: bool) -> S3Committer
 
 
 def _open_url(settings: WriteSettings) -> tuple[Store, str]:
-    scheme, _, rest = settings.url.partition("://")
-    if scheme.lower() not in S3_SCHEMES:
-        return open_store(settings.url)
-    from aiocommit.stores.s3 import S3Store  # the s3 extra, needed only for S3 writes
-
-    bucket, slash, tail = rest.partition("/")
-    store = S3Store(bucket, scheme=scheme.lower(), options=settings.s3a)
-    return store, "/" + tail if slash else "/"
+    return open_store(settings.url, settings.s3a)
 
 
 def _open(settings: WriteSettings, fault: tuple[str, str] | None = None) -> tuple[Store, str]:

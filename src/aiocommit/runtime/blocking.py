@@ -1,6 +1,6 @@
-"""Blocking calls off the event loop: one bounded thread limiter per event loop (so per
-process, in practice), shared by every store client, and a batcher that runs the small
-blocking calls made in one loop turn together in one worker thread.
+"""Blocking calls off the event loop: one bounded thread limiter per event loop (its
+runtime's, ``runtime.Runtime.threads``), shared by every store client, and a batcher
+that runs the small blocking calls made in one loop turn together in one worker thread.
 
 A store that makes system calls (the local filesystem) must never make them on the
 caller's event loop: a rename takes 10-40 µs, but 2,000 of them in one loop turn hold
@@ -21,40 +21,23 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
+from aiocommit.runtime.runtime import THREADS, current, dedicate_loop, loop_is_dedicated
+
 T = TypeVar("T")
 
-#: worker threads a process's store clients use at once (per event loop)
-THREADS = 32
-
-_limiter: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar(
-    "aiocommit_store_threads"
-)
-
-
-_dedicated_loop = False
-
-
-def dedicate_loop() -> None:
-    """Declare that this process's event loop runs nothing but store calls (a rename
-    worker process): from then on, short metadata calls run on the loop itself, which
-    costs least when no one else waits for the loop."""
-    global _dedicated_loop
-    _dedicated_loop = True
-
-
-def loop_is_dedicated() -> bool:
-    """Whether ``dedicate_loop()`` was called in this process."""
-    return _dedicated_loop
+__all__ = [
+    "THREADS",
+    "Batcher",
+    "dedicate_loop",
+    "loop_is_dedicated",
+    "shared_thread_limiter",
+]
 
 
 def shared_thread_limiter() -> anyio.CapacityLimiter:
-    """The one limiter of this event loop's store threads (``THREADS`` at once)."""
-    try:
-        return _limiter.get()
-    except LookupError:
-        limiter = anyio.CapacityLimiter(THREADS)
-        _limiter.set(limiter)
-        return limiter
+    """The one limiter of this event loop's store threads (``THREADS`` at once): its
+    runtime's."""
+    return current().threads
 
 
 class _Call(Generic[T]):
