@@ -1,6 +1,7 @@
 """A task may not write what the commit protocol keeps for itself (``_SUCCESS``,
-``_temporary/...``, ``__magic...``, the destination's lease): refused at the write, with one ``InvalidInput``
-line, whatever the committer and store; nothing of it reaches the destination."""
+``_temporary/...``, ``__magic...``, the destination's lease): refused at the write, with
+one ``InvalidInput`` line, whatever the committer and store; nothing of it reaches the
+destination."""
 
 from __future__ import annotations
 
