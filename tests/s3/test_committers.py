@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import msgspec
 import pytest
 
+from aiocommit import commit_job, commit_task, setup_job, setup_task
 from aiocommit.client.jobs import list_jobs
 from aiocommit.committers.s3a import (
     S3CommitterOptions,
@@ -49,6 +50,7 @@ from aiocommit.protocol.success import decode_success
 from aiocommit.stores.base import join
 from aiocommit.stores.faulty import Faults, FaultyStore, InjectedFailure
 from aiocommit.stores.multipart import MultipartStore
+from aiocommit.stores.s3 import S3Store
 from aiocommit.stores.wrapper import StoreWrapper
 from tests.helpers import exists, output, task_files
 from tests.s3.helpers import magic_task, outstanding, run_s3_tasks, staging_task, write_local
@@ -458,7 +460,7 @@ async def test_partitioned_conflicts_are_whole_leaf_partitions(
 
 
 def test_options_from_hadoop_names() -> None:
-    options = S3CommitterOptions.from_hadoop(
+    options = CommitOptions.from_mapping(
         {
             "fs.s3a.committer.name": "partitioned",
             "fs.s3a.committer.staging.conflict-mode": "replace",
@@ -466,17 +468,44 @@ def test_options_from_hadoop_names() -> None:
             "fs.s3a.committer.abort.pending.uploads": "false",
         }
     )
-    assert options == S3CommitterOptions(
+    assert S3CommitterOptions.from_options(options) == S3CommitterOptions(
         committer="staging",
         conflict_mode="replace",
         partitioned=True,
         part_size=8 * 1024 * 1024,
         abort_pending_uploads=False,
     )
-    with pytest.raises(ValueError, match="conflict mode"):
-        S3CommitterOptions(conflict_mode="overwrite")
-    with pytest.raises(ValueError, match="part size"):
-        S3CommitterOptions(part_size=1024)
+    with pytest.raises(ValueError, match="conflict_mode"):
+        CommitOptions(conflict_mode="overwrite")
+    with pytest.raises(ValueError, match="part_size"):
+        CommitOptions(part_size=1024)
+
+
+@pytest.mark.emulator
+async def test_endpoint_and_path_style_from_a_mapping_reach_the_store(
+    moto_root: tuple[MultipartStore, str],
+) -> None:
+    """``fs.s3a.endpoint`` and ``fs.s3a.path.style.access`` given by name (as Spark or
+    Hadoop spell them) open the job's own client on that endpoint, not on AWS."""
+    store, root = moto_root
+    assert isinstance(store, S3Store)
+    url = f"s3a://{store.bucket}{root}/mapped"
+    options = CommitOptions.from_mapping(
+        {
+            "spark.hadoop.fs.s3a.endpoint": store.endpoint_url,
+            "spark.hadoop.fs.s3a.path.style.access": "true",
+            "spark.hadoop.fs.s3a.committer.name": "magic",
+            "aiocommit.max_attempts": "2",
+        }
+    )
+    job_id = await setup_job(url, options=options)
+    attempt = await setup_task(url, job_id, 0, options=options)
+    assert attempt.committer_name == "magic"
+    await attempt.write_bytes("a.txt", b"mapped", options=options)
+    await commit_task(attempt, options=options)
+    summary = await commit_job(url, job_id, options=options)
+    assert summary.committer == MAGIC_COMMITTER
+    assert await output(store, f"{root}/mapped") == {"a.txt": b"mapped"}
 
 
 async def test_magic_marker_and_pending_file(s3_root: S3Root) -> None:

@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
 
 import anyio
 import click
 
 from aiocommit.errors import AiocommitError, InvalidInput, MissingExtra, NotFound, first_error
-from aiocommit.options import CommitOptions
+from aiocommit.options import CommitOptions, StoreSettings
 from aiocommit.stores.base import Store
-from aiocommit.stores.registry import EXTRAS, open_store
+from aiocommit.stores.registry import EXTRAS, open_store, takes_settings
 
 T = TypeVar("T")
 
@@ -105,7 +104,7 @@ def as_flags(message: str) -> str:
     """An error's message as the command line says it: a hint naming an option in
     Python (``delete_target_files=True``, ``conflict_mode='replace'``) names its flag
     (``--delete-target-files``, ``--conflict-mode replace``)."""
-    fields = {field.name for field in dataclasses.fields(CommitOptions)}
+    fields = set(CommitOptions.names())
 
     def flag(found: re.Match[str]) -> str:
         name, value = found.group(1), found.group(2)
@@ -176,22 +175,17 @@ def resume_hint(command: str, dest: str, job_id: str | None) -> str:
     return f"re-run the same command to finish the {command}"
 
 
-def open_url(url: str, s3_client: Mapping[str, str] | None = None) -> tuple[Store, str]:
-    """The store of ``url`` and the path in it; ``s3_client``: ``fs.s3a.*`` settings of
-    an S3 destination's client (a usage error for another scheme)."""
+def open_url(url: str, settings: StoreSettings | None = None) -> tuple[Store, str]:
+    """The store of ``url`` and the path in it; ``settings``: its client's (a usage error
+    for a destination whose client takes none)."""
     store: Store
     try:
-        if s3_client:
-            if url.partition("://")[0].lower() not in ("s3", "s3a"):
-                raise click.UsageError(
-                    f"--option {sorted(s3_client)[0]}: fs.s3a.* client settings apply to "
-                    "s3:// and s3a:// destinations only"
-                )
-            from aiocommit.stores.s3 import open_s3
-
-            store, path = open_s3(url, s3_client)
-        else:
-            store, path = open_store(url)
+        if settings and not takes_settings(url):
+            raise click.UsageError(
+                f"--option {sorted(settings.as_s3a())[0]}: fs.s3a.* client settings apply to "
+                "s3:// and s3a:// destinations only"
+            )
+        store, path = open_store(url, settings)
     except (AiocommitError, ValueError, ModuleNotFoundError) as error:
         report(error, url)
     return store, path.rstrip("/") or "/"

@@ -41,7 +41,7 @@ async def setup_job(
     options: CommitOptions | None = None,
     s3a: S3CommitterOptions | None = None,
 ) -> str:
-    """Set the job up: choose its committer (``options.committer``; else an earlier
+    """Set the job up: choose its committer (``options.committer.name``; else an earlier
     attempt's; else from the store: staging on S3, the manifest committer elsewhere),
     record it and create what the job's tasks need.
 
@@ -52,7 +52,7 @@ async def setup_job(
     job_id = job_id or new_job_id()
     async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
         committer = await earlier_committer(context) if attempt else None
-        if committer is None or context.options.committer:
+        if committer is None or context.options.committer.name:
             committer = choose_committer(context.ops.store, context.options, s3a)
         await committer.setup_job(context)
         await save_committer(context, committer)

@@ -2,11 +2,11 @@
 and the options (as Hadoop's ``PathOutputCommitterFactory`` and ``S3ACommitterFactory``
 do), and recorded with the job so that every later step picks the same one.
 
-* ``CommitOptions.committer`` names one: ``manifest``, ``staging`` (Hadoop's
-  ``directory``), ``partitioned`` or ``magic``; the S3A ones need a store with multipart
-  uploads.
-* Else, on a store with multipart uploads and no atomic rename (S3): ``staging``, or the
-  S3A committer ``s3a`` settings name. Elsewhere: ``manifest``.
+* ``CommitOptions.committer.name`` (Hadoop's ``fs.s3a.committer.name``) names one:
+  ``manifest``, ``staging`` (Hadoop's ``directory``), ``partitioned`` or ``magic``; the
+  S3A ones need a store with multipart uploads.
+* Else, on a store with multipart uploads and no atomic rename (S3): ``staging``.
+  Elsewhere: ``manifest``.
 * The manifest committer on S3 only when asked for, with a warning: every file is copied
   and deleted there, neither atomic nor fast.
 
@@ -28,7 +28,7 @@ from aiocommit.committers.common.context import StageContext, stage
 from aiocommit.committers.manifest.committer import ManifestCommitter
 from aiocommit.committers.s3a.committer import S3ACommitter
 from aiocommit.committers.s3a.options import S3CommitterOptions
-from aiocommit.errors import CommitError, ManifestError, NotFound
+from aiocommit.errors import CommitError, InvalidInput, ManifestError, NotFound
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.codec import decode_or_raise, encode_pretty
@@ -68,11 +68,20 @@ def _multipart_without_rename(store: Store) -> bool:
     return supports_multipart(store) and not store.capabilities.atomic_rename
 
 
+def _asked(options: CommitOptions) -> str | None:
+    name = options.committer.name
+    try:
+        return committer_name(name) if name else None
+    except ValueError as error:
+        raise InvalidInput(str(error)) from None
+
+
 def choose_committer(
     store: Store, options: CommitOptions, s3a: S3CommitterOptions | None = None
 ) -> Committer:
-    """The committer for a new job on ``store`` (see the module docstring)."""
-    asked = committer_name(options.committer) if options.committer else None
+    """The committer for a new job on ``store`` (see the module docstring), with the
+    S3A settings ``options`` give over ``s3a``."""
+    asked = _asked(options)
     if asked == "manifest":
         if _multipart_without_rename(store):
             logger.warning(
@@ -89,9 +98,9 @@ def choose_committer(
                 f"{store.qualify('/')} has none: use the manifest committer",
                 stage=S.JOB_STAGE_SETUP,
             )
-        return S3ACommitter(S3CommitterOptions.of_kind(asked, s3a))
+        return S3ACommitter(S3CommitterOptions.from_options(options, s3a))
     if _multipart_without_rename(store):
-        return S3ACommitter(s3a or S3CommitterOptions())
+        return S3ACommitter(S3CommitterOptions.from_options(options, s3a))
     return ManifestCommitter()
 
 
@@ -146,7 +155,7 @@ async def job_committer(
     """The committer of an existing job: the one it recorded (``s3a`` settings given
     override the recorded ones), else the one its files show (see the module
     docstring). Asking for another one than the job uses is refused."""
-    asked = committer_name(options.committer) if options.committer else None
+    asked = _asked(options)
     async with stage(context, S.JOB_STAGE_FIND_COMMITTER):
         committer = await recorded_committer(context)
         if committer is None:

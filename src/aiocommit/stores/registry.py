@@ -1,14 +1,19 @@
-"""``open_store(url)``: pick the adapter from the URL scheme."""
+"""``open_store(url, settings)``: pick the adapter from the URL scheme; hand it the client
+settings of the options tree (``StoreSettings``) where it takes them."""
 
 from __future__ import annotations
 
 import importlib
 import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from aiocommit.errors import InvalidInput, MissingExtra
 from aiocommit.stores.base import Store
+
+if TYPE_CHECKING:
+    from aiocommit.options import StoreSettings
 
 #: scheme -> "module:function"; the function takes the URL and returns (store, path).
 #: Cloud adapters register here lazily so their SDKs are imported only when used.
@@ -24,6 +29,18 @@ OPENERS: dict[str, str] = {
 
 #: scheme -> the pip extra that installs its adapter's packages
 EXTRAS: dict[str, str] = {"abfs": "azure", "abfss": "azure", "gs": "gcs", "s3": "s3", "s3a": "s3"}
+
+#: schemes whose opener takes client settings: ``opener(url, settings)``
+SETTINGS_SCHEMES = frozenset({"s3", "s3a"})
+
+
+def _scheme(url: str) -> str:
+    return urlsplit(url).scheme if "://" in url or url.startswith("file:") else "file"
+
+
+def takes_settings(url: str) -> bool:
+    """Whether the store of ``url`` takes client settings (``StoreSettings``)."""
+    return _scheme(url).lower() in SETTINGS_SCHEMES
 
 
 def register_scheme(scheme: str, opener: str) -> None:
@@ -48,16 +65,18 @@ def _open_memory(url: str) -> tuple[Store, str]:
     ] or "/"
 
 
-def open_store(url: str) -> tuple[Store, str]:
+def open_store(url: str, settings: StoreSettings | None = None) -> tuple[Store, str]:
     """Return ``(store, path)`` for a URL: ``file:///abs``, a plain path, ``memory://name/p``,
     or any scheme a cloud adapter registered (``abfs``, ``abfss``, ``gs``, ``s3``, ``s3a``).
+    ``settings``: the client's (endpoint, path style ...), for a store that takes them
+    (``takes_settings``); other stores have none to take.
 
     Raises ``InvalidInput`` for a URL no adapter serves or one its adapter refuses, and
     ``MissingExtra`` (naming the pip extra) when the adapter's packages are not installed.
     """
     if not isinstance(url, str) or not url.strip():
         raise InvalidInput(f"not a store URL or path: {url!r}")
-    scheme = urlsplit(url).scheme if "://" in url or url.startswith("file:") else "file"
+    scheme = _scheme(url)
     target = OPENERS.get(scheme)
     if target is None:
         known = ", ".join(f"{name}://" for name in sorted(OPENERS))
@@ -70,8 +89,10 @@ def open_store(url: str) -> tuple[Store, str]:
         if extra is None or (error.name or "").startswith("aiocommit"):
             raise
         raise MissingExtra(f"the {scheme}:// store", extra, error.name) from error
-    opener: Callable[[str], tuple[Store, str]] = getattr(module, function_name)
+    opener: Callable[..., tuple[Store, str]] = getattr(module, function_name)
     try:
+        if settings and scheme.lower() in SETTINGS_SCHEMES:
+            return opener(url, settings.as_s3a())
         return opener(url)
     except InvalidInput:
         raise

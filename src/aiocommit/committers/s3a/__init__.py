@@ -32,11 +32,10 @@ from aiocommit.committers.s3a.inspect import (
 )
 from aiocommit.committers.s3a.job import abort_s3_job, cleanup_s3_job, commit_s3_job, setup_s3_job
 from aiocommit.committers.s3a.magic import abort_magic_task, commit_magic_task, write_magic_file
-from aiocommit.committers.s3a.options import HADOOP_KEYS, S3CommitterOptions
+from aiocommit.committers.s3a.options import S3CommitterOptions
 from aiocommit.committers.s3a.staging import abort_staging_task, commit_staging_task
 
 __all__ = [
-    "HADOOP_KEYS",
     "S3ACommitter",
     "S3CommitterOptions",
     "S3JobFacts",

@@ -20,7 +20,6 @@ destination-wide sweep of old uploads is ``abort_old_uploads`` (``aiocommit clea
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Collection, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 
@@ -58,7 +57,7 @@ from aiocommit.committers.s3a.load_pendingsets import (
     list_pendingset_names,
     load_pendingsets_stage,
 )
-from aiocommit.committers.s3a.options import S3CommitterOptions
+from aiocommit.committers.s3a.options import S3CommitterOptions, with_options
 from aiocommit.committers.s3a.walk import walk_files
 from aiocommit.errors import AlreadyExists, ManifestError, NotEmpty, NotFound
 from aiocommit.io.multipart import MultipartOperations
@@ -175,7 +174,7 @@ class _S3JobCommit:
 
     async def load(self, context: StageContext, summary: SuccessData) -> None:
         plan = await read_plan(context)
-        s3_options = self.s3_options = _with_conflict_options(
+        s3_options = self.s3_options = with_options(
             _settled_options(
                 context, self.given or self.fallback, plan, explicit=self.given is not None
             ),
@@ -222,8 +221,8 @@ class _S3JobCommit:
         summary.filenames = [c.uri for c in loaded.commits[:FILENAMES_LIMIT]]
 
     async def cleanup(self, context: StageContext) -> None:
-        s3_options = (
-            self.s3_options or self.given or await _recorded_options(context, self.fallback)
+        s3_options = self.s3_options or with_options(
+            self.given or await _recorded_options(context, self.fallback), context.options
         )
         loaded = self.loaded
         completed = None if loaded is None else {c.upload_id for c in loaded.commits}
@@ -234,19 +233,6 @@ class _S3JobCommit:
 
     def close(self) -> None:
         pass
-
-
-def _with_conflict_options(
-    s3_options: S3CommitterOptions, options: CommitOptions
-) -> S3CommitterOptions:
-    """The conflict mode and scope of ``CommitOptions`` (every committer's), where set,
-    over the S3 committers' own."""
-    changes: dict[str, object] = {}
-    if options.conflict_mode is not None:
-        changes["conflict_mode"] = options.conflict_mode
-    if options.replace_partitions is not None:
-        changes["partitioned"] = options.replace_partitions
-    return dataclasses.replace(s3_options, **changes) if changes else s3_options  # type: ignore[arg-type]
 
 
 def _settled_options(
@@ -318,6 +304,7 @@ async def _fix_plan(
         manifests=loaded.digests,
         committer=s3_options.as_record(),
         conflicts=initial_record(s3_options.conflict_mode, s3_options.partitioned),
+        options=context.options.as_record(),
     )
     plan_bytes = encode_plan(fixed)
     try:  # a conditional put: of two drivers committing one job, one fixes the plan
@@ -415,7 +402,7 @@ async def abort_s3(
 ) -> list[str]:
     """``abort_s3_job`` in an open context; ``revert`` False keeps output an unfinished
     commit completed."""
-    s3_options = given or await _recorded_options(context, fallback)
+    s3_options = with_options(given or await _recorded_options(context, fallback), context.options)
     mops = MultipartOperations(context.ops)
     lost: list[str] = []
     committed = await _committed(context)
@@ -462,7 +449,7 @@ async def cleanup_s3(
     fallback: S3CommitterOptions | None = None,
 ) -> None:
     """``cleanup_s3_job`` in an open context."""
-    s3_options = given or await _recorded_options(context, fallback)
+    s3_options = with_options(given or await _recorded_options(context, fallback), context.options)
     await _cleanup(context, MultipartOperations(context.ops), s3_options)
 
 
