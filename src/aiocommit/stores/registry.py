@@ -6,14 +6,20 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from aiocommit.errors import InvalidInput, MissingExtra
 from aiocommit.stores.base import Store
 
-if TYPE_CHECKING:
-    from aiocommit.options import StoreSettings
+
+class StoreSettings(Protocol):
+    """A store client's settings (``aiocommit.options.StoreSettings``): false when none
+    is set; ``as_s3a`` gives those set, by their ``fs.s3a.*`` names."""
+
+    def __bool__(self) -> bool: ...
+
+    def as_s3a(self) -> dict[str, str]: ...
 
 #: scheme -> "module:function"; the function takes the URL and returns (store, path).
 #: Cloud adapters register here lazily so their SDKs are imported only when used.
