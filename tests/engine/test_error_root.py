@@ -22,7 +22,6 @@ from aiocommit import (
     LocalStore,
     MemoryStore,
     PermissionDenied,
-    S3CommitterOptions,
     abort_job,
     abort_task,
     cleanup_job,
@@ -112,12 +111,6 @@ def _bad_calls(dest: str) -> dict[str, list[Callable[[], Any]]]:
         call(CommitOptions, part_size="8M"),
         call(CommitOptions.from_mapping, {"fs.s3a.multipart.size": "lots"}),
         call(CommitOptions.from_mapping, {"fs.s3a.access.key": "AK"}),
-    ]
-    calls["S3CommitterOptions"] = [
-        call(S3CommitterOptions, committer="rename"),
-        call(S3CommitterOptions, conflict_mode="merge"),
-        call(S3CommitterOptions, part_size=1),
-        call(S3CommitterOptions, part_size="8M"),
     ]
     calls["committed_name"] = [call(committed_name, "attempt_1"), call(committed_name, None)]
     calls["LocalStore"] = [call(LocalStore, page_size=0), call(LocalStore, threads="8")]

@@ -500,7 +500,7 @@ def _cleanup_uploads(
 ) -> None:
     """``cleanup --uploads``: abort outstanding uploads under DEST older than the age."""
     options = build_options(values, option_pairs)
-    store, path = open_url(dest, s3_client_options(option_pairs))
+    store, path = open_url(dest, options.store)
     console = console_for()
 
     async def run() -> None:

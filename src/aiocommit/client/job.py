@@ -24,7 +24,6 @@ from aiocommit.committers.factory import (
     job_committer,
     save_committer,
 )
-from aiocommit.committers.s3a.options import S3CommitterOptions
 from aiocommit.io.heap import release_free_memory
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.ids import new_job_id
@@ -39,21 +38,21 @@ async def setup_job(
     attempt: int = 0,
     store: Store | None = None,
     options: CommitOptions | None = None,
-    s3a: S3CommitterOptions | None = None,
 ) -> str:
     """Set the job up: choose its committer (``options.committer.name``; else an earlier
     attempt's; else from the store: staging on S3, the manifest committer elsewhere),
     record it and create what the job's tasks need.
 
-    ``s3a``: the S3A committers' settings, recorded with the job. An older ``_SUCCESS``
-    in the destination stays until this job's commit starts replacing output.
+    The S3A committers' settings (``options.committer.s3a``, the conflict mode) are
+    recorded with the job. An older ``_SUCCESS`` in the destination stays until this
+    job's commit starts replacing output.
     Returns the job ID: ``job_id`` if given, else a new collision-free one.
     """
     job_id = job_id or new_job_id()
     async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
         committer = await earlier_committer(context) if attempt else None
         if committer is None or context.options.committer.name:
-            committer = choose_committer(context.ops.store, context.options, s3a)
+            committer = choose_committer(context.ops.store, context.options)
         await committer.setup_job(context)
         await save_committer(context, committer)
     return job_id
@@ -67,7 +66,6 @@ async def commit_job(
     attempt: int = 0,
     store: Store | None = None,
     options: CommitOptions | None = None,
-    s3a: S3CommitterOptions | None = None,
     progress: ProgressCallback | None = None,
     job_id_source: str = "JobID",
 ) -> SuccessData:
@@ -81,8 +79,9 @@ async def commit_job(
             paths/URLs) instead of every one found there.
         store: a store client to use (and not close); by default one is opened from
             ``dest`` and closed at the end.
-        s3a: the S3A committers' settings (a commit that started earlier finishes with
-            the settings its plan recorded).
+        options: how the commit runs; on S3 its conflict mode and the S3A settings
+            over those the job was set up with (a commit that started earlier finishes
+            with the settings its plan recorded).
         progress: called with ``Progress`` reports while files are renamed.
 
     Returns:
@@ -103,7 +102,7 @@ async def commit_job(
         job_id_source=job_id_source,
     ) as context:
         await require_job(context, "commit_job")
-        committer = await job_committer(context, context.options, s3a)
+        committer = await job_committer(context, context.options)
         summary = await committer.commit_job(context, manifests)
     # a service commits job after job: its heap's free pages go back, not kept per thread
     await release_free_memory()
@@ -117,7 +116,6 @@ async def abort_job(
     attempt: int = 0,
     store: Store | None = None,
     options: CommitOptions | None = None,
-    s3a: S3CommitterOptions | None = None,
     undo_renames: bool = True,
     progress: ProgressCallback | None = None,
 ) -> list[str]:
@@ -140,7 +138,7 @@ async def abort_job(
     ) as context:
         if await require_job(context, "abort_job") == "committed":
             return []
-        committer = await job_committer(context, context.options, s3a)
+        committer = await job_committer(context, context.options)
         return await committer.abort_job(context, undo=undo_renames)
 
 
@@ -151,11 +149,11 @@ async def cleanup_job(
     attempt: int = 0,
     store: Store | None = None,
     options: CommitOptions | None = None,
-    s3a: S3CommitterOptions | None = None,
     progress: ProgressCallback | None = None,
 ) -> None:
     """Delete the job's temporary data (on S3 also the job's own outstanding uploads,
-    unless ``s3a.abort_pending_uploads`` is off); never touches committed output, nor
+    unless ``committer.s3a.abort_pending_uploads``, in the options or the job's
+    settings, is off); never touches committed output, nor
     another job's data. ``progress`` gets the directories deleted. Raises
     ``JobNotFound`` when no such job is at ``dest``, before anything changes."""
     async with open_context(
@@ -163,5 +161,5 @@ async def cleanup_job(
     ) as context:
         if await require_job(context, "cleanup_job") == "committed":
             return
-        committer = await job_committer(context, context.options, s3a)
+        committer = await job_committer(context, context.options)
         await committer.cleanup_job(context)

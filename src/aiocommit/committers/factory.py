@@ -18,7 +18,6 @@ plan records their settings).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 import msgspec
@@ -26,8 +25,9 @@ import msgspec
 from aiocommit.committers.common.committer import Committer
 from aiocommit.committers.common.context import StageContext, stage
 from aiocommit.committers.manifest.committer import ManifestCommitter
-from aiocommit.committers.s3a.committer import S3ACommitter
+from aiocommit.committers.s3a.magic import MagicCommitter
 from aiocommit.committers.s3a.options import S3CommitterOptions
+from aiocommit.committers.s3a.staging import PartitionedStagingCommitter, StagingCommitter
 from aiocommit.errors import CommitError, InvalidInput, ManifestError, NotFound
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
@@ -64,6 +64,20 @@ def committer_name(name: str) -> str:
     return name
 
 
+#: the S3A committers by name (``S3CommitterOptions.kind``)
+S3A_COMMITTERS: dict[str, type[StagingCommitter] | type[MagicCommitter]] = {
+    "staging": StagingCommitter,
+    "partitioned": PartitionedStagingCommitter,
+    "magic": MagicCommitter,
+}
+
+
+def s3a_committer(settings: S3CommitterOptions | None = None) -> StagingCommitter | MagicCommitter:
+    """The S3A committer the settings name (by default: staging), over them."""
+    settings = settings or S3CommitterOptions()
+    return S3A_COMMITTERS[settings.kind](settings)
+
+
 def _multipart_without_rename(store: Store) -> bool:
     return supports_multipart(store) and not store.capabilities.atomic_rename
 
@@ -76,11 +90,9 @@ def _asked(options: CommitOptions) -> str | None:
         raise InvalidInput(str(error)) from None
 
 
-def choose_committer(
-    store: Store, options: CommitOptions, s3a: S3CommitterOptions | None = None
-) -> Committer:
+def choose_committer(store: Store, options: CommitOptions) -> Committer:
     """The committer for a new job on ``store`` (see the module docstring), with the
-    S3A settings ``options`` give over ``s3a``."""
+    S3A settings ``options`` give."""
     asked = _asked(options)
     if asked == "manifest":
         if _multipart_without_rename(store):
@@ -98,9 +110,9 @@ def choose_committer(
                 f"{store.qualify('/')} has none: use the manifest committer",
                 stage=S.JOB_STAGE_SETUP,
             )
-        return S3ACommitter(S3CommitterOptions.from_options(options, s3a))
+        return s3a_committer(S3CommitterOptions.from_options(options))
     if _multipart_without_rename(store):
-        return S3ACommitter(S3CommitterOptions.from_options(options, s3a))
+        return s3a_committer(S3CommitterOptions.from_options(options))
     return ManifestCommitter()
 
 
@@ -131,7 +143,7 @@ def _from_record(record: CommitterRecord, path: str) -> Committer:
     if name == "manifest":
         return ManifestCommitter()
     settings = S3CommitterOptions.from_record(record.settings) if record.settings else None
-    return S3ACommitter(recorded=S3CommitterOptions.of_kind(name, settings))
+    return s3a_committer(S3CommitterOptions.of_kind(name, settings))
 
 
 async def recorded_committer(
@@ -149,38 +161,30 @@ async def recorded_committer(
         raise ManifestError(f"committer record: {error}", path=context.qualify(path)) from None
 
 
-async def job_committer(
-    context: StageContext, options: CommitOptions, s3a: S3CommitterOptions | None = None
-) -> Committer:
-    """The committer of an existing job: the one it recorded (``s3a`` settings given
-    override the recorded ones), else the one its files show (see the module
-    docstring). Asking for another one than the job uses is refused."""
+async def job_committer(context: StageContext, options: CommitOptions) -> Committer:
+    """The committer of an existing job: the one it recorded, else the one its files
+    show (see the module docstring). Asking for another one than the job uses is
+    refused."""
     asked = _asked(options)
     async with stage(context, S.JOB_STAGE_FIND_COMMITTER):
         committer = await recorded_committer(context)
         if committer is None:
-            committer = await _recognised(context, asked, s3a)
+            committer = await _recognised(context, asked, options)
     staging = ("staging", "partitioned")  # one committer; the scope of its conflict mode
     if asked not in (None, committer.name) and not (asked in staging and committer.name in staging):
         raise CommitError(
             f"job {context.layout.job_id} uses the {committer.name} committer, not {asked}",
             path=context.qualify(context.layout.job_attempt_dir),
         )
-    if s3a is not None and isinstance(committer, S3ACommitter):
-        # the caller's settings, but the job's committer: its tasks wrote for it
-        kind = committer.s3_options.committer
-        return S3ACommitter(dataclasses.replace(s3a, committer=kind), committer.recorded)
     return committer
 
 
 async def _recognised(
-    context: StageContext, asked: str | None, s3a: S3CommitterOptions | None
+    context: StageContext, asked: str | None, options: CommitOptions
 ) -> Committer:
     store = context.ops.store
     if not supports_multipart(store) or asked == "manifest":
         return ManifestCommitter()
     if await context.ops.stat_or_none(context.layout.manifests_dir) is not None:
         return ManifestCommitter()
-    if asked is not None:
-        return S3ACommitter(S3CommitterOptions.of_kind(asked, s3a))
-    return S3ACommitter(s3a)
+    return s3a_committer(S3CommitterOptions.from_options(options))

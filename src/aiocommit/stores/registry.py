@@ -21,6 +21,7 @@ class StoreSettings(Protocol):
 
     def as_s3a(self) -> dict[str, str]: ...
 
+
 #: scheme -> "module:function"; the function takes the URL and returns (store, path).
 #: Cloud adapters register here lazily so their SDKs are imported only when used.
 OPENERS: dict[str, str] = {
