@@ -12,13 +12,16 @@ import msgspec
 import pytest
 
 from aiocommit import (
+    InvalidInput,
     abort_job,
     abort_task,
     cleanup_job,
     commit_job,
     commit_task,
+    committed_name,
     setup_job,
     setup_task,
+    task_attempt,
 )
 from aiocommit.client.jobs import list_jobs
 from aiocommit.committers.s3a import S3CommitterOptions
@@ -618,3 +621,20 @@ async def test_replace_by_commit_options_and_what_an_abort_cannot_restore(
     await s3_task(store, dest, job_id, 0, 0, new)
     await commit_job(dest, job_id, store=store, options=CommitOptions(conflict_mode="replace"))
     assert await output(store, dest) == new
+
+
+async def test_a_named_attempt_commits_into_the_jobs_committer(s3_root: S3Root) -> None:
+    """``task_attempt`` without a committer named a manifest committer attempt even on an
+    S3 job: its output went to a manifest the job's commit never read. It follows the
+    job's record now."""
+    store, root = s3_root
+    dest = join(root, "out")
+    job_id = await setup_job(dest, store=store, options=MAGIC)
+    attempt = task_attempt(store.qualify(dest), dest, job_id, 0)
+    await attempt.write_bytes("a.dat", b"magic", store=store)
+    assert isinstance(await commit_task(attempt, store=store), PendingSet)
+    summary = await commit_job(dest, job_id, store=store)
+    assert summary.committer == MAGIC_COMMITTER
+    assert await output(store, dest) == {"a.dat": b"magic"}
+    with pytest.raises(InvalidInput, match="named without its job's committer"):
+        committed_name(attempt)  # not known without reading the job

@@ -18,11 +18,15 @@ plan records their settings).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 import msgspec
 
-from aiocommit.committers.common.committer import Committer
+from aiocommit.committers.common.committer import AttemptFile, Committer, TaskAttempt
 from aiocommit.committers.common.context import StageContext, stage
 from aiocommit.committers.manifest.committer import ManifestCommitter
 from aiocommit.committers.s3a.magic import MagicCommitter
@@ -33,6 +37,9 @@ from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.codec import decode_or_raise, encode_pretty
 from aiocommit.protocol.layout import JobLayout
+from aiocommit.protocol.manifest import TaskManifest
+from aiocommit.protocol.pending import PendingSet
+from aiocommit.protocol.success import SuccessData
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.multipart import supports_multipart
 
@@ -188,3 +195,82 @@ async def _recognised(
     if await context.ops.stat_or_none(context.layout.manifests_dir) is not None:
         return ManifestCommitter()
     return s3a_committer(S3CommitterOptions.from_options(options))
+
+
+@dataclass(frozen=True)
+class RecordedCommitter:
+    """The committer a task attempt's job recorded, read from the job when the attempt
+    is used: what ``task_attempt`` names when not told the committer. Its ``name`` and
+    ``committed_name`` are not known before then (``setup_task`` names the attempt with
+    the job's committer itself)."""
+
+    async def of(self, context: StageContext) -> Committer:
+        """The job's committer."""
+        return await job_committer(context, context.options)
+
+    @property
+    def name(self) -> str:
+        raise InvalidInput(
+            "this task attempt was named without its job's committer, which is read when "
+            "the attempt is first used: name it with setup_task (or task_attempt(committer=))"
+        )
+
+    def describe(self) -> dict[str, str]:
+        return {}
+
+    async def setup_job(self, context: StageContext) -> None:
+        await (await self.of(context)).setup_job(context)
+
+    async def commit_job(
+        self, context: StageContext, committed: Sequence[str] | None
+    ) -> SuccessData:
+        return await (await self.of(context)).commit_job(context, committed)
+
+    async def abort_job(self, context: StageContext, *, undo: bool) -> list[str]:
+        return await (await self.of(context)).abort_job(context, undo=undo)
+
+    async def cleanup_job(self, context: StageContext) -> None:
+        await (await self.of(context)).cleanup_job(context)
+
+    async def setup_task(self, context: StageContext, attempt: TaskAttempt) -> TaskAttempt:
+        committer = await self.of(context)
+        return await committer.setup_task(
+            context, dataclasses.replace(attempt, committer=committer)
+        )
+
+    async def write_bytes(
+        self, context: StageContext, attempt: TaskAttempt, relative: str, data: bytes
+    ) -> None:
+        await (await self.of(context)).write_bytes(context, attempt, relative, data)
+
+    @asynccontextmanager
+    async def open(
+        self, context: StageContext, attempt: TaskAttempt, relative: str
+    ) -> AsyncIterator[AttemptFile]:
+        committer = await self.of(context)
+        async with committer.open(context, attempt, relative) as file:
+            yield file
+
+    async def write_file(
+        self, context: StageContext, attempt: TaskAttempt, relative: str, local_path: str
+    ) -> None:
+        await (await self.of(context)).write_file(context, attempt, relative, local_path)
+
+    async def commit_task(
+        self,
+        context: StageContext,
+        attempt: TaskAttempt,
+        *,
+        per_attempt: bool,
+        written: Sequence[tuple[str, int]] | None = None,
+    ) -> TaskManifest | PendingSet:
+        committer = await self.of(context)
+        return await committer.commit_task(
+            context, attempt, per_attempt=per_attempt, written=written
+        )
+
+    async def abort_task(self, context: StageContext, attempt: TaskAttempt) -> None:
+        await (await self.of(context)).abort_task(context, attempt)
+
+    def committed_name(self, attempt: TaskAttempt, *, per_attempt: bool) -> str:
+        return self.name  # raises: not known before the attempt is used
