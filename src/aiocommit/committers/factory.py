@@ -26,7 +26,12 @@ from dataclasses import dataclass
 
 import msgspec
 
-from aiocommit.committers.common.committer import AttemptFile, Committer, TaskAttempt
+from aiocommit.committers.common.committer import (
+    COMMITTER_NAMES,
+    AttemptFile,
+    Committer,
+    TaskAttempt,
+)
 from aiocommit.committers.common.context import StageContext, stage
 from aiocommit.committers.manifest.committer import ManifestCommitter
 from aiocommit.committers.s3a.magic import MagicCommitter
@@ -66,8 +71,8 @@ def committer_name(name: str) -> str:
     """Our name of a committer (Hadoop's ``directory`` and ``file`` accepted);
     ``ValueError`` for an unknown one."""
     name = ALIASES.get(name, name)
-    if name not in ("manifest", "staging", "partitioned", "magic"):
-        raise ValueError(f"unknown committer {name!r}: use manifest, staging, partitioned or magic")
+    if name not in COMMITTER_NAMES:
+        raise ValueError(f"unknown committer {name!r}: use {', '.join(COMMITTER_NAMES)}")
     return name
 
 
