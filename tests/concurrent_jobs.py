@@ -23,7 +23,6 @@ from aiocommit import (
     AiocommitError,
     CommitOptions,
     NotFound,
-    S3CommitterOptions,
     abort_job,
     commit_job,
     commit_task,
@@ -140,14 +139,14 @@ async def _set_up(store: Store, dest: str, job: PlannedJob, setup: CommitOptions
     await commit_task(attempt, store=store)
 
 
-async def _settle(store: Store, dest: str, job: PlannedJob, s3a: S3CommitterOptions | None) -> None:
+async def _settle(store: Store, dest: str, job: PlannedJob) -> None:
     """Commit the job (after its delay), or abort it instead."""
     await anyio.sleep(job.delay)
     if job.abort_instead:
-        await abort_job(dest, job.job_id, store=store, s3a=s3a)
+        await abort_job(dest, job.job_id, store=store)
         return
     try:
-        await commit_job(dest, job.job_id, store=store, options=options_of(job.mode), s3a=s3a)
+        await commit_job(dest, job.job_id, store=store, options=options_of(job.mode))
         job.succeeded = True
     except AiocommitError:
         pass
@@ -155,9 +154,7 @@ async def _settle(store: Store, dest: str, job: PlannedJob, s3a: S3CommitterOpti
 
 async def _finish_failed(store: Store, dest: str, job: PlannedJob) -> None:
     """A failed commit: run again with no options (the recorded mode), else abort. The
-    other jobs have settled by now, so no S3A settings are given (a given
-    ``S3CommitterOptions`` carries its own conflict mode, which overrides the recorded
-    one)."""
+    other jobs have settled by now."""
     if job.rerun:
         try:
             await commit_job(dest, job.job_id, store=store)
@@ -182,7 +179,6 @@ async def run_scenario(
     setup: CommitOptions | None = None,
     leftovers: Callable[[Store, str], object] | None = None,
     reruns: bool = True,
-    s3a: S3CommitterOptions | None = None,
     append_overwrites: bool = False,
 ) -> tuple[bool, int, str, int, int]:
     """One scenario; (exact, serial orders matched, what differed, jobs, committed)."""
@@ -190,12 +186,12 @@ async def run_scenario(
     if older:
         seed = PlannedJob("older", "append", older, False, 0.0, False)
         await _set_up(store, dest, seed, setup)
-        await commit_job(dest, seed.job_id, store=store, s3a=s3a)
+        await commit_job(dest, seed.job_id, store=store)
     for job in jobs:
         await _set_up(store, dest, job, setup)
     async with anyio.create_task_group() as group:
         for job in jobs:
-            group.start_soon(_settle, store, dest, job, s3a)
+            group.start_soon(_settle, store, dest, job)
     for job in jobs:
         if not job.succeeded and not job.abort_instead:
             await _finish_failed(store, dest, job)
@@ -230,7 +226,6 @@ async def sweep(
     setup: CommitOptions | None = None,
     leftovers: Callable[[Store, str], object] | None = None,
     reruns: bool = True,
-    s3a: S3CommitterOptions | None = None,
     append_overwrites: bool = False,
 ) -> Figures:
     """Run ``scenarios`` scenarios, each in its own destination below ``root``
@@ -245,7 +240,6 @@ async def sweep(
             setup=setup,
             leftovers=leftovers,
             reruns=reruns,
-            s3a=s3a,
             append_overwrites=append_overwrites,
         )
         figures.scenarios += 1

@@ -2,7 +2,7 @@
 protocol, and on S3 the S3A staging and magic committers.
 
 One API on every store; the job's committer is chosen at ``setup_job`` from the store
-(staging on S3, the manifest committer elsewhere) or ``CommitOptions.committer``. A
+(staging on S3, the manifest committer elsewhere) or ``CommitOptions.committer.name``. A
 ``Client`` opens the store once for all its jobs::
 
     async with Client("s3a://bucket/out") as client:
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     from aiocommit.committers.common.committer import AttemptFile, Committer
     from aiocommit.committers.common.context import Progress
     from aiocommit.committers.common.summary import VERSION as __version__
-    from aiocommit.committers.s3a import S3CommitterOptions
     from aiocommit.errors import (
         AiocommitError,
         AlreadyExists,
@@ -91,7 +90,6 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "JobInfo": ("aiocommit.client.jobs", "JobInfo"),
     "job_info": ("aiocommit.client.jobs", "job_info"),
     "list_jobs": ("aiocommit.client.jobs", "list_jobs"),
-    "S3CommitterOptions": ("aiocommit.committers.s3a", "S3CommitterOptions"),
     "__version__": ("aiocommit.committers.common.summary", "VERSION"),
     "TaskAttempt": ("aiocommit.client.task", "TaskAttempt"),
     "abort_task": ("aiocommit.client.task", "abort_task"),
@@ -176,7 +174,6 @@ __all__ = [
     "PreconditionFailed",
     "Progress",
     "ReservedName",
-    "S3CommitterOptions",
     "Store",
     "StoreError",
     "SuccessData",

@@ -28,14 +28,6 @@ import anyio
 
 from aiocommit.client.job import abort_job, commit_job, setup_job
 from aiocommit.client.task import commit_task, setup_task
-from aiocommit.committers.s3a import (
-    abort_s3_job,
-    commit_magic_task,
-    commit_s3_job,
-    setup_magic_task,
-    setup_s3_job,
-    write_magic_file,
-)
 from aiocommit.io.operations import StoreOperations
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.iostatistics import IOStatistics
@@ -202,43 +194,36 @@ async def _magic_job(
     abort: bool,
 ) -> dict[str, bytes]:
     store = target.store
-    job_id = await calls.run(
-        "setup_s3_job", lambda: setup_s3_job(dest, store=store, options=options)
-    )
+    magic = options.with_values(committer="magic")
+    job_id = await calls.run("setup_job", lambda: setup_job(dest, store=store, options=magic))
     expected: dict[str, bytes] = {}
 
     async def task(number: int) -> None:
         content = _task_files(seed, dest, number, files)
         attempt = await calls.run(
-            "setup_magic_task",
-            lambda: setup_magic_task(dest, job_id, number, 0, store=store, options=options),
+            "setup_task",
+            lambda: setup_task(dest, job_id, number, 0, store=store, options=options),
         )
 
         async def write(relative: str, data: bytes) -> None:
             await calls.run(
-                "write_magic_file",
-                lambda: write_magic_file(attempt, relative, data, store=store, options=options),
+                "write_bytes",
+                lambda: attempt.write_bytes(relative, data, store=store, options=options),
             )
 
         async with anyio.create_task_group() as group:
             for relative, data in content.items():
                 group.start_soon(write, relative, data)
-        await calls.run(
-            "commit_magic_task", lambda: commit_magic_task(attempt, store=store, options=options)
-        )
+        await calls.run("commit_task", lambda: commit_task(attempt, store=store, options=options))
         expected.update(content)
 
     async with anyio.create_task_group() as group:
         for number in range(tasks):
             group.start_soon(task, number)
     if abort:
-        await calls.run(
-            "abort_s3_job", lambda: abort_s3_job(dest, job_id, store=store, options=options)
-        )
+        await calls.run("abort_job", lambda: abort_job(dest, job_id, store=store, options=options))
         return {}
-    await calls.run(
-        "commit_s3_job", lambda: commit_s3_job(dest, job_id, store=store, options=options)
-    )
+    await calls.run("commit_job", lambda: commit_job(dest, job_id, store=store, options=options))
     return expected
 
 

@@ -17,6 +17,7 @@ import anyio
 import click
 
 from aiocommit import CommitOptions
+from aiocommit.options import LimitOptions, RetryOptions
 from aiocommit_stress.jobgen import JobSpec, SizeDist
 from aiocommit_stress.report import DEFAULT_OUT, Reporter, write_json
 from aiocommit_stress.scenarios import Common
@@ -203,7 +204,7 @@ def commit_options(concurrency: int = 256) -> Callable[[F], F]:
         click.option("--min-concurrency", type=int, default=4, show_default=True),
         click.option("--rate-limit", type=float, default=None, help="Store calls per second."),
         click.option(
-            "--max-attempts", type=int, default=CommitOptions.max_attempts, show_default=True
+            "--max-attempts", type=int, default=RetryOptions.max_attempts, show_default=True
         ),
         click.option("--validate-output", is_flag=True, help="Engine's own output validation."),
     )
@@ -724,8 +725,8 @@ def bench_throttled_plot(results: tuple[Path, ...], png: Path) -> None:
 @click.option("--rss-files", type=int, default=20_000, show_default=True)
 @click.option("--rss-commits", type=int, default=20, show_default=True)
 @click.option("--rss-processes", default="1,0,2", show_default=True)
-@click.option("--processes", type=int, default=CommitOptions.processes, show_default=True)
-@click.option("--concurrency", type=int, default=CommitOptions.concurrency, show_default=True)
+@click.option("--processes", type=int, default=LimitOptions.processes, show_default=True)
+@click.option("--concurrency", type=int, default=LimitOptions.concurrency, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
     "--tune-gc",

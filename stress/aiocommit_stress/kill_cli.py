@@ -235,10 +235,10 @@ async def replace_scene(store: Store, dest: str) -> Scene:
 async def s3_replace_scene(store: Store, dest: str) -> Scene:
     """``replace_scene`` on S3 with the staging committer: the old output is a committed
     staging job's, the new job's tasks are uploaded and not completed."""
-    from aiocommit.committers.s3a import commit_s3_job
+    from aiocommit import commit_job
 
     old, old_files = await _s3_job(store, dest, "old", tasks=2, files=9)
-    await commit_s3_job(dest, old, store=store)
+    await commit_job(dest, old, store=store)
     new, new_files = await _s3_job(store, dest, "new", tasks=3, files=8, names="old")
     url = store.qualify(dest)
     return Scene(
@@ -255,29 +255,21 @@ async def s3_replace_scene(store: Store, dest: str) -> Scene:
     )
 
 
-def _write_local(root: str, relative: str, data: bytes) -> bytes:
-    path = os.path.join(root, relative)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as handle:
-        handle.write(data)
-    return data
-
-
 async def _s3_job(
     store: Store, dest: str, tag: str, tasks: int, files: int, names: str = ""
 ) -> tuple[str, dict[str, bytes]]:
-    from aiocommit.committers.s3a import commit_staging_task, s3_task_attempt, setup_s3_job
+    from aiocommit import CommitOptions, commit_task, setup_job, setup_task
 
-    job_id = await setup_s3_job(dest, store=store)
+    staging = CommitOptions(committer="staging")
+    job_id = await setup_job(dest, store=store, options=staging)
     written: dict[str, bytes] = {}
     for task in range(tasks):
-        local = tempfile.mkdtemp(prefix="aiocommit-kill-s3-")
+        attempt = await setup_task(dest, job_id, task, store=store)
         for n in range(files):
             name = f"part={n % 3}/{names or tag}-{task:03d}-{n:03d}.dat"
-            written[name] = _write_local(local, name, f"{tag} {task} {n}".encode())
-        attempt = s3_task_attempt(dest, job_id, task, local_dir=local, store=store)
-        await commit_staging_task(attempt, store=store)
-        shutil.rmtree(local, ignore_errors=True)
+            written[name] = data = f"{tag} {task} {n}".encode()
+            await attempt.write_bytes(name, data, store=store)
+        await commit_task(attempt, store=store)
     return job_id, written
 
 

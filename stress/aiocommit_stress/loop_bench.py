@@ -45,6 +45,7 @@ import anyio
 import anyio.to_thread
 
 from aiocommit import CommitOptions, abort_job, commit_job
+from aiocommit.options import option_specs
 from aiocommit.protocol.layout import TEMPORARY
 from aiocommit_stress.jobgen import JobSpec, PreparedJob
 from aiocommit_stress.report import Reporter
@@ -406,7 +407,7 @@ async def rss_part(
     each on a hard-linked copy of one prepared job."""
     results: dict[str, Any] = {}
     for processes in settings:
-        options = CommitOptions(**{**base.__dict__, "processes": processes})
+        options = base.with_values(processes=processes)
         job, restore = await _restorable(target, files, processes, f"rss-{processes}", reporter)
         samples: list[float] = []
         with reporter.bar(f"commits, processes={processes}", commits) as advance:
@@ -560,6 +561,10 @@ async def loop_bench(
     return {
         "scenario": "bench-loop",
         "ok": ok,
-        "options": {k: v for k, v in options.__dict__.items() if v is not None},
+        "options": {
+            spec.name: options.value(spec)
+            for spec in option_specs()
+            if options.value(spec) is not None
+        },
         "results": results,
     }

@@ -11,6 +11,7 @@ process; each run verified exactly, and the destination must hold no outstanding
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -20,24 +21,16 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import anyio
 
-from aiocommit.committers.s3a import (
-    S3CommitterOptions,
-    commit_magic_task,
-    commit_s3_job,
-    commit_staging_task,
-    s3_task_attempt,
-    setup_magic_task,
-    setup_s3_job,
-    write_magic_file,
-)
+from aiocommit.client.job import commit_job, setup_job
+from aiocommit.client.task import commit_task, setup_task
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import s3_statistics as S3
 from aiocommit.stores.base import Store, join
+from aiocommit.stores.faulty import Faults, FaultyStore
 from aiocommit.stores.s3 import S3Store
 from aiocommit_stress.crash import ChildResult, KillAtCall, run_child
 from aiocommit_stress.report import Reporter, grid_table
@@ -87,32 +80,28 @@ async def prepare_s3_job(
     """Set up a job and commit ``tasks`` tasks of ``files`` files; plus (``failed_attempt``)
     an attempt that uploaded and never committed, for the job's cleanup to abort."""
     rng = random.Random(seed)
-    job_id = await setup_s3_job(dest, store=store)
+    job_id = await setup_job(dest, store=store, options=CommitOptions(committer=committer))
     expected: dict[str, bytes] = {}
     for task in range(tasks + 1 if failed_attempt else tasks):
         content = _files(task, files, rng)
         failed = task == tasks
-        if committer == "magic":
-            attempt = await setup_magic_task(dest, job_id, task, 0, store=store)
-            for relative, data in content.items():
-                await write_magic_file(attempt, relative, data, store=store)
-            if not failed:
-                await commit_magic_task(attempt, store=store)
-        else:
-            local = Path(tmp) / f"{job_id}-{task}"
-            for relative, data in content.items():
-                (local / relative).parent.mkdir(parents=True, exist_ok=True)
-                (local / relative).write_bytes(data)
-            if failed:  # staging uploads at task commit: make it die after uploading
-                attempt = await setup_magic_task(dest, job_id, task, 0, store=store)
-                for relative, data in content.items():
-                    await write_magic_file(attempt, relative, data, store=store)
-                continue
-            named = s3_task_attempt(dest, job_id, task, 0, local_dir=str(local), store=store)
-            await commit_staging_task(named, store=store)
+        attempt = await setup_task(dest, job_id, task, 0, store=store)
+        for relative, data in content.items():
+            await attempt.write_bytes(relative, data, store=store)
+        if failed and committer != "magic":
+            # staging uploads at task commit: as a task that died after uploading (its
+            # pending set and its own aborts fail; the uploads' records stay)
+            dying = FaultyStore(store, Faults(fail_paths=_died_after_uploading))
+            with contextlib.suppress(Exception):  # the task dies: whatever it raised
+                await commit_task(attempt, store=dying, options=CommitOptions(max_attempts=1))
         if not failed:
+            await commit_task(attempt, store=store)
             expected.update(content)
     return job_id, expected
+
+
+def _died_after_uploading(operation: str, path: str) -> bool:
+    return operation == "abort_upload" or (operation == "write_bytes" and "pendingset" in path)
 
 
 async def verify_s3(store: S3Store, dest: str, expected: dict[str, bytes]) -> list[str]:
@@ -155,13 +144,7 @@ async def job_scenario(
             reporter.log(f"preparing {tasks} tasks x {files} files ({committer}) on moto")
             job_id, expected = await prepare_s3_job(store, dest, tasks, files, seed, committer, tmp)
         begin = time.perf_counter()
-        summary = await commit_s3_job(
-            dest,
-            job_id,
-            store=faults.wrap(store),
-            options=options,
-            s3_options=S3CommitterOptions(committer=committer),
-        )
+        summary = await commit_job(dest, job_id, store=faults.wrap(store), options=options)
         seconds = time.perf_counter() - begin
         problems = await verify_s3(store, dest, expected)
     counters = summary.iostatistics.counters
@@ -197,7 +180,7 @@ async def child(endpoint: str, bucket: str, dest: str, job_id: str, at: int, aft
     print("READY", flush=True)
     begin = time.perf_counter()
     try:
-        await commit_s3_job(dest, job_id, store=store, options=CommitOptions(concurrency=8))
+        await commit_job(dest, job_id, store=store, options=CommitOptions(concurrency=8))
     finally:
         await store.aclose()
     print(f"DONE {store.count} {time.perf_counter() - begin:.6f}", flush=True)
@@ -274,7 +257,7 @@ async def crash_scenario(
                     else:
                         unkilled += 1
                     try:
-                        await commit_s3_job(dest, job_id, store=store)
+                        await commit_job(dest, job_id, store=store)
                     except Exception as error:
                         failures.append(
                             f"run {attempts}: re-run failed: {type(error).__name__}: {error}"
@@ -372,12 +355,7 @@ async def cost_scenario(*, tasks: int, files: int, reporter: Reporter) -> dict[s
                 if committer == "manifest":
                     await commit_job(dest, job_id, store=store)
                 else:
-                    await commit_s3_job(
-                        dest,
-                        job_id,
-                        store=store,
-                        s3_options=S3CommitterOptions(committer=committer),
-                    )
+                    await commit_job(dest, job_id, store=store)
                 job_requests = counter.reset()
                 copies = job_requests.get("CopyObject", 0)
                 per_task = sum(task_requests.values()) / count

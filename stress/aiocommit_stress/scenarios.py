@@ -110,7 +110,7 @@ async def sweep_concurrency(
                     target,
                     job,
                     faults=faults,
-                    options=dataclasses.replace(options, concurrency=concurrency),
+                    options=options.with_values(concurrency=concurrency),
                     reporter=reporter,
                     label=f"concurrency {concurrency}",
                 )
@@ -201,7 +201,7 @@ async def sweep_throttle(
                         target,
                         job,
                         faults=dataclasses.replace(faults, throttle=probability),
-                        options=dataclasses.replace(options, adaptive_concurrency=adaptive),
+                        options=options.with_values(adaptive_concurrency=adaptive),
                         reporter=reporter,
                         label=f"throttle {probability:g} adaptive {'on' if adaptive else 'off'}",
                     )
@@ -504,7 +504,7 @@ async def capacity(
                     target,
                     job,
                     faults=limited,
-                    options=dataclasses.replace(options, adaptive_concurrency=adaptive),
+                    options=options.with_values(adaptive_concurrency=adaptive),
                     reporter=reporter,
                     label=f"capacity {capacity_per_second:g}/s, {name}",
                 )

@@ -25,12 +25,6 @@ import anyio
 from aiocommit.client.job import commit_job, setup_job
 from aiocommit.client.task import commit_task, setup_task
 from aiocommit.committers.common.context import Progress
-from aiocommit.committers.s3a import (
-    commit_magic_task,
-    setup_magic_task,
-    setup_s3_job,
-    write_magic_file,
-)
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.stores.base import Store
@@ -61,24 +55,22 @@ async def _prepare(
     """Set up a job and commit ``tasks`` tasks of ``files // tasks`` files, past the proxy."""
     per_task = max(1, files // tasks)
     limiter = anyio.CapacityLimiter(64)
-    if kind == "s3":
-        job_id = await setup_s3_job(dest, store=store)
-    else:
-        job_id = await setup_job(dest, store=store)
+    magic = CommitOptions(committer="magic") if kind == "s3" else None
+    job_id = await setup_job(dest, store=store, options=magic)
 
     async def task(number: int) -> None:
         names = [f"part={n % partitions}/part-{number:05d}-{n:05d}.dat" for n in range(per_task)]
         if kind == "s3":
-            magic = await setup_magic_task(dest, job_id, number, 0, store=store)
+            streaming = await setup_task(dest, job_id, number, 0, store=store)
 
             async def upload(name: str, n: int) -> None:
                 async with limiter:
-                    await write_magic_file(magic, name, f"{number}/{n}".encode(), store=store)
+                    await streaming.write_bytes(name, f"{number}/{n}".encode(), store=store)
 
             async with anyio.create_task_group() as group:
                 for n, name in enumerate(names):
                     group.start_soon(upload, name, n)
-            await commit_magic_task(magic, store=store)
+            await commit_task(streaming, store=store)
             return
         attempt = await setup_task(dest, job_id, number, 0, store=store)
 

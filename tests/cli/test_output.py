@@ -173,9 +173,12 @@ def test_ctrl_c_says_how_to_finish_or_undo(tmp_path: Path) -> None:
 def test_option_values_are_checked_before_anything_runs(cli: Cli, dest: Dest) -> None:
     job_id, _ = dest.job(tasks=1, files=2)
     for args, words in (
-        (["--retry-base-delay", "-1"], "retry_base_delay must be >= 0"),
-        (["--min-concurrency", "5000"], "min_concurrency (5000) must not exceed concurrency"),
-        (["--option", "retry_budget_seconds=-1"], "retry_budget_seconds must be >= 0"),
+        (["--retry-base-delay", "-1"], "retry_base_delay) must be >= 0"),
+        (
+            ["--min-concurrency", "5000"],
+            "min_concurrency (5000) must not exceed limits.concurrency",
+        ),
+        (["--option", "retry_budget_seconds=-1"], "retry_budget_seconds) must be >= 0"),
         (["--option", "validate_output=yes please"], "not a boolean"),
     ):
         result = cli("commit", dest.url, "--job-id", job_id, *args)

@@ -14,9 +14,9 @@ from typing import TypeVar
 import anyio
 import pytest
 
+from aiocommit import commit_job, setup_job
 from aiocommit.cli.exits import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE
 from aiocommit.committers.common.lease import LEASE_NAME
-from aiocommit.committers.s3a import S3CommitterOptions, commit_s3_job, setup_s3_job
 from aiocommit.errors import CommitError
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.success import decode_success
@@ -26,7 +26,7 @@ from aiocommit_testing.s3_emulator import create_bucket
 from tests.cli.conftest import Cli
 from tests.engine.test_job_states import part_way_commit
 from tests.helpers import output, run_tasks, task_files
-from tests.s3.helpers import magic_task, outstanding, staging_task
+from tests.s3.helpers import MAGIC, outstanding, s3_task
 
 T = TypeVar("T")
 _buckets = itertools.count(1)
@@ -43,14 +43,14 @@ def s3_dest(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str
 
 
 def prepare(bucket: str, endpoint: str, tmp: Path) -> str:
-    """A job: one committed staging task, one uncommitted magic attempt (3 uploads)."""
+    """A magic job: one committed task, one uncommitted attempt (3 uploads)."""
 
     async def go() -> str:
         store = S3Store(bucket, endpoint_url=endpoint)
         try:
-            job_id = await setup_s3_job("/out", store=store)
-            await staging_task(store, "/out", job_id, 0, 0, task_files(0, 2), tmp)
-            await magic_task(store, "/out", job_id, 1, 0, task_files(1, 1), commit=False)
+            job_id: str = await setup_job("/out", store=store, options=MAGIC)
+            await s3_task(store, "/out", job_id, 0, 0, task_files(0, 2))
+            await s3_task(store, "/out", job_id, 1, 0, task_files(1, 1), commit=False)
             return job_id
         finally:
             await store.aclose()
@@ -116,14 +116,14 @@ def _with_store(bucket: str, endpoint: str, work: Callable[[S3Store], Awaitable[
 def test_commit_an_s3_job_left_by_a_dead_driver(
     cli: Cli, s3_dest: tuple[str, str], tmp_path: Path
 ) -> None:
-    """`aiocommit commit` completes an S3 job's pending sets (staging and magic tasks)."""
+    """`aiocommit commit` completes an S3 job's pending sets."""
     bucket, endpoint = s3_dest
 
     async def tasks(store: S3Store) -> tuple[str, dict[str, bytes]]:
-        job_id = await setup_s3_job("/out", store=store)
+        job_id = await setup_job("/out", store=store)
         files = {**task_files(0, 2), **task_files(1, 2)}
-        await staging_task(store, "/out", job_id, 0, 0, task_files(0, 2), tmp_path)
-        await magic_task(store, "/out", job_id, 1, 0, task_files(1, 2))
+        await s3_task(store, "/out", job_id, 0, 0, task_files(0, 2))
+        await s3_task(store, "/out", job_id, 1, 0, task_files(1, 2))
         return job_id, files
 
     job_id, expected = _with_store(bucket, endpoint, tasks)
@@ -133,7 +133,7 @@ def test_commit_an_s3_job_left_by_a_dead_driver(
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["success"] is True and summary["already_committed"] is False
-    assert summary["tasks"] == 2  # one staging task, one magic task
+    assert summary["tasks"] == 2
     assert summary["files"] == len(expected)
     assert _with_store(bucket, endpoint, lambda store: output(store, "/out")) == expected
     success = _with_store(bucket, endpoint, lambda store: store.read_bytes("/out/_SUCCESS"))
@@ -156,24 +156,18 @@ def test_commit_rerun_finishes_with_the_settings_it_started_with(
     anything changes."""
     bucket, endpoint = s3_dest
     new = {"p=1/new.dat": b"new"}
-    replace = S3CommitterOptions(conflict_mode="replace", partitioned=True)
+    replace = CommitOptions(conflict_mode="replace", replace_partitions=True, max_attempts=1)
 
     async def dying_commit(store: S3Store) -> str:
         await store.write_bytes("/out/p=1/old.dat", b"old")
         await store.write_bytes("/out/p=2/kept.dat", b"other partition")
-        job_id = await setup_s3_job("/out", store=store)
-        await staging_task(store, "/out", job_id, 0, 0, new, tmp_path)
+        job_id: str = await setup_job("/out", store=store)
+        await s3_task(store, "/out", job_id, 0, 0, new)
         dying = FaultyStore(
             store, Faults(fail_paths=lambda op, path: op == "delete" and path.endswith("old.dat"))
         )
         with pytest.raises(CommitError):
-            await commit_s3_job(
-                "/out",
-                job_id,
-                store=dying,
-                options=CommitOptions(max_attempts=1),
-                s3_options=replace,
-            )
+            await commit_job("/out", job_id, store=dying, options=replace)
         return job_id
 
     job_id = _with_store(bucket, endpoint, dying_commit)

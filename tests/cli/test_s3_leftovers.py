@@ -22,7 +22,7 @@ from aiocommit.stores.s3 import S3Store
 from aiocommit_testing.s3_emulator import create_bucket
 from tests.cli.conftest import Cli
 from tests.helpers import exists, output, task_files
-from tests.s3.helpers import staging_task
+from tests.s3.helpers import s3_task
 
 _buckets = itertools.count(1)
 
@@ -98,7 +98,7 @@ def test_commit_takes_the_s3_clients_endpoint(
         store = _store(s3_endpoint, bucket)
         try:
             job_id = await setup_job("/out", store=store)
-            await staging_task(store, "/out", job_id, 0, 0, files, tmp_path)
+            await s3_task(store, "/out", job_id, 0, 0, files)
             return job_id
         finally:
             await store.aclose()

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import types
 
 import pytest
 
 from aiocommit.cli.flags import format_default, option_flag
-from aiocommit.options import CommitOptions
+from aiocommit.options import option_specs
 from tests.docs.conftest import DOCS, options_hook
 
 PAGE = DOCS / "configuration.md"
@@ -25,16 +24,16 @@ def _rows() -> dict[str, str]:
 
 def test_every_option_is_documented() -> None:
     rows = _rows()
-    fields = dataclasses.fields(CommitOptions)
-    assert set(rows) == {field.name for field in fields}
-    for field in fields:
-        row = rows[field.name]
+    specs = option_specs()
+    assert set(rows) == {spec.name for spec in specs}
+    for spec in specs:
+        row = rows[spec.name]
         cells = [cell.strip() for cell in row.strip("|").split(" | ")]
-        hadoop = field.metadata["hadoop"]
-        assert cells[2] == (f"`{hadoop}`" if hadoop else "—"), row
-        assert cells[3] == f"`{format_default(field.default)}`", row
-        assert cells[1].startswith(f"`{option_flag(field.name)}`"), row
-        assert field.metadata["doc"] in row
+        assert cells[1] == f"`{spec.path}`", row
+        assert cells[3] == (f"`{spec.hadoop}`" if spec.hadoop else "—"), row
+        assert cells[4] == f"`{format_default(spec.default)}`", row
+        assert cells[2].startswith(f"`{option_flag(spec.name)}`"), row
+        assert spec.doc in row
 
 
 def test_committed_table_is_current() -> None:

@@ -19,7 +19,7 @@ import pytest
 
 from aiocommit.cli import main
 from aiocommit.observability import INSTRUMENTS, job_figures
-from aiocommit.options import CommitOptions
+from aiocommit.options import CommitOptions, option_specs
 from tests.docs.conftest import DOCS, ROOT
 
 SOURCE = ROOT / "src" / "aiocommit"
@@ -37,8 +37,9 @@ NOT_MODULES = frozenset(
     # metric names and the figures on a job's span (aiocommit.files.committed, .files)
     | {name.split(".")[1] for name in INSTRUMENTS}
     | set(job_figures({}, {}))
+    | {spec.name for spec in option_specs()}
+    | {spec.name.replace("_", "-").split("-")[0] for spec in option_specs()}
     | {f.name for f in dataclasses.fields(CommitOptions)}
-    | {f.name.replace("_", "-").split("-")[0] for f in dataclasses.fields(CommitOptions)}
 )
 
 #: files a page or docstring names that are not the repository's: Spark's, and the

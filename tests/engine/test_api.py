@@ -71,10 +71,10 @@ def test_bad_option_values_are_refused(settings: dict[str, str]) -> None:
 
 
 def test_every_option_has_documentation() -> None:
-    import dataclasses
+    from aiocommit.options import option_specs
 
-    for option in dataclasses.fields(CommitOptions):
-        assert option.metadata["doc"], option.name
+    for spec in option_specs():
+        assert spec.doc, spec.path
 
 
 async def test_task_attempt_travels_by_url(tmp_path: Path) -> None:

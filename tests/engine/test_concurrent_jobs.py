@@ -12,7 +12,6 @@ import os
 
 import pytest
 
-from aiocommit import S3CommitterOptions
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.multipart import supports_multipart
 from tests.concurrent_jobs import sweep
@@ -75,7 +74,6 @@ async def test_concurrent_jobs_cloud_sweep(
     does (issue 33, behaviour 2): the lease's serial order, apart from that."""
     store, root = cloud_store_root
     kind = request.node.callspec.params["cloud_store_root"]
-    s3a = S3CommitterOptions(abort_pending_uploads=False) if kind == "s3" else None
     figures = await sweep(
         store,
         join(root, "dest"),
@@ -83,7 +81,6 @@ async def test_concurrent_jobs_cloud_sweep(
         seed=3300,
         reruns=reruns,
         leftovers=_uploads_left,
-        s3a=s3a,
         append_overwrites=append_overwrites,
     )
     print(figures.line(kind), *figures.failures[:5], sep="\n")

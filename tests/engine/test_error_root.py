@@ -22,7 +22,6 @@ from aiocommit import (
     LocalStore,
     MemoryStore,
     PermissionDenied,
-    S3CommitterOptions,
     abort_job,
     abort_task,
     cleanup_job,
@@ -113,11 +112,13 @@ def _bad_calls(dest: str) -> dict[str, list[Callable[[], Any]]]:
         call(CommitOptions.from_mapping, {"validate-output": "maybe"}),
         call(CommitOptions.from_mapping, {}, processes=-1),
     ]
-    calls["S3CommitterOptions"] = [
-        call(S3CommitterOptions, committer="rename"),
-        call(S3CommitterOptions, conflict_mode="merge"),
-        call(S3CommitterOptions, part_size=1),
-        call(S3CommitterOptions, part_size="8M"),
+    calls["CommitOptions"] += [
+        call(CommitOptions, committer="rename"),
+        call(CommitOptions, conflict_mode="merge"),
+        call(CommitOptions, part_size=1),
+        call(CommitOptions, part_size="8M"),
+        call(CommitOptions.from_mapping, {"fs.s3a.multipart.size": "lots"}),
+        call(CommitOptions.from_mapping, {"fs.s3a.access.key": "AK"}),
     ]
     calls["committed_name"] = [call(committed_name, "attempt_1"), call(committed_name, None)]
     calls["LocalStore"] = [call(LocalStore, page_size=0), call(LocalStore, threads="8")]
@@ -193,15 +194,15 @@ def test_input_errors_keep_value_error() -> None:
     for error in (InvalidInput, UnknownOption):
         assert issubclass(error, ValueError) and issubclass(error, AiocommitError)
     with pytest.raises(ValueError, match="concurrency must be int, not '64'"):
-        CommitOptions(concurrency="64")  # type: ignore[arg-type]
+        CommitOptions(concurrency="64")
     with pytest.raises(UnknownOption, match="did you mean 'concurrency'"):
-        CommitOptions(concurency=64)  # type: ignore[call-arg]
+        CommitOptions(concurency=64)
 
 
 def test_option_relations_are_checked() -> None:
     with pytest.raises(InvalidInput, match=r"min_concurrency \(5000\) must not exceed"):
         CommitOptions(min_concurrency=5000)
-    with pytest.raises(InvalidInput, match="retry_base_delay"):
+    with pytest.raises(InvalidInput, match=r"retry.base_delay \(30.0\) must not exceed"):
         CommitOptions(retry_base_delay=30, retry_max_delay=10)
     # a default floor yields to a small limit, and an int is a float
     assert CommitOptions(concurrency=2).min_concurrency == 4

@@ -1,20 +1,19 @@
-"""Helpers for the zero-rename committer tests: tasks with local files or magic output."""
+"""Helpers for the S3A committer tests: task attempts through the one API, whatever
+committer their job recorded (staging: local files; magic: uploads while writing)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from aiocommit.committers.s3a import (
-    S3CommitterOptions,
-    commit_magic_task,
-    commit_staging_task,
-    s3_task_attempt,
-    setup_magic_task,
-    write_magic_file,
-)
+from aiocommit import CommitOptions, commit_task, setup_task
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.multipart import as_multipart
 from tests.helpers import task_files
+
+#: the options that set a job up with the staging committer (the default on S3, not on
+#: the memory store, which renames atomically) and the magic committer
+STAGING = CommitOptions(committer="staging")
+MAGIC = CommitOptions(committer="magic")
 
 
 def write_local(root: Path, files: dict[str, bytes]) -> str:
@@ -25,25 +24,7 @@ def write_local(root: Path, files: dict[str, bytes]) -> str:
     return str(root)
 
 
-async def staging_task(
-    store: Store,
-    dest: str,
-    job_id: str,
-    task: int,
-    attempt: int,
-    files: dict[str, bytes],
-    tmp: Path,
-    *,
-    commit: bool = True,
-    s3_options: S3CommitterOptions | None = None,
-) -> None:
-    local = write_local(tmp / f"local-{job_id}-{task}-{attempt}", files)
-    named = s3_task_attempt(dest, job_id, task, attempt, local_dir=local, store=store)
-    if commit:
-        await commit_staging_task(named, store=store, s3_options=s3_options)
-
-
-async def magic_task(
+async def s3_task(
     store: Store,
     dest: str,
     job_id: str,
@@ -52,31 +33,24 @@ async def magic_task(
     files: dict[str, bytes],
     *,
     commit: bool = True,
+    options: CommitOptions | None = None,
 ) -> None:
-    named = await setup_magic_task(dest, job_id, task, attempt, store=store)
+    """One task attempt of the job's committer: set up, write ``files``, commit."""
+    named = await setup_task(dest, job_id, task, attempt, store=store, options=options)
     for relative, data in files.items():
-        await write_magic_file(named, relative, data, store=store)
+        await named.write_bytes(relative, data, store=store, options=options)
     if commit:
-        await commit_magic_task(named, store=store)
+        await commit_task(named, store=store, options=options)
 
 
 async def run_s3_tasks(
-    store: Store,
-    dest: str,
-    job_id: str,
-    tasks: int,
-    files_per_task: int,
-    tmp: Path,
-    *,
-    committer: str = "staging",
+    store: Store, dest: str, job_id: str, tasks: int, files_per_task: int
 ) -> dict[str, bytes]:
+    """``tasks`` committed task attempts of the job's committer; their files."""
     expected: dict[str, bytes] = {}
     for task in range(tasks):
         files = task_files(task, files_per_task)
-        if committer == "magic":
-            await magic_task(store, dest, job_id, task, 0, files)
-        else:
-            await staging_task(store, dest, job_id, task, 0, files, tmp)
+        await s3_task(store, dest, job_id, task, 0, files)
         expected.update(files)
     return expected
 

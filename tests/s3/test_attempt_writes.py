@@ -11,7 +11,6 @@ import pytest
 
 from aiocommit import (
     CommitOptions,
-    S3CommitterOptions,
     commit_job,
     commit_task,
     setup_job,
@@ -75,10 +74,9 @@ async def test_magic_open_uploads_parts_as_they_fill(s3_root: tuple[S3Store, str
     store, root = s3_root
     dest = join(root, "out")
     counting = PartCounter(store)
-    s3a = S3CommitterOptions(committer="magic", part_size=PART)
     # the committer is CommitOptions' choice (memory has atomic rename: manifest otherwise)
-    options = CommitOptions(committer="magic")
-    job_id = await setup_job(dest, store=store, options=options, s3a=s3a)
+    options = CommitOptions(committer="magic", part_size=PART)
+    job_id = await setup_job(dest, store=store, options=options)
     attempt = await setup_task(dest, job_id, 0, store=store)
     async with attempt.open("big.bin", store=counting) as file:
         await file.write(b"a" * PART)

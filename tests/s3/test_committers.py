@@ -11,20 +11,20 @@ from typing import Any, TypeVar
 import msgspec
 import pytest
 
-from aiocommit.client.jobs import list_jobs
-from aiocommit.committers.s3a import (
-    S3CommitterOptions,
-    abort_magic_task,
-    abort_s3_job,
-    cleanup_s3_job,
-    commit_magic_task,
-    commit_s3_job,
-    commit_staging_task,
-    s3_task_attempt,
-    setup_magic_task,
-    setup_s3_job,
-    write_magic_file,
+from aiocommit import (
+    InvalidInput,
+    abort_job,
+    abort_task,
+    cleanup_job,
+    commit_job,
+    commit_task,
+    committed_name,
+    setup_job,
+    setup_task,
+    task_attempt,
 )
+from aiocommit.client.jobs import list_jobs
+from aiocommit.committers.s3a import S3CommitterOptions
 from aiocommit.errors import (
     CommitError,
     JobNotFound,
@@ -41,6 +41,7 @@ from aiocommit.protocol.pending import (
     MAGIC_COMMITTER,
     PARTITIONED_COMMITTER,
     STAGING_COMMITTER,
+    PendingSet,
     decode_pendingset,
     encode_pendingset,
     pendingset_path,
@@ -49,9 +50,10 @@ from aiocommit.protocol.success import decode_success
 from aiocommit.stores.base import join
 from aiocommit.stores.faulty import Faults, FaultyStore, InjectedFailure
 from aiocommit.stores.multipart import MultipartStore
+from aiocommit.stores.s3 import S3Store
 from aiocommit.stores.wrapper import StoreWrapper
 from tests.helpers import exists, output, task_files
-from tests.s3.helpers import magic_task, outstanding, run_s3_tasks, staging_task, write_local
+from tests.s3.helpers import MAGIC, STAGING, outstanding, run_s3_tasks, s3_task
 
 T = TypeVar("T")
 COMMITTERS = ["staging", "magic"]
@@ -78,13 +80,12 @@ async def test_complete_and_nothing_visible_before_job_commit(
 
     monkeypatch.setattr(store, "rename", recorded)
     dest = join(root, "out")
-    job_id = await setup_s3_job(dest, store=store)
-    expected = await run_s3_tasks(store, dest, job_id, 3, 4, tmp_path, committer=committer)
+    job_id = await setup_job(dest, store=store, options=CommitOptions(committer=committer))
+    expected = await run_s3_tasks(store, dest, job_id, 3, 4)
     visible = await output(store, dest)
     assert not {p for p in visible if not p.startswith("__magic/")}, "visible before commit"
     assert len(await outstanding(store, root)) == 12
-    options = S3CommitterOptions(committer=committer)
-    summary = await commit_s3_job(dest, job_id, store=store, s3_options=options)
+    summary = await commit_job(dest, job_id, store=store)
     assert await output(store, dest) == expected
     assert await outstanding(store, root) == []
     assert not await exists(store, join(dest, "_temporary"))
@@ -107,32 +108,31 @@ async def test_complete_and_nothing_visible_before_job_commit(
 async def test_multi_part_files(s3_root: S3Root, tmp_path: Path) -> None:
     store, root = s3_root
     dest = join(root, "big")
-    job_id = await setup_s3_job(dest, store=store)
+    job_id = await setup_job(dest, store=store, options=STAGING)
     part = 5 * 1024 * 1024
     files = {"a.bin": bytes(range(256)) * (part // 256) + b"tail", "empty.bin": b""}
-    options = S3CommitterOptions(part_size=part)
-    await staging_task(store, dest, job_id, 0, 0, files, tmp_path, s3_options=options)
+    await s3_task(store, dest, job_id, 0, 0, files, options=CommitOptions(part_size=part))
     pending = decode_pendingset(await store.read_bytes(pendingset_of(dest, job_id, 0)))
     assert [len(c.etags) for c in pending.commits] == [2, 1]
-    await commit_s3_job(dest, job_id, store=store)
+    await commit_job(dest, job_id, store=store)
     assert await output(store, dest) == files
 
 
 async def test_exclusive_failed_and_aborted_attempts(s3_root: S3Root, tmp_path: Path) -> None:
     store, root = s3_root
     dest = join(root, "out")
-    job_id = await setup_s3_job(dest, store=store)
+    job_id = await setup_job(dest, store=store, options=MAGIC)
     # magic: a failed attempt (uploaded, never committed) and an aborted one
-    await magic_task(store, dest, job_id, 0, 0, task_files(0, 3, tag="-failed"), commit=False)
-    aborted = await setup_magic_task(dest, job_id, 1, 0, store=store)
-    await write_magic_file(aborted, "x/aborted.dat", b"no", store=store)
-    await abort_magic_task(aborted, store=store)
+    await s3_task(store, dest, job_id, 0, 0, task_files(0, 3, tag="-failed"), commit=False)
+    aborted = await setup_task(dest, job_id, 1, 0, store=store)
+    await aborted.write_bytes("x/aborted.dat", b"no", store=store)
+    await abort_task(aborted, store=store)
     expected: dict[str, bytes] = {}
     for task in range(3):
         files = task_files(task, 3)
-        await magic_task(store, dest, job_id, task, 1, files)
+        await s3_task(store, dest, job_id, task, 1, files)
         expected.update(files)
-    await commit_s3_job(dest, job_id, store=store)
+    await commit_job(dest, job_id, store=store)
     assert await output(store, dest) == expected
     assert await outstanding(store, root) == [], "the failed attempt's uploads are aborted"
 
@@ -142,30 +142,29 @@ async def test_staging_task_dying_after_upload_aborts_its_uploads(
 ) -> None:
     store, root = s3_root
     dest = join(root, "out")
-    job_id = await setup_s3_job(dest, store=store)
+    job_id = await setup_job(dest, store=store, options=STAGING)
     faulty = FaultyStore(
         store, Faults(fail_paths=lambda op, path: op == "write_bytes" and "pendingset" in path)
     )
-    local = write_local(tmp_path / "t0", task_files(0, 4))
-    attempt = s3_task_attempt(dest, job_id, 0, 0, local_dir=local, store=store)
+    attempt = await setup_task(dest, job_id, 0, 0, store=store)
+    for relative, data in task_files(0, 4).items():
+        await attempt.write_bytes(relative, data, store=store)
     with pytest.raises(CommitError):
-        await commit_staging_task(attempt, store=faulty)
+        await commit_task(attempt, store=faulty)
     assert await outstanding(store, root) == []
-    await commit_staging_task(
-        s3_task_attempt(dest, job_id, 0, 1, local_dir=local, store=store), store=store
-    )
-    await commit_s3_job(dest, job_id, store=store)
+    await commit_task(attempt, store=store)  # its local files are still there
+    await commit_job(dest, job_id, store=store)
     assert await output(store, dest) == task_files(0, 4)
 
 
 async def test_last_attempt_to_commit_wins(s3_root: S3Root, tmp_path: Path) -> None:
     store, root = s3_root
     dest = join(root, "out")
-    job_id = await setup_s3_job(dest, store=store)
-    await staging_task(store, dest, job_id, 0, 0, task_files(0, 3, tag="-a0"), tmp_path)
-    await staging_task(store, dest, job_id, 0, 1, task_files(0, 2, tag="-a1"), tmp_path)
+    job_id = await setup_job(dest, store=store, options=STAGING)
+    await s3_task(store, dest, job_id, 0, 0, task_files(0, 3, tag="-a0"))
+    await s3_task(store, dest, job_id, 0, 1, task_files(0, 2, tag="-a1"))
     assert len(await outstanding(store, root)) == 2, "the replaced attempt's uploads aborted"
-    await commit_s3_job(dest, job_id, store=store)
+    await commit_job(dest, job_id, store=store)
     assert await output(store, dest) == task_files(0, 2, tag="-a1")
 
 
@@ -174,13 +173,13 @@ async def test_abort_job_before_commit(s3_root: S3Root, tmp_path: Path, committe
     store, root = s3_root
     dest = join(root, "out")
     await store.write_bytes(join(dest, "existing.dat"), b"keep me")
-    job_id = await setup_s3_job(dest, store=store)
-    await run_s3_tasks(store, dest, job_id, 2, 3, tmp_path, committer=committer)
+    job_id = await setup_job(dest, store=store, options=CommitOptions(committer=committer))
+    await run_s3_tasks(store, dest, job_id, 2, 3)
     if committer == "magic":  # and one uncommitted magic attempt
-        await magic_task(store, dest, job_id, 5, 0, task_files(5, 2), commit=False)
-    await abort_s3_job(dest, job_id, store=store)
+        await s3_task(store, dest, job_id, 5, 0, task_files(5, 2), commit=False)
+    await abort_job(dest, job_id, store=store)
     with pytest.raises(JobNotFound):  # finished: nothing of the job is left
-        await abort_s3_job(dest, job_id, store=store)
+        await abort_job(dest, job_id, store=store)
     assert await output(store, dest) == {"existing.dat": b"keep me"}
     assert await outstanding(store, root) == []
     assert not await exists(store, join(dest, "_temporary"))
@@ -192,17 +191,17 @@ async def test_abort_never_deletes_a_committed_jobs_output(s3_root: S3Root, tmp_
     plan says so), and its abort only cleans up: its completed files stay."""
     store, root = s3_root
     dest = join(root, "out")
-    old_id = await setup_s3_job(dest, store=store)
-    old = await run_s3_tasks(store, dest, old_id, 2, 2, tmp_path / "old")
-    await commit_s3_job(dest, old_id, store=store, options=CommitOptions(cleanup_skip=True))
-    new_id = await setup_s3_job(dest, store=store)
+    old_id = await setup_job(dest, store=store, options=STAGING)
+    old = await run_s3_tasks(store, dest, old_id, 2, 2)
+    await commit_job(dest, old_id, store=store, options=CommitOptions(cleanup_skip=True))
+    new_id = await setup_job(dest, store=store, options=STAGING)
     new = {"p=9/new.dat": b"new job"}
-    await staging_task(store, dest, new_id, 0, 0, new, tmp_path / "new")
-    await commit_s3_job(dest, new_id, store=store)
+    await s3_task(store, dest, new_id, 0, 0, new)
+    await commit_job(dest, new_id, store=store)
     assert decode_success(await store.read_bytes(join(dest, "_SUCCESS"))).job_id == new_id
     (info,) = await list_jobs(dest, store=store)
     assert (info.job_id, info.state) == (old_id, "committed")
-    await abort_s3_job(dest, old_id, store=store)
+    await abort_job(dest, old_id, store=store)
     assert await output(store, dest) == {**old, **new}
     assert not await exists(store, JobLayout(dest, old_id).job_dir)
 
@@ -210,23 +209,23 @@ async def test_abort_never_deletes_a_committed_jobs_output(s3_root: S3Root, tmp_
 async def test_abort_after_a_partial_commit_reverts(s3_root: S3Root, tmp_path: Path) -> None:
     store, root = s3_root
     dest = join(root, "out")
-    job_id = await setup_s3_job(dest, store=store)
-    await run_s3_tasks(store, dest, job_id, 2, 4, tmp_path)
+    job_id = await setup_job(dest, store=store, options=STAGING)
+    await run_s3_tasks(store, dest, job_id, 2, 4)
     crash = FaultyStore(
         store,
         Faults(fail_paths=lambda op, path: op == "complete_upload" and path.endswith("0002.dat")),
     )
     with pytest.raises(CommitError):
-        await commit_s3_job(dest, job_id, store=crash, options=CommitOptions(concurrency=1))
+        await commit_job(dest, job_id, store=crash, options=CommitOptions(concurrency=1))
     assert await output(store, dest), "some uploads were completed"
-    await abort_s3_job(dest, job_id, store=store)
+    await abort_job(dest, job_id, store=store)
     assert await output(store, dest) == {}
     assert await outstanding(store, root) == []
 
 
 async def _commit_counting_calls(store: MultipartStore, dest: str, job_id: str) -> int:
     counter = FaultyStore(store, Faults())
-    await commit_s3_job(dest, job_id, store=counter)
+    await commit_job(dest, job_id, store=counter)
     return counter.counts.calls
 
 
@@ -235,18 +234,18 @@ async def test_rerunnable_after_a_crash_at_any_store_call(s3_root: S3Root, tmp_p
     exactly the committed output, no upload left outstanding."""
     store, root = s3_root
     probe = join(root, "probe")
-    job_id = await setup_s3_job(probe, store=store)
-    await run_s3_tasks(store, probe, job_id, 2, 2, tmp_path)
+    job_id = await setup_job(probe, store=store, options=STAGING)
+    await run_s3_tasks(store, probe, job_id, 2, 2)
     calls = await _commit_counting_calls(store, probe, job_id)
     assert calls > 8
     for crash_at in range(calls):
         dest = join(root, f"crash-{crash_at}")
-        job_id = await setup_s3_job(dest, store=store)
-        expected = await run_s3_tasks(store, dest, job_id, 2, 2, tmp_path / str(crash_at))
+        job_id = await setup_job(dest, store=store, options=STAGING)
+        expected = await run_s3_tasks(store, dest, job_id, 2, 2)
         dying = FaultyStore(store, Faults(fail_after_calls=crash_at))
         with pytest.raises((CommitError, InjectedFailure)):
-            await commit_s3_job(dest, job_id, store=dying)
-        await commit_s3_job(dest, job_id, store=store)
+            await commit_job(dest, job_id, store=dying)
+        await commit_job(dest, job_id, store=store)
         assert await output(store, dest) == expected, f"crash at call {crash_at}"
         assert await outstanding(store, dest) == [], f"crash at call {crash_at}"
 
@@ -254,17 +253,16 @@ async def test_rerunnable_after_a_crash_at_any_store_call(s3_root: S3Root, tmp_p
 async def test_continuity(s3_root: S3Root, tmp_path: Path) -> None:
     store, root = s3_root
     dest = join(root, "out")
-    job_id = await setup_s3_job(dest, store=store)
-    await staging_task(store, dest, job_id, 0, 0, task_files(0, 3), tmp_path)
-    first = await commit_s3_job(dest, job_id, store=store)
-    local = write_local(tmp_path / "late", task_files(1, 2, tag="-late"))
+    job_id = await setup_job(dest, store=store, options=STAGING)
+    late = await setup_task(dest, job_id, 1, 0, store=store)
+    await late.write_bytes("late.dat", b"late", store=store)
+    await s3_task(store, dest, job_id, 0, 0, task_files(0, 3))
+    first = await commit_job(dest, job_id, store=store)
     with pytest.raises(CommitError, match="not active"):
-        await commit_staging_task(
-            s3_task_attempt(dest, job_id, 1, 0, local_dir=local, store=store), store=store
-        )
+        await commit_task(late, store=store)
     with pytest.raises(CommitError, match="not active"):
-        await setup_magic_task(dest, job_id, 2, 0, store=store)
-    again = await commit_s3_job(dest, job_id, store=store)
+        await setup_task(dest, job_id, 2, 0, store=store)
+    again = await commit_job(dest, job_id, store=store)
     assert again.timestamp == first.timestamp
     assert await output(store, dest) == task_files(0, 3)
     assert await outstanding(store, root) == []
@@ -275,8 +273,8 @@ async def test_lost_responses_on_complete_and_abort_and_throttling(
 ) -> None:
     store, root = s3_root
     dest = join(root, "out")
-    job_id = await setup_s3_job(dest, store=store)
-    expected = await run_s3_tasks(store, dest, job_id, 3, 5, tmp_path)
+    job_id = await setup_job(dest, store=store, options=STAGING)
+    expected = await run_s3_tasks(store, dest, job_id, 3, 5)
     faulty = FaultyStore(
         store,
         Faults(
@@ -286,7 +284,7 @@ async def test_lost_responses_on_complete_and_abort_and_throttling(
             lost_response_operations=("complete_upload", "abort_upload", "delete"),
         ),
     )
-    summary = await commit_s3_job(dest, job_id, store=faulty, options=FAST_RETRY)
+    summary = await commit_job(dest, job_id, store=faulty, options=FAST_RETRY)
     assert await output(store, dest) == expected
     assert faulty.counts.lost_responses > 0 and faulty.counts.throttled > 0
     # completes retried after a lost response: moto answers them 200 (as S3 does for a
@@ -296,9 +294,9 @@ async def test_lost_responses_on_complete_and_abort_and_throttling(
     assert summary.iostatistics.counters[S.STORE_IO_THROTTLED] > 0
     # abort through lost responses: every upload aborted all the same
     dest2 = join(root, "out2")
-    job2 = await setup_s3_job(dest2, store=store)
-    await run_s3_tasks(store, dest2, job2, 2, 5, tmp_path / "2")
-    await abort_s3_job(dest2, job2, store=faulty, options=FAST_RETRY)
+    job2 = await setup_job(dest2, store=store, options=STAGING)
+    await run_s3_tasks(store, dest2, job2, 2, 5)
+    await abort_job(dest2, job2, store=faulty, options=FAST_RETRY)
     assert await outstanding(store, dest2) == []
     assert await output(store, dest2) == {}
 
@@ -308,11 +306,11 @@ async def test_cleanup_after_a_dead_driver_leaves_no_upload(
 ) -> None:
     store, root = s3_root
     dest = join(root, "out")
-    job_id = await setup_s3_job(dest, store=store)
-    await run_s3_tasks(store, dest, job_id, 2, 2, tmp_path, committer="magic")
-    await magic_task(store, dest, job_id, 3, 0, task_files(3, 2), commit=False)
+    job_id = await setup_job(dest, store=store, options=MAGIC)
+    await run_s3_tasks(store, dest, job_id, 2, 2)
+    await s3_task(store, dest, job_id, 3, 0, task_files(3, 2), commit=False)
     assert len(await outstanding(store, root)) == 6
-    await cleanup_s3_job(dest, job_id, store=store)
+    await cleanup_job(dest, job_id, store=store)
     assert await outstanding(store, root) == []
     assert await output(store, dest) == {}
 
@@ -321,8 +319,8 @@ async def test_cleanup_after_a_dead_driver_leaves_no_upload(
 
 
 async def _job_with_tasks(store: MultipartStore, dest: str, tmp: Path) -> str:
-    job_id = await setup_s3_job(dest, store=store)
-    await run_s3_tasks(store, dest, job_id, 2, 2, tmp)
+    job_id = await setup_job(dest, store=store, options=STAGING)
+    await run_s3_tasks(store, dest, job_id, 2, 2)
     return job_id
 
 
@@ -330,7 +328,7 @@ async def _assert_refused(
     store: MultipartStore, dest: str, job_id: str, error: type[Exception], match: str
 ) -> None:
     with pytest.raises(error, match=match):
-        await commit_s3_job(dest, job_id, store=store)
+        await commit_job(dest, job_id, store=store)
     assert await output(store, dest) == {}, "nothing completed before the refusal"
 
 
@@ -342,7 +340,7 @@ async def test_truncated_pendingset(s3_root: S3Root, tmp_path: Path) -> None:
     data = await store.read_bytes(path)
     await store.write_bytes(path, data[: len(data) // 2])
     await _assert_refused(store, dest, job_id, ManifestError, "malformed pending set")
-    await abort_s3_job(dest, job_id, store=store)
+    await abort_job(dest, job_id, store=store)
     assert await outstanding(store, root) == [], "abort finds the truncated set's uploads"
 
 
@@ -384,9 +382,9 @@ async def test_upload_that_no_longer_exists(s3_root: S3Root, tmp_path: Path) -> 
 async def test_two_tasks_claiming_one_destination(s3_root: S3Root, tmp_path: Path) -> None:
     store, root = s3_root
     dest = join(root, "out")
-    job_id = await setup_s3_job(dest, store=store)
-    await staging_task(store, dest, job_id, 0, 0, {"same.dat": b"zero"}, tmp_path)
-    await staging_task(store, dest, job_id, 1, 0, {"same.dat": b"one"}, tmp_path)
+    job_id = await setup_job(dest, store=store, options=STAGING)
+    await s3_task(store, dest, job_id, 0, 0, {"same.dat": b"zero"})
+    await s3_task(store, dest, job_id, 1, 0, {"same.dat": b"one"})
     await _assert_refused(store, dest, job_id, OutputConflict, "two tasks claim")
 
 
@@ -410,20 +408,20 @@ async def _each_conflict_mode(
         dest = join(root, f"{mode}-{partitioned}")
         for relative, data in old.items():
             await store.write_bytes(join(dest, relative), data)
-        job_id = await setup_s3_job(dest, store=store)
-        options = S3CommitterOptions(conflict_mode=mode, partitioned=partitioned)
-        await staging_task(store, dest, job_id, 0, 0, new, tmp_path / mode)
+        job_id = await setup_job(dest, store=store, options=STAGING)
+        options = CommitOptions(conflict_mode=mode, replace_partitions=partitioned)
+        await s3_task(store, dest, job_id, 0, 0, new)
         if mode == "fail":
             where = "partition" if partitioned else "destination"
             with pytest.raises(OutputConflict, match=f"the {where} already holds .* is 'fail'"):
-                await commit_s3_job(dest, job_id, store=store, s3_options=options)
-            await abort_s3_job(dest, job_id, store=store)
+                await commit_job(dest, job_id, store=store, options=options)
+            await abort_job(dest, job_id, store=store)
             assert await output(store, dest) == old
             continue
-        summary = await commit_s3_job(dest, job_id, store=store, s3_options=options)
+        summary = await commit_job(dest, job_id, store=store, options=options)
         assert summary.committer == (PARTITIONED_COMMITTER if partitioned else STAGING_COMMITTER)
         results[mode] = await output(store, dest)
-        await commit_s3_job(dest, job_id, store=store, s3_options=options)
+        await commit_job(dest, job_id, store=store, options=options)
         assert await output(store, dest) == results[mode]
     assert await outstanding(store, root) == []
     return results
@@ -458,7 +456,7 @@ async def test_partitioned_conflicts_are_whole_leaf_partitions(
 
 
 def test_options_from_hadoop_names() -> None:
-    options = S3CommitterOptions.from_hadoop(
+    options = CommitOptions.from_mapping(
         {
             "fs.s3a.committer.name": "partitioned",
             "fs.s3a.committer.staging.conflict-mode": "replace",
@@ -466,34 +464,62 @@ def test_options_from_hadoop_names() -> None:
             "fs.s3a.committer.abort.pending.uploads": "false",
         }
     )
-    assert options == S3CommitterOptions(
+    assert S3CommitterOptions.from_options(options) == S3CommitterOptions(
         committer="staging",
         conflict_mode="replace",
         partitioned=True,
         part_size=8 * 1024 * 1024,
         abort_pending_uploads=False,
     )
-    with pytest.raises(ValueError, match="conflict mode"):
-        S3CommitterOptions(conflict_mode="overwrite")
-    with pytest.raises(ValueError, match="part size"):
-        S3CommitterOptions(part_size=1024)
+    with pytest.raises(ValueError, match="conflict_mode"):
+        CommitOptions(conflict_mode="overwrite")
+    with pytest.raises(ValueError, match="part_size"):
+        CommitOptions(part_size=1024)
+
+
+@pytest.mark.emulator
+async def test_endpoint_and_path_style_from_a_mapping_reach_the_store(
+    moto_root: tuple[MultipartStore, str],
+) -> None:
+    """``fs.s3a.endpoint`` and ``fs.s3a.path.style.access`` given by name (as Spark or
+    Hadoop spell them) open the job's own client on that endpoint, not on AWS."""
+    store, root = moto_root
+    assert isinstance(store, S3Store)
+    url = f"s3a://{store.bucket}{root}/mapped"
+    options = CommitOptions.from_mapping(
+        {
+            "spark.hadoop.fs.s3a.endpoint": store.endpoint_url,
+            "spark.hadoop.fs.s3a.path.style.access": "true",
+            "spark.hadoop.fs.s3a.committer.name": "magic",
+            "aiocommit.max_attempts": "2",
+        }
+    )
+    job_id = await setup_job(url, options=options)
+    attempt = await setup_task(url, job_id, 0, options=options)
+    assert attempt.committer_name == "magic"
+    await attempt.write_bytes("a.txt", b"mapped", options=options)
+    await commit_task(attempt, options=options)
+    summary = await commit_job(url, job_id, options=options)
+    assert summary.committer == MAGIC_COMMITTER
+    assert await output(store, f"{root}/mapped") == {"a.txt": b"mapped"}
 
 
 async def test_magic_marker_and_pending_file(s3_root: S3Root) -> None:
     store, root = s3_root
     dest = join(root, "out")
-    job_id = await setup_s3_job(dest, store=store)
-    attempt = await setup_magic_task(dest, job_id, 0, 0, store=store)
-    await write_magic_file(attempt, "y=1/f.dat", b"data", store=store)
+    job_id = await setup_job(dest, store=store, options=MAGIC)
+    attempt = await setup_task(dest, job_id, 0, 0, store=store)
+    await attempt.write_bytes("y=1/f.dat", b"data", store=store)
     marker = join(attempt.magic_base, "y=1/f.dat")
     assert (await store.stat(marker)).size == 0
     raw = msgspec.json.decode(await store.read_bytes(marker + ".pending"))
     assert raw["destinationKey"] == "root/out/y=1/f.dat" and raw["length"] == 4
     assert not await exists(store, join(dest, "y=1/f.dat"))
-    commits = await commit_magic_task(attempt, store=store)
-    assert [c.destination_key for c in commits] == ["root/out/y=1/f.dat"]
+    pending = await commit_task(attempt, store=store)
+    assert isinstance(pending, PendingSet)
+    assert [c.destination_key for c in pending.commits] == ["root/out/y=1/f.dat"]
     assert not await exists(store, marker)
-    await commit_s3_job(dest, job_id, store=store)
+    await commit_job(dest, job_id, store=store)
     assert await output(store, dest) == {"y=1/f.dat": b"data"}
 
 
@@ -521,9 +547,9 @@ async def test_retried_complete_answered_no_such_upload_counts_as_done(
 ) -> None:
     store, root = s3_root
     dest = join(root, "out")
-    job_id = await setup_s3_job(dest, store=store)
-    expected = await run_s3_tasks(store, dest, job_id, 2, 3, tmp_path)
-    summary = await commit_s3_job(
+    job_id = await setup_job(dest, store=store, options=STAGING)
+    expected = await run_s3_tasks(store, dest, job_id, 2, 3)
+    summary = await commit_job(
         dest, job_id, store=DocumentedSecondComplete(store), options=FAST_RETRY
     )
     assert await output(store, dest) == expected
@@ -538,13 +564,13 @@ async def test_two_drivers_committing_one_job(s3_root: S3Root, tmp_path: Path) -
 
     store, root = s3_root
     dest = join(root, "out")
-    job_id = await setup_s3_job(dest, store=store)
-    expected = await run_s3_tasks(store, dest, job_id, 3, 4, tmp_path)
+    job_id = await setup_job(dest, store=store, options=STAGING)
+    expected = await run_s3_tasks(store, dest, job_id, 3, 4)
     errors: list[BaseException] = []
 
     async def driver() -> None:
         try:
-            await commit_s3_job(dest, job_id, store=store)
+            await commit_job(dest, job_id, store=store)
         except CommitError as error:  # a cleanup race may fail the slower one; a re-run heals
             errors.append(error)
 
@@ -552,7 +578,7 @@ async def test_two_drivers_committing_one_job(s3_root: S3Root, tmp_path: Path) -
         group.start_soon(driver)
         group.start_soon(driver)
     if errors:
-        await commit_s3_job(dest, job_id, store=store)
+        await commit_job(dest, job_id, store=store)
     assert await output(store, dest) == expected
     assert await outstanding(store, root) == []
 
@@ -569,9 +595,9 @@ async def test_replace_by_commit_options_and_what_an_abort_cannot_restore(
     old = {f"p={n % 2}/old-{n}.dat": b"old %d" % n for n in range(6)}
     for relative, data in old.items():
         await store.write_bytes(join(dest, relative), data)
-    job_id = await setup_s3_job(dest, store=store)
+    job_id = await setup_job(dest, store=store, options=STAGING)
     new = {"p=0/new.dat": b"new", "p=0/old-0.dat": b"same name, new bytes"}
-    await staging_task(store, dest, job_id, 0, 0, new, tmp_path)
+    await s3_task(store, dest, job_id, 0, 0, new)
     victim = "p=1/old-3.dat"
     failing = FaultyStore(
         store,
@@ -579,8 +605,8 @@ async def test_replace_by_commit_options_and_what_an_abort_cannot_restore(
     )
     options = CommitOptions(conflict_mode="replace", max_attempts=1, concurrency=1)
     with pytest.raises(CommitError, match=victim):
-        await commit_s3_job(dest, job_id, store=failing, options=options)
-    lost = await abort_s3_job(dest, job_id, store=store)
+        await commit_job(dest, job_id, store=failing, options=options)
+    lost = await abort_job(dest, job_id, store=store)
     left = await output(store, dest)
     if store.capabilities.atomic_rename:  # the memory store: moved aside, moved back
         assert (lost, left) == ([], old)
@@ -591,7 +617,24 @@ async def test_replace_by_commit_options_and_what_an_abort_cannot_restore(
         assert join(dest, "p=0/old-0.dat") in lost  # in the way of a new file: gone first
     assert await outstanding(store, root) == []
     # the same job shape committed whole replaces exactly
-    job_id = await setup_s3_job(dest, store=store)
-    await staging_task(store, dest, job_id, 0, 0, new, tmp_path / "again")
-    await commit_s3_job(dest, job_id, store=store, options=CommitOptions(conflict_mode="replace"))
+    job_id = await setup_job(dest, store=store, options=STAGING)
+    await s3_task(store, dest, job_id, 0, 0, new)
+    await commit_job(dest, job_id, store=store, options=CommitOptions(conflict_mode="replace"))
     assert await output(store, dest) == new
+
+
+async def test_a_named_attempt_commits_into_the_jobs_committer(s3_root: S3Root) -> None:
+    """``task_attempt`` without a committer named a manifest committer attempt even on an
+    S3 job: its output went to a manifest the job's commit never read. It follows the
+    job's record now."""
+    store, root = s3_root
+    dest = join(root, "out")
+    job_id = await setup_job(dest, store=store, options=MAGIC)
+    attempt = task_attempt(store.qualify(dest), dest, job_id, 0)
+    await attempt.write_bytes("a.dat", b"magic", store=store)
+    assert isinstance(await commit_task(attempt, store=store), PendingSet)
+    summary = await commit_job(dest, job_id, store=store)
+    assert summary.committer == MAGIC_COMMITTER
+    assert await output(store, dest) == {"a.dat": b"magic"}
+    with pytest.raises(InvalidInput, match="named without its job's committer"):
+        committed_name(attempt)  # not known without reading the job

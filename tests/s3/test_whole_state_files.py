@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from aiocommit import CommitError, CommitOptions
-from aiocommit.committers.s3a import (
-    abort_s3_job,
-    commit_magic_task,
-    commit_s3_job,
-    setup_magic_task,
-    setup_s3_job,
-    write_magic_file,
+from aiocommit import (
+    CommitError,
+    CommitOptions,
+    abort_job,
+    commit_job,
+    commit_task,
+    setup_job,
+    setup_task,
 )
 from aiocommit.errors import AiocommitError
 from aiocommit.stores.base import Store
@@ -54,31 +54,31 @@ async def test_state_file_write_failing_on_s3(
     faulty = FaultyStore(
         store, Faults(fail_paths=lambda op, path: op == "write_bytes" and what in path)
     )
-    job_id = await setup_s3_job(dest, store=store)
+    job_id = await setup_job(dest, store=store, options=CommitOptions(committer="magic"))
     failed = False
     for attempt in range(2):
         used = store if failed else faulty
         try:
-            named = await setup_magic_task(dest, job_id, 0, attempt, store=used)
+            named = await setup_task(dest, job_id, 0, attempt, store=used)
             for relative, data in FILES.items():
-                await write_magic_file(named, relative, data, store=used, options=FAST)
-            await commit_magic_task(named, store=used, options=FAST)
+                await named.write_bytes(relative, data, store=used, options=FAST)
+            await commit_task(named, store=used, options=FAST)
             break
         except AiocommitError:
             failed = True
     if finish == "abort" and what in (".pending", ".pendingset"):
         assert failed
-        await abort_s3_job(dest, job_id, store=store)
+        await abort_job(dest, job_id, store=store)
         assert await destination(store, dest) == ({}, False, [])
         return
     try:
-        await commit_s3_job(dest, job_id, store=faulty, options=FAST)
+        await commit_job(dest, job_id, store=faulty, options=FAST)
     except CommitError:
         failed = True
     assert failed, f"no write of {what} went through the fault"
     if finish == "abort" and what == "commit-plan.json":
-        await abort_s3_job(dest, job_id, store=store)
+        await abort_job(dest, job_id, store=store)
         assert await destination(store, dest) == ({}, False, [])
         return
-    await commit_s3_job(dest, job_id, store=store)
+    await commit_job(dest, job_id, store=store)
     assert await destination(store, dest) == (FILES, True, [])

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from aiocommit import CommitOptions, new_job_id
+from aiocommit.errors import UnknownOption
 from aiocommit.integrations.spark import files as files_module
 from aiocommit.integrations.spark.committer import (
     TaskOutcome,
@@ -543,3 +544,26 @@ def test_save_modes_decide_the_conflict_mode() -> None:
     assert (static.conflict_mode, static.replace_partitions) == ("replace", False)
     dynamic = dataclasses.replace(settings, partition_overwrite_mode="dynamic")
     assert dynamic.commit_options(True).replace_partitions is True
+
+
+def test_s3a_settings_by_their_hadoop_names() -> None:
+    """``spark.hadoop.fs.s3a.committer.name`` picks the committer (it kept staging) and the
+    client settings land in the options tree's store settings."""
+    from aiocommit.integrations.spark.committer import setup_options
+
+    settings = WriteSettings.from_options(
+        {
+            "path": "s3a://bucket/out",
+            "spark.hadoop.fs.s3a.committer.name": "magic",
+            "spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9000",
+            "spark.hadoop.fs.s3a.path.style.access": "true",
+        }
+    )
+    assert settings.committer == "magic"
+    assert settings.commit.store.as_s3a() == {
+        "fs.s3a.endpoint": "http://127.0.0.1:9000",
+        "fs.s3a.path.style.access": "true",
+    }
+    assert setup_options(settings).committer.name == "magic"
+    with pytest.raises(UnknownOption, match="did you mean 'concurrency'"):
+        WriteSettings.from_options({"path": "/x", "concurency": "4"})

@@ -25,12 +25,10 @@ from aiocommit.cli.exits import (
 )
 from aiocommit.cli.flags import (
     build_options,
-    build_s3_options,
     commit_options,
     duration_flag,
     job_layout,
     job_options,
-    s3_client_options,
 )
 from aiocommit.cli.jobs import (
     MIN_AGE,
@@ -158,9 +156,8 @@ def show(path: str, as_json: bool, filenames: int) -> None:
 def jobs(dest: str, as_json: bool, option_pairs: tuple[str, ...], **values: Any) -> None:
     """List jobs with work under DEST/_temporary: attempts, committed task manifests,
     their files' total size, age and state."""
-    build_options(values, option_pairs)  # refuse bad options
-    build_s3_options(option_pairs)
-    store, path = open_url(dest, s3_client_options(option_pairs))
+    options = build_options(values, option_pairs)  # refuse bad options
+    store, path = open_url(dest, options.store)
 
     async def scan() -> tuple[list[JobInfo], S3Uploads | None]:
         try:
@@ -223,8 +220,7 @@ def commit(
     with, or those given as --option fs.s3a.committer.*=VALUE.
     """
     options = build_options(values, option_pairs)
-    s3_options = build_s3_options(option_pairs)
-    store, path = open_url(dest, s3_client_options(option_pairs))
+    store, path = open_url(dest, options.store)
     layout = job_layout(path, job_id, attempt)
     started = time.perf_counter()
     console = console_for(stderr=True)
@@ -252,7 +248,6 @@ def commit(
                     attempt=attempt,
                     store=store,
                     options=options,
-                    s3a=s3_options,
                     progress=bar,
                 )
         finally:
@@ -318,8 +313,7 @@ def abort(
     """Abort job JOB_ID in DEST: undo an unfinished commit's renames, then delete the job's
     temporary files. A committed job is only cleaned up."""
     options = build_options(values, option_pairs)
-    s3_options = build_s3_options(option_pairs)
-    store, path = open_url(dest, s3_client_options(option_pairs))
+    store, path = open_url(dest, options.store)
     layout = job_layout(path, job_id, attempt)
     lost: list[str] = []
 
@@ -341,7 +335,6 @@ def abort(
                     attempt=attempt,
                     store=store,
                     options=options,
-                    s3a=s3_options,
                     undo_renames=not keep_renames,
                     progress=bar,
                 )
@@ -429,8 +422,7 @@ def cleanup(
     if job_id is not None and all_jobs:
         raise click.UsageError("--job-id and --all exclude each other")
     options = build_options(values, option_pairs)
-    s3_options = build_s3_options(option_pairs)
-    store, path = open_url(dest, s3_client_options(option_pairs))
+    store, path = open_url(dest, options.store)
     if job_id is not None:
         job_layout(path, job_id)
     console = console_for()
@@ -482,7 +474,6 @@ def cleanup(
                         job.job_id,
                         store=store,
                         options=options,
-                        s3a=s3_options,
                         progress=bar,
                     )
                 console.print(Text(f"removed {where} (age {human_duration(age)})"))
@@ -509,7 +500,7 @@ def _cleanup_uploads(
 ) -> None:
     """``cleanup --uploads``: abort outstanding uploads under DEST older than the age."""
     options = build_options(values, option_pairs)
-    store, path = open_url(dest, s3_client_options(option_pairs))
+    store, path = open_url(dest, options.store)
     console = console_for()
 
     async def run() -> None:

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
 
 import anyio
 import click
 
 from aiocommit.errors import AiocommitError, InvalidInput, MissingExtra, NotFound, first_error
-from aiocommit.options import CommitOptions
+from aiocommit.options import CommitOptions, StoreSettings
 from aiocommit.stores.base import Store
 from aiocommit.stores.registry import EXTRAS, open_store
 
@@ -105,7 +104,7 @@ def as_flags(message: str) -> str:
     """An error's message as the command line says it: a hint naming an option in
     Python (``delete_target_files=True``, ``conflict_mode='replace'``) names its flag
     (``--delete-target-files``, ``--conflict-mode replace``)."""
-    fields = {field.name for field in dataclasses.fields(CommitOptions)}
+    fields = set(CommitOptions.names())
 
     def flag(found: re.Match[str]) -> str:
         name, value = found.group(1), found.group(2)
@@ -176,12 +175,12 @@ def resume_hint(command: str, dest: str, job_id: str | None) -> str:
     return f"re-run the same command to finish the {command}"
 
 
-def open_url(url: str, settings: Mapping[str, str] | None = None) -> tuple[Store, str]:
+def open_url(url: str, settings: StoreSettings | None = None) -> tuple[Store, str]:
     """The store of ``url`` and the path in it; ``settings``: its client's settings
     (``fs.s3a.endpoint`` ...: a usage error when ``url``'s store reads none of them)."""
     store: Store
     try:
-        store, path = open_store(url, settings, strict=True)
+        store, path = open_store(url, settings.as_s3a() if settings else None, strict=True)
     except (AiocommitError, ValueError, ModuleNotFoundError) as error:
         report(error, url)
     return store, path.rstrip("/") or "/"

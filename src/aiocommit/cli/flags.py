@@ -1,24 +1,26 @@
-"""Command line flags: one per ``CommitOptions`` field, ``--option KEY=VALUE``, the job's
-ID and attempt, durations."""
+"""Command line flags: one per leaf of ``CommitOptions`` (its flat name), ``--option
+KEY=VALUE`` (any key ``aiocommit.options.resolve_key`` takes), the job's ID and attempt,
+durations."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import click
 
 from aiocommit.cli.units import parse_duration
-from aiocommit.committers.s3a import S3CommitterOptions
-from aiocommit.options import CONFLICT_MODES, CommitOptions, UnknownOption
+from aiocommit.errors import InvalidInput
+from aiocommit.options import (
+    CONFLICT_MODES,
+    CommitOptions,
+    OptionSpec,
+    UnknownOption,
+    option_specs,
+)
 from aiocommit.protocol.layout import JobLayout
-from aiocommit.stores.s3_settings import CLIENT_KEYS
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-#: keys under this prefix are the S3 committers' settings
-S3_PREFIX = "fs.s3a."
 
 #: options that only matter to a job commit (abort and cleanup do not take them)
 COMMIT_ONLY_OPTIONS = frozenset(
@@ -34,16 +36,12 @@ COMMIT_ONLY_OPTIONS = frozenset(
         "tune_gc",
         "conflict_mode",
         "replace_partitions",
+        "part_size",
     }
 )
 
 #: options whose values are one of a few words
 CHOICES = {"conflict_mode": CONFLICT_MODES}
-
-
-def _kind(field: dataclasses.Field[Any]) -> str:
-    kind = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", "")
-    return kind.split("|")[0].strip()
 
 
 def format_default(value: object) -> str:
@@ -55,11 +53,9 @@ def format_default(value: object) -> str:
     return str(value)
 
 
-def option_fields(*, commit: bool) -> list[dataclasses.Field[Any]]:
-    """The ``CommitOptions`` fields a command takes as flags."""
-    return [
-        f for f in dataclasses.fields(CommitOptions) if commit or f.name not in COMMIT_ONLY_OPTIONS
-    ]
+def option_fields(*, commit: bool) -> list[OptionSpec]:
+    """The ``CommitOptions`` leaves a command takes as flags."""
+    return [spec for spec in option_specs() if commit or spec.name not in COMMIT_ONLY_OPTIONS]
 
 
 def option_flag(name: str) -> str:
@@ -68,7 +64,7 @@ def option_flag(name: str) -> str:
 
 
 def commit_options(*, commit: bool) -> Callable[[F], F]:
-    """Decorate a command with one flag per ``CommitOptions`` field, plus ``--option``."""
+    """Decorate a command with one flag per ``CommitOptions`` leaf, plus ``--option``."""
 
     def decorate(function: F) -> F:
         function = click.option(
@@ -77,27 +73,27 @@ def commit_options(*, commit: bool) -> Callable[[F], F]:
             "option_pairs",
             multiple=True,
             metavar="KEY=VALUE",
-            help="Set any option by our name (concurrency), a Hadoop name "
-            "(mapreduce.manifest.committer.io.threads) or spark.hadoop.NAME. Repeatable; "
+            help="Set any option by our name (concurrency), its tree path "
+            "(limits.concurrency), a Hadoop name (mapreduce.manifest.committer.io.threads, "
+            "fs.s3a.committer.name, fs.s3a.endpoint) or spark.hadoop.NAME. Repeatable; "
             "the flags above win.",
         )(function)
-        for field in reversed(option_fields(commit=commit)):
-            hadoop = field.metadata["hadoop"]
-            doc = field.metadata["doc"]
-            help_text = f"{doc} [default: {format_default(field.default)}]" + (
+        for spec in reversed(option_fields(commit=commit)):
+            hadoop = spec.hadoop
+            help_text = f"{spec.doc} [default: {format_default(spec.default)}]" + (
                 f" (Hadoop: {hadoop})" if hadoop else ""
             )
-            flag = option_flag(field.name)
-            kind = _kind(field)
+            flag = option_flag(spec.name)
+            kind = spec.kind
             if kind == "bool":
                 decorator = click.option(
-                    f"{flag}/--no-{flag[2:]}", field.name, default=None, help=help_text
+                    f"{flag}/--no-{flag[2:]}", spec.name, default=None, help=help_text
                 )
-            elif field.name in CHOICES:
+            elif spec.name in CHOICES:
                 decorator = click.option(
                     flag,
-                    field.name,
-                    type=click.Choice(CHOICES[field.name], case_sensitive=False),
+                    spec.name,
+                    type=click.Choice(CHOICES[spec.name], case_sensitive=False),
                     default=None,
                     help=help_text,
                 )
@@ -109,11 +105,11 @@ def commit_options(*, commit: bool) -> Callable[[F], F]:
                 }
                 decorator = click.option(
                     flag,
-                    field.name,
+                    spec.name,
                     type=types.get(kind, click.STRING),
                     default=None,
                     help=help_text,
-                    metavar=kind.upper() if kind != "str" else "URL",
+                    metavar=kind.upper() if kind != "str" else "TEXT",
                 )
             function = decorator(function)
         return function
@@ -138,45 +134,16 @@ def _settings(pairs: Sequence[str]) -> dict[str, str]:
 
 def build_options(values: Mapping[str, Any], pairs: Sequence[str]) -> CommitOptions:
     """``CommitOptions`` from ``--option KEY=VALUE`` pairs and flag values (flags win);
-    ``click.UsageError`` for an unknown key or a bad value. ``fs.s3a.*`` keys are the S3
-    committers' (``build_s3_options``)."""
+    ``click.UsageError`` for an unknown key or a bad value."""
     settings = _settings(pairs)
     fields = CommitOptions.names()
     overrides = {k: v for k, v in values.items() if k in fields and v is not None}
     try:
-        return CommitOptions.from_mapping(
-            settings,
-            others="error",
-            handled_prefixes=(S3_PREFIX,),
-            **overrides,
-        )
+        return CommitOptions.from_mapping(settings, others="error", **overrides)
     except UnknownOption as error:
         raise click.UsageError(f"--option {error}") from None
-    except (ValueError, TypeError) as error:
+    except InvalidInput as error:
         raise click.UsageError(f"bad option value: {error}") from None
-
-
-def build_s3_options(pairs: Sequence[str]) -> S3CommitterOptions | None:
-    """The S3 committers' settings from ``--option fs.s3a.…=VALUE`` pairs, None without
-    any; ``click.UsageError`` for an unknown ``fs.s3a.*`` key or a bad value. The S3
-    client's settings (``fs.s3a.endpoint`` ...) are ``s3_client_options``'."""
-    try:
-        return S3CommitterOptions.from_settings(_settings(pairs), others=CLIENT_KEYS)
-    except UnknownOption as error:
-        raise click.UsageError(f"--option {error}") from None
-    except (ValueError, TypeError) as error:
-        raise click.UsageError(f"bad option value: {error}") from None
-
-
-def s3_client_options(pairs: Sequence[str]) -> dict[str, str]:
-    """The S3 client's settings among ``--option`` pairs (``fs.s3a.endpoint``,
-    ``fs.s3a.path.style.access`` ...; ``spark.hadoop.`` dropped)."""
-    found: dict[str, str] = {}
-    for key, value in _settings(pairs).items():
-        bare = key.removeprefix("spark.hadoop.")
-        if bare in CLIENT_KEYS:
-            found[bare] = value
-    return found
 
 
 def duration_flag(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:

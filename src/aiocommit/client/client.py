@@ -41,7 +41,6 @@ from aiocommit.committers.factory import (
     job_committer,
     save_committer,
 )
-from aiocommit.committers.s3a.options import S3CommitterOptions
 from aiocommit.errors import InvalidInput, NotEmpty, NotFound
 from aiocommit.io.limits import Limits
 from aiocommit.io.operations import StoreOperations
@@ -96,6 +95,8 @@ class Client:
             raise InvalidInput(f"limits must be a Limits (a client's), not {limits!r}")
         self.dest = dest
         self.options = options or CommitOptions()
+        # the options' store settings (``options.store``), then those given here
+        settings = {**self.options.store.as_s3a(), **(settings or {})} or None
         self._owns_store = store is None
         self._reopen: StoreOpener | None = None
         if store is None:
@@ -165,32 +166,25 @@ class Client:
 
     # -- jobs
 
-    async def setup_job(
-        self,
-        job_id: str | None = None,
-        *,
-        attempt: int = 0,
-        s3a: S3CommitterOptions | None = None,
-    ) -> Job:
+    async def setup_job(self, job_id: str | None = None, *, attempt: int = 0) -> Job:
         """Set a job up (``setup_job``): choose its committer (``options.committer``; else
         an earlier attempt's; else from the store: staging on S3, the manifest committer
         elsewhere), record it and create what its tasks need. ``job_id``: a new
         collision-free one by default."""
-        job = self.job(job_id or new_job_id(), attempt=attempt, s3a=s3a)
+        job = self.job(job_id or new_job_id(), attempt=attempt)
         async with job.context() as context:
             committer = await earlier_committer(context) if attempt else None
-            if committer is None or context.options.committer:
-                committer = choose_committer(context.ops.store, context.options, s3a)
+            if committer is None or context.options.committer.name:
+                committer = choose_committer(context.ops.store, context.options)
             await committer.setup_job(context)
             await save_committer(context, committer)
         return job
 
-    def job(self, job_id: str, *, attempt: int = 0, s3a: S3CommitterOptions | None = None) -> Job:
-        """The job ``job_id`` of this destination (set up earlier, here or elsewhere).
-        ``s3a``: the S3A committers' settings."""
+    def job(self, job_id: str, *, attempt: int = 0) -> Job:
+        """The job ``job_id`` of this destination (set up earlier, here or elsewhere)."""
         if not isinstance(job_id, str) or not job_id:
             raise InvalidInput(f"not a job ID: {job_id!r}")
-        return Job(self, job_id, attempt=attempt, s3a=s3a)
+        return Job(self, job_id, attempt=attempt)
 
     async def list_jobs(self) -> list[JobInfo]:
         """Every job under the destination's ``_temporary``, oldest first (``list_jobs``)."""
@@ -270,19 +264,11 @@ class Job:
     """One job of a client's destination: its tasks, commit, abort and cleanup, on the
     client's store and limits. Made by ``Client.setup_job`` or ``Client.job``."""
 
-    def __init__(
-        self,
-        client: Client,
-        job_id: str,
-        *,
-        attempt: int = 0,
-        s3a: S3CommitterOptions | None = None,
-    ):
+    def __init__(self, client: Client, job_id: str, *, attempt: int = 0):
         self.client = client
         self.job_id = job_id
         #: the job attempt (a re-run of a job after its driver failed is the next one)
         self.attempt = attempt
-        self.s3a = s3a
 
     def context(
         self, *, progress: ProgressCallback | None = None, job_id_source: str = "JobID"
@@ -346,7 +332,7 @@ class Job:
         then ``_SUCCESS``; its summary. ``manifests``: exactly these task records."""
         async with self.context(progress=progress, job_id_source=job_id_source) as context:
             await require_job(context, "commit_job")
-            committer = await job_committer(context, context.options, self.s3a)
+            committer = await job_committer(context, context.options)
             summary = await committer.commit_job(context, manifests)
         # a service commits job after job: its heap's free pages go back, not kept per thread
         await release_free_memory()
@@ -360,7 +346,7 @@ class Job:
         async with self.context(progress=progress) as context:
             if await require_job(context, "abort_job") == "committed":
                 return []
-            committer = await job_committer(context, context.options, self.s3a)
+            committer = await job_committer(context, context.options)
             return await committer.abort_job(context, undo=undo_renames)
 
     async def cleanup(self, *, progress: ProgressCallback | None = None) -> None:
@@ -368,7 +354,7 @@ class Job:
         async with self.context(progress=progress) as context:
             if await require_job(context, "cleanup_job") == "committed":
                 return
-            committer = await job_committer(context, context.options, self.s3a)
+            committer = await job_committer(context, context.options)
             await committer.cleanup_job(context)
 
     async def info(self) -> JobInfo:

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 
 from aiocommit.client.client import Client
 from aiocommit.committers.common.context import ProgressCallback
-from aiocommit.committers.s3a.options import S3CommitterOptions
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.success import SuccessData
 from aiocommit.stores.base import Store
@@ -32,18 +31,18 @@ async def setup_job(
     attempt: int = 0,
     store: Store | None = None,
     options: CommitOptions | None = None,
-    s3a: S3CommitterOptions | None = None,
 ) -> str:
-    """Set the job up: choose its committer (``options.committer``; else an earlier
+    """Set the job up: choose its committer (``options.committer.name``; else an earlier
     attempt's; else from the store: staging on S3, the manifest committer elsewhere),
     record it and create what the job's tasks need.
 
-    ``s3a``: the S3A committers' settings, recorded with the job. An older ``_SUCCESS``
-    in the destination stays until this job's commit starts replacing output.
+    The S3A committers' settings (``options.committer.s3a``, the conflict mode) are
+    recorded with the job. An older ``_SUCCESS`` in the destination stays until this
+    job's commit starts replacing output.
     Returns the job ID: ``job_id`` if given, else a new collision-free one.
     """
     async with Client(dest, store=store, options=options) as client:
-        return (await client.setup_job(job_id, attempt=attempt, s3a=s3a)).job_id
+        return (await client.setup_job(job_id, attempt=attempt)).job_id
 
 
 async def commit_job(
@@ -54,7 +53,6 @@ async def commit_job(
     attempt: int = 0,
     store: Store | None = None,
     options: CommitOptions | None = None,
-    s3a: S3CommitterOptions | None = None,
     progress: ProgressCallback | None = None,
     job_id_source: str = "JobID",
 ) -> SuccessData:
@@ -68,8 +66,9 @@ async def commit_job(
             paths/URLs) instead of every one found there.
         store: a store client to use (and not close); by default one is opened from
             ``dest`` and closed at the end.
-        s3a: the S3A committers' settings (a commit that started earlier finishes with
-            the settings its plan recorded).
+        options: how the commit runs; on S3 its conflict mode and the S3A settings
+            over those the job was set up with (a commit that started earlier finishes
+            with the settings its plan recorded).
         progress: called with ``Progress`` reports while files are renamed.
 
     Returns:
@@ -81,7 +80,7 @@ async def commit_job(
             ``OutputConflict`` for bad task records, before any output changes.
     """
     async with Client(dest, store=store, options=options) as client:
-        job = client.job(job_id, attempt=attempt, s3a=s3a)
+        job = client.job(job_id, attempt=attempt)
         return await job.commit(manifests=manifests, progress=progress, job_id_source=job_id_source)
 
 
@@ -92,7 +91,6 @@ async def abort_job(
     attempt: int = 0,
     store: Store | None = None,
     options: CommitOptions | None = None,
-    s3a: S3CommitterOptions | None = None,
     undo_renames: bool = True,
     progress: ProgressCallback | None = None,
 ) -> list[str]:
@@ -111,7 +109,7 @@ async def abort_job(
     abort already finished), before anything changes.
     """
     async with Client(dest, store=store, options=options) as client:
-        job = client.job(job_id, attempt=attempt, s3a=s3a)
+        job = client.job(job_id, attempt=attempt)
         return await job.abort(undo_renames=undo_renames, progress=progress)
 
 
@@ -122,12 +120,12 @@ async def cleanup_job(
     attempt: int = 0,
     store: Store | None = None,
     options: CommitOptions | None = None,
-    s3a: S3CommitterOptions | None = None,
     progress: ProgressCallback | None = None,
 ) -> None:
     """Delete the job's temporary data (on S3 also the job's own outstanding uploads,
-    unless ``s3a.abort_pending_uploads`` is off); never touches committed output, nor
+    unless ``committer.s3a.abort_pending_uploads``, in the options or the job's
+    settings, is off); never touches committed output, nor
     another job's data. ``progress`` gets the directories deleted. Raises
     ``JobNotFound`` when no such job is at ``dest``, before anything changes."""
     async with Client(dest, store=store, options=options) as client:
-        await client.job(job_id, attempt=attempt, s3a=s3a).cleanup(progress=progress)
+        await client.job(job_id, attempt=attempt).cleanup(progress=progress)

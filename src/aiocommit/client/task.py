@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from aiocommit.client.client import Client
 from aiocommit.committers.common.committer import Committer, TaskAttempt, name_attempt, open_attempt
-from aiocommit.committers.manifest.committer import ManifestCommitter
+from aiocommit.committers.factory import RecordedCommitter
 from aiocommit.errors import InvalidInput
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.manifest import TaskManifest
@@ -34,7 +34,8 @@ def task_attempt(
 ) -> TaskAttempt:
     """Name a task attempt. ``task`` is a task ID or a partition number (giving a Hadoop
     style ID); ``attempt`` an attempt number or a full attempt ID. ``committer``: the
-    job's (the manifest committer by default)."""
+    job's; by default the one the job recorded, read when the attempt is first used
+    (``setup_task`` names the attempt with it)."""
     return name_attempt(
         dest,
         dest_path,
@@ -42,7 +43,7 @@ def task_attempt(
         task,
         attempt,
         job_attempt=job_attempt,
-        committer=committer or ManifestCommitter(),
+        committer=committer or RecordedCommitter(),
     )
 
 

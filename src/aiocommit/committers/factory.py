@@ -2,11 +2,11 @@
 and the options (as Hadoop's ``PathOutputCommitterFactory`` and ``S3ACommitterFactory``
 do), and recorded with the job so that every later step picks the same one.
 
-* ``CommitOptions.committer`` names one: ``manifest``, ``staging`` (Hadoop's
-  ``directory``), ``partitioned`` or ``magic``; the S3A ones need a store with multipart
-  uploads.
-* Else, on a store with multipart uploads and no atomic rename (S3): ``staging``, or the
-  S3A committer ``s3a`` settings name. Elsewhere: ``manifest``.
+* ``CommitOptions.committer.name`` (Hadoop's ``fs.s3a.committer.name``) names one:
+  ``manifest``, ``staging`` (Hadoop's ``directory``), ``partitioned`` or ``magic``; the
+  S3A ones need a store with multipart uploads.
+* Else, on a store with multipart uploads and no atomic rename (S3): ``staging``.
+  Elsewhere: ``manifest``.
 * The manifest committer on S3 only when asked for, with a warning: every file is copied
   and deleted there, neither atomic nor fast.
 
@@ -20,20 +20,32 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 import msgspec
 
-from aiocommit.committers.common.committer import Committer
+from aiocommit.committers.common.committer import (
+    COMMITTER_NAMES,
+    AttemptFile,
+    Committer,
+    TaskAttempt,
+)
 from aiocommit.committers.common.context import StageContext, stage
 from aiocommit.committers.common.lease import register_recovery
 from aiocommit.committers.manifest.committer import ManifestCommitter
-from aiocommit.committers.s3a.committer import S3ACommitter
+from aiocommit.committers.s3a.magic import MagicCommitter
 from aiocommit.committers.s3a.options import S3CommitterOptions
-from aiocommit.errors import CommitError, ManifestError, NotFound
+from aiocommit.committers.s3a.staging import PartitionedStagingCommitter, StagingCommitter
+from aiocommit.errors import CommitError, InvalidInput, ManifestError, NotFound
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.codec import decode_or_raise, encode_pretty
 from aiocommit.protocol.layout import JobLayout
+from aiocommit.protocol.manifest import TaskManifest
+from aiocommit.protocol.pending import PendingSet
+from aiocommit.protocol.success import SuccessData
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.multipart import supports_multipart
 
@@ -60,20 +72,41 @@ def committer_name(name: str) -> str:
     """Our name of a committer (Hadoop's ``directory`` and ``file`` accepted);
     ``ValueError`` for an unknown one."""
     name = ALIASES.get(name, name)
-    if name not in ("manifest", "staging", "partitioned", "magic"):
-        raise ValueError(f"unknown committer {name!r}: use manifest, staging, partitioned or magic")
+    if name not in COMMITTER_NAMES:
+        raise ValueError(f"unknown committer {name!r}: use {', '.join(COMMITTER_NAMES)}")
     return name
+
+
+#: the S3A committers by name (``S3CommitterOptions.kind``)
+S3A_COMMITTERS: dict[str, type[StagingCommitter] | type[MagicCommitter]] = {
+    "staging": StagingCommitter,
+    "partitioned": PartitionedStagingCommitter,
+    "magic": MagicCommitter,
+}
+
+
+def s3a_committer(settings: S3CommitterOptions | None = None) -> StagingCommitter | MagicCommitter:
+    """The S3A committer the settings name (by default: staging), over them."""
+    settings = settings or S3CommitterOptions()
+    return S3A_COMMITTERS[settings.kind](settings)
 
 
 def _multipart_without_rename(store: Store) -> bool:
     return supports_multipart(store) and not store.capabilities.atomic_rename
 
 
-def choose_committer(
-    store: Store, options: CommitOptions, s3a: S3CommitterOptions | None = None
-) -> Committer:
-    """The committer for a new job on ``store`` (see the module docstring)."""
-    asked = committer_name(options.committer) if options.committer else None
+def _asked(options: CommitOptions) -> str | None:
+    name = options.committer.name
+    try:
+        return committer_name(name) if name else None
+    except ValueError as error:
+        raise InvalidInput(str(error)) from None
+
+
+def choose_committer(store: Store, options: CommitOptions) -> Committer:
+    """The committer for a new job on ``store`` (see the module docstring), with the
+    S3A settings ``options`` give."""
+    asked = _asked(options)
     if asked == "manifest":
         if _multipart_without_rename(store):
             logger.warning(
@@ -90,9 +123,9 @@ def choose_committer(
                 f"{store.qualify('/')} has none: use the manifest committer",
                 stage=S.JOB_STAGE_SETUP,
             )
-        return S3ACommitter(S3CommitterOptions.of_kind(asked, s3a))
+        return s3a_committer(S3CommitterOptions.from_options(options))
     if _multipart_without_rename(store):
-        return S3ACommitter(s3a or S3CommitterOptions())
+        return s3a_committer(S3CommitterOptions.from_options(options))
     return ManifestCommitter()
 
 
@@ -123,7 +156,7 @@ def _from_record(record: CommitterRecord, path: str) -> Committer:
     if name == "manifest":
         return ManifestCommitter()
     settings = S3CommitterOptions.from_record(record.settings) if record.settings else None
-    return S3ACommitter(recorded=S3CommitterOptions.of_kind(name, settings))
+    return s3a_committer(S3CommitterOptions.of_kind(name, settings))
 
 
 async def recorded_committer(
@@ -141,41 +174,112 @@ async def recorded_committer(
         raise ManifestError(f"committer record: {error}", path=context.qualify(path)) from None
 
 
-async def job_committer(
-    context: StageContext, options: CommitOptions, s3a: S3CommitterOptions | None = None
-) -> Committer:
-    """The committer of an existing job: the one it recorded (``s3a`` settings given
-    override the recorded ones), else the one its files show (see the module
-    docstring). Asking for another one than the job uses is refused."""
-    asked = committer_name(options.committer) if options.committer else None
+async def job_committer(context: StageContext, options: CommitOptions) -> Committer:
+    """The committer of an existing job: the one it recorded, else the one its files
+    show (see the module docstring). Asking for another one than the job uses is
+    refused."""
+    asked = _asked(options)
     async with stage(context, S.JOB_STAGE_FIND_COMMITTER):
         committer = await recorded_committer(context)
         if committer is None:
-            committer = await _recognised(context, asked, s3a)
+            committer = await _recognised(context, asked, options)
     staging = ("staging", "partitioned")  # one committer; the scope of its conflict mode
     if asked not in (None, committer.name) and not (asked in staging and committer.name in staging):
         raise CommitError(
             f"job {context.layout.job_id} uses the {committer.name} committer, not {asked}",
             path=context.qualify(context.layout.job_attempt_dir),
         )
-    if s3a is not None and isinstance(committer, S3ACommitter):
-        # the caller's settings, but the job's committer: its tasks wrote for it
-        kind = committer.s3_options.committer
-        return S3ACommitter(dataclasses.replace(s3a, committer=kind), committer.recorded)
     return committer
 
 
 async def _recognised(
-    context: StageContext, asked: str | None, s3a: S3CommitterOptions | None
+    context: StageContext, asked: str | None, options: CommitOptions
 ) -> Committer:
     store = context.ops.store
     if not supports_multipart(store) or asked == "manifest":
         return ManifestCommitter()
     if await context.ops.stat_or_none(context.layout.manifests_dir) is not None:
         return ManifestCommitter()
-    if asked is not None:
-        return S3ACommitter(S3CommitterOptions.of_kind(asked, s3a))
-    return S3ACommitter(s3a)
+    return s3a_committer(S3CommitterOptions.from_options(options))
+
+
+@dataclass(frozen=True)
+class RecordedCommitter:
+    """The committer a task attempt's job recorded, read from the job when the attempt
+    is used: what ``task_attempt`` names when not told the committer. Its ``name`` and
+    ``committed_name`` are not known before then (``setup_task`` names the attempt with
+    the job's committer itself)."""
+
+    async def of(self, context: StageContext) -> Committer:
+        """The job's committer."""
+        return await job_committer(context, context.options)
+
+    @property
+    def name(self) -> str:
+        raise InvalidInput(
+            "this task attempt was named without its job's committer, which is read when "
+            "the attempt is first used: name it with setup_task (or task_attempt(committer=))"
+        )
+
+    def describe(self) -> dict[str, str]:
+        return {}
+
+    async def setup_job(self, context: StageContext) -> None:
+        await (await self.of(context)).setup_job(context)
+
+    async def commit_job(
+        self, context: StageContext, committed: Sequence[str] | None
+    ) -> SuccessData:
+        return await (await self.of(context)).commit_job(context, committed)
+
+    async def abort_job(self, context: StageContext, *, undo: bool) -> list[str]:
+        return await (await self.of(context)).abort_job(context, undo=undo)
+
+    async def cleanup_job(self, context: StageContext) -> None:
+        await (await self.of(context)).cleanup_job(context)
+
+    async def setup_task(self, context: StageContext, attempt: TaskAttempt) -> TaskAttempt:
+        committer = await self.of(context)
+        return await committer.setup_task(
+            context, dataclasses.replace(attempt, committer=committer)
+        )
+
+    async def write_bytes(
+        self, context: StageContext, attempt: TaskAttempt, relative: str, data: bytes
+    ) -> None:
+        await (await self.of(context)).write_bytes(context, attempt, relative, data)
+
+    @asynccontextmanager
+    async def open(
+        self, context: StageContext, attempt: TaskAttempt, relative: str
+    ) -> AsyncIterator[AttemptFile]:
+        committer = await self.of(context)
+        async with committer.open(context, attempt, relative) as file:
+            yield file
+
+    async def write_file(
+        self, context: StageContext, attempt: TaskAttempt, relative: str, local_path: str
+    ) -> None:
+        await (await self.of(context)).write_file(context, attempt, relative, local_path)
+
+    async def commit_task(
+        self,
+        context: StageContext,
+        attempt: TaskAttempt,
+        *,
+        per_attempt: bool,
+        written: Sequence[tuple[str, int]] | None = None,
+    ) -> TaskManifest | PendingSet:
+        committer = await self.of(context)
+        return await committer.commit_task(
+            context, attempt, per_attempt=per_attempt, written=written
+        )
+
+    async def abort_task(self, context: StageContext, attempt: TaskAttempt) -> None:
+        await (await self.of(context)).abort_task(context, attempt)
+
+    def committed_name(self, attempt: TaskAttempt, *, per_attempt: bool) -> str:
+        return self.name  # raises: not known before the attempt is used
 
 
 async def abort_unfinished_commit(context: StageContext, job_id: str) -> None:
@@ -184,7 +288,8 @@ async def abort_unfinished_commit(context: StageContext, job_id: str) -> None:
     that left nothing has nothing to abort."""
     dead = dataclasses.replace(context, layout=JobLayout(context.layout.dest, job_id))
     try:
-        committer = await job_committer(dead, dataclasses.replace(context.options, committer=None))
+        unasked = dataclasses.replace(context.options.committer, name=None)  # the dead job's own
+        committer = await job_committer(dead, context.options.with_values(committer=unasked))
         await committer.abort_job(dead, undo=True)
     except NotFound:
         return  # the job is gone (cleaned up, or never set up here)

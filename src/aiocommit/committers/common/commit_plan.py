@@ -82,6 +82,9 @@ class CommitPlan(msgspec.Struct):
     committer: dict[str, str] = msgspec.field(default_factory=dict)
     #: the conflict resolution, once decided (None before; plans of older versions)
     conflicts: ConflictRecord | None = None
+    #: the options tree the commit started with (``CommitOptions.as_record``: tree
+    #: path -> value), for the record
+    options: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 _plan_decoder = msgspec.json.Decoder(CommitPlan)

@@ -186,7 +186,7 @@ def _wake_waiters(context: StageContext) -> None:
 
 
 def _expiry(context: StageContext) -> float:
-    return time.time() + context.options.lease_seconds
+    return time.time() + context.options.conflicts.lease_seconds
 
 
 async def _read(context: StageContext, path: str) -> LeaseRecord | None:
@@ -212,7 +212,7 @@ async def _acquire(context: StageContext) -> LeaseRecord:
     job_id = context.layout.job_id
     path = lease_path(context.layout.dest)
     wait = FIRST_POLL_SECONDS
-    longest = min(MAX_POLL_SECONDS, context.options.lease_seconds / 4)
+    longest = min(MAX_POLL_SECONDS, context.options.conflicts.lease_seconds / 4)
     holder_seen: str | None = None
     while True:
         mine = LeaseRecord(job_id=job_id, token=secrets.token_hex(8), expires=_expiry(context))
@@ -300,7 +300,7 @@ async def _checked_write(context: StageContext, record: LeaseRecord) -> None:
 
 
 async def _renew(context: StageContext, held: HeldLease) -> None:
-    interval = context.options.lease_seconds / 3
+    interval = context.options.conflicts.lease_seconds / 3
     while True:
         await anyio.sleep(interval)
         record = held.record

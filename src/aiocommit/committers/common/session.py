@@ -47,13 +47,13 @@ async def open_operations(
             f"options must be a CommitOptions (CommitOptions.from_mapping builds one from a "
             f"mapping), not {type(options).__name__}"
         )
+    options = options or CommitOptions()
     owned = store is None
     if store is None:
-        store, path = open_store(dest)
+        store, path = open_store(dest, options.store.as_s3a() or None)
     else:
         path = dest if dest.startswith("/") else store.unqualify(dest)
     try:
-        options = options or CommitOptions()
         ops = StoreOperations(store, options, new_statistics(), limits=limits)
         watch_in_flight(ops.limiter)
         yield ops, path.rstrip("/") or "/"

@@ -317,6 +317,7 @@ async def _load_for_plan(
                     context.options.conflict_mode or "append",
                     bool(context.options.replace_partitions),
                 ),
+                options=context.options.as_record(),
             )
             await context.ops.write_bytes(layout.commit_plan_path, encode_plan(plan))
         except BaseException:

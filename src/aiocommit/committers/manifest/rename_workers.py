@@ -157,8 +157,7 @@ def worker_options(options: CommitOptions, workers: int) -> CommitOptions:
     """A worker's share of the job's in-flight and rate limits (its floor never above
     its share)."""
     concurrency = max(1, math.ceil(options.concurrency / workers))
-    return dataclasses.replace(
-        options,
+    return options.with_values(
         processes=1,
         concurrency=concurrency,
         min_concurrency=min(concurrency, max(1, math.ceil(options.min_concurrency / workers))),

@@ -19,7 +19,6 @@ destination-wide sweep of old uploads is ``abort_old_uploads`` (``aiocommit clea
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Collection, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 
@@ -34,7 +33,6 @@ from aiocommit.committers.common.commit_plan import (
     save_plan,
 )
 from aiocommit.committers.common.context import StageContext, stage
-from aiocommit.committers.common.job_state import require_job
 from aiocommit.committers.common.lease import destination_lease, release_stale_lease
 from aiocommit.committers.common.resolve_conflicts import (
     clear_conflicts_stage,
@@ -46,7 +44,7 @@ from aiocommit.committers.common.resolve_conflicts import (
     unrestorable,
 )
 from aiocommit.committers.common.save_success import read_success, restore_success
-from aiocommit.committers.common.session import new_statistics, open_context
+from aiocommit.committers.common.session import new_statistics
 from aiocommit.committers.s3a.abort_uploads import (
     abort_pending_stage,
     abort_recorded_stage,
@@ -58,13 +56,12 @@ from aiocommit.committers.s3a.load_pendingsets import (
     list_pendingset_names,
     load_pendingsets_stage,
 )
-from aiocommit.committers.s3a.options import S3CommitterOptions
+from aiocommit.committers.s3a.options import S3CommitterOptions, with_options
 from aiocommit.committers.s3a.walk import walk_files
 from aiocommit.errors import AlreadyExists, ManifestError, NotFound
 from aiocommit.io.multipart import MultipartOperations
-from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
-from aiocommit.protocol.ids import check_id, new_job_id
+from aiocommit.protocol.ids import check_id
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.pending import (
     PENDING_SUFFIX,
@@ -75,23 +72,7 @@ from aiocommit.protocol.pending import (
     pendingsets_dir,
 )
 from aiocommit.protocol.success import FILENAMES_LIMIT, SuccessData
-from aiocommit.stores.base import Store, join, parent_of
-
-
-async def setup_s3_job(
-    dest: str,
-    job_id: str | None = None,
-    *,
-    attempt: int = 0,
-    store: Store | None = None,
-    options: CommitOptions | None = None,
-) -> str:
-    """Create the job's pending sets directory (an older ``_SUCCESS`` stays until the
-    job's commit starts changing the destination)."""
-    job_id = job_id or new_job_id()
-    async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
-        await setup_s3(context)
-    return job_id
+from aiocommit.stores.base import join, parent_of
 
 
 async def setup_s3(context: StageContext) -> None:
@@ -102,36 +83,6 @@ async def setup_s3(context: StageContext) -> None:
         await context.ops.mkdirs(pendingsets_dir(context.layout))
 
 
-async def commit_s3_job(
-    dest: str,
-    job_id: str,
-    *,
-    attempt: int = 0,
-    store: Store | None = None,
-    options: CommitOptions | None = None,
-    s3_options: S3CommitterOptions | None = None,
-    pendingsets: Sequence[str] | None = None,
-    job_id_source: str = "JobID",
-) -> SuccessData:
-    """Complete every committed task's uploads, then write ``_SUCCESS``. Re-runnable.
-
-    ``pendingsets``: commit exactly these pending sets (file names in the job's pending
-    sets directory) instead of every one found there. ``s3_options``: the committer's
-    settings; a re-run of a commit that started earlier finishes it with the settings its
-    plan recorded (None takes them; a different conflict mode or scope is refused).
-
-    Raises:
-        CommitError: naming the stage, operation and path; ``ManifestError`` and
-            ``OutputConflict`` for bad pending sets or conflicts, before any upload
-            is completed.
-    """
-    async with open_context(
-        dest, job_id, attempt=attempt, store=store, options=options, job_id_source=job_id_source
-    ) as context:
-        await require_job(context, "commit_job")
-        return await commit_s3(context, s3_options, pendingsets)
-
-
 async def commit_s3(
     context: StageContext,
     given: S3CommitterOptions | None,
@@ -139,8 +90,19 @@ async def commit_s3(
     *,
     fallback: S3CommitterOptions | None = None,
 ) -> SuccessData:
-    """``commit_s3_job`` in an open context; ``fallback``: the settings to use when
-    neither ``given`` nor the plan has any (those the job was set up with)."""
+    """Complete every committed task's uploads, then write ``_SUCCESS``. Re-runnable.
+
+    ``requested``: commit exactly these pending sets (file names in the job's pending
+    sets directory) instead of every one found there. ``given``: settings that win over
+    the plan's (a different conflict mode or scope is refused); ``fallback``: the
+    settings to use when neither ``given`` nor the plan has any (those the job was set up
+    with). The context's options are laid over them (``with_options``).
+
+    Raises:
+        CommitError: naming the stage, operation and path; ``ManifestError`` and
+            ``OutputConflict`` for bad pending sets or conflicts, before any upload
+            is completed.
+    """
     return await run_job_commit(context, _S3JobCommit(context, given, requested, fallback))
 
 
@@ -175,7 +137,7 @@ class _S3JobCommit:
 
     async def load(self, context: StageContext, summary: SuccessData) -> None:
         plan = await read_plan(context)
-        s3_options = self.s3_options = _with_conflict_options(
+        s3_options = self.s3_options = with_options(
             _settled_options(
                 context, self.given or self.fallback, plan, explicit=self.given is not None
             ),
@@ -222,8 +184,8 @@ class _S3JobCommit:
         summary.filenames = [c.uri for c in loaded.commits[:FILENAMES_LIMIT]]
 
     async def cleanup(self, context: StageContext) -> None:
-        s3_options = (
-            self.s3_options or self.given or await _recorded_options(context, self.fallback)
+        s3_options = self.s3_options or with_options(
+            self.given or await _recorded_options(context, self.fallback), context.options
         )
         loaded = self.loaded
         completed = None if loaded is None else {c.upload_id for c in loaded.commits}
@@ -234,19 +196,6 @@ class _S3JobCommit:
 
     def close(self) -> None:
         pass
-
-
-def _with_conflict_options(
-    s3_options: S3CommitterOptions, options: CommitOptions
-) -> S3CommitterOptions:
-    """The conflict mode and scope of ``CommitOptions`` (every committer's), where set,
-    over the S3 committers' own."""
-    changes: dict[str, object] = {}
-    if options.conflict_mode is not None:
-        changes["conflict_mode"] = options.conflict_mode
-    if options.replace_partitions is not None:
-        changes["partitioned"] = options.replace_partitions
-    return dataclasses.replace(s3_options, **changes) if changes else s3_options  # type: ignore[arg-type]
 
 
 def _settled_options(
@@ -318,6 +267,7 @@ async def _fix_plan(
         manifests=loaded.digests,
         committer=s3_options.as_record(),
         conflicts=initial_record(s3_options.conflict_mode, s3_options.partitioned),
+        options=context.options.as_record(),
     )
     plan_bytes = encode_plan(fixed)
     try:  # a conditional put: of two drivers committing one job, one fixes the plan
@@ -383,29 +333,6 @@ async def abort_own_uploads(
     return await abort_recorded_stage(context, mops, recorded)
 
 
-async def abort_s3_job(
-    dest: str,
-    job_id: str,
-    *,
-    attempt: int = 0,
-    store: Store | None = None,
-    options: CommitOptions | None = None,
-    s3_options: S3CommitterOptions | None = None,
-) -> list[str]:
-    """Abort the job: abort every upload its pending sets, ``.pending`` files and upload
-    records name, delete any it had completed (unless the job committed, as its plan
-    records: then only clean up), remove its directories; no other job's upload is
-    touched. A re-run after a kill finishes it; ``JobNotFound`` once nothing is left.
-    ``s3_options`` None: the settings the job's commit plan recorded, else the defaults.
-
-    Returns the store paths of the old files a ``replace`` had deleted, which no abort
-    can restore (S3 has no rename to move them aside); empty when none are gone."""
-    async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
-        if await require_job(context, "abort_job") == "committed":
-            return []
-        return await abort_s3(context, s3_options)
-
-
 async def abort_s3(
     context: StageContext,
     given: S3CommitterOptions | None,
@@ -413,9 +340,14 @@ async def abort_s3(
     revert: bool = True,
     fallback: S3CommitterOptions | None = None,
 ) -> list[str]:
-    """``abort_s3_job`` in an open context; ``revert`` False keeps output an unfinished
-    commit completed."""
-    s3_options = given or await _recorded_options(context, fallback)
+    """Abort the job: abort every upload its pending sets, ``.pending`` files and upload
+    records name, delete any it had completed (unless the job committed, as its plan
+    records: then only clean up; ``revert`` False keeps them), remove its directories; no
+    other job's upload is touched. A re-run after a kill finishes it.
+
+    Returns the store paths of the old files a ``replace`` had deleted, which no abort
+    can restore (S3 has no rename to move them aside); empty when none are gone."""
+    s3_options = with_options(given or await _recorded_options(context, fallback), context.options)
     mops = MultipartOperations(context.ops)
     lost: list[str] = []
     committed = await _committed(context)
@@ -440,32 +372,15 @@ async def abort_s3(
     return lost
 
 
-async def cleanup_s3_job(
-    dest: str,
-    job_id: str,
-    *,
-    attempt: int = 0,
-    store: Store | None = None,
-    options: CommitOptions | None = None,
-    s3_options: S3CommitterOptions | None = None,
-) -> None:
-    """Abort the job's own outstanding uploads (``abort_pending_uploads``), remove its
-    directories; never touches completed output, nor another job's uploads.
-    ``s3_options`` None: the settings the job's commit plan recorded, else the defaults."""
-    async with open_context(dest, job_id, attempt=attempt, store=store, options=options) as context:
-        if await require_job(context, "cleanup_job") == "committed":
-            return
-        await cleanup_s3(context, s3_options)
-
-
 async def cleanup_s3(
     context: StageContext,
     given: S3CommitterOptions | None,
     *,
     fallback: S3CommitterOptions | None = None,
 ) -> None:
-    """``cleanup_s3_job`` in an open context."""
-    s3_options = given or await _recorded_options(context, fallback)
+    """Abort the job's own outstanding uploads (``abort_pending_uploads``), remove its
+    directories; never touches completed output, nor another job's uploads."""
+    s3_options = with_options(given or await _recorded_options(context, fallback), context.options)
     await _cleanup(context, MultipartOperations(context.ops), s3_options)
 
 

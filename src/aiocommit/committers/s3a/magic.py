@@ -1,5 +1,6 @@
-"""The magic committer's task side: a task streams each file to S3 as a multipart upload
-of its final key, never completed by the task (Hadoop's ``MagicS3GuardCommitter``)::
+"""The magic committer (Hadoop's ``MagicS3GuardCommitter``), over the shared S3A job
+side: a task streams each file to S3 as a multipart upload of its final key, never
+completed by the task::
 
     write: upload parts as they fill -> save __base/REL.pending + a zero-byte marker
     -> commit: collect the attempt's .pending files into its pending set, delete its
@@ -12,12 +13,12 @@ Nothing is visible at the destination until job commit completes the uploads.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import anyio
 
-from aiocommit.committers.common.committer import AttemptFile, TaskAttempt, open_attempt
+from aiocommit.committers.common.committer import AttemptFile, TaskAttempt
 from aiocommit.committers.common.context import StageContext, parallel, stage
 from aiocommit.committers.s3a.abort_uploads import (
     abort_pending_stage,
@@ -25,16 +26,16 @@ from aiocommit.committers.s3a.abort_uploads import (
     forget_recorded_uploads,
     recorded_uploads,
 )
-from aiocommit.committers.s3a.options import S3CommitterOptions
+from aiocommit.committers.s3a.committer import S3ACommitter
 from aiocommit.committers.s3a.save_pendingset import save_pendingset_stage
 from aiocommit.committers.s3a.staging import check_active, file_chunks
 from aiocommit.committers.s3a.upload import upload_pending
 from aiocommit.committers.s3a.walk import walk_files
 from aiocommit.errors import ManifestError, first_error
 from aiocommit.io.multipart import MultipartOperations
-from aiocommit.options import CommitOptions
 from aiocommit.protocol import s3_statistics as S3
 from aiocommit.protocol import statistics as S
+from aiocommit.protocol.manifest import TaskManifest
 from aiocommit.protocol.pending import (
     PENDING_SUFFIX,
     PendingSet,
@@ -42,7 +43,7 @@ from aiocommit.protocol.pending import (
     decode_pending,
     encode_pending,
 )
-from aiocommit.stores.base import Store, join, relative_to
+from aiocommit.stores.base import join, relative_to
 
 
 async def bytes_chunks(data: bytes, part_size: int) -> AsyncIterator[bytes]:
@@ -172,7 +173,9 @@ async def magic_pending(context: StageContext, base: str) -> list[SinglePendingC
 async def commit_magic(
     context: StageContext, attempt: TaskAttempt, *, per_attempt: bool = False
 ) -> PendingSet:
-    """``commit_magic_task`` in an open context."""
+    """Magic task commit: collect the attempt's ``.pending`` files into its pending set
+    (``per_attempt``: see ``save_pendingset_stage``), then delete the attempt's magic
+    directory."""
     mops = MultipartOperations(context.ops)
     async with stage(context, S.TASK_STAGE_COMMIT):
         await check_active(context)
@@ -192,7 +195,8 @@ async def commit_magic(
 
 
 async def abort_magic(context: StageContext, attempt: TaskAttempt) -> None:
-    """``abort_magic_task`` in an open context."""
+    """Magic task abort: abort every upload the attempt's ``.pending`` files name and
+    delete its magic directory. Idempotent."""
     mops = MultipartOperations(context.ops)
     async with stage(context, S.TASK_STAGE_ABORT_TASK):
         commits = await magic_pending(context, attempt.magic_base)
@@ -205,52 +209,41 @@ async def abort_magic(context: StageContext, attempt: TaskAttempt) -> None:
         await forget_recorded_uploads(context, attempt.task_attempt_id)
 
 
-async def write_magic_file(
-    attempt: TaskAttempt,
-    relative: str,
-    data: bytes | None = None,
-    *,
-    local_path: str | None = None,
-    store: Store | None = None,
-    options: CommitOptions | None = None,
-    s3_options: S3CommitterOptions | None = None,
-) -> SinglePendingCommit:
-    """Magic output: upload ``data`` (or ``local_path``) as an uncompleted upload of
-    ``DEST/relative``, save ``__base/relative.pending`` and a zero-byte marker at
-    ``__base/relative``. Nothing is visible at the destination until job commit."""
-    if (data is None) == (local_path is None):
-        raise ValueError("give exactly one of data and local_path")
-    part_size = (s3_options or S3CommitterOptions()).part_size
-    chunks = (
-        bytes_chunks(data, part_size)
-        if data is not None
-        else file_chunks(str(local_path), part_size)
-    )
-    async with open_attempt(attempt, store, options) as context:
-        return await write_magic(context, attempt, relative, chunks)
+class MagicCommitter(S3ACommitter):
+    """Hadoop's ``MagicS3GuardCommitter``: a task streams each file as an uncompleted
+    upload of its final key; task commit collects the attempt's ``.pending`` files."""
 
+    async def setup_task(self, context: StageContext, attempt: TaskAttempt) -> TaskAttempt:
+        await check_active(context)
+        return attempt
 
-async def commit_magic_task(
-    attempt: TaskAttempt,
-    *,
-    store: Store | None = None,
-    options: CommitOptions | None = None,
-    per_attempt: bool = False,
-) -> list[SinglePendingCommit]:
-    """Magic task commit: collect the attempt's ``.pending`` files into its pending set
-    (``per_attempt``: see ``save_pendingset_stage``), then delete the attempt's magic
-    directory."""
-    async with open_attempt(attempt, store, options) as context:
-        return (await commit_magic(context, attempt, per_attempt=per_attempt)).commits
+    async def write_bytes(
+        self, context: StageContext, attempt: TaskAttempt, relative: str, data: bytes
+    ) -> None:
+        chunks = bytes_chunks(data, self.settings_for(context).part_size)
+        await write_magic(context, attempt, relative, chunks)
 
+    def open(
+        self, context: StageContext, attempt: TaskAttempt, relative: str
+    ) -> AbstractAsyncContextManager[AttemptFile]:
+        return stream_magic(context, attempt, relative, self.settings_for(context).part_size)
 
-async def abort_magic_task(
-    attempt: TaskAttempt,
-    *,
-    store: Store | None = None,
-    options: CommitOptions | None = None,
-) -> None:
-    """Magic task abort: abort every upload the attempt's ``.pending`` files name and
-    delete its magic directory. Idempotent."""
-    async with open_attempt(attempt, store, options) as context:
+    async def write_file(
+        self, context: StageContext, attempt: TaskAttempt, relative: str, local_path: str
+    ) -> None:
+        chunks = file_chunks(local_path, self.settings_for(context).part_size)
+        await write_magic(context, attempt, relative, chunks)
+
+    async def commit_task(
+        self,
+        context: StageContext,
+        attempt: TaskAttempt,
+        *,
+        per_attempt: bool,
+        written: Sequence[tuple[str, int]] | None = None,
+    ) -> TaskManifest | PendingSet:
+        # ``written`` is not needed: the pending set holds the attempt's own uploads
+        return await commit_magic(context, attempt, per_attempt=per_attempt)
+
+    async def abort_task(self, context: StageContext, attempt: TaskAttempt) -> None:
         await abort_magic(context, attempt)

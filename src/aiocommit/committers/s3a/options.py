@@ -1,35 +1,25 @@
-"""Settings of the S3A committers (staging, partitioned, magic) and Hadoop's names for
-them (``fs.s3a.*``)."""
+"""The resolved settings of one S3A job (staging, partitioned, magic): what its record and
+commit plan keep. Callers give them through ``CommitOptions`` (``committer``,
+``conflicts`` and ``committer.s3a``; Hadoop's ``fs.s3a.*`` names resolve there)."""
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from aiocommit.committers.s3a.upload import MIN_PART_SIZE
-from aiocommit.errors import InvalidInput, ManifestError, UnknownOption
-from aiocommit.options import CONFLICT_MODES
+from aiocommit.errors import InvalidInput, ManifestError
+from aiocommit.options import CONFLICT_MODES, CommitOptions
 from aiocommit.protocol.pending import MAGIC_COMMITTER, PARTITIONED_COMMITTER, STAGING_COMMITTER
 
 COMMITTERS = ("staging", "magic")
 
 
-#: the Hadoop settings of the zero-rename committers that ``S3CommitterOptions`` reads
-HADOOP_KEYS = frozenset(
-    {
-        "fs.s3a.committer.name",
-        "fs.s3a.committer.staging.conflict-mode",
-        "fs.s3a.multipart.size",
-        "fs.s3a.committer.abort.pending.uploads",
-    }
-)
-
-
 @dataclass(frozen=True)
 class S3CommitterOptions:
-    """Settings of the zero-rename committers (Hadoop's names in brackets).
+    """The resolved settings of one S3A job (Hadoop's names in brackets); built from
+    ``CommitOptions`` (``from_options``), recorded with the job and in its commit plan.
 
     Attributes:
         committer: ``staging`` or ``magic`` (``fs.s3a.committer.name``).
@@ -72,7 +62,7 @@ class S3CommitterOptions:
     def of_kind(cls, kind: str, base: S3CommitterOptions | None = None) -> S3CommitterOptions:
         """``base`` (or the defaults) as the committer named ``kind``."""
         if kind not in ("staging", "partitioned", "magic"):
-            raise ValueError(f"not an S3A committer: {kind!r}")
+            raise InvalidInput(f"not an S3A committer: {kind!r}")
         base = base or cls()
         return dataclasses.replace(
             base,
@@ -111,42 +101,30 @@ class S3CommitterOptions:
             raise ManifestError(f"commit plan: bad committer settings {record}: {error}") from None
 
     @classmethod
-    def from_settings(
-        cls, settings: Mapping[str, str], *, others: Iterable[str] = ()
-    ) -> S3CommitterOptions | None:
-        """From the ``fs.s3a.*`` keys of ``settings`` (with or without ``spark.hadoop.``),
-        None when there are none. Keys in ``others`` (the S3 client's settings) are
-        skipped. ``UnknownOption`` for any other ``fs.s3a.*`` key that is not a committer
-        setting (``HADOOP_KEYS``), ``ValueError`` for a bad value."""
-        skipped = frozenset(others)
-        known = sorted(HADOOP_KEYS | skipped)
-        found: dict[str, str] = {}
-        for key, value in settings.items():
-            bare = key.strip().removeprefix("spark.hadoop.")
-            if not bare.startswith("fs.s3a.") or bare in skipped:
-                continue
-            if bare not in HADOOP_KEYS:
-                close = difflib.get_close_matches(bare, known, n=1)
-                raise UnknownOption(key, close[0] if close else None)
-            found[bare] = value
-        return cls.from_hadoop(found) if found else None
+    def from_options(
+        cls, options: CommitOptions, base: S3CommitterOptions | None = None
+    ) -> S3CommitterOptions:
+        """``base`` (or the defaults) with what ``options`` sets: the committer's name
+        (when it is an S3A one), the conflict mode and scope, and the ``committer.s3a``
+        leaves."""
+        settings = base or cls()
+        name = options.committer.name
+        if name is not None and name not in ("manifest", "file"):
+            settings = cls.of_kind("staging" if name == "directory" else name, settings)
+        return with_options(settings, options)
 
-    @classmethod
-    def from_hadoop(cls, settings: Mapping[str, str]) -> S3CommitterOptions:
-        """From ``fs.s3a.*`` settings (unknown keys ignored)."""
-        values: dict[str, object] = {}
-        name = settings.get("fs.s3a.committer.name")
-        if name in ("directory", "partitioned"):
-            values["committer"] = "staging"
-            values["partitioned"] = name == "partitioned"
-        elif name:
-            values["committer"] = name
-        if "fs.s3a.committer.staging.conflict-mode" in settings:
-            values["conflict_mode"] = settings["fs.s3a.committer.staging.conflict-mode"]
-        if "fs.s3a.multipart.size" in settings:
-            values["part_size"] = int(settings["fs.s3a.multipart.size"])
-        if "fs.s3a.committer.abort.pending.uploads" in settings:
-            values["abort_pending_uploads"] = (
-                settings["fs.s3a.committer.abort.pending.uploads"].lower() == "true"
-            )
-        return cls(**values)  # type: ignore[arg-type]
+
+def with_options(settings: S3CommitterOptions, options: CommitOptions) -> S3CommitterOptions:
+    """``settings`` with the leaves ``options`` sets over them: the conflict mode and its
+    scope (every committer's), the part size and whether cleanup aborts outstanding
+    uploads. Unset leaves keep ``settings``' values."""
+    changes: dict[str, object] = {}
+    if options.conflicts.mode is not None:
+        changes["conflict_mode"] = options.conflicts.mode
+    if options.conflicts.per_partition is not None:
+        changes["partitioned"] = options.conflicts.per_partition
+    if options.committer.s3a.part_size is not None:
+        changes["part_size"] = options.committer.s3a.part_size
+    if options.committer.s3a.abort_pending_uploads is not None:
+        changes["abort_pending_uploads"] = options.committer.s3a.abort_pending_uploads
+    return dataclasses.replace(settings, **changes) if changes else settings  # type: ignore[arg-type]

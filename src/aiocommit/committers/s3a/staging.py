@@ -1,6 +1,7 @@
-"""The staging committer's task side: tasks write local files; task commit uploads each
-to its final key as a multipart upload it does not complete, and saves the task's
-pending set (Hadoop's ``StagingCommitter``)::
+"""The staging committers (Hadoop's ``StagingCommitter`` and
+``PartitionedStagingCommitter``), over the shared S3A job side: tasks write local files;
+task commit uploads each to its final key as a multipart upload it does not complete,
+and saves the task's pending set::
 
     setup: a local directory for the attempt -> the task writes files below it
     -> commit: upload every file (uncompleted, each recorded as the attempt's as it
@@ -17,23 +18,25 @@ import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import anyio
 import anyio.to_thread
 
-from aiocommit.committers.common.committer import TaskAttempt, open_attempt
+from aiocommit.committers.common.committer import AttemptFile, TaskAttempt
 from aiocommit.committers.common.context import StageContext, parallel, stage
 from aiocommit.committers.s3a.abort_uploads import abort_pending_stage
+from aiocommit.committers.s3a.committer import S3ACommitter
 from aiocommit.committers.s3a.options import S3CommitterOptions
 from aiocommit.committers.s3a.save_pendingset import save_pendingset_stage
 from aiocommit.committers.s3a.upload import upload_pending
 from aiocommit.errors import CommitError
 from aiocommit.io.multipart import MultipartOperations
-from aiocommit.options import CommitOptions
 from aiocommit.protocol import s3_statistics as S3
 from aiocommit.protocol import statistics as S
+from aiocommit.protocol.manifest import TaskManifest
 from aiocommit.protocol.pending import PendingSet, SinglePendingCommit, pendingsets_dir
-from aiocommit.stores.base import Store, check_clean, join
+from aiocommit.stores.base import check_clean, join
 
 #: the environment variable naming where staging attempts keep their local files
 STAGING_DIR_ENV = "AIOCOMMIT_STAGING_DIR"
@@ -132,7 +135,11 @@ async def commit_staging(
     files: Sequence[tuple[str, str]] | None = None,
     per_attempt: bool = False,
 ) -> PendingSet:
-    """``commit_staging_task`` in an open context."""
+    """Staging task commit: upload every file of ``attempt.local_dir`` (or ``files``:
+    (path relative to the destination, local path) pairs) to its final key without
+    completing it, then save the task's pending set (``per_attempt``: see
+    ``save_pendingset_stage``). On failure every upload this call started is aborted and
+    nothing is saved."""
     if attempt.local_dir is None and files is None:
         raise ValueError("a staging task attempt needs its local_dir or files")
     mops = MultipartOperations(context.ops)
@@ -173,31 +180,6 @@ async def commit_staging(
         raise
 
 
-async def commit_staging_task(
-    attempt: TaskAttempt,
-    *,
-    store: Store | None = None,
-    options: CommitOptions | None = None,
-    s3_options: S3CommitterOptions | None = None,
-    files: Sequence[tuple[str, str]] | None = None,
-    per_attempt: bool = False,
-) -> list[SinglePendingCommit]:
-    """Staging task commit: upload every file of ``attempt.local_dir`` (or ``files``:
-    (path relative to the destination, local path) pairs) to its final key without
-    completing it, then save the task's pending set (``per_attempt``: see
-    ``save_pendingset_stage``). On failure every upload this call started is aborted and
-    nothing is saved."""
-    async with open_attempt(attempt, store, options) as context:
-        pending = await commit_staging(
-            context,
-            attempt,
-            s3_options or S3CommitterOptions(),
-            files=files,
-            per_attempt=per_attempt,
-        )
-        return pending.commits
-
-
 async def abort_staging_task(attempt: TaskAttempt) -> None:
     """Staging task abort: delete the attempt's local files (no upload has started before
     task commit, and a failed task commit aborted its own)."""
@@ -205,3 +187,69 @@ async def abort_staging_task(attempt: TaskAttempt) -> None:
         await anyio.to_thread.run_sync(
             lambda: shutil.rmtree(str(attempt.local_dir), ignore_errors=True)
         )
+
+
+class StagingCommitter(S3ACommitter):
+    """Hadoop's ``StagingCommitter`` (its ``DirectoryStagingCommitter``): the conflict
+    mode applies to the whole destination."""
+
+    async def setup_task(self, context: StageContext, attempt: TaskAttempt) -> TaskAttempt:
+        return await setup_staging(context, attempt)
+
+    async def write_bytes(
+        self, context: StageContext, attempt: TaskAttempt, relative: str, data: bytes
+    ) -> None:
+        await write_local(attempt, relative, data)
+
+    def open(
+        self, context: StageContext, attempt: TaskAttempt, relative: str
+    ) -> AbstractAsyncContextManager[AttemptFile]:
+        return _local_file(local_path(attempt, relative))
+
+    async def write_file(
+        self, context: StageContext, attempt: TaskAttempt, relative: str, local_path: str
+    ) -> None:
+        await link_local(attempt, relative, local_path)
+
+    async def commit_task(
+        self,
+        context: StageContext,
+        attempt: TaskAttempt,
+        *,
+        per_attempt: bool,
+        written: Sequence[tuple[str, int]] | None = None,
+    ) -> TaskManifest | PendingSet:
+        # ``written`` is not needed: the pending set holds the attempt's own uploads
+        settings = self.settings_for(context)
+        pending = await commit_staging(context, attempt, settings, per_attempt=per_attempt)
+        await abort_staging_task(attempt)
+        return pending
+
+    async def abort_task(self, context: StageContext, attempt: TaskAttempt) -> None:
+        await abort_staging_task(attempt)
+
+
+class PartitionedStagingCommitter(StagingCommitter):
+    """Hadoop's ``PartitionedStagingCommitter``: the staging committer whose conflict
+    mode applies per partition the job writes (``S3CommitterOptions.partitioned``)."""
+
+
+class _LocalFile:
+    def __init__(self, handle: anyio.AsyncFile[bytes]) -> None:
+        self._handle = handle
+
+    async def write(self, data: bytes) -> None:
+        await self._handle.write(data)
+
+
+@asynccontextmanager
+async def _local_file(path: str) -> AsyncIterator[AttemptFile]:
+    """A local file of a staging attempt; removed again when its block raises."""
+    await anyio.Path(os.path.dirname(path)).mkdir(parents=True, exist_ok=True)
+    try:
+        async with await anyio.open_file(path, "wb") as handle:
+            yield _LocalFile(handle)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await anyio.Path(path).unlink(missing_ok=True)
+        raise

@@ -24,7 +24,6 @@ loop must not outlive it.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,7 +35,6 @@ from aiocommit.client.job import abort_job, cleanup_job, commit_job, setup_job
 from aiocommit.client.task import TaskAttempt, commit_task, committed_name, setup_task
 from aiocommit.committers.common.context import parallel
 from aiocommit.committers.manifest.committer import ATTEMPT_MANIFEST_SUFFIX
-from aiocommit.committers.s3a import S3CommitterOptions
 from aiocommit.errors import JobNotFound, NotFound, first_error
 from aiocommit.integrations.spark.files import LocalFile
 from aiocommit.integrations.spark.settings import TestHooks, WriteSettings
@@ -79,25 +77,26 @@ class InjectedTaskFailure(RuntimeError):
     """Raised by the TEST-ONLY ``aiocommit.test.failPartition*`` hooks."""
 
 
-def committer_options(settings: WriteSettings, overwriting: bool) -> S3CommitterOptions:
-    """The S3A committers' settings of a write (used where the store has them): Spark's
-    save modes as conflict modes. Append is ``append``; overwrite is ``replace`` of the
-    whole destination, or of the written partitions with ``partitionOverwriteMode=dynamic``
-    (the partitioned committer)."""
-    if not overwriting:
-        return S3CommitterOptions(
-            committer=settings.committer,
-            conflict_mode="append",
-            partitioned=bool(settings.partition_by),
-        )
-    dynamic = settings.partition_overwrite_mode == "dynamic" and bool(settings.partition_by)
-    return S3CommitterOptions(
-        committer=settings.committer, conflict_mode="replace", partitioned=dynamic
+#: URL schemes of S3, whose client takes the write's ``fs.s3a.*`` options
+S3_SCHEMES = ("s3", "s3a")
+
+
+def setup_options(settings: WriteSettings) -> CommitOptions:
+    """The options a write's job is set up with. On S3: its S3A committer (the
+    ``committer`` option), appending, per partition when the write is partitioned (the
+    partitioned committer); a commit's save mode may change the mode later
+    (``WriteSettings.commit_options``)."""
+    if settings.url.partition("://")[0].lower() not in S3_SCHEMES:
+        return settings.commit
+    return settings.commit.with_values(
+        committer=settings.committer,
+        conflict_mode="append",
+        replace_partitions=bool(settings.partition_by),
     )
 
 
 def _open_url(settings: WriteSettings) -> tuple[Store, str]:
-    return open_store(settings.url, settings.s3a)
+    return open_store(settings.url, settings.commit.store.as_s3a() or None)
 
 
 def _open(settings: WriteSettings, fault: tuple[str, str] | None = None) -> tuple[Store, str]:
@@ -117,8 +116,7 @@ async def prepare_job(settings: WriteSettings, job_id: str) -> None:
     on S3 the staging or magic committer, as the write's ``committer`` option says)."""
     store, dest = _open(settings)
     try:
-        s3a = committer_options(settings, overwriting=False)
-        await setup_job(dest, job_id, store=store, options=settings.commit, s3a=s3a)
+        await setup_job(dest, job_id, store=store, options=setup_options(settings))
     finally:
         with anyio.CancelScope(shield=True):
             await store.aclose()
@@ -266,16 +264,13 @@ async def commit_write(
     options = settings.commit
     try:
         # cleanup runs after _SUCCESS is saved: its failure is logged, not raised
-        committing = dataclasses.replace(
-            settings.commit_options(overwriting), cleanup_ignore_failures=True
-        )
+        committing = settings.commit_options(overwriting).with_values(cleanup_ignore_failures=True)
         summary = await commit_job(
             dest,
             job_id,
             manifests=None if results is None else [r.manifest for r in results],
             store=store,
             options=committing,
-            s3a=committer_options(settings, overwriting),
         )
         await clean_up_committed(store, dest, job_id, options)
         return summary
@@ -295,9 +290,8 @@ async def abort_write(settings: WriteSettings, job_id: str, overwriting: bool) -
     """
     store, dest = _open(settings, settings.hooks.abort_fault)
     try:
-        s3a = committer_options(settings, overwriting)
         try:
-            lost = await abort_job(dest, job_id, store=store, options=settings.commit, s3a=s3a)
+            lost = await abort_job(dest, job_id, store=store, options=settings.commit)
         except JobNotFound:  # never set up (setupJob failed), or aborted already
             log.info("job %s: nothing to abort at %s", job_id, dest)
             return "aborted"

@@ -2,10 +2,11 @@
 
 Spark hands the options over as a case-insensitive mapping whose keys arrive
 lower-cased (``partitionBy`` becomes ``partitionby``) and whose values are strings.
-Keys are therefore compared lower-cased here. ``CommitOptions.from_mapping`` matches our
-names (``concurrency``, ``aiocommit.concurrency``) and Hadoop's
-(``mapreduce.manifest.committer.io.threads``, with or without ``spark.hadoop.``), all of
-which are lower-case already; ``tests/spark/test_units.py`` checks that stays true.
+Keys are therefore compared lower-cased here. The commit options go through the one
+key resolver (``aiocommit.options.resolve_key``, case-insensitive): our names
+(``concurrency``, ``aiocommit.concurrency``), Hadoop's
+(``mapreduce.manifest.committer.io.threads``) and the S3A ones (``fs.s3a.committer.name``,
+``fs.s3a.endpoint`` ...), with or without ``spark.hadoop.``.
 """
 
 from __future__ import annotations
@@ -15,13 +16,17 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from aiocommit.errors import InvalidInput
 from aiocommit.integrations.spark.text_compression import TEXT_CODECS
 from aiocommit.integrations.spark.text_options import TEXT_OPTIONS, TextOptions
 from aiocommit.options import (
+    CREDENTIAL_KEYS,
     HADOOP_ONLY_OPTIONS,
+    S3A_PREFIX,
     SPARK_HADOOP_PREFIX,
     CommitOptions,
     UnknownOption,
+    closest_key,
 )
 
 FORMATS = ("parquet", "csv", "json")
@@ -38,10 +43,6 @@ TASK_BUFFER_BYTES = 512 * 1024 * 1024
 DEFAULT_ROW_GROUP_ROWS = 64 * 1024 * 1024
 
 TEST_PREFIX = "aiocommit.test."
-#: refused as options: credentials come from the environment (see docs/spark.md)
-_S3A_CREDENTIAL_KEYS = {"fs.s3a.access.key", "fs.s3a.secret.key", "fs.s3a.session.token"}
-#: ``fs.s3a.*`` options (with or without ``spark.hadoop.``) configure the S3 client
-S3A_PREFIX = "fs.s3a."
 #: how ``register(spark)``'s DataFrameWriter passes ``mode("errorifexists"|"ignore")``,
 #: which Spark refuses for Python data sources, to ``writer()``
 SAVE_MODE_OPTION = "aiocommit.savemode"
@@ -128,10 +129,9 @@ class WriteSettings:
     #: CSV and JSON writer options (Spark's names and defaults)
     text: TextOptions = field(default_factory=TextOptions)
     local_dir: str | None = None
-    #: on S3: the zero-rename committer, ``staging`` (default) or ``magic``
+    #: on S3: the S3A committer, ``staging`` (default) or ``magic`` (the ``committer``
+    #: option, or ``fs.s3a.committer.name``); its client settings are ``commit.store``
     committer: str = "staging"
-    #: on S3: ``fs.s3a.*`` options (endpoint, region, ...), ``spark.hadoop.`` dropped
-    s3a: dict[str, str] = field(default_factory=dict)
     #: the session time zone (``spark.sql.session.timeZone``) or the ``timeZone`` option
     time_zone: str | None = None
     #: ``errorifexists`` or ``ignore`` when register()'s DataFrameWriter asked for them;
@@ -146,9 +146,9 @@ class WriteSettings:
         """The job commit's options, its conflict mode decided by Spark's save mode:
         append is ``append``; overwrite is ``replace``, per partition when dynamic."""
         if not overwriting:
-            return dataclasses.replace(self.commit, conflict_mode="append")
+            return self.commit.with_values(conflict_mode="append")
         dynamic = self.partition_overwrite_mode == "dynamic" and bool(self.partition_by)
-        return dataclasses.replace(self.commit, conflict_mode="replace", replace_partitions=dynamic)
+        return self.commit.with_values(conflict_mode="replace", replace_partitions=dynamic)
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> WriteSettings:
@@ -195,7 +195,7 @@ class WriteSettings:
         if fmt != "parquet" and "outputtimestamptype" in lowered:
             raise ValueError("outputTimestampType applies to parquet only")
         secrets = sorted(
-            k for k in lowered if k.removeprefix(SPARK_HADOOP_PREFIX) in _S3A_CREDENTIAL_KEYS
+            k for k in lowered if k.removeprefix(SPARK_HADOOP_PREFIX) in CREDENTIAL_KEYS
         )
         if secrets:
             raise ValueError(
@@ -203,9 +203,11 @@ class WriteSettings:
                 "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or a profile, or instance "
                 "credentials) in the environment before the session starts"
             )
-        committer = lowered.get("committer", "staging").strip().lower()
+        commit = CommitOptions.from_mapping(lowered, handled_prefixes=(TEST_PREFIX, *WRITE_OPTIONS))
+        committer = commit.committer.name or "staging"
+        committer = {"directory": "staging", "partitioned": "staging"}.get(committer, committer)
         if committer not in ("staging", "magic"):
-            raise ValueError(f"committer must be staging or magic, not {committer!r}")
+            raise InvalidInput(f"committer must be staging or magic, not {committer!r}")
         save_mode = lowered.get(SAVE_MODE_OPTION, "").strip().lower()
         if save_mode not in ("", *SAVE_MODES):
             raise ValueError(f"save mode must be one of {', '.join(SAVE_MODES)}, not {save_mode!r}")
@@ -222,30 +224,12 @@ class WriteSettings:
             timestamp_type=timestamp_type,
             local_dir=lowered.get("localdir") or None,
             committer=committer,
-            s3a={
-                k.removeprefix(SPARK_HADOOP_PREFIX): v
-                for k, v in options.items()
-                if _is_s3a_option(k.lower())
-            },
             time_zone=lowered.get("timezone") or None,
             save_mode=save_mode if save_mode in ("errorifexists", "ignore") else "",
             case_sensitive=lowered.get("casesensitive", "false").strip().lower() == "true",
-            commit=CommitOptions.from_mapping(
-                {k: v for k, v in lowered.items() if not _is_s3a_option(k)},
-                handled_prefixes=(TEST_PREFIX, SAVE_MODE_OPTION, JAVA_VERSION_OPTION),
-            ),
+            commit=commit,
             hooks=_hooks(lowered),
         )
-
-
-def _commit_option_names() -> set[str]:
-    """Every spelling ``CommitOptions.from_mapping`` accepts, prefixes stripped."""
-    names: set[str] = set()
-    for option in dataclasses.fields(CommitOptions):
-        names.update({option.name, option.name.replace("_", ".")})
-        if option.metadata.get("hadoop"):
-            names.add(option.metadata["hadoop"])
-    return names
 
 
 def _is_s3a_option(key: str) -> bool:
@@ -253,7 +237,7 @@ def _is_s3a_option(key: str) -> bool:
 
 
 def is_commit_option(key: str) -> bool:
-    """Whether the one options normaliser (``CommitOptions``) takes the key."""
+    """Whether the one key resolver (``aiocommit.options``) takes the key."""
     return (
         CommitOptions.option_for(key) is not None
         or key.removeprefix(SPARK_HADOOP_PREFIX) in HADOOP_ONLY_OPTIONS
@@ -261,9 +245,9 @@ def is_commit_option(key: str) -> bool:
 
 
 def check_known(lowered: Mapping[str, str]) -> None:
-    """``ValueError`` naming each unknown option and the closest valid name: a typo such
-    as ``compresion`` must not silently write with the default."""
-    commit_names = _commit_option_names()
+    """``UnknownOption`` naming each unknown option and the closest valid name: a typo
+    such as ``compresion`` must not silently write with the default. ``fs.s3a.*`` keys
+    the resolver does not take are Hadoop's (a whole configuration may be passed)."""
     unknown = sorted(
         k
         for k in lowered
@@ -277,13 +261,18 @@ def check_known(lowered: Mapping[str, str]) -> None:
     hints = []
     closest: list[str | None] = []
     for key in unknown:
-        candidates = [*WRITE_OPTIONS, *sorted(commit_names)]
-        close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.6)
-        closest.append(close[0] if close else None)
-        hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        close = _closest(key)
+        closest.append(close)
+        hints.append(f"{key!r}" + (f" (did you mean {close!r}?)" if close else ""))
     error = UnknownOption(unknown[0], closest[0])
     error.args = (f"unknown option(s) for aiocommit: {', '.join(hints)}",)
     raise error
+
+
+def _closest(key: str) -> str | None:
+    """The write option or commit option key most like ``key``."""
+    close = difflib.get_close_matches(key, WRITE_OPTIONS, n=1, cutoff=0.6)
+    return close[0] if close else closest_key(key)
 
 
 def _fault(name: str, text: str | None) -> tuple[str, str] | None:
