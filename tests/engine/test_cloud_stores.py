@@ -51,13 +51,21 @@ async def test_copy_without_delete_is_finished_by_a_rerun(
     cloud_store_root: tuple[Store, str],
 ) -> None:
     """A copy-then-delete rename interrupted between the two: the destination holds a
-    copy and the source is still there. The job commit recognises the copy by its
-    checksum and finishes the move."""
+    copy and the source is still there. The re-run of the job commit (its plan recorded,
+    its conflicts decided before the first change) recognises the copy by its checksum
+    and finishes the move."""
     store, root = cloud_store_root
     dest = join(root, "out")
     job_id, expected = await run_tasks(store, dest, tasks=2, files_per_task=4)
     attempt_dir = JobLayout(dest, job_id).task_attempt_dir(f"attempt_{job_id[4:]}_m_000000_0")
     relative = "part=1/part-00000-0001.dat"
+    # the first commit stops at its first rename of a data file, after its plan is saved
+    stopping = FaultyStore(
+        store,
+        Faults(fail_paths=lambda op, path: op == "rename" and path.endswith(".dat")),
+    )
+    with pytest.raises(CommitError):
+        await commit_job(dest, job_id, store=stopping, options=CommitOptions(max_attempts=1))
     await store.write_bytes(join(dest, relative), expected[relative])  # the copy
     if store.capabilities.atomic_rename:
         # an atomic-rename store is never left so; the same bytes there are another
