@@ -390,7 +390,7 @@ def _parse(option: dataclasses.Field[Any], raw: object) -> Any:
             return True
         if text.lower() in ("false", "0", "no", "off"):
             return False
-        raise ValueError(f"not a boolean: {raw!r}")
+        raise InvalidInput(f"not a boolean: {raw!r}")
     if "None" in kind and text == "":
         return None
     try:
@@ -400,5 +400,5 @@ def _parse(option: dataclasses.Field[Any], raw: object) -> Any:
             return float(text)
     except ValueError:
         what = "an integer" if kind.startswith("int") else "a number"
-        raise ValueError(f"not {what}: {raw!r}") from None
+        raise InvalidInput(f"not {what}: {raw!r}") from None
     return text

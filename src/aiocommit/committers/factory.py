@@ -29,7 +29,7 @@ from aiocommit.committers.common.lease import register_recovery
 from aiocommit.committers.manifest.committer import ManifestCommitter
 from aiocommit.committers.s3a.committer import S3ACommitter
 from aiocommit.committers.s3a.options import S3CommitterOptions
-from aiocommit.errors import CommitError, ManifestError, NotFound
+from aiocommit.errors import CommitError, InvalidInput, ManifestError, NotFound
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.codec import decode_or_raise, encode_pretty
@@ -58,10 +58,12 @@ _record_decoder = msgspec.json.Decoder(CommitterRecord)
 
 def committer_name(name: str) -> str:
     """Our name of a committer (Hadoop's ``directory`` and ``file`` accepted);
-    ``ValueError`` for an unknown one."""
+    ``InvalidInput`` for an unknown one."""
     name = ALIASES.get(name, name)
     if name not in ("manifest", "staging", "partitioned", "magic"):
-        raise ValueError(f"unknown committer {name!r}: use manifest, staging, partitioned or magic")
+        raise InvalidInput(
+            f"unknown committer {name!r}: use manifest, staging, partitioned or magic"
+        )
     return name
 
 

@@ -30,7 +30,7 @@ from aiocommit.committers.s3a.save_pendingset import save_pendingset_stage
 from aiocommit.committers.s3a.staging import check_active, file_chunks
 from aiocommit.committers.s3a.upload import upload_pending
 from aiocommit.committers.s3a.walk import walk_files
-from aiocommit.errors import ManifestError, first_error
+from aiocommit.errors import InvalidInput, ManifestError, first_error
 from aiocommit.io.multipart import MultipartOperations
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import s3_statistics as S3
@@ -219,7 +219,7 @@ async def write_magic_file(
     ``DEST/relative``, save ``__base/relative.pending`` and a zero-byte marker at
     ``__base/relative``. Nothing is visible at the destination until job commit."""
     if (data is None) == (local_path is None):
-        raise ValueError("give exactly one of data and local_path")
+        raise InvalidInput("give exactly one of data and local_path")
     part_size = (s3_options or S3CommitterOptions()).part_size
     chunks = (
         bytes_chunks(data, part_size)

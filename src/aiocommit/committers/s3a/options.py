@@ -72,7 +72,7 @@ class S3CommitterOptions:
     def of_kind(cls, kind: str, base: S3CommitterOptions | None = None) -> S3CommitterOptions:
         """``base`` (or the defaults) as the committer named ``kind``."""
         if kind not in ("staging", "partitioned", "magic"):
-            raise ValueError(f"not an S3A committer: {kind!r}")
+            raise InvalidInput(f"not an S3A committer: {kind!r}")
         base = base or cls()
         return dataclasses.replace(
             base,

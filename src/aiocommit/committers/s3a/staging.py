@@ -27,7 +27,7 @@ from aiocommit.committers.s3a.abort_uploads import abort_pending_stage
 from aiocommit.committers.s3a.options import S3CommitterOptions
 from aiocommit.committers.s3a.save_pendingset import save_pendingset_stage
 from aiocommit.committers.s3a.upload import upload_pending
-from aiocommit.errors import CommitError
+from aiocommit.errors import CommitError, InvalidInput
 from aiocommit.io.multipart import MultipartOperations
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import s3_statistics as S3
@@ -79,7 +79,7 @@ def _with_local_dir(attempt: TaskAttempt, local: str) -> TaskAttempt:
 def local_path(attempt: TaskAttempt, relative: str) -> str:
     """The local file of the attempt's output that lands at ``DEST/relative``."""
     if attempt.local_dir is None:
-        raise ValueError("a staging task attempt needs its local_dir (was setup_task run?)")
+        raise InvalidInput("a staging task attempt needs its local_dir (was setup_task run?)")
     check_clean("/" + relative)
     return os.path.join(attempt.local_dir, *relative.split("/"))
 
@@ -134,7 +134,7 @@ async def commit_staging(
 ) -> PendingSet:
     """``commit_staging_task`` in an open context."""
     if attempt.local_dir is None and files is None:
-        raise ValueError("a staging task attempt needs its local_dir or files")
+        raise InvalidInput("a staging task attempt needs its local_dir or files")
     mops = MultipartOperations(context.ops)
     commits: list[SinglePendingCommit] = []
     try:
