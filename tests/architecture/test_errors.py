@@ -55,9 +55,7 @@ def test_the_core_raises_no_bare_builtin_exception() -> None:
         for path, name, line in builtin_raises()
         if (path, name) not in ALLOWED
     )
-    assert bare == [], "raise an aiocommit.errors class (InvalidInput for bad input): " + str(
-        bare
-    )
+    assert bare == [], "raise an aiocommit.errors class (InvalidInput for bad input): " + str(bare)
 
 
 def test_the_scan_finds_bare_raises(tmp_path: Path) -> None:

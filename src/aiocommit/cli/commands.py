@@ -248,7 +248,7 @@ def commit(
                 return await commit_job(
                     path,
                     job_id,
-                    manifests=list(manifests) or None,
+                    task_records=list(manifests) or None,
                     attempt=attempt,
                     store=store,
                     options=options,
@@ -342,7 +342,7 @@ def abort(
                     store=store,
                     options=options,
                     s3a=s3_options,
-                    undo_renames=not keep_renames,
+                    undo=not keep_renames,
                     progress=bar,
                 )
             return found.state
