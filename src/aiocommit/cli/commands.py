@@ -176,7 +176,7 @@ def jobs(dest: str, as_json: bool, option_pairs: tuple[str, ...], **values: Any)
     if as_json:
         echo_json([{**job.as_json(now), **_s3_facts(uploads, job.job_id)} for job in found])
         return
-    if uploads is not None:  # S3: the zero-rename committers' pending data
+    if uploads is not None:  # S3: the S3A committers' pending data
         for job in found:
             facts = uploads.by_job.get(job.job_id)
             if facts is not None and facts.pendingsets:

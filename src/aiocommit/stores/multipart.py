@@ -1,4 +1,4 @@
-"""The multipart-upload contract: what the zero-rename committers need beyond ``Store``.
+"""The multipart-upload contract: what the S3A committers need beyond ``Store``.
 
 A store that can hold an upload open (uploaded, not visible) and make it visible later in
 one call implements ``MultipartStore`` (S3 does).

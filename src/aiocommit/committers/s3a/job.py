@@ -1,6 +1,6 @@
 """The S3A committers' job side: setup, commit, abort, cleanup.
 
-Job commit, in the frame every committer shares (``engine.commit_frame``)::
+Job commit, in the frame every committer shares (``committers.common.commit_frame``)::
 
     recognise an earlier success -> load pending sets (+ fix them and the settings in
     the plan) -> check uploads -> resolve conflicts (check only) -> set an older
@@ -240,7 +240,7 @@ def _with_conflict_options(
     s3_options: S3CommitterOptions, options: CommitOptions
 ) -> S3CommitterOptions:
     """The conflict mode and scope of ``CommitOptions`` (every committer's), where set,
-    over the S3 committers' own."""
+    over the S3A committers' own."""
     changes: dict[str, object] = {}
     if options.conflict_mode is not None:
         changes["conflict_mode"] = options.conflict_mode
