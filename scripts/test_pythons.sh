@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The unit tier (plain pytest: tests/README.md) on every other Python that requires-python
-# admits (3.12, 3.13; the main run, scripts/test.sh, runs every tier on 3.11), each in its
-# own venv (.venv-3.12, .venv-3.13) with the `test` extra, which has no pyspark. The interpreters come from pyenv
-# ($PYENV_ROOT/versions/3.12.*), or PYTHON_3_12=/path/to/python3.12 (likewise 3.13).
+# admits (3.12, 3.13; the main run, scripts/test.sh, runs every tier on 3.11), each in
+# its own venv (.venv-3.12, .venv-3.13) with the `test` extra, which has no pyspark.
+# The interpreters come from pyenv ($PYENV_ROOT/versions/3.12.*), or PYTHON_3_12=/path/to/python3.12 (likewise 3.13).
 # Usage: scripts/test_pythons.sh [VERSION...] [-- PYTEST ARGS]   (default: 3.12 3.13)
 # Env: AIOCOMMIT_PY_TESTS, the test paths (default: the testpaths, unit tier).
 set -euo pipefail
