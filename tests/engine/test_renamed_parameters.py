@@ -9,22 +9,28 @@ import pytest
 from aiocommit import CommitError, CommitOptions, abort_job, commit_job, commit_task, setup_job
 from aiocommit.errors import InvalidInput
 from aiocommit.stores.base import join
+from aiocommit.stores.faulty import Faults, FaultyStore
 from aiocommit.stores.memory import MemoryStore
 from tests.helpers import output, task_files, write_task
 
-ONE_AT_A_TIME = CommitOptions(concurrency=1)
-BLOCKER = "part=2/part-00001-0002.dat"
+ONE_AT_A_TIME = CommitOptions(concurrency=1, max_attempts=1)
+OLDER = "part=2/old.dat"
 
 
 async def half_committed(store: MemoryStore, dest: str) -> str:
-    """A job whose commit renamed some files, then failed on a file in the way."""
+    """A job (beside an older file) whose commit renamed some files, then failed on one
+    that could not be renamed."""
     job_id = await setup_job(dest, store=store)
     for task in range(2):
         attempt = await write_task(store, dest, job_id, task, 0, task_files(task, 3))
         await commit_task(attempt, store=store)
-    await store.write_bytes(join(dest, BLOCKER), b"in the way")
+    await store.write_bytes(join(dest, OLDER), b"older output")
+    failing = FaultyStore(
+        store,
+        Faults(fail_paths=lambda op, path: op == "rename" and path.endswith("00001-0002.dat")),
+    )
     with pytest.raises(CommitError):
-        await commit_job(dest, job_id, store=store, options=ONE_AT_A_TIME)
+        await commit_job(dest, job_id, store=failing, options=ONE_AT_A_TIME)
     assert len(await output(store, dest)) > 1
     return job_id
 
@@ -53,7 +59,7 @@ async def test_undo_renames_is_the_deprecated_name_of_undo(undo: bool) -> None:
     visible = await output(store, dest)
     with pytest.warns(DeprecationWarning, match="undo_renames= is deprecated: use undo="):
         await abort_job(dest, job_id, store=store, undo_renames=undo)
-    assert await output(store, dest) == ({BLOCKER: b"in the way"} if undo else visible)
+    assert await output(store, dest) == ({OLDER: b"older output"} if undo else visible)
     await store.aclose()
 
 
