@@ -79,3 +79,18 @@ async def test_undo_false_keeps_the_renamed_files() -> None:
     await abort_job(dest, job_id, store=store, undo=False)
     assert await data(store, dest) == visible
     await store.aclose()
+
+
+async def test_a_clients_job_takes_the_new_names_and_the_old_ones_with_a_warning() -> None:
+    from aiocommit import Client
+
+    store = MemoryStore("renamed-client")
+    dest = "/out"
+    job_id = await half_committed(store, dest)
+    visible = await data(store, dest)
+    async with Client(dest, store=store) as client:
+        job = client.job(job_id)
+        with pytest.warns(DeprecationWarning, match="undo_renames= is deprecated: use undo="):
+            await job.abort(undo_renames=False)
+    assert await data(store, dest) == visible
+    await store.aclose()
