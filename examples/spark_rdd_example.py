@@ -83,7 +83,7 @@ def run(spark: SparkSession, dest: str, rows: int = 1000) -> SuccessData:
     data = spark.sparkContext.parallelize(records, 4)
     try:
         manifests = data.mapPartitionsWithIndex(task_function(dest, job_id)).collect()
-        return asyncio.run(commit_job(dest, job_id, manifests=manifests))
+        return asyncio.run(commit_job(dest, job_id, task_records=manifests))
     except BaseException:
         asyncio.run(abort_job(dest, job_id))
         raise

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The test command: lint, types, import layers, then the test suite (Spark tests and the
-# Hadoop interop tests need a JDK, installed here when missing). CI runs this, then the
-# wheel check (.ci/run).
+# The test command: lint, types, import layers, then every test tier (--all: unit,
+# emulator, spark, slow; tests/README.md). Spark tests and the Hadoop interop tests need a
+# JDK, installed here when missing. CI runs this, then the wheel check (.ci/run).
 source "$(dirname "$0")/bootstrap.sh"
 bash scripts/ensure_java.sh
-.venv/bin/ruff check src tests stress testing examples
-.venv/bin/ruff format --check src tests stress testing examples
+.venv/bin/ruff check src tests stress testing examples conftest.py
+.venv/bin/ruff format --check src tests stress testing examples conftest.py
 .venv/bin/mypy
 .venv/bin/lint-imports --no-cache  # the layers (pyproject.toml [tool.importlinter])
-exec .venv/bin/python -m pytest -q "$@"
+exec .venv/bin/python -m pytest -q --all --durations=15 "$@"

@@ -67,6 +67,6 @@ for release in "${RELEASES[@]}"; do
     fi
     echo "== pyspark $release: ${#subset[@]} test files/cases in $venv"
     start=$SECONDS
-    "$venv/bin/python" -m pytest -q -x -p no:cacheprovider "${subset[@]}"
+    "$venv/bin/python" -m pytest -q -x -p no:cacheprovider --all --durations=15 "${subset[@]}"
     echo "== pyspark $release: passed in $((SECONDS - start)) s"
 done

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The fast tests on every other Python that requires-python admits (3.12, 3.13; the main
-# run, scripts/test.sh, is 3.11), each in its own venv (.venv-3.12, .venv-3.13) with the
-# `test` extra: everything but Spark. The interpreters come from pyenv
-# ($PYENV_ROOT/versions/3.12.*), or PYTHON_3_12=/path/to/python3.12 (likewise 3.13).
+# The unit tier (plain pytest: tests/README.md) on every other Python that requires-python
+# admits (3.12, 3.13; the main run, scripts/test.sh, runs every tier on 3.11), each in
+# its own venv (.venv-3.12, .venv-3.13) with the `test` extra, which has no pyspark.
+# The interpreters come from pyenv ($PYENV_ROOT/versions/3.12.*), or PYTHON_3_12=/path/to/python3.12 (likewise 3.13).
 # Usage: scripts/test_pythons.sh [VERSION...] [-- PYTEST ARGS]   (default: 3.12 3.13)
-# Env: AIOCOMMIT_PY_TESTS, the test paths (default below).
+# Env: AIOCOMMIT_PY_TESTS, the test paths (default: the testpaths, unit tier).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -12,21 +12,9 @@ versions=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do versions+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
 [ ${#versions[@]} -gt 0 ] || versions=(3.12 3.13)
-# a cross-section that keeps the added time small: the protocol's files, the API and
-# its errors, logs and metrics, options, job states, the cloud stores' SDKs against their
-# emulators, the command line and the example service (all of it: AIOCOMMIT_PY_TESTS=tests)
-fast="tests/protocol tests/engine/test_api.py tests/engine/test_error_root.py
-tests/engine/test_job_report.py tests/engine/test_options.py tests/engine/test_job_states.py
-tests/engine/test_bad_input_refused.py tests/engine/test_cloud_stores.py
-tests/cli/test_commit.py tests/cli/test_show.py tests/cli/test_output.py tests/examples"
-read -r -a paths <<< "$(echo ${AIOCOMMIT_PY_TESTS:-$fast})"
-# the few tests that import the Spark integration (pyarrow, pyspark) run on 3.11 only
-spark=(
-    --ignore=tests/protocol/test_uris.py
-    --ignore=tests/engine/test_names.py
-    --ignore=tests/cli/test_launcher.py
-    --deselect=tests/engine/test_options.py::test_spark_writer_refuses_a_typo
-)
+# the emulator tier runs once, in scripts/test.sh: the same matrix on every Python would
+# double its time; the Spark tier needs pyspark, which the test extra leaves out
+read -r -a paths <<< "$(echo ${AIOCOMMIT_PY_TESTS:-})"
 
 find_python() {
     local version="$1" override="PYTHON_${1//./_}" candidate
@@ -66,7 +54,7 @@ for version in "${versions[@]}"; do
         touch "$stamp"
     fi
     echo "test_pythons: $("$venv/bin/python" --version) in $venv (ready in $((SECONDS - started)) s)"
-    if "$venv/bin/python" -m pytest -q -p no:cacheprovider "${paths[@]}" "${spark[@]}" "$@"; then
+    if "$venv/bin/python" -m pytest -q -p no:cacheprovider --durations=15 "${paths[@]}" "$@"; then
         echo "test_pythons: Python $version passed in $((SECONDS - started)) s"
     else
         echo "test_pythons: Python $version FAILED after $((SECONDS - started)) s" >&2

@@ -1,26 +1,11 @@
-"""Store fixtures shared by the contract suite and the engine tests, and the markers of
-the test tiers.
-
-Markers (registered in pyproject.toml) are applied here, so none is forgotten:
-
-* ``spark``: a test under ``tests/spark/`` or ``tests/interop/`` (a JVM: Spark, or
-  Hadoop's own classes);
-* ``emulator``: a test that uses an emulator server (moto, fake-gcs-server, the ADLS
-  emulator): through an emulator fixture, or a store fixture parametrized with a cloud
-  store. A test that starts an emulator without the marker fails, naming this rule; one
-  that starts its own (no fixture) carries ``@pytest.mark.emulator``, as a test that
-  starts a JVM outside those directories carries ``@pytest.mark.spark``.
-
-``pytest -m "not spark and not emulator"`` is the fast tier.
-"""
+"""Store fixtures shared by the contract suite and the engine tests. The tiers' marks
+(unit, ``emulator``, ``spark``, ``slow``) are applied by ``tests/tiers.py``."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -28,6 +13,7 @@ from aiocommit.stores.base import Store
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.memory import MemoryStore
 from aiocommit_testing.s3_emulator import use_dummy_credentials
+from tests.tiers import CLOUD_STORES
 
 # moto accepts any credentials and botocore needs some to sign; set before any Spark
 # session starts, so its Python workers inherit them (credentials never go in options)
@@ -57,71 +43,6 @@ STORE_FACTORIES: dict[str, StoreFactory] = {
     "memory": memory_store,
     "local": local_store,
 }
-#: stores behind real HTTP emulators: the contract suite and the cloud engine tests
-CLOUD_STORES = ("adls", "gcs", "s3")
-
-#: the test directories that need a JVM
-SPARK_DIRECTORIES = ("spark", "interop")
-#: fixtures that are, or start, an emulator server
-EMULATOR_FIXTURES = frozenset({"s3_endpoint", "gcs_endpoint", "emulator", "endpoint", "adls"})
-TESTS = Path(__file__).resolve().parent
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        # the harness's own tests (stress/tests) carry their marks themselves
-        inside = item.path.is_relative_to(TESTS)
-        if inside and item.path.relative_to(TESTS).parts[0] in SPARK_DIRECTORIES:
-            item.add_marker(pytest.mark.spark)
-        if uses_emulator(item):
-            item.add_marker(pytest.mark.emulator)
-
-
-def uses_emulator(item: pytest.Item) -> bool:
-    """An emulator fixture among the test's fixtures, or a cloud store as a parameter."""
-    if EMULATOR_FIXTURES & set(getattr(item, "fixturenames", ())):
-        return True
-    callspec = getattr(item, "callspec", None)
-    return callspec is not None and any(
-        isinstance(value, str) and value in CLOUD_STORES for value in callspec.params.values()
-    )
-
-
-_running: list[pytest.Item] = []
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
-    _running.append(item)
-    try:
-        return (yield)
-    finally:
-        _running.remove(item)
-
-
-def _only_when_marked(start: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(start)
-    def guarded(self: object, *args: Any, **kwargs: Any) -> Any:
-        for item in _running:
-            if item.get_closest_marker("emulator") is None:
-                raise AssertionError(
-                    f"{item.nodeid} starts an emulator ({type(self).__name__}) but is not "
-                    "marked 'emulator': use an emulator fixture (tests/conftest.py "
-                    "EMULATOR_FIXTURES) or a cloud store parameter, so the fast tier "
-                    "leaves it out"
-                )
-        return start(self, *args, **kwargs)
-
-    return guarded
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """Every emulator start checks that the running test is marked ``emulator``."""
-    from aiocommit_testing.adls_emulator import AdlsEmulator
-    from aiocommit_testing.child_server import ChildServer
-
-    ChildServer.start = _only_when_marked(ChildServer.start)  # type: ignore[method-assign]
-    AdlsEmulator.__init__ = _only_when_marked(AdlsEmulator.__init__)  # type: ignore[method-assign]
 
 
 @pytest.fixture(scope="session")

@@ -6,8 +6,10 @@
     ├── InvalidInput                       (also a ValueError) a bad argument, option value,
     │   │                                   URL, job ID or path, refused before any work
     │   ├── UnknownOption(key, closest)     an option key that names no option
-    │   └── ReservedName                    a task's output path is one the layout keeps
-    │                                       (``_SUCCESS``, ``_temporary``, ``__magic``)
+    │   ├── ReservedName                    a task's output path is one the layout keeps
+    │   │                                   (``_SUCCESS``, ``_temporary``, ``__magic``)
+    │   └── UnsupportedStore                (also a TypeError) the store lacks what the
+    │                                       chosen committer needs (multipart uploads)
     ├── MissingExtra(extra)                (also an ImportError) a store adapter's packages
     │                                       are not installed; names the pip extra
     ├── StoreError(path, operation)        raised by store adapters, translated once at their edge
@@ -59,6 +61,11 @@ class UnknownOption(InvalidInput):
         super().__init__(f"unknown option {key!r}{hint}")
         self.key = key
         self.closest = closest
+
+
+class UnsupportedStore(InvalidInput, TypeError):
+    """The store lacks a capability the chosen committer needs (multipart uploads for the
+    S3A committers); refused before any work."""
 
 
 class MissingExtra(AiocommitError, ImportError):

@@ -867,7 +867,7 @@ def parse_value(spec: OptionSpec, raw: object) -> Any:
             return True
         if text.lower() in ("false", "0", "no", "off"):
             return False
-        raise ValueError(f"not a boolean: {raw!r}")
+        raise InvalidInput(f"not a boolean: {raw!r}")
     try:
         if kind == "int":
             scale = _SIZE_SUFFIXES.get(text[-1:].lower(), 1) if spec.size else 1
@@ -876,5 +876,5 @@ def parse_value(spec: OptionSpec, raw: object) -> Any:
             return float(text)
     except ValueError:
         what = "an integer" if kind == "int" else "a number"
-        raise ValueError(f"not {what}: {raw!r}") from None
+        raise InvalidInput(f"not {what}: {raw!r}") from None
     return text

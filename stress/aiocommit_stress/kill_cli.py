@@ -250,7 +250,7 @@ async def s3_replace_scene(store: Store, dest: str) -> Scene:
         success=new,
         job=new,
         old_visible=old_files,
-        old_success=None,  # the S3 committers delete _SUCCESS at job setup
+        old_success=None,  # the S3A committers delete _SUCCESS at job setup
         url=url,
     )
 

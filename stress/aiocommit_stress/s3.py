@@ -1,4 +1,4 @@
-"""Stress runs of the zero-rename (S3A) committers on S3 through moto in server mode.
+"""Stress runs of the S3A committers on S3 through moto in server mode.
 
 ``job``: one staging (or magic) job of ``tasks`` x ``files`` through aiobotocore over
 HTTP, faults optionally injected during the job commit; verified byte for byte, with no

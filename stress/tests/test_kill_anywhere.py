@@ -16,6 +16,7 @@ from aiocommit_stress.kill_cli import OPERATIONS, kill_anywhere
 from aiocommit_testing.s3_emulator import create_bucket
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("operation", [o for o in OPERATIONS if not o.startswith("replace")])
 async def test_kill_anywhere(tmp_path: Path, operation: str) -> None:
     figures = await kill_anywhere(operation, runs=10, seed=12, workdir=str(tmp_path))
@@ -26,6 +27,7 @@ async def test_kill_anywhere(tmp_path: Path, operation: str) -> None:
     assert figures["ok"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(400)
 async def test_kill_anywhere_during_a_replace(tmp_path: Path) -> None:
     """``aiocommit commit --conflict-mode replace`` killed at 8 stratified store calls;

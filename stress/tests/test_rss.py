@@ -13,9 +13,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from aiocommit_stress.loop_bench import RSS_GROWTH_TARGET_MB, rss_figures
 
 
+@pytest.mark.slow
 def test_rss_is_flat_over_the_last_half_of_twelve_commits(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
     done = subprocess.run(

@@ -81,6 +81,7 @@ def test_job_under_faults(tmp_path: Path) -> None:
     assert store["latency"]["p50_ms"] >= 1
 
 
+@pytest.mark.slow
 def test_sweep_concurrency_writes_plot(tmp_path: Path) -> None:
     data = run(
         tmp_path, "sweep-concurrency", "--tasks", "2", "--files-per-task", "16",
@@ -90,6 +91,7 @@ def test_sweep_concurrency_writes_plot(tmp_path: Path) -> None:
     assert Path(data["plots"][0]).stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_sweep_throttle_writes_plot(tmp_path: Path) -> None:
     data = run(
         tmp_path, "sweep-throttle", "--tasks", "2", "--files-per-task", "16",
@@ -110,6 +112,7 @@ def test_multi_job(tmp_path: Path, dests: str) -> None:
     assert 0 < data["figures"]["jain_fairness"] <= 1
 
 
+@pytest.mark.slow
 def test_capacity(tmp_path: Path) -> None:
     data = run(
         tmp_path, "capacity", "--tasks", "4", "--files-per-task", "50", "--latency-ms", "5",
@@ -126,6 +129,7 @@ def test_scale_synthetic(tmp_path: Path) -> None:
     assert data["figures"]["rss_peak_mb"] > 0
 
 
+@pytest.mark.slow
 def test_crash(tmp_path: Path) -> None:
     data = run(tmp_path, "crash", "--runs", "2", "--tasks", "3", "--files-per-task", "3")
     assert data["figures"]["kills"] == 2
@@ -170,6 +174,7 @@ def test_bench_versus_plots_both_committers(tmp_path: Path) -> None:
     assert Path(data["plots"][0]).stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_bench_cpu_task_scan_and_scale(tmp_path: Path) -> None:
     cpu = run(tmp_path, "bench", "cpu", "--tasks", "3", "--files-per-task", "20", "--stores",
               "memory")  # fmt: skip
@@ -181,6 +186,7 @@ def test_bench_cpu_task_scan_and_scale(tmp_path: Path) -> None:
     assert [p["files"] for p in scale["points"]] == [500, 1500]
 
 
+@pytest.mark.slow
 def test_bench_ops_small(tmp_path: Path) -> None:
     data = run(tmp_path, "bench", "ops", "--store", "memory,local,adls,gcs", "--files", "30",
                "--concurrency", "4")  # fmt: skip
@@ -302,6 +308,7 @@ def test_filesystem_floor_fails_loudly_when_a_rename_loop_fails(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_bench_loop_prints_cancel_latency_per_way_and_rss_per_commit(tmp_path: Path) -> None:
     """``bench loop``'s cancel and RSS parts, tiny: the lateness of each way of cancelling
     and the RSS after every commit, per ``processes`` setting (whether the targets hold
@@ -351,6 +358,7 @@ def test_bench_loop_cloud_part_seeds_the_task_outputs_and_verifies(tmp_path: Pat
     assert cloud["verified"] is True
 
 
+@pytest.mark.slow
 def test_bench_loop_tune_gc_is_the_hosts_opt_in(tmp_path: Path) -> None:
     """``bench loop --tune-gc`` commits with ``CommitOptions(tune_gc=True)``: the host's
     heap frozen for the commit, so no full collection walks it."""

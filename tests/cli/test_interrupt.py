@@ -26,6 +26,7 @@ async def _loses_one_cancellation() -> str:
     return "finished"
 
 
+@pytest.mark.slow
 def test_plain_run_lets_work_swallow_a_ctrl_c() -> None:
     """The defect: asyncio cancels the main task once on SIGINT, so the run finishes."""
     assert anyio.run(_loses_one_cancellation) == "finished"

@@ -20,7 +20,7 @@ def run(code: str) -> subprocess.CompletedProcess[str]:
 def test_library_imports_without_the_cli_extra() -> None:
     done = run(
         "import aiocommit, aiocommit.stores.faulty, aiocommit.committers.manifest.rename_files, "
-        "aiocommit.integrations.spark.settings; print('ok')"
+        "aiocommit.integrations.spark.paths; print('ok')"
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import anyio
+import pytest
 from rich.console import Console
 
 from aiocommit import Progress, abort_job, commit_job
@@ -130,6 +131,7 @@ def _aiocommit(
     )
 
 
+@pytest.mark.slow
 def test_show_cut_short_by_its_reader_exits_0(cli: Cli, tmp_path: Path) -> None:
     dest = tmp_path / "out"
     assert cli("demo", str(dest), "--tasks", "2", "--files-per-task", "5").exit_code == 0
@@ -141,6 +143,7 @@ def test_show_cut_short_by_its_reader_exits_0(cli: Cli, tmp_path: Path) -> None:
         process.stderr.close()
 
 
+@pytest.mark.slow
 def test_ctrl_c_says_how_to_finish_or_undo(tmp_path: Path) -> None:
     """SIGINT while renaming: exit 130 and a hint; the same command then finishes."""
     root = tmp_path / "out"

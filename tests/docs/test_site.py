@@ -15,6 +15,7 @@ from aiocommit.cli import exits, main
 from tests.docs.conftest import DOCS, ROOT
 
 
+@pytest.mark.slow
 def test_mkdocs_build_strict(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs")
     pytest.importorskip("mkdocstrings")

@@ -141,7 +141,7 @@ async def test_manifest_outside_manifests_dir_is_refused(store_root: tuple[Store
     job_id, _ = await run_tasks(store, dest, tasks=1, files_per_task=1)
     with pytest.raises(ManifestError):
         await commit_job(
-            dest, job_id, store=store, manifests=[join(root, "elsewhere/x-manifest.json")]
+            dest, job_id, store=store, task_records=[join(root, "elsewhere/x-manifest.json")]
         )
 
 
@@ -150,7 +150,7 @@ async def test_missing_named_manifest(store_root: tuple[Store, str]) -> None:
     dest = join(root, "out")
     job_id, _ = await run_tasks(store, dest, tasks=1, files_per_task=1)
     with pytest.raises(ManifestError, match="not found"):
-        await commit_job(dest, job_id, store=store, manifests=["task_nope-manifest.json"])
+        await commit_job(dest, job_id, store=store, task_records=["task_nope-manifest.json"])
 
 
 async def test_changed_manifest_after_commit_started_is_refused(

@@ -257,6 +257,7 @@ async def test_adls_without_credentials_is_permission_denied() -> None:
         await store.aclose()
 
 
+@pytest.mark.slow
 def test_cli_adls_without_credentials_is_one_line(tmp_path: Path) -> None:
     """``aiocommit jobs|show|abort|cleanup abfss://…`` without a credential: one line,
     exit 1, no traceback (DefaultAzureCredential finds nothing in this environment)."""

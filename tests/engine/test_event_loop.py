@@ -108,6 +108,7 @@ def _committed(dest: str) -> list[str]:
     return sorted(f for f in found if f != "_SUCCESS")
 
 
+@pytest.mark.slow
 async def test_a_commit_never_holds_the_loop(job_20k: Callable[[], tuple[str, str]]) -> None:
     """20,000 files renamed in the caller's loop: the loop thread's own CPU between two
     1 ms ticks stays far below the 0.8-0.9 s the local store's renames on the loop took
@@ -127,6 +128,7 @@ YOUNG_COLLECTIONS_PER_10K = 50
 MIDDLE_COLLECTIONS_PER_10K = 4
 
 
+@pytest.mark.slow
 async def test_a_commit_allocates_few_objects_for_the_garbage_collector(
     job_20k: Callable[[], tuple[str, str]],
 ) -> None:
@@ -154,6 +156,7 @@ async def test_a_commit_allocates_few_objects_for_the_garbage_collector(
     assert middle <= 2 * MIDDLE_COLLECTIONS_PER_10K, collections
 
 
+@pytest.mark.slow
 async def test_a_commit_on_the_memory_store_never_holds_the_loop() -> None:
     """A store that answers in the caller's loop: the loop's turns stay short (each turn
     ran every one of 2,048 renamers' next call before, and the young generation the
@@ -166,6 +169,7 @@ async def test_a_commit_on_the_memory_store_never_holds_the_loop() -> None:
     assert ticker.worst_cpu < MEMORY_STALL_BOUND_S, ticker.figures()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["local", "memory"])
 async def test_a_commit_runs_no_more_tasks_than_its_store_serves(
     job_20k: Callable[[], tuple[str, str]], kind: str
@@ -193,6 +197,7 @@ async def test_a_commit_runs_no_more_tasks_than_its_store_serves(
     assert 32 < peak <= 256 + 16, f"{peak} tasks at once"
 
 
+@pytest.mark.slow
 async def test_a_task_commit_never_holds_the_loop(tmp_path: Path) -> None:
     """One attempt of 100,000 files: its manifest is sorted and encoded in slices (each
     took 0.1-0.2 s of the loop before)."""
@@ -223,6 +228,7 @@ async def test_a_task_commit_never_holds_the_loop(tmp_path: Path) -> None:
     assert ticker.worst_cpu < TASK_STALL_BOUND_S, ticker.figures()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("processes", [1, 2])
 async def test_a_cancel_returns_at_once_and_a_rerun_finishes(
     job_20k: Callable[[], tuple[str, str]], processes: int
@@ -305,6 +311,7 @@ class _CancelAt(StoreWrapper):
         self.task.cancel()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("after", [False, True], ids=["as a call starts", "as it returns"])
 async def test_a_native_cancel_at_any_store_call_stops_the_commit_and_closes_all(
     tmp_path: Path, after: bool
@@ -343,6 +350,7 @@ async def test_a_native_cancel_at_any_store_call_stops_the_commit_and_closes_all
     assert wrong == [f"call {at}: never cancelled: finished"], wrong
 
 
+@pytest.mark.slow
 async def test_many_task_commits_share_one_bounded_set_of_threads(tmp_path: Path) -> None:
     """200 task commits at once, each with its own store client: the threads they use
     are the loop's one bounded set, not a set per client."""

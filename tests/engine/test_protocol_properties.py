@@ -139,7 +139,7 @@ async def test_commit_exactly_the_named_manifests(store_root: tuple[Store, str])
     await commit_task(chosen, store=store)
     await commit_task(other, store=store)
     name = f"{chosen.task_id}-manifest.json"
-    summary = await commit_job(dest, job_id, store=store, manifests=[name])
+    summary = await commit_job(dest, job_id, store=store, task_records=[name])
     assert await output(store, dest) == task_files(0, 2)
     assert summary.iostatistics.counters[S.COMMITTER_UNCOMMITTED_TASK_ATTEMPTS_DELETED] == 1
 

@@ -118,6 +118,7 @@ async def test_a_conflict_is_refused_before_the_workers_rename_and_abort_cleans_
     assert await output(store, dest) == {taken: b"someone else's"}
 
 
+@pytest.mark.slow
 async def test_a_killed_worker_fails_the_commit_and_a_rerun_finishes(
     local: tuple[LocalStore, str], only_workers_rename: None
 ) -> None:
@@ -181,6 +182,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")
 @pytest.mark.parametrize("then", ["rerun", "abort"])
 async def test_sigkill_of_the_parent_stops_the_workers(
@@ -279,6 +281,7 @@ def test_workers_split_the_limits() -> None:
     assert (small.concurrency, small.min_concurrency) == (1, 1), "the floor within the share"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")
 async def test_cancelling_the_commit_kills_the_workers(local: tuple[LocalStore, str]) -> None:
     store, root = local
@@ -326,6 +329,7 @@ class _SpawnSpy:
         return all(handle.process.poll() is not None for _, handle in self.spawned)
 
 
+@pytest.mark.slow
 async def test_workers_start_while_the_manifests_load(
     local: tuple[LocalStore, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -354,6 +358,7 @@ def record_renaming_process(log: str, operation: str, path: str) -> bool:
     return False
 
 
+@pytest.mark.slow
 async def test_workers_started_ahead_do_every_rename(
     local: tuple[LocalStore, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -422,6 +427,7 @@ async def test_a_worker_started_ahead_and_not_needed_is_killed(
         assert all(handle.process.poll() is not None for handle in started)
 
 
+@pytest.mark.slow
 async def test_a_worker_renames_on_while_attempt_directories_are_deleted(
     local: tuple[LocalStore, str], only_workers_rename: None
 ) -> None:

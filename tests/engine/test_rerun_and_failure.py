@@ -25,6 +25,7 @@ async def count_commit_calls(store: Store, dest: str) -> int:
     return counting.counts.calls
 
 
+@pytest.mark.slow
 async def test_rerun_after_a_crash_at_every_store_call(store_root: tuple[Store, str]) -> None:
     """Kill the job commit at its Nth store call, for every N; a re-run must then
     produce exactly the expected output, whatever state the first run left."""

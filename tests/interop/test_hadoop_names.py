@@ -24,6 +24,10 @@ from tests.cli.conftest import Cli
 from tests.helpers import write_task
 from tests.interop.hadoop import JOB_ID, SAMPLE_NAMES, SAMPLES, java_ready, run_hadoop
 
+pytestmark = (
+    pytest.mark.spark
+)  # Hadoop's classes on a JVM (java, started by tests/interop/hadoop.py)
+
 MANIFESTS = Path("_temporary") / JOB_ID / "00" / "manifests"
 MANIFEST_NAME = "task_202611210000_0001_m_000000-manifest.json"
 

@@ -105,6 +105,7 @@ async def test_rate_limiter_is_shared_only_through_limits() -> None:
     assert alone.limits.rate.rate == 7 and limits.rate.rate == 100
 
 
+@pytest.mark.slow
 async def test_adaptive_rate_finds_the_store_capacity() -> None:
     """A store that accepts 800 ops/s and throttles beyond: with a 256 in-flight limit
     and 5 ms latency, the adaptive rate keeps goodput near the capacity without a retry

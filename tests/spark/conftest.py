@@ -2,7 +2,8 @@
 the first Python data-source write; each later write takes a fraction of a second).
 
 ``local[2,3]``: two threads and up to three attempts per task, so retries happen.
-Skipped only when pyspark cannot be imported (the ``dev`` extra installs it).
+Where pyspark is not installed, the modules that import it are not collected
+(tests/tiers.py; the ``dev`` extra installs it).
 """
 
 from __future__ import annotations
@@ -17,11 +18,6 @@ import pytest
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-try:
-    import pyspark  # noqa: F401
-except ImportError:  # the only reason to skip: the dev extra installs pyspark
-    collect_ignore_glob = ["test_*.py"]
 
 LOG4J = """\
 rootLogger.level = error

@@ -12,7 +12,11 @@ import struct
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from aiocommit.integrations.spark.values import java_float_string
+
+pytestmark = pytest.mark.spark  # starts a JVM (java) itself
 
 PROGRAM = """\
 import java.io.*;

@@ -6,6 +6,8 @@ import gc
 import time
 from collections.abc import Awaitable
 
+import pytest
+
 from aiocommit.committers.common.context import parallel
 from aiocommit_testing.ticker import Ticker, ticking
 
@@ -24,6 +26,7 @@ async def _ticked(work: Awaitable[None]) -> Ticker:
     return ticker
 
 
+@pytest.mark.slow
 async def test_workers_that_never_suspend_give_the_loop_its_turns() -> None:
     """Items answered without suspending (the memory store): the workers yield the loop
     every few ms between them, not after a fixed count of items each (256 workers x 32
@@ -43,6 +46,7 @@ async def test_workers_that_never_suspend_give_the_loop_its_turns() -> None:
     assert ticker.worst_cpu < 0.06, ticker.figures()
 
 
+@pytest.mark.slow
 async def test_workers_whose_items_suspend_start_their_next_item_in_a_later_turn() -> None:
     """Items that suspend (a store call over the network) end together, many in one
     loop turn: each worker's next item starts once the loop has had its turn, not in

@@ -139,6 +139,7 @@ async def rename_tasks_here(
     return store, snapshot, context.layout.tasks_dir
 
 
+@pytest.mark.slow
 async def test_a_job_of_many_small_tasks_renames_in_chunks_here(tmp_path: Path) -> None:
     """200 tasks of 3 files, renamed in this process on a store that batches renames:
     whole small manifests go together in chunks of ``CHUNK_FILES`` renames, each one

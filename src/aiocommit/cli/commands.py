@@ -173,7 +173,7 @@ def jobs(dest: str, as_json: bool, option_pairs: tuple[str, ...], **values: Any)
     if as_json:
         echo_json([{**job.as_json(now), **_s3_facts(uploads, job.job_id)} for job in found])
         return
-    if uploads is not None:  # S3: the zero-rename committers' pending data
+    if uploads is not None:  # S3: the S3A committers' pending data
         for job in found:
             facts = uploads.by_job.get(job.job_id)
             if facts is not None and facts.pendingsets:
@@ -244,7 +244,7 @@ def commit(
                 return await commit_job(
                     path,
                     job_id,
-                    manifests=list(manifests) or None,
+                    task_records=list(manifests) or None,
                     attempt=attempt,
                     store=store,
                     options=options,
@@ -335,7 +335,7 @@ def abort(
                     attempt=attempt,
                     store=store,
                     options=options,
-                    undo_renames=not keep_renames,
+                    undo=not keep_renames,
                     progress=bar,
                 )
             return found.state

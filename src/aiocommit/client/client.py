@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import warnings
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
+from typing import TypeVar
 
 import anyio
 
@@ -56,6 +58,19 @@ from aiocommit.runtime.runtime import Runtime
 from aiocommit.runtime.runtime import current as current_runtime
 from aiocommit.stores.base import Store, StoreOpener, join, opener_of
 from aiocommit.stores.registry import open_store, reopen_url
+
+_T = TypeVar("_T")
+
+
+def renamed(old: str, old_value: _T | None, new: str, new_value: _T, default: _T) -> _T:
+    """``new_value``, or the value given under the parameter's old name (with a
+    ``DeprecationWarning``); both given (the new one not its ``default``) is refused."""
+    if old_value is None:
+        return new_value
+    if new_value != default:
+        raise InvalidInput(f"give {new}= only ({old}= is its deprecated name)")
+    warnings.warn(f"{old}= is deprecated: use {new}=", DeprecationWarning, stacklevel=3)
+    return old_value
 
 
 class Client:
@@ -324,30 +339,39 @@ class Job:
     async def commit(
         self,
         *,
-        manifests: Sequence[str] | None = None,
+        task_records: Sequence[str] | None = None,
         progress: ProgressCallback | None = None,
         job_id_source: str = "JobID",
+        manifests: Sequence[str] | None = None,
     ) -> SuccessData:
         """Commit the job (``commit_job``): every committed task's output into place,
-        then ``_SUCCESS``; its summary. ``manifests``: exactly these task records."""
+        then ``_SUCCESS``; its summary. ``task_records``: exactly these task records
+        (manifests or pending sets); ``manifests``: its deprecated name."""
+        task_records = renamed("manifests", manifests, "task_records", task_records, None)
         async with self.context(progress=progress, job_id_source=job_id_source) as context:
             await require_job(context, "commit_job")
             committer = await job_committer(context, context.options)
-            summary = await committer.commit_job(context, manifests)
+            summary = await committer.commit_job(context, task_records)
         # a service commits job after job: its heap's free pages go back, not kept per thread
         await release_free_memory()
         return summary
 
     async def abort(
-        self, *, undo_renames: bool = True, progress: ProgressCallback | None = None
+        self,
+        *,
+        undo: bool = True,
+        progress: ProgressCallback | None = None,
+        undo_renames: bool | None = None,
     ) -> list[str]:
-        """Abort the job (``abort_job``): undo its unfinished commit, then remove its
-        temporary data; the old files a ``replace`` deleted that cannot be restored."""
+        """Abort the job (``abort_job``): undo its unfinished commit (``undo``: renames
+        and uploads; ``undo_renames``: its deprecated name), then remove its temporary
+        data; the old files a ``replace`` deleted that cannot be restored."""
+        undo = renamed("undo_renames", undo_renames, "undo", undo, True)
         async with self.context(progress=progress) as context:
             if await require_job(context, "abort_job") == "committed":
                 return []
             committer = await job_committer(context, context.options)
-            return await committer.abort_job(context, undo=undo_renames)
+            return await committer.abort_job(context, undo=undo)
 
     async def cleanup(self, *, progress: ProgressCallback | None = None) -> None:
         """Delete the job's temporary data (``cleanup_job``); never committed output."""

@@ -49,19 +49,20 @@ async def commit_job(
     dest: str,
     job_id: str,
     *,
-    manifests: Sequence[str] | None = None,
+    task_records: Sequence[str] | None = None,
     attempt: int = 0,
     store: Store | None = None,
     options: CommitOptions | None = None,
     progress: ProgressCallback | None = None,
     job_id_source: str = "JobID",
+    manifests: Sequence[str] | None = None,
 ) -> SuccessData:
     """Commit the job: every committed task's output into place, then ``_SUCCESS``.
 
     Args:
         dest: the destination directory (a URL, or a path of ``store``).
         job_id: the job's ID, as given to ``setup_job``.
-        manifests: commit exactly these task records (manifests, or the S3A committers'
+        task_records: commit exactly these task records (manifests, or the S3A committers'
             pending sets: file names in the job's directory, or for manifests their
             paths/URLs) instead of every one found there.
         store: a store client to use (and not close); by default one is opened from
@@ -70,6 +71,7 @@ async def commit_job(
             over those the job was set up with (a commit that started earlier finishes
             with the settings its plan recorded).
         progress: called with ``Progress`` reports while files are renamed.
+        manifests: the deprecated name of ``task_records``.
 
     Returns:
         The summary written to ``_SUCCESS`` (or found there, when the job had committed).
@@ -81,7 +83,12 @@ async def commit_job(
     """
     async with Client(dest, store=store, options=options) as client:
         job = client.job(job_id, attempt=attempt)
-        return await job.commit(manifests=manifests, progress=progress, job_id_source=job_id_source)
+        return await job.commit(
+            task_records=task_records,
+            progress=progress,
+            job_id_source=job_id_source,
+            manifests=manifests,
+        )
 
 
 async def abort_job(
@@ -91,12 +98,13 @@ async def abort_job(
     attempt: int = 0,
     store: Store | None = None,
     options: CommitOptions | None = None,
-    undo_renames: bool = True,
+    undo: bool = True,
     progress: ProgressCallback | None = None,
+    undo_renames: bool | None = None,
 ) -> list[str]:
-    """Abort the job: undo its unfinished commit (``undo_renames``: move renamed files
-    back, and the old output a ``replace`` moved aside; the S3A committers: delete output
-    completed from the job's uploads, abort the rest), then remove ``_temporary/JOB``. A
+    """Abort the job: undo its unfinished commit (``undo``: move renamed files back, and
+    the old output a ``replace`` moved aside; the S3A committers: delete output completed
+    from the job's uploads, abort the rest), then remove ``_temporary/JOB``. A
     committed job is only cleaned up: its output is never deleted. Idempotent: a re-run
     after a kill at any point finishes it. ``progress`` gets the files moved back, then
     the directories deleted.
@@ -106,11 +114,12 @@ async def abort_job(
     job that committed and was cleaned up: nothing to do).
 
     Raises ``JobNotFound`` when no such job is at ``dest`` (never set up there, or its
-    abort already finished), before anything changes.
+    abort already finished), before anything changes. ``undo_renames``: the deprecated
+    name of ``undo``.
     """
     async with Client(dest, store=store, options=options) as client:
         job = client.job(job_id, attempt=attempt)
-        return await job.abort(undo_renames=undo_renames, progress=progress)
+        return await job.abort(undo=undo, progress=progress, undo_renames=undo_renames)
 
 
 async def cleanup_job(

@@ -98,7 +98,7 @@ async def abort_task(
 
 
 def committed_name(attempt: TaskAttempt, *, per_attempt: bool = False) -> str:
-    """The name of the record ``commit_task`` saves, as ``commit_job(manifests=...)``
+    """The name of the record ``commit_task`` saves, as ``commit_job(task_records=...)``
     takes it."""
     if not isinstance(attempt, TaskAttempt):
         raise InvalidInput(f"not a task attempt: {attempt!r}")

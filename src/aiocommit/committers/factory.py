@@ -70,10 +70,10 @@ _record_decoder = msgspec.json.Decoder(CommitterRecord)
 
 def committer_name(name: str) -> str:
     """Our name of a committer (Hadoop's ``directory`` and ``file`` accepted);
-    ``ValueError`` for an unknown one."""
+    ``InvalidInput`` for an unknown one."""
     name = ALIASES.get(name, name)
     if name not in COMMITTER_NAMES:
-        raise ValueError(f"unknown committer {name!r}: use {', '.join(COMMITTER_NAMES)}")
+        raise InvalidInput(f"unknown committer {name!r}: use {', '.join(COMMITTER_NAMES)}")
     return name
 
 

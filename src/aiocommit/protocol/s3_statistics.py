@@ -1,4 +1,4 @@
-"""Statistic names of the zero-rename (S3A) committers, as Hadoop's S3A names them."""
+"""Statistic names of the S3A committers, as Hadoop's S3A names them."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ OP_RENAME = "op_rename"
 OP_LOAD_MANIFEST = "op_load_manifest"
 OP_LOAD_SUCCESS = "op_load_success_marker"
 OP_LOAD_COMMIT_PLAN = "op_load_commit_plan"
-#: the S3 committers' records: a task's ``.pendingset`` and a magic file's ``.pending``
+#: the S3A committers' records: a task's ``.pendingset`` and a magic file's ``.pending``
 OP_LOAD_PENDING_SET = "op_load_pending_set"
 OP_LOAD_PENDING = "op_load_pending"
 #: the job's committer record (``committer.json``)

@@ -1,4 +1,4 @@
-"""The multipart-upload contract: what the zero-rename committers need beyond ``Store``.
+"""The multipart-upload contract: what the S3A committers need beyond ``Store``.
 
 A store that can hold an upload open (uploaded, not visible) and make it visible later in
 one call implements ``MultipartStore`` (S3 does).
@@ -27,6 +27,7 @@ from typing import Protocol, runtime_checkable
 
 import msgspec
 
+from aiocommit.errors import UnsupportedStore
 from aiocommit.stores.base import FileStatus, Store
 
 
@@ -76,9 +77,9 @@ def supports_multipart(store: Store) -> bool:
 
 
 def as_multipart(store: Store) -> MultipartStore:
-    """``store`` as a ``MultipartStore``, or ``TypeError`` naming what is missing."""
+    """``store`` as a ``MultipartStore``, or ``UnsupportedStore`` naming what is missing."""
     if not supports_multipart(store) or not isinstance(store, MultipartStore):
-        raise TypeError(
+        raise UnsupportedStore(
             f"{type(store).__name__} has no multipart uploads; the staging and magic "
             "committers need a store such as S3"
         )

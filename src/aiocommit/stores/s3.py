@@ -17,7 +17,7 @@ Design (beyond the contract in ``stores.base`` and ``stores.multipart``):
   as moto ignores that header). Without ``overwrite`` the
   destination is probed first with HEAD: S3 has no create-only copy, so two racing renames
   onto one new key can both succeed (the engine never races renames onto one key).
-  The zero-rename committers never rename data; they complete multipart uploads.
+  The S3A committers never rename data; they complete multipart uploads.
 * **Conditional put**: ``write_bytes(overwrite=False)`` and
   ``complete_upload(if_none_match=True)`` send ``If-None-Match: *``; a 412 is
   ``AlreadyExists``. S3 answers a concurrent conditional write with 409

@@ -77,7 +77,7 @@ class CommitPlan(msgspec.Struct):
     state: PlanState = COMMITTING
     #: manifest file name -> [part, offset, length] of its copy in ``plan-manifests/``
     copies: dict[str, tuple[int, int, int]] = msgspec.field(default_factory=dict)
-    #: the zero-rename committers: the settings the commit started with (Hadoop's
+    #: the S3A committers: the settings the commit started with (Hadoop's
     #: ``fs.s3a.*`` names), so a re-run finishes it the same way
     committer: dict[str, str] = msgspec.field(default_factory=dict)
     #: the conflict resolution, once decided (None before; plans of older versions)

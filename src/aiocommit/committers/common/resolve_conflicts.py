@@ -67,7 +67,7 @@ from aiocommit.committers.common.commit_plan import (
 from aiocommit.committers.common.context import StageContext, parallel, stage
 from aiocommit.committers.common.directories import remove_empty_directories
 from aiocommit.committers.common.lease import is_lease_file
-from aiocommit.errors import AlreadyExists, ManifestError, NotFound, OutputConflict
+from aiocommit.errors import AlreadyExists, InvalidInput, ManifestError, NotFound, OutputConflict
 from aiocommit.options import CONFLICT_MODES
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.layout import SUCCESS, TEMPORARY
@@ -88,7 +88,7 @@ def settle_conflict_mode(
     which changed nothing, the given ones win), else the given ones, else ``append`` for
     the whole destination."""
     if mode is not None and mode not in CONFLICT_MODES:
-        raise ValueError(f"conflict mode must be one of {CONFLICT_MODES}, not {mode!r}")
+        raise InvalidInput(f"conflict mode must be one of {CONFLICT_MODES}, not {mode!r}")
     recorded = plan.conflicts
     if recorded is None:
         return mode or DEFAULT_MODE, bool(partitioned)
@@ -145,7 +145,7 @@ async def resolve_conflicts_stage(
     some arrived), never counted as old. A refusal is recorded in the plan (``refused``)
     before ``OutputConflict`` is raised."""
     if mode not in CONFLICT_MODES:
-        raise ValueError(f"conflict mode must be one of {CONFLICT_MODES}, not {mode!r}")
+        raise InvalidInput(f"conflict mode must be one of {CONFLICT_MODES}, not {mode!r}")
     record = plan.conflicts
     if record is not None and plan.state != REFUSED:
         return record

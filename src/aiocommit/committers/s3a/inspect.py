@@ -22,7 +22,7 @@ from aiocommit.stores.multipart import Upload, supports_multipart
 
 @dataclass(frozen=True)
 class S3JobFacts:
-    """What the zero-rename committers left of one job (for ``aiocommit jobs``)."""
+    """What the S3A committers left of one job (for ``aiocommit jobs``)."""
 
     pendingsets: int
     pending_files: int

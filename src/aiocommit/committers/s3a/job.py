@@ -1,6 +1,6 @@
 """The S3A committers' job side: setup, commit, abort, cleanup.
 
-Job commit, in the frame every committer shares (``engine.commit_frame``)::
+Job commit, in the frame every committer shares (``committers.common.commit_frame``)::
 
     recognise an earlier success -> load pending sets (+ fix them and the settings in
     the plan) -> check uploads -> resolve conflicts (check only) -> set an older

@@ -30,7 +30,7 @@ from aiocommit.committers.s3a.committer import S3ACommitter
 from aiocommit.committers.s3a.options import S3CommitterOptions
 from aiocommit.committers.s3a.save_pendingset import save_pendingset_stage
 from aiocommit.committers.s3a.upload import upload_pending
-from aiocommit.errors import CommitError
+from aiocommit.errors import CommitError, InvalidInput
 from aiocommit.io.multipart import MultipartOperations
 from aiocommit.protocol import s3_statistics as S3
 from aiocommit.protocol import statistics as S
@@ -82,7 +82,7 @@ def _with_local_dir(attempt: TaskAttempt, local: str) -> TaskAttempt:
 def local_path(attempt: TaskAttempt, relative: str) -> str:
     """The local file of the attempt's output that lands at ``DEST/relative``."""
     if attempt.local_dir is None:
-        raise ValueError("a staging task attempt needs its local_dir (was setup_task run?)")
+        raise InvalidInput("a staging task attempt needs its local_dir (was setup_task run?)")
     check_clean("/" + relative)
     return os.path.join(attempt.local_dir, *relative.split("/"))
 
@@ -141,7 +141,7 @@ async def commit_staging(
     ``save_pendingset_stage``). On failure every upload this call started is aborted and
     nothing is saved."""
     if attempt.local_dir is None and files is None:
-        raise ValueError("a staging task attempt needs its local_dir or files")
+        raise InvalidInput("a staging task attempt needs its local_dir or files")
     mops = MultipartOperations(context.ops)
     commits: list[SinglePendingCommit] = []
     try:

@@ -23,19 +23,18 @@ See ``docs/spark.md`` for the options, the guarantees and how it runs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from aiocommit.integrations.spark import seam
-from aiocommit.integrations.spark.dataframe_writer import install
-from aiocommit.integrations.spark.map_in_arrow import write
-from aiocommit.integrations.spark.source import (
-    AiocommitCommitMessage,
-    AiocommitDataSource,
-    AiocommitWriter,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from aiocommit.integrations.spark.map_in_arrow import write
+    from aiocommit.integrations.spark.source import (
+        AiocommitCommitMessage,
+        AiocommitDataSource,
+        AiocommitWriter,
+    )
 
 __all__ = [
     "AiocommitCommitMessage",
@@ -45,6 +44,23 @@ __all__ = [
     "write",
 ]
 
+#: loaded on first use, so the modules that need no pyspark (``paths``, ``values``...)
+#: import without it
+_LAZY = {
+    "AiocommitCommitMessage": "aiocommit.integrations.spark.source",
+    "AiocommitDataSource": "aiocommit.integrations.spark.source",
+    "AiocommitWriter": "aiocommit.integrations.spark.source",
+    "write": "aiocommit.integrations.spark.map_in_arrow",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
 
 def register(spark: SparkSession) -> None:
     """Register the ``aiocommit`` data source with a session (once per session), and
@@ -52,6 +68,10 @@ def register(spark: SparkSession) -> None:
     drops: every save mode, ``partitionBy``, the session's write confs, writes from any
     thread, errors with their cause first (see ``dataframe_writer``). Needs pyspark
     4.0 or later (Spark's Python data source API); on 3.5 use ``write(df, ...)``."""
+    from aiocommit.integrations.spark import seam
+    from aiocommit.integrations.spark.dataframe_writer import install
+    from aiocommit.integrations.spark.source import AiocommitDataSource
+
     if not seam.HAS_DATA_SOURCES:
         raise RuntimeError(
             f"pyspark {seam.VERSION} has no Python data source API (new in 4.0): "

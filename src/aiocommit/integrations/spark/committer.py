@@ -268,7 +268,7 @@ async def commit_write(
         summary = await commit_job(
             dest,
             job_id,
-            manifests=None if results is None else [r.manifest for r in results],
+            task_records=None if results is None else [r.manifest for r in results],
             store=store,
             options=committing,
         )

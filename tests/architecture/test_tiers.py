@@ -1,0 +1,52 @@
+"""The tier rules of tests/tiers.py: a test is ``spark`` by what it imports (read from the
+sources, so the rule holds where pyspark is not installed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests import tiers
+
+
+def test_spark_modules_are_found_through_our_own_modules() -> None:
+    assert tiers._needs_spark_module("pyarrow.parquet")
+    assert tiers._needs_spark_module("aiocommit.integrations.spark.seam")
+    # settings -> text_compression -> pyarrow
+    assert tiers._needs_spark_module("aiocommit.integrations.spark.settings")
+    assert tiers._needs_spark_module("tests.spark.test_parity")
+    # pure modules of the Spark integration load without pyspark (a lazy package)
+    assert not tiers._needs_spark_module("aiocommit.integrations.spark.paths")
+    assert not tiers._needs_spark_module("aiocommit.integrations.spark.values")
+    assert not tiers._needs_spark_module("aiocommit.committers.factory")
+    assert not tiers._needs_spark_module("tests.conftest")
+
+
+def test_imports_when_loaded_and_in_functions_apart(tmp_path: Path) -> None:
+    source = tmp_path / "test_x.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "import json\n"
+        "if TYPE_CHECKING:\n"
+        "    import pyspark\n"
+        "try:\n"
+        "    import pandas\n"
+        "except ImportError:\n"
+        "    pass\n"
+        "def test_a():\n"
+        "    from pyarrow import parquet\n"
+        "class TestB:\n"
+        "    def test_c(self):\n"
+        "        import py4j\n"
+    )
+    found = tiers._imports(source)
+    assert {"json", "pandas"} <= found.loaded and "pyspark" not in found.loaded
+    assert "pyarrow.parquet" in found.in_functions["test_a"]
+    assert "py4j" in found.in_functions["TestB.test_c"]
+    assert tiers._spark_names(found.in_functions["test_a"]) == {"pyarrow", "pyarrow.parquet"}
+
+
+def test_the_pyspark_free_modules_of_the_integration_import_without_it() -> None:
+    """What lets the unit tier import ``paths`` and ``values``: the package loads pyspark
+    only when its Spark-facing names are used."""
+    package = Path(tiers.ROOT, "src/aiocommit/integrations/spark/__init__.py")
+    assert not tiers._spark_names(tiers._imports(package).loaded)

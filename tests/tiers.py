@@ -1,0 +1,314 @@
+"""The test tiers (a pytest plugin, loaded by the repository's ``conftest.py``), marked by
+what a test imports and starts, not by its folder:
+
+* ``spark``: the test needs the ``spark`` extra or a JVM. Applied here when the test's
+  module, the test function or one of its fixtures imports pyspark, pyarrow, py4j or
+  pandas, directly or through a module of ours that does (read from the sources, never
+  imported, so the rule also works where pyspark is not installed). A test that starts
+  a JVM itself (``java`` in a subprocess) carries ``@pytest.mark.spark``.
+* ``emulator``: the test uses an emulator server (moto, fake-gcs-server, the ADLS
+  emulator): an emulator fixture, or a store fixture parametrized with a cloud store.
+  A test that starts an emulator without the marker fails, naming this rule; one that
+  starts its own (no fixture) carries ``@pytest.mark.emulator``.
+* ``slow``: carried by the test (kill sweeps, scale and loop runs, anything of several
+  seconds).
+
+Plain ``pytest`` runs the unit tier: every test with none of those marks. ``-m EXPR``
+selects by marks instead (``-m emulator``, ``-m "spark or slow"``) and ``--all`` runs
+every tier. Where pyspark is not installed, the test modules that import it when loaded
+are not collected (they are all ``spark``), so the unit tier needs no Spark.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib.util
+import inspect
+import textwrap
+from collections.abc import Callable, Generator, Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+#: the tiers plain ``pytest`` leaves out
+TIERS = ("emulator", "spark", "slow")
+#: the packages of the ``spark`` extra (and Spark's own)
+SPARK_PACKAGES = frozenset({"pyspark", "pyarrow", "py4j", "pandas"})
+#: our own top-level packages, whose imports are followed through their sources
+LOCAL_PACKAGES = ("aiocommit", "aiocommit_stress", "aiocommit_testing", "tests")
+#: fixtures that are, or start, an emulator server
+EMULATOR_FIXTURES = frozenset({"s3_endpoint", "gcs_endpoint", "emulator", "endpoint", "adls"})
+#: the stores behind real HTTP emulators (as a store fixture's parameter)
+CLOUD_STORES = ("adls", "gcs", "s3")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--all",
+        action="store_true",
+        dest="all_tiers",
+        help="run every tier (unit, emulator, spark, slow); plain pytest runs the unit tier",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every emulator start checks that the running test is marked ``emulator``."""
+    from aiocommit_testing.adls_emulator import AdlsEmulator
+    from aiocommit_testing.child_server import ChildServer
+
+    ChildServer.start = _only_when_marked(ChildServer.start)  # type: ignore[method-assign]
+    AdlsEmulator.__init__ = _only_when_marked(AdlsEmulator.__init__)  # type: ignore[method-assign]
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Without pyspark, a test module that imports it when loaded is not collected."""
+    if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    if spark_installed() or not _spark_names(_imports(collection_path).loaded):
+        return None
+    _not_collected.append(collection_path)
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test with its tiers, then keep the unit tier unless ``-m`` or ``--all``."""
+    for item in items:
+        if needs_spark(item):
+            item.add_marker(pytest.mark.spark)
+        if uses_emulator(item):
+            item.add_marker(pytest.mark.emulator)
+    if config.getoption("all_tiers") or config.getoption("markexpr"):
+        return
+    unit = [item for item in items if not any(item.get_closest_marker(t) for t in TIERS)]
+    if len(unit) < len(items):
+        kept = set(map(id, unit))
+        config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept])
+        items[:] = unit
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if config.getoption("all_tiers"):
+        return "tiers: all (unit, emulator, spark, slow)"
+    if config.getoption("markexpr"):
+        return f"tiers: by marks ({config.getoption('markexpr')})"
+    return "tiers: unit (emulator, spark and slow deselected: -m MARK or --all runs them)"
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _not_collected:
+        terminalreporter.write_line(
+            f"tiers: pyspark is not installed: {len(_not_collected)} spark test modules "
+            "not collected"
+        )
+
+
+_not_collected: list[Path] = []
+
+
+def needs_spark(item: pytest.Item) -> bool:
+    """The test's module, its function or one of its fixtures imports the Spark extra."""
+    imports = _imports(item.path)
+    names = set(imports.loaded)
+    function = getattr(item, "function", None)
+    if function is not None:
+        names |= imports.in_functions.get(function.__qualname__, frozenset())
+    for fixture in _fixture_functions(item):
+        names |= _function_imports(fixture)
+    return bool(_spark_names(names))
+
+
+def uses_emulator(item: pytest.Item) -> bool:
+    """An emulator fixture among the test's fixtures, or a cloud store as a parameter."""
+    if EMULATOR_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and any(
+        isinstance(value, str) and value in CLOUD_STORES for value in callspec.params.values()
+    )
+
+
+@functools.cache
+def spark_installed() -> bool:
+    return importlib.util.find_spec("pyspark") is not None
+
+
+def _spark_names(names: Iterable[str]) -> set[str]:
+    return {name for name in names if _needs_spark_module(name)}
+
+
+@functools.cache
+def _needs_spark_module(name: str) -> bool:
+    """Loading module ``name`` loads a Spark package (ours followed through their sources,
+    parent packages included, as Python loads them)."""
+    if name.split(".")[0] in SPARK_PACKAGES:
+        return True
+    parts = name.split(".")
+    for depth in range(1, len(parts) + 1):
+        source = _source_of(".".join(parts[:depth]))
+        if source is not None and _guarded(source):
+            return True
+    return False
+
+
+_visiting: set[Path] = set()
+
+
+def _guarded(source: Path) -> bool:
+    """``source`` loads a Spark package when loaded (import cycles count as not)."""
+    if source in _visiting:
+        return False
+    _visiting.add(source)
+    try:
+        return any(_needs_spark_module(name) for name in _imports(source).loaded)
+    finally:
+        _visiting.discard(source)
+
+
+@functools.cache
+def _source_of(name: str) -> Path | None:
+    """The source file of one of our modules, found without importing its package."""
+    top, _, rest = name.partition(".")
+    if top not in LOCAL_PACKAGES:
+        return None
+    if top == "tests":
+        base = ROOT / "tests"
+    else:
+        spec = importlib.util.find_spec(top)
+        if spec is None or spec.origin is None:
+            return None
+        base = Path(spec.origin).parent
+    path = base.joinpath(*rest.split(".")) if rest else base
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+class _Imports:
+    """The modules a source file imports: when loaded (``loaded``: outside functions and
+    ``TYPE_CHECKING`` blocks) and in each function (by qualified name)."""
+
+    def __init__(self, tree: ast.Module, package: str) -> None:
+        self.loaded: frozenset[str] = frozenset(_imported(tree.body, package, nested=False))
+        functions: dict[str, frozenset[str]] = {}
+        for qualname, node in _functions(tree.body, ""):
+            functions[qualname] = frozenset(_imported(node.body, package, nested=True))
+        self.in_functions = functions
+
+
+@functools.cache
+def _imports(source: Path) -> _Imports:
+    try:
+        relative = source.resolve().relative_to(ROOT)
+        package = ".".join(relative.parent.parts)
+    except ValueError:
+        package = ""
+    return _Imports(ast.parse(source.read_text(), str(source)), package)
+
+
+def _functions(
+    body: list[ast.stmt], prefix: str
+) -> Iterable[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    for node in body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield prefix + node.name, node
+        elif isinstance(node, ast.ClassDef):
+            yield from _functions(node.body, f"{prefix}{node.name}.")
+
+
+def _imported(body: list[ast.stmt], package: str, *, nested: bool) -> Iterable[str]:
+    """Module names imported by ``body``; ``nested``: inside functions too."""
+    for node in body:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            yield from _imported(node.orelse, package, nested=nested)
+            continue
+        if not nested and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for child in ast.walk(node) if nested else _statements(node):
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                continue
+            if isinstance(child, ast.Import):
+                yield from (alias.name for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = _absolute(child, package)
+                yield base
+                yield from (f"{base}.{alias.name}" for alias in child.names)
+
+
+def _statements(node: ast.stmt) -> Iterable[ast.AST]:
+    """A statement run when its module loads, and the statements it runs (not functions)."""
+    yield node
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return
+    for field in ("body", "orelse", "finalbody", "handlers"):
+        for child in getattr(node, field, ()):
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                continue
+            yield from _statements(child)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _absolute(node: ast.ImportFrom, package: str) -> str:
+    if not node.level:
+        return node.module or ""
+    parts = package.split(".") if package else []
+    base = parts[: len(parts) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def _fixture_functions(item: pytest.Item) -> Iterable[Callable[..., Any]]:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return
+    for definitions in info.name2fixturedefs.values():
+        for definition in definitions:
+            yield definition.func
+
+
+@functools.cache
+def _function_imports(function: Callable[..., Any]) -> frozenset[str]:
+    try:
+        source = textwrap.dedent(inspect.getsource(function))
+        module = inspect.getmodule(function)
+    except (OSError, TypeError):
+        return frozenset()
+    package = (module.__package__ or "") if module is not None else ""
+    tree = ast.parse(source)
+    return frozenset(_imported(tree.body, package, nested=True))
+
+
+_running: list[pytest.Item] = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    _running.append(item)
+    try:
+        return (yield)
+    finally:
+        _running.remove(item)
+
+
+def _only_when_marked(start: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(start)
+    def guarded(self: object, *args: Any, **kwargs: Any) -> Any:
+        for item in _running:
+            if item.get_closest_marker("emulator") is None:
+                raise AssertionError(
+                    f"{item.nodeid} starts an emulator ({type(self).__name__}) but is not "
+                    "marked 'emulator': use an emulator fixture (tests/tiers.py "
+                    "EMULATOR_FIXTURES) or a cloud store parameter, so the unit tier "
+                    "leaves it out"
+                )
+        return start(self, *args, **kwargs)
+
+    return guarded
