@@ -173,9 +173,11 @@ class CommitOptions:
     committer: str | None = _option(
         None,
         None,
-        "The committer of a new job: manifest (renames), staging, partitioned or magic (S3 "
-        "multipart uploads, nothing renamed; Hadoop's directory, partitioned, magic). Unset: "
-        "staging on S3, manifest elsewhere. A job keeps the committer it was set up with.",
+        "The committer of a new job (set up by setup_job): manifest (renames), staging, "
+        "partitioned or magic (S3 multipart uploads, nothing renamed). Hadoop's names are "
+        "accepted too: file (the classic committer) means manifest, directory means staging. "
+        "Unset: staging on S3, manifest elsewhere. A job keeps the committer it was set up "
+        "with.",
     )
     conflict_mode: str | None = _option(
         None,

@@ -78,27 +78,67 @@ def main(log_level: str | None, verbose: int) -> None:
     """aiocommit: commit distributed jobs' output to object stores, safely and fast.
 
     PATH and DEST are store URLs (file:///…, memory://NAME/…,
-    abfss://FS@ACCOUNT.dfs.core.windows.net/…, gs://BUCKET/…) or local paths.
+    abfss://FS@ACCOUNT.dfs.core.windows.net/…, gs://BUCKET/…, s3://BUCKET/… or
+    s3a://BUCKET/…) or local paths.
 
     Exit codes: 0 ok (also: abort or cleanup of a job that is not there, output cut
     short by its reader), 1 failed (or refused), 2 usage error, 3 not found (the path,
     the destination, a job to commit), 4 unavailable (packages not installed),
     130 interrupted.
     """
+    _configure(log_level, verbose)
+
+
+def _configure(log_level: str | None, verbose: int) -> None:
     level = log_level or ("DEBUG" if verbose > 1 else "INFO" if verbose else "WARNING")
     configure_logging(level)
 
 
+def _more_verbose(ctx: click.Context, _param: click.Parameter, count: int) -> None:
+    """``-v`` after the command name: adds to the count given before it."""
+    if not count:
+        return
+    params = ctx.find_root().params
+    params["verbose"] = (params.get("verbose") or 0) + count
+    _configure(params.get("log_level"), params["verbose"])
+
+
+def _add_verbose_flags() -> None:
+    """Give each of the group's own commands the group's ``-v`` flag too."""
+    for command in main.commands.values():
+        command.params.append(
+            click.Option(
+                ["-v", "--verbose"],
+                count=True,
+                expose_value=False,
+                callback=_more_verbose,
+                help="-v logs at INFO, -vv at DEBUG (as before the command).",
+            )
+        )
+
+
 @main.command()
 @click.argument("dest", required=False)
-@click.option("--tasks", default=8, show_default=True, help="Tasks in the demo job.")
-@click.option("--files-per-task", default=25, show_default=True)
+@click.option(
+    "--tasks", type=click.IntRange(min=1), default=8, show_default=True, help="Tasks in the job."
+)
+@click.option(
+    "--files-per-task",
+    type=click.IntRange(min=1),
+    default=25,
+    show_default=True,
+    help="Files each task writes.",
+)
 def demo(dest: str | None, tasks: int, files_per_task: int) -> None:
-    """Run a demo job on the local filesystem and print its commit summary."""
+    """Run a demo job into DEST and print its commit summary.
+
+    DEST is a store URL or a local path (relative to the working directory); by
+    default a new directory under the system's temporary directory.
+    """
     from aiocommit.demo import run_demo
 
-    dest_dir, summary, seconds = run_interruptible(
-        lambda: run_demo(dest, tasks=tasks, files_per_task=files_per_task)
+    dest_dir, summary, seconds = run_reporting(
+        lambda: run_demo(dest, tasks=tasks, files_per_task=files_per_task), dest or "demo"
     )
     counters = summary.iostatistics.counters
     click.echo(f"committed job {summary.job_id} into {dest_dir} in {seconds:.3f} s")
@@ -120,7 +160,12 @@ def demo(dest: str | None, tasks: int, files_per_task: int) -> None:
 @click.argument("path")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option(
-    "--files", "filenames", default=10, show_default=True, help="Committed file names to list."
+    "--files",
+    "filenames",
+    type=click.IntRange(min=-1),
+    default=10,
+    show_default=True,
+    help="Committed file names to list; -1 lists them all, 0 none.",
 )
 def show(path: str, as_json: bool, filenames: int) -> None:
     """Summarise a _SUCCESS file, a summary report or a task manifest (ours or Hadoop's).
@@ -306,12 +351,14 @@ def commit(
     help="Keep what an unfinished job commit already put in place (renamed files; on S3 "
     "completed uploads) instead of undoing it.",
 )
+@click.option("--no-progress", is_flag=True, help="Do not draw a progress bar.")
 @commit_options(commit=False)
 def abort(
     dest: str,
     job_id: str,
     attempt: int,
     keep_renames: bool,
+    no_progress: bool,
     option_pairs: tuple[str, ...],
     **values: Any,
 ) -> None:
@@ -334,7 +381,7 @@ def abort(
                 # a cleanup killed after removing the job's directory left _temporary
                 await remove_empty_temporary(path, store=store, options=options)
                 return None
-            with ProgressBar(console_for(stderr=True)) as bar:
+            with ProgressBar(console_for(stderr=True), enabled=not no_progress) as bar:
                 lost[:] = await abort_job(
                     path,
                     job_id,
@@ -393,6 +440,7 @@ def abort(
     "longer than any job runs: a live job's uploads are outstanding until it commits.",
 )
 @click.option("--dry-run", is_flag=True, help="Print what would be removed; remove nothing.")
+@click.option("--no-progress", is_flag=True, help="Do not draw a progress bar.")
 @click.option(
     "--force",
     is_flag=True,
@@ -410,6 +458,7 @@ def cleanup(
     min_age: float | None,
     uploads: bool,
     dry_run: bool,
+    no_progress: bool,
     force: bool,
     option_pairs: tuple[str, ...],
     **values: Any,
@@ -476,7 +525,7 @@ def cleanup(
                 if dry_run:
                     console.print(Text(f"would remove {where} (age {human_duration(age)})"))
                     continue
-                with ProgressBar(console_for(stderr=True)) as bar:
+                with ProgressBar(console_for(stderr=True), enabled=not no_progress) as bar:
                     await cleanup_job(
                         path,
                         job.job_id,
@@ -548,3 +597,6 @@ def _s3_facts(uploads: S3Uploads | None, job_id: str) -> dict[str, Any]:
         "pending_files": facts.files,
         "outstanding_uploads": len(facts.upload_ids & uploads.outstanding),
     }
+
+
+_add_verbose_flags()

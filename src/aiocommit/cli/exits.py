@@ -29,13 +29,43 @@ EXIT_UNAVAILABLE = 4
 EXIT_INTERRUPTED = 130
 
 
+class OneLineUsageError(click.UsageError):
+    """A usage error shown as the command's other errors are: one line, exit 2."""
+
+    def show(self, file: Any = None) -> None:
+        where = f"; see `{self.ctx.command_path} --help`" if self.ctx is not None else ""
+        message = one_line(self.format_message()).rstrip(".")
+        click.echo(f"aiocommit: error: {message}{where}", err=True)
+
+
+def _one_line_usage(error: click.UsageError) -> OneLineUsageError:
+    if isinstance(error, OneLineUsageError):
+        return error
+    return OneLineUsageError(error.format_message(), error.ctx)
+
+
 class CommandGroup(click.Group):
     """The ``aiocommit`` group: output cut short by its reader (``aiocommit show … | head``)
-    ends the command with exit 0, as other Unix tools do, not click's exit 1."""
+    ends the command with exit 0, as other Unix tools do, not click's exit 1; a usage
+    error is one line."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as error:
+            raise _one_line_usage(error) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as error:
+            raise _one_line_usage(error) from None
         except BrokenPipeError:
             # nothing more can be written; keep the interpreter's final flush quiet too
             devnull = os.open(os.devnull, os.O_WRONLY)

@@ -37,6 +37,10 @@ COMMIT_ONLY_OPTIONS = frozenset(
     }
 )
 
+#: options no command takes as a flag: the committer is chosen when a job is set up,
+#: which no command does (a job keeps the committer it was set up with)
+NOT_FLAGS = frozenset({"committer"})
+
 #: options whose values are one of a few words
 CHOICES = {"conflict_mode": CONFLICT_MODES}
 
@@ -58,7 +62,9 @@ def format_default(value: object) -> str:
 def option_fields(*, commit: bool) -> list[dataclasses.Field[Any]]:
     """The ``CommitOptions`` fields a command takes as flags."""
     return [
-        f for f in dataclasses.fields(CommitOptions) if commit or f.name not in COMMIT_ONLY_OPTIONS
+        f
+        for f in dataclasses.fields(CommitOptions)
+        if f.name not in NOT_FLAGS and (commit or f.name not in COMMIT_ONLY_OPTIONS)
     ]
 
 

@@ -77,6 +77,7 @@ class ProgressBar:
     ):
         """``follow_only``: stages drawn only after another stage was (``commit``: a
         cleanup after renaming gets a bar; the cleanup of a job committed earlier none)."""
+        enabled = enabled and console.is_terminal  # no bar lines in a file or a pipe
         self.enabled = enabled
         self.follow_only = frozenset(follow_only)
         self.events = 0
@@ -110,10 +111,10 @@ class ProgressBar:
         seconds = time.monotonic() - self._started
         self._bar.update(
             self._task,
-            total=event.files_total or None,
-            completed=event.files_done,
+            total=event.total or None,
+            completed=event.done,
             count=count_text(
-                event.files_done, event.files_total, event.unit, event.bytes_done, event.bytes_total
+                event.done, event.total, event.unit, event.bytes_done, event.bytes_total
             ),
-            rate=rate_text(event.files_done, seconds, event.unit, event.bytes_done),
+            rate=rate_text(event.done, seconds, event.unit, event.bytes_done),
         )

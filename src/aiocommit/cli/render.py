@@ -80,7 +80,7 @@ def render_summary(console: Console, summary: Mapping[str, Any], *, filenames: i
             ("state", summary["state"]),
             ("failed stage", summary["failed_stage"]),
             ("job id source", summary["job_id_source"]),
-            ("committer", summary["committer"]),
+            ("committer", _committer_text(summary)),
             ("date", summary["date"]),
             ("host", summary["hostname"]),
             ("tasks", f"{summary['tasks']:,}"),
@@ -89,7 +89,7 @@ def render_summary(console: Console, summary: Mapping[str, Any], *, filenames: i
             ("commit time", _seconds_text(summary["commit_seconds"])),
             ("cleanup", _cleanup_text(summary)),
             ("rename processes", summary["rename_processes"]),
-            ("peak in flight", _in_flight_text(summary)),
+            ("peak store calls in flight", _in_flight_text(summary)),
             ("directories created", summary["directories_created"]),
             ("task directories", summary["task_directories"]),
         ]
@@ -128,12 +128,20 @@ def render_summary(console: Console, summary: Mapping[str, Any], *, filenames: i
         console.print(Text("diagnostics", style="bold"))
         _print_facts(console, sorted(summary["diagnostics"].items()))
     names = summary.get("filenames") or []
-    if names and filenames:
+    if names and filenames != 0:
+        if filenames < 0:  # every name
+            filenames = len(names)
         console.print(Text(f"files ({len(names)} listed in the file)", style="bold"))
         for name in names[:filenames]:
             console.print(Text(f"  {name}"))
         if len(names) > filenames:
             console.print(Text(f"  ... {len(names) - filenames} more (--json lists them all)"))
+
+
+def _committer_text(summary: Mapping[str, Any]) -> str | None:
+    """``staging (org.apache…DirectoryStagingCommitter)``: the option's name first."""
+    name, committer = summary.get("committer_name"), summary["committer"]
+    return f"{name} ({committer})" if name else committer
 
 
 def _seconds_text(seconds: float | None) -> str | None:
@@ -150,11 +158,14 @@ def _in_flight_text(summary: Mapping[str, Any]) -> str | None:
     peak, limit = summary["peak_in_flight"], summary["concurrency_limit"]
     if peak is None:
         return None
-    return f"{peak:,} store calls" + (f" (limit {limit:,})" if limit else "")
+    # the most store requests the commit had outstanding at once, and the ceiling the
+    # adaptive limiter allowed (the concurrency option, lowered while the store throttles)
+    return f"{peak:,}" + (f" (concurrency limit {limit:,})" if limit else "")
 
 
-def _rate(count: int, seconds: float) -> str:
-    return f"{count / seconds:,.0f}/s" if seconds > 0 else "-"
+def _rate(count: int, seconds: float, unit: str) -> str:
+    """``61 files/s``."""
+    return f"{count / seconds:,.0f} {unit}/s" if seconds > 0 else f"- {unit}/s"
 
 
 def render_brief(console: Console, summary: Mapping[str, Any], headline: str) -> None:
@@ -166,8 +177,8 @@ def render_brief(console: Console, summary: Mapping[str, Any], headline: str) ->
     console.print(
         Text(
             f"  {files:,} files, {human_bytes(size)} from {summary['tasks']:,} tasks; "
-            f"{_rate(files, seconds)} files, {human_bytes(int(size / seconds)) if seconds else '-'}"
-            "/s"
+            f"{_rate(files, seconds, 'files')}, "
+            f"{human_bytes(int(size / seconds)) + '/s' if seconds else '- B/s'}"
         )
     )
     stages = [
