@@ -160,7 +160,8 @@ class CommitOptions:
     report_dir: str | None = _option(
         None,
         "mapreduce.manifest.committer.summary.report.directory",
-        "URL of a directory that gets summary-JOB.json, even when the commit fails.",
+        "URL of a directory that gets summary-JOB.json, even when the commit fails; checked "
+        "when the options are built (a known scheme; a local path must be writable).",
     )
     diagnostics_dir: str | None = _option(
         None,
@@ -236,6 +237,15 @@ class CommitOptions:
         for name, option in _fields().items():
             value = _checked(name, hints[name], getattr(self, name), option.metadata)
             object.__setattr__(self, name, value)
+        from aiocommit.stores.registry import check_directory_url
+
+        for name in ("report_dir", "diagnostics_dir"):
+            url = getattr(self, name)
+            if url is not None:
+                try:
+                    check_directory_url(url)
+                except InvalidInput as error:
+                    raise InvalidInput(f"{name}: {error}") from None
         defaults = CommitOptions.__dataclass_fields__
         for smaller, larger in RELATIONS:
             low, high = getattr(self, smaller), getattr(self, larger)

@@ -100,3 +100,30 @@ def test_commit_summary_rates_name_their_unit(local: Dest) -> None:
     assert json.loads(aiocommit("show", local.path, "--json").stdout)["committer_name"] == (
         "manifest"
     )
+
+
+@pytest.mark.parametrize("report_dir", ["bogus://x", "gs://", "{file}/reports"])
+def test_a_bad_report_dir_is_refused_before_the_commit(local: Dest, report_dir: str) -> None:
+    job_id, _ = local.job(tasks=1, files=2)
+    a_file = Path(local.path).parent / "a-file"
+    a_file.write_text("x")
+    result = aiocommit(
+        "commit", local.path, "--job-id", job_id, "--report-dir", report_dir.format(file=a_file)
+    )
+    assert result.returncode == 2, result.stderr
+    assert "report_dir" in one_error_line(result.stderr)
+    assert not local.exists("_SUCCESS")  # refused before anything was committed
+
+
+def test_report_dir_checked_when_the_options_are_built(tmp_path: Path) -> None:
+    from aiocommit import CommitOptions
+    from aiocommit.errors import InvalidInput
+
+    (tmp_path / "f").write_text("x")
+    for bad in ("bogus://x", "gs://", str(tmp_path / "f" / "reports")):
+        with pytest.raises(InvalidInput, match="report_dir"):
+            CommitOptions(report_dir=bad)
+        with pytest.raises(InvalidInput, match="diagnostics_dir"):
+            CommitOptions(diagnostics_dir=bad)
+    assert CommitOptions(report_dir=str(tmp_path / "new" / "dir")).report_dir
+    assert CommitOptions(report_dir="memory://reports/x").report_dir
