@@ -124,7 +124,7 @@ def test_show_has_commit_time_and_gauges(cli: Cli, dest: Dest) -> None:
     assert "commit time" in shown and " s\n" in shown.split("commit time", 1)[1]
     assert "cleanup" in shown and "summary report" in shown
     assert re.search(r"rename processes +1\n", shown), shown
-    assert "peak store calls in flight" in shown and "(concurrency limit " in shown
+    assert "peak in flight       " in shown and "store calls at once (concurrency limit " in shown
 
 
 def test_help_defaults_match_what_the_command_uses(cli: Cli) -> None:

@@ -4,13 +4,23 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from aiocommit.cli.summary import COMMITTER_NAMES
+from aiocommit.stores.local import LocalStore
 from tests.cli.conftest import Dest
 from tests.cli.test_subprocess import aiocommit
+from tests.helpers import run_tasks
 
 
 def one_error_line(stderr: str) -> str:
@@ -97,6 +107,7 @@ def test_commit_summary_rates_name_their_unit(local: Dest) -> None:
     result = aiocommit("commit", local.path, "--job-id", job_id)
     assert result.returncode == 0, result.stderr
     assert " files/s, " in result.stdout and "/s files" not in result.stdout
+    assert result.stderr == ""  # stderr is a pipe: no progress bar lines
     assert json.loads(aiocommit("show", local.path, "--json").stdout)["committer_name"] == (
         "manifest"
     )
@@ -127,3 +138,105 @@ def test_report_dir_checked_when_the_options_are_built(tmp_path: Path) -> None:
             CommitOptions(diagnostics_dir=bad)
     assert CommitOptions(report_dir=str(tmp_path / "new" / "dir")).report_dir
     assert CommitOptions(report_dir="memory://reports/x").report_dir
+
+
+def _popen(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "aiocommit", *args],
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        stderr=subprocess.PIPE,
+    )
+
+
+def _renamed(root: Path) -> int:
+    return sum(1 for p in root.rglob("*.dat") if "_temporary" not in p.parts)
+
+
+def _interrupted_commit(root: Path, sent: signal.Signals) -> tuple[str, int, str]:
+    """A commit of 400 files at 20 renames a second, sent ``sent`` once 70 files are in
+    place; returns (job ID, exit code, stderr)."""
+    root.mkdir()
+    job_id, _ = anyio.run(lambda: run_tasks(LocalStore(), str(root), 4, 100))
+    process = _popen(
+        "-v", "commit", str(root), "--job-id", job_id, "--processes", "1", "--rate-limit", "20"
+    )
+    deadline = time.monotonic() + 60
+    while _renamed(root) < 70 and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.02)
+    assert process.poll() is None, "the commit finished before it could be interrupted"
+    process.send_signal(sent)
+    _, stderr = process.communicate(timeout=60)
+    return job_id, process.returncode, stderr
+
+
+@pytest.mark.parametrize(
+    ("sent", "code", "word"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated (SIGTERM)")],
+)
+def test_interrupt_and_terminate_say_what_was_done(
+    tmp_path: Path, sent: signal.Signals, code: int, word: str
+) -> None:
+    root = tmp_path / "out"
+    job_id, returncode, stderr = _interrupted_commit(root, sent)
+    assert returncode == code, stderr
+    assert "Traceback" not in stderr and "cancel scope" not in stderr
+    errors = [ln for ln in stderr.splitlines() if ln.startswith("aiocommit: error:")]
+    assert len(errors) == 1, stderr
+    match = re.fullmatch(
+        rf"aiocommit: error: {re.escape(word)} after renaming files: (\d+)/400 files", errors[0]
+    )
+    assert match and int(match[1]) >= 64, errors[0]
+    assert f"aiocommit abort {root} --job-id {job_id}" in stderr
+    # the job's INFO line counts the files renamed before the interruption, not 0
+    job_line = next(ln for ln in stderr.splitlines() if "job commit failed" in ln)
+    files = int(re.search(r" files=(\d+) ", job_line)[1])  # type: ignore[index]
+    assert files >= 64, job_line
+    assert "WARNING" not in stderr
+
+
+def test_a_manifest_changed_since_the_commit_started_is_not_re_run(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    job_id, returncode, _ = _interrupted_commit(root, signal.SIGINT)
+    assert returncode == 130
+    manifest = next((root / "_temporary" / job_id / "00" / "manifests").glob("*.json"))
+    manifest.write_text(json.dumps(json.loads(manifest.read_text()), indent=3))
+    again = aiocommit("commit", str(root), "--job-id", job_id, "--no-progress")
+    assert again.returncode == 1, again.stderr
+    error, hint = again.stderr.strip().splitlines()
+    assert "manifest changed since this job's commit started" in error
+    assert hint.startswith("aiocommit: hint: this commit cannot be finished")
+    assert "run the same command again" not in hint
+    assert f"aiocommit abort {root} --job-id {job_id}" in hint
+
+
+def _corrupt_a_manifest(local: Dest) -> str:
+    job_id, _ = local.job(tasks=2, files=3)
+    manifest = next(Path(local.path, "_temporary", job_id, "00", "manifests").glob("*.json"))
+    manifest.write_bytes(b'{"type": "manifest", "trunc')
+    return job_id
+
+
+def test_a_corrupt_manifest_prints_once_with_a_true_hint(local: Dest) -> None:
+    job_id = _corrupt_a_manifest(local)
+    result = aiocommit("commit", local.path, "--job-id", job_id, "--no-progress")
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 2, result.stderr  # no WARNING record repeating the error
+    assert lines[0].startswith("aiocommit: error: ")
+    assert lines[1].startswith("aiocommit: hint: re-run the task that wrote that manifest")
+
+
+def test_a_library_call_that_raises_logs_no_warning(
+    local: Dest, caplog: pytest.LogCaptureFixture
+) -> None:
+    from aiocommit import commit_job
+    from aiocommit.errors import ManifestError
+
+    job_id = _corrupt_a_manifest(local)
+    with caplog.at_level(logging.INFO, logger="aiocommit"), pytest.raises(ManifestError):
+        anyio.run(lambda: commit_job(local.path, job_id, store=local.store))
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    failed = [r for r in caplog.records if "job commit failed" in r.getMessage()]
+    assert len(failed) == 1 and failed[0].error.startswith("ManifestError: ")  # type: ignore[attr-defined]
+    assert str(ManifestError) not in failed[0].getMessage()

@@ -55,7 +55,15 @@ from aiocommit.cli.units import human_duration
 from aiocommit.client.job import abort_job, cleanup_job, commit_job
 from aiocommit.client.jobs import JobInfo, job_info, remove_empty_temporary
 from aiocommit.committers.s3a import S3Uploads, abort_old_uploads, s3_uploads
-from aiocommit.errors import CommitError, JobNotFound, NotFound, OutputConflict, first_error
+from aiocommit.errors import (
+    CommitError,
+    JobNotFound,
+    ManifestError,
+    NotFound,
+    OutputConflict,
+    PlanMismatch,
+    first_error,
+)
 from aiocommit.observability import configure_logging
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.layout import SUCCESS, TEMPORARY, JobLayout
@@ -84,7 +92,7 @@ def main(log_level: str | None, verbose: int) -> None:
     Exit codes: 0 ok (also: abort or cleanup of a job that is not there, output cut
     short by its reader), 1 failed (or refused), 2 usage error, 3 not found (the path,
     the destination, a job to commit), 4 unavailable (packages not installed),
-    130 interrupted.
+    130 interrupted (Ctrl-C), 143 terminated (SIGTERM: kill, timeout, a scheduler).
     """
     _configure(log_level, verbose)
 
@@ -272,7 +280,9 @@ def commit(
     store, path = open_url(dest, s3_client_options(option_pairs))
     layout = job_layout(path, job_id, attempt)
     started = time.perf_counter()
-    console = console_for(stderr=True)
+    bar = ProgressBar(
+        console_for(stderr=True), enabled=not no_progress, follow_only={S.JOB_STAGE_CLEANUP}
+    )
     already = False
 
     async def run() -> SuccessData:
@@ -287,9 +297,7 @@ def commit(
                     f"{store.qualify(layout.job_attempt_dir)}: no such job attempt "
                     "(nothing to commit; see `aiocommit jobs DEST`)",
                 )
-            with ProgressBar(
-                console, enabled=not no_progress, follow_only={S.JOB_STAGE_CLEANUP}
-            ) as bar:
+            with bar:
                 return await commit_job(
                     path,
                     job_id,
@@ -309,22 +317,9 @@ def commit(
         failure = first_error(error)
         if isinstance(failure, CommitError):
             click.echo(f"aiocommit: error: {one_line(as_flags(str(failure)))}", err=True)
-            if (
-                isinstance(failure, OutputConflict)
-                and failure.stage == S.JOB_STAGE_RESOLVE_CONFLICTS
-            ):
-                hint = (
-                    "nothing in the destination changed; run the same command again with "
-                    "the option the error names, or `aiocommit abort` to give the job up"
-                )
-            else:
-                hint = (
-                    "fix the cause and run the same command again to finish the commit, "
-                    "or `aiocommit abort` to undo it"
-                )
-            click.echo(f"aiocommit: hint: {hint}", err=True)
+            click.echo(f"aiocommit: hint: {commit_hint(failure, dest, job_id)}", err=True)
             raise click.exceptions.Exit(EXIT_FAILED) from None
-        report(error, dest, resume=resume_hint("commit", dest, job_id))
+        report(error, dest, resume=resume_hint("commit", dest, job_id), so_far=bar.so_far)
     seconds = time.perf_counter() - started
     data = success_summary(store.qualify(layout.success_path), summary)
     if as_json:
@@ -369,6 +364,7 @@ def abort(
     store, path = open_url(dest, s3_client_options(option_pairs))
     layout = job_layout(path, job_id, attempt)
     lost: list[str] = []
+    bar = ProgressBar(console_for(stderr=True), enabled=not no_progress)
 
     async def run() -> str | None:
         try:
@@ -381,7 +377,7 @@ def abort(
                 # a cleanup killed after removing the job's directory left _temporary
                 await remove_empty_temporary(path, store=store, options=options)
                 return None
-            with ProgressBar(console_for(stderr=True), enabled=not no_progress) as bar:
+            with bar:
                 lost[:] = await abort_job(
                     path,
                     job_id,
@@ -396,7 +392,7 @@ def abort(
         finally:
             await store.aclose()
 
-    state = run_reporting(run, dest, resume=resume_hint("abort", dest, job_id))
+    state = run_reporting(run, dest, resume=resume_hint("abort", dest, job_id), so_far=bar.so_far)
     if state is None:
         where = store.qualify(layout.job_dir)
         click.echo(f"job {job_id}: nothing to abort ({where} does not exist)")
@@ -586,6 +582,32 @@ def _cleanup_uploads(
         )
 
     run_reporting(run, dest)
+
+
+def commit_hint(error: CommitError, dest: str, job_id: str) -> str:
+    """What to do after a job commit failed with ``error``: true for that error."""
+    abort = f"`aiocommit abort {dest} --job-id {job_id}`"
+    causes: list[BaseException] = [error]
+    while causes[-1].__cause__ is not None and len(causes) < 10:
+        causes.append(causes[-1].__cause__)
+    if any(isinstance(cause, PlanMismatch) for cause in causes):
+        return (
+            f"this commit cannot be finished (re-running it fails the same way): {abort} "
+            "undoes what it did, then commit the job's tasks again"
+        )
+    if isinstance(error, OutputConflict) and error.stage == S.JOB_STAGE_RESOLVE_CONFLICTS:
+        return (
+            "nothing in the destination changed; run the same command again with the option "
+            f"the error names, or {abort} to give the job up"
+        )
+    if any(isinstance(cause, ManifestError) for cause in causes):
+        return (
+            "re-run the task that wrote that manifest (its commit replaces it), then run the "
+            f"same command again; or {abort} to undo the job"
+        )
+    return (
+        f"fix the cause and run the same command again to finish the commit, or {abort} to undo it"
+    )
 
 
 def _s3_facts(uploads: S3Uploads | None, job_id: str) -> dict[str, Any]:

@@ -88,6 +88,7 @@ class ProgressBar:
         self._task: rich_progress.TaskID | None = None
         self._stage: tuple[str, str] | None = None
         self._started = 0.0
+        self._last: Progress | None = None
 
     def __enter__(self) -> ProgressBar:
         return self
@@ -96,8 +97,17 @@ class ProgressBar:
         if self._task is not None:
             self._bar.stop()
 
+    def so_far(self) -> str:
+        """What the reports said was done, for a message after an interruption:
+        ``renaming files: 192/1,000 files``, or "" before any report."""
+        if self._last is None:
+            return ""
+        event = self._last
+        return f"{stage_label(event.stage)}: {count_text(event.done, event.total, event.unit)}"
+
     def __call__(self, event: Progress) -> None:
         self.events += 1
+        self._last = event
         if self._task is None and event.stage in self.follow_only:
             return
         if self._task is None:

@@ -89,7 +89,7 @@ def render_summary(console: Console, summary: Mapping[str, Any], *, filenames: i
             ("commit time", _seconds_text(summary["commit_seconds"])),
             ("cleanup", _cleanup_text(summary)),
             ("rename processes", summary["rename_processes"]),
-            ("peak store calls in flight", _in_flight_text(summary)),
+            ("peak in flight", _in_flight_text(summary)),
             ("directories created", summary["directories_created"]),
             ("task directories", summary["task_directories"]),
         ]
@@ -160,7 +160,7 @@ def _in_flight_text(summary: Mapping[str, Any]) -> str | None:
         return None
     # the most store requests the commit had outstanding at once, and the ceiling the
     # adaptive limiter allowed (the concurrency option, lowered while the store throttles)
-    return f"{peak:,}" + (f" (concurrency limit {limit:,})" if limit else "")
+    return f"{peak:,} store calls at once" + (f" (concurrency limit {limit:,})" if limit else "")
 
 
 def _rate(count: int, seconds: float, unit: str) -> str:

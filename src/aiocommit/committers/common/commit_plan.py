@@ -28,7 +28,7 @@ import anyio.to_thread
 import msgspec
 
 from aiocommit.committers.common.context import StageContext
-from aiocommit.errors import ManifestError, NotFound
+from aiocommit.errors import NotFound, PlanMismatch
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.codec import decode_or_raise, encode_pretty, is_partial
 from aiocommit.protocol.layout import JobLayout
@@ -154,7 +154,7 @@ def check_unchanged(context: StageContext, plan: CommitPlan, digests: dict[str, 
     """On a re-run: the manifests loaded now must be the ones the plan fixed."""
     for name, digest in plan.manifests.items():
         if digests.get(name) != digest:
-            raise ManifestError(
+            raise PlanMismatch(
                 "manifest changed since this job's commit started (a late task attempt?); "
                 "refusing to mix two attempts' output; `aiocommit abort` undoes the plan's "
                 "renames from the copies kept with it",

@@ -142,6 +142,8 @@ class StageContext:
     #: ``time.monotonic()`` when the context was opened (the job operation's start)
     started: float = field(default_factory=time.monotonic)
     log: ContextAdapter = field(init=False)
+    #: the latest progress report of each stage (what an interrupted stage had done)
+    latest: dict[str, Progress] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.progress is not None and not isinstance(self.progress, GuardedProgress):
@@ -170,6 +172,7 @@ class StageContext:
         return min(self.ops.workers, LOOP_WORKERS)
 
     def report(self, event: Progress) -> None:
+        self.latest[event.stage] = event
         if self.progress is not None:
             self.progress(event)
 

@@ -60,7 +60,7 @@ from aiocommit.committers.s3a.load_pendingsets import (
 )
 from aiocommit.committers.s3a.options import S3CommitterOptions
 from aiocommit.committers.s3a.walk import walk_files
-from aiocommit.errors import AlreadyExists, ManifestError, NotEmpty, NotFound
+from aiocommit.errors import AlreadyExists, ManifestError, NotEmpty, NotFound, PlanMismatch
 from aiocommit.io.multipart import MultipartOperations
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
@@ -306,7 +306,7 @@ async def _fix_plan(
     if plan is not None:
         for name, digest in plan.manifests.items():
             if loaded.digests.get(name) != digest:
-                raise ManifestError(
+                raise PlanMismatch(
                     "pending set changed since this job's commit started (a late task "
                     "attempt?); refusing to mix two attempts' output",
                     path=context.qualify(join(pendingsets_dir(context.layout), name)),
