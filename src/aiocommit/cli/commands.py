@@ -229,20 +229,15 @@ def jobs(dest: str, as_json: bool, option_pairs: tuple[str, ...], **values: Any)
     if as_json:
         echo_json([{**job.as_json(now), **_s3_facts(uploads, job.job_id)} for job in found])
         return
-    if uploads is not None:  # S3: the zero-rename committers' pending data
-        for job in found:
-            facts = uploads.by_job.get(job.job_id)
-            if facts is not None and facts.pendingsets:
-                click.echo(
-                    f"{job.job_id}: {facts.pendingsets} pending set(s), {facts.files} file(s), "
-                    f"{len(facts.upload_ids & uploads.outstanding)} outstanding upload(s)"
-                )
-        if uploads.stray:
-            click.echo(f"{uploads.stray} outstanding multipart upload(s) named by no job")
+    if uploads is not None and uploads.stray:
+        click.echo(f"{uploads.stray} outstanding multipart upload(s) named by no job")
     if not found:
         click.echo(f"no jobs under {store.qualify(join(path, TEMPORARY))}")
         return
-    render_jobs(console_for(), found, now)
+    if uploads is None:
+        render_jobs(console_for(), found, now)
+    else:  # S3: the zero-rename committers' pending data in the table
+        render_jobs(console_for(), found, now, uploads.by_job, uploads.outstanding)
 
 
 @main.command()

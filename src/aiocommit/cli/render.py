@@ -16,6 +16,7 @@ from rich.text import Text
 from aiocommit.cli.progress import stage_label
 from aiocommit.cli.units import human_bytes, human_duration
 from aiocommit.client.jobs import JobInfo
+from aiocommit.committers.s3a.inspect import S3JobFacts
 
 
 def verbose() -> bool:
@@ -196,28 +197,47 @@ def echo_json(data: object) -> None:
     click.echo(json.dumps(data, indent=2))
 
 
-def render_jobs(console: Console, found: Sequence[JobInfo], now: float) -> None:
-    """Print a table of jobs: attempts, manifests, files, size, age and state."""
+def render_jobs(
+    console: Console,
+    found: Sequence[JobInfo],
+    now: float,
+    s3: Mapping[str, S3JobFacts] | None = None,
+    outstanding: frozenset[str] = frozenset(),
+) -> None:
+    """Print a table of jobs: attempts, manifests, files, size, age and state. ``s3``:
+    the S3A committers' facts by job (their pending sets count as the job's manifests,
+    their files and bytes as its files and size), with an ``uploads`` column of the
+    ``outstanding`` multipart uploads each job names."""
     table = Table(box=box.SIMPLE_HEAD)
     table.add_column("job", no_wrap=True)
     for name in ("attempts", "manifests", "files", "size", "age"):
         table.add_column(name, justify="right")
+    if s3 is not None:
+        table.add_column("uploads", justify="right")
     table.add_column("state")
     for job in found:
+        facts = None if s3 is None else s3.get(job.job_id)
         manifests = str(job.manifests)
+        files, size = job.files, job.size
+        if facts is not None and (facts.pendingsets or facts.files):
+            manifests = f"{facts.pendingsets} pending set(s)"
+            files, size = facts.files, facts.size
         if job.pending_manifests:
             manifests += f" (+{job.pending_manifests} saving)"
         if job.bad_manifests:
             manifests += f" ({job.bad_manifests} unreadable)"
-        table.add_row(
+        cells = [
             Text(job.job_id),
             Text(",".join(f"{a:02d}" for a in job.attempts) or "-"),
             Text(manifests),
-            Text(f"{job.files:,}"),
-            Text(human_bytes(job.size)),
+            Text(f"{files:,}"),
+            Text(human_bytes(size)),
             Text(human_duration(job.age(now))),
-            Text(job.state),
-        )
+        ]
+        if s3 is not None:
+            named = facts.upload_ids & outstanding if facts is not None else frozenset()
+            cells.append(Text(f"{len(named):,}"))
+        table.add_row(*cells, Text(job.state))
     console.print(table)
 
 
