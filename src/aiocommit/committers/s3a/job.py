@@ -30,7 +30,7 @@ from aiocommit.committers.common.commit_plan import (
     COMMITTED,
     REFUSED,
     CommitPlan,
-    encode_plan,
+    encode_plan_off_loop,
     read_plan,
     save_plan,
 )
@@ -319,7 +319,7 @@ async def _fix_plan(
         committer=s3_options.as_record(),
         conflicts=initial_record(s3_options.conflict_mode, s3_options.partitioned),
     )
-    plan_bytes = encode_plan(fixed)
+    plan_bytes = await encode_plan_off_loop(fixed)
     try:  # a conditional put: of two drivers committing one job, one fixes the plan
         await context.ops.write_bytes(layout.commit_plan_path, plan_bytes, overwrite=False)
     except AlreadyExists:
