@@ -35,6 +35,7 @@ from aiocommit.cli.flags import (
 from aiocommit.cli.jobs import (
     MIN_AGE,
     exists,
+    missing_container,
     read_dest_success,
     require_dir,
     scan_jobs,
@@ -188,7 +189,10 @@ def show(path: str, as_json: bool, filenames: int) -> None:
             try:
                 status = await store.stat(target)
             except NotFound:
-                raise Problem(EXIT_NOT_FOUND, f"{path}: no such file or directory") from None
+                missing = await missing_container(store)
+                raise Problem(
+                    EXIT_NOT_FOUND, f"{path}: {missing or 'no such file or directory'}"
+                ) from None
             if status.is_dir:
                 target = join(target, SUCCESS)
                 if not await exists(store, target):
