@@ -27,7 +27,7 @@ async def test_a_large_plan_is_encoded_in_a_worker_thread(
     monkeypatch.setattr(commit_plan, "encode_plan", recording)
     dest = f"{tmp_path}/out"
     store = LocalStore()
-    job_id, expected = await run_tasks(store, dest, tasks=3, files_per_task=2)
+    job_id, _ = await run_tasks(store, dest, tasks=3, files_per_task=2)
     summary = await commit_job(dest, job_id, store=store)
     assert summary.success
     loop_thread = threading.current_thread().name
