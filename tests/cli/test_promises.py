@@ -240,3 +240,17 @@ def test_a_library_call_that_raises_logs_no_warning(
     failed = [r for r in caplog.records if "job commit failed" in r.getMessage()]
     assert len(failed) == 1 and failed[0].error.startswith("ManifestError: ")  # type: ignore[attr-defined]
     assert str(ManifestError) not in failed[0].getMessage()
+
+
+def test_local_store_takes_a_relative_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from aiocommit import commit_job
+
+    monkeypatch.chdir(tmp_path)
+    store = LocalStore()
+    job_id, expected = anyio.run(lambda: run_tasks(store, "rel/out", 2, 2))
+    summary = anyio.run(lambda: commit_job("rel/out", job_id, store=store))
+    assert summary.success
+    assert (tmp_path / "rel" / "out" / "_SUCCESS").is_file()
+    assert store.unqualify("rel/out") == str(tmp_path / "rel" / "out")
+    with pytest.raises(Exception, match="not a local file URI"):
+        store.unqualify("memory://x/y")
