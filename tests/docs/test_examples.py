@@ -53,6 +53,11 @@ SKIPPED_COMMANDS: dict[str, str] = {
     "aiocommit show reports/": "reads a summary report the example's own commit did not write",
 }
 
+#: a command with one of these flags is skipped, for the reason given
+SKIPPED_FLAGS: dict[str, str] = {
+    "--uploads": "S3's multipart uploads: needs an S3 destination (tests/cli/test_s3_jobs.py)",
+}
+
 #: a line naming a cloud URL is skipped: it needs that account (or an emulator started
 #: with the exports the same block skips)
 CLOUD_URL = re.compile(r"\b(s3a?|gs|abfss?)://")
@@ -132,6 +137,9 @@ def shell_commands(example: Example) -> list[str]:
 def skip_reason(command: str) -> str | None:
     for prefix, reason in SKIPPED_COMMANDS.items():
         if command.startswith(prefix):
+            return reason
+    for flag, reason in SKIPPED_FLAGS.items():
+        if flag in command.split():
             return reason
     if CLOUD_URL.search(command):
         return "names a cloud URL: needs that account"
