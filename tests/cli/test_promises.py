@@ -247,7 +247,7 @@ def test_local_store_takes_a_relative_path(tmp_path: Path, monkeypatch: pytest.M
 
     monkeypatch.chdir(tmp_path)
     store = LocalStore()
-    job_id, expected = anyio.run(lambda: run_tasks(store, "rel/out", 2, 2))
+    job_id, _ = anyio.run(lambda: run_tasks(store, "rel/out", 2, 2))
     summary = anyio.run(lambda: commit_job("rel/out", job_id, store=store))
     assert summary.success
     assert (tmp_path / "rel" / "out" / "_SUCCESS").is_file()
