@@ -92,7 +92,7 @@ class Job:
             "bytes_done": renaming.bytes_done if renaming else 0,
             "bytes_total": renaming.bytes_total if renaming else 0,
             "stages": {
-                stage: {"done": e.files_done, "total": e.files_total, "unit": e.unit}
+                stage: {"done": e.done, "total": e.total, "unit": e.unit}
                 for stage, e in self.progress.items()
             },
             "seconds": round(end - self.started, 3),

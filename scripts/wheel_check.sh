@@ -47,7 +47,18 @@ esac
 "$work/all/bin/python" -m aiocommit_testing.gcs_emulator --help >/dev/null
 "$work/all/bin/python" -m aiocommit_testing.s3_emulator --help >/dev/null
 "$work/all/bin/python" -m aiocommit_stress --help >/dev/null
+# demo into a relative path (issue 37): from the working directory, as a user types it
+(cd "$work" && "$work/all/bin/aiocommit" demo ./relative-demo --tasks 2 >/dev/null)
+test -f "$work/relative-demo/_SUCCESS"
 echo "wheel_check: [all] ok: --help, stress --help, --version, demo, show, stress job, the emulators"
+
+# the docs' examples (tests/docs/test_examples.py), each run by the fresh venv's aiocommit
+# and python; the test module itself runs from the checkout's interpreter (it needs pytest)
+if "$PYTHON" -c "import pytest" 2>/dev/null; then
+    (cd "$checkout" && AIOCOMMIT_DOCS_BIN="$work/all/bin" "$PYTHON" -m pytest -q \
+        -p no:cacheprovider tests/docs/test_examples.py)
+    echo "wheel_check: the docs' examples ran from the wheel"
+fi
 
 "$PYTHON" -m venv "$work/bare"
 "$work/bare/bin/python" -m pip install --quiet "$wheel"

@@ -143,7 +143,9 @@ if not TYPE_CHECKING:  # mypy sees the imports above, not an open-ended __getatt
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+    """The public names and the module's own dunders (not its imports: ``Any``,
+    ``TYPE_CHECKING``, ``importlib``, ``annotations``)."""
+    return sorted({*__all__, *(name for name in globals() if name.startswith("__"))})
 
 
 __all__ = [

@@ -11,9 +11,12 @@ import anyio
 
 from aiocommit.client.job import commit_job, setup_job
 from aiocommit.client.task import abort_task, commit_task, setup_task
+from aiocommit.errors import InvalidInput
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.success import SuccessData
+from aiocommit.stores.base import Store
 from aiocommit.stores.local import LocalStore
+from aiocommit.stores.registry import open_store
 
 
 def _new_directory() -> str:
@@ -32,10 +35,28 @@ async def run_demo(
     dest: str | None = None, *, tasks: int = 8, files_per_task: int = 25, partitions: int = 4
 ) -> tuple[str, SuccessData, float]:
     """Run a job of ``tasks`` tasks (plus one failed attempt whose output must not
-    land) into ``dest`` (a new temporary directory by default). Returns (dest, summary,
-    seconds)."""
-    dest = dest or _new_directory()
-    store = LocalStore()
+    land) into ``dest``: a store URL or a local path (relative to the working
+    directory), a new temporary directory by default. Returns (dest as a URL, summary,
+    seconds). ``InvalidInput`` for ``tasks`` or ``files_per_task`` below 1."""
+    if tasks < 1 or files_per_task < 1:
+        raise InvalidInput(
+            f"a demo job needs at least one task and one file per task, not "
+            f"tasks={tasks}, files_per_task={files_per_task}"
+        )
+    store: Store
+    if dest is None:
+        store, dest = LocalStore(), _new_directory()
+    else:
+        store, dest = open_store(dest)
+    try:
+        return await _run(store, dest, tasks, files_per_task, partitions)
+    finally:
+        await store.aclose()
+
+
+async def _run(
+    store: Store, dest: str, tasks: int, files_per_task: int, partitions: int
+) -> tuple[str, SuccessData, float]:
     options = CommitOptions(validate_output=True)
     started = time.perf_counter()
     job_id = await setup_job(dest, store=store)
@@ -56,4 +77,5 @@ async def run_demo(
         for task in range(tasks):
             group.start_soon(run_task, task)
     summary = await commit_job(dest, job_id, store=store, options=options)
-    return dest, summary, time.perf_counter() - started
+    shown = dest if isinstance(store, LocalStore) else store.qualify(dest)
+    return shown, summary, time.perf_counter() - started

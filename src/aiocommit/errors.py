@@ -239,6 +239,12 @@ class ManifestError(CommitError):
     job, or names a path outside where it may."""
 
 
+class PlanMismatch(ManifestError):
+    """A manifest or pending set differs from the one the job's commit plan fixed when
+    its commit started (a late task attempt): the commit cannot be finished, only
+    aborted."""
+
+
 class OutputConflict(CommitError):
     """Two tasks claim the same destination file, or the destination already holds a
     different file there and deleting target files is off."""

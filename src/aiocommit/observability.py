@@ -337,9 +337,11 @@ def job_done(
     *,
     log: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
 ) -> None:
-    """Report a finished job commit, abort or cleanup (``operation``): one INFO line (a
-    WARNING when it failed) whose record carries every figure as a field
-    (``record.files``, ``record.seconds``...), and the metrics."""
+    """Report a finished job commit, abort or cleanup (``operation``): one INFO line whose
+    record carries every figure as a field (``record.files``, ``record.seconds``...),
+    and the metrics. A failure is INFO too, naming the error's type only (the whole
+    message is the record's ``error`` field): the error itself reaches the caller, who
+    reports it once."""
     figures = job_figures(counters, gauges)
     outcome = "failed" if error is not None else "ok"
     fields: dict[str, Any] = {
@@ -359,9 +361,9 @@ def job_done(
         f"throttled={figures['throttled']}"
     )
     if error is not None:
-        text += f" error={fields['error']}"
+        text += f" error={type(error).__name__}"
     target = log or logging.getLogger("aiocommit")
-    target.log(logging.WARNING if error else logging.INFO, "%s", text, extra=fields)
+    target.info("%s", text, extra=fields)
     instruments = _meter()
     if instruments is None:
         return

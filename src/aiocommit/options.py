@@ -294,9 +294,11 @@ class CommitterOptions(_Group):
 
     name: str | None = _option(
         None,
-        "The committer of a new job: manifest (renames), staging, partitioned or magic (S3 "
-        "multipart uploads, nothing renamed; Hadoop's directory, partitioned, magic). Unset: "
-        "staging on S3, manifest elsewhere. A job keeps the committer it was set up with.",
+        "The committer of a new job (set up by setup_job): manifest (renames), staging, "
+        "partitioned or magic (S3 multipart uploads, nothing renamed). Hadoop's names are "
+        "accepted too: file (the classic committer) means manifest, directory means staging. "
+        "Unset: staging on S3, manifest elsewhere. A job keeps the committer it was set up "
+        "with.",
         flat="committer",
         hadoop="fs.s3a.committer.name",
     )
@@ -359,7 +361,8 @@ class DiagnosticsOptions(_Group):
 
     report_dir: str | None = _option(
         None,
-        "URL of a directory that gets summary-JOB.json, even when the commit fails.",
+        "URL of a directory that gets summary-JOB.json, even when the commit fails; checked "
+        "when the options are built (a known scheme; a local path must be writable).",
         hadoop="mapreduce.manifest.committer.summary.report.directory",
     )
     manifests_dir: str | None = _option(
@@ -368,6 +371,19 @@ class DiagnosticsOptions(_Group):
         flat="diagnostics_dir",
         hadoop="mapreduce.manifest.committer.diagnostics.manifest.directory",
     )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # a report that cannot be written is refused here, not lost after the commit
+        from aiocommit.stores.registry import check_directory_url
+
+        for leaf in ("report_dir", "manifests_dir"):
+            url = getattr(self, leaf)
+            if url is not None:
+                try:
+                    check_directory_url(url)
+                except InvalidInput as error:
+                    raise InvalidInput(f"{self.PATH}.{leaf}: {error}") from None
 
 
 @dataclass(frozen=True)

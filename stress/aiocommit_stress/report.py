@@ -102,10 +102,10 @@ class Reporter:
             progress.update(
                 task,
                 description=f"{description}: {stage_label(event.stage)}",
-                total=event.files_total or None,
-                completed=event.files_done,
-                count=count_text(event.files_done, event.files_total, event.unit),
-                rate=rate_text(event.files_done, time.monotonic() - started, event.unit),
+                total=event.total or None,
+                completed=event.done,
+                count=count_text(event.done, event.total, event.unit),
+                rate=rate_text(event.done, time.monotonic() - started, event.unit),
             )
 
         try:

@@ -9,6 +9,7 @@ import pytest
 
 from aiocommit.cli.flags import (
     COMMIT_ONLY_OPTIONS,
+    NOT_FLAGS,
     build_options,
     format_default,
     option_fields,
@@ -64,11 +65,11 @@ def test_build_options_precedence() -> None:
 
 def test_flags_per_command(cli: Cli) -> None:
     names = set(CommitOptions.names())
-    assert {f.name for f in option_fields(commit=True)} == names
-    assert {f.name for f in option_fields(commit=False)} == names - COMMIT_ONLY_OPTIONS
+    assert {f.name for f in option_fields(commit=True)} == names - NOT_FLAGS
+    assert {f.name for f in option_fields(commit=False)} == names - COMMIT_ONLY_OPTIONS - NOT_FLAGS
     for command in ("abort", "cleanup"):
         text = cli(command, "--help").stdout
-        for name in names - COMMIT_ONLY_OPTIONS:
+        for name in names - COMMIT_ONLY_OPTIONS - NOT_FLAGS:
             assert (option_flag(name) + " ") in text or (option_flag(name) + "/") in text, name
         for name in COMMIT_ONLY_OPTIONS:
             assert option_flag(name) not in text.replace("--no-", "--"), name

@@ -90,7 +90,9 @@ async def test_one_info_line_per_commit_abort_and_cleanup(
     ]
 
 
-async def test_a_failed_commit_is_one_warning_line(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_failed_commit_is_one_info_line(caplog: pytest.LogCaptureFixture) -> None:
+    """The error reaches the caller, who reports it: the job's line is INFO, not a
+    warning repeating the message."""
     caplog.set_level(logging.INFO, logger="aiocommit")
     store = MemoryStore("job-report-failed")
     job_id, _ = await run_tasks(store, "/out", tasks=2, files_per_task=2)
@@ -98,7 +100,8 @@ async def test_a_failed_commit_is_one_warning_line(caplog: pytest.LogCaptureFixt
     with pytest.raises(CommitError):
         await commit_job("/out", job_id, store=store)
     (line,) = job_records(caplog)
-    assert line.levelno == logging.WARNING
+    assert line.levelno == logging.INFO
+    assert line.getMessage().endswith("error=ManifestError")
     assert line.outcome == "failed"  # type: ignore[attr-defined]
     assert "ManifestError" in line.error  # type: ignore[attr-defined]
 

@@ -33,6 +33,7 @@ from aiocommit.cli.flags import (
 from aiocommit.cli.jobs import (
     MIN_AGE,
     exists,
+    missing_container,
     read_dest_success,
     require_dir,
     scan_jobs,
@@ -53,7 +54,15 @@ from aiocommit.cli.units import human_duration
 from aiocommit.client.job import abort_job, cleanup_job, commit_job
 from aiocommit.client.jobs import JobInfo, job_info, remove_empty_temporary
 from aiocommit.committers.s3a import S3Uploads, abort_old_uploads, s3_uploads
-from aiocommit.errors import CommitError, JobNotFound, NotFound, OutputConflict, first_error
+from aiocommit.errors import (
+    CommitError,
+    JobNotFound,
+    ManifestError,
+    NotFound,
+    OutputConflict,
+    PlanMismatch,
+    first_error,
+)
 from aiocommit.observability import configure_logging
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.layout import SUCCESS, TEMPORARY, JobLayout
@@ -76,27 +85,67 @@ def main(log_level: str | None, verbose: int) -> None:
     """aiocommit: commit distributed jobs' output to object stores, safely and fast.
 
     PATH and DEST are store URLs (file:///…, memory://NAME/…,
-    abfss://FS@ACCOUNT.dfs.core.windows.net/…, gs://BUCKET/…) or local paths.
+    abfss://FS@ACCOUNT.dfs.core.windows.net/…, gs://BUCKET/…, s3://BUCKET/… or
+    s3a://BUCKET/…) or local paths.
 
     Exit codes: 0 ok (also: abort or cleanup of a job that is not there, output cut
     short by its reader), 1 failed (or refused), 2 usage error, 3 not found (the path,
     the destination, a job to commit), 4 unavailable (packages not installed),
-    130 interrupted.
+    130 interrupted (Ctrl-C), 143 terminated (SIGTERM: kill, timeout, a scheduler).
     """
+    _configure(log_level, verbose)
+
+
+def _configure(log_level: str | None, verbose: int) -> None:
     level = log_level or ("DEBUG" if verbose > 1 else "INFO" if verbose else "WARNING")
     configure_logging(level)
 
 
+def _more_verbose(ctx: click.Context, _param: click.Parameter, count: int) -> None:
+    """``-v`` after the command name: adds to the count given before it."""
+    if not count:
+        return
+    params = ctx.find_root().params
+    params["verbose"] = (params.get("verbose") or 0) + count
+    _configure(params.get("log_level"), params["verbose"])
+
+
+def _add_verbose_flags() -> None:
+    """Give each of the group's own commands the group's ``-v`` flag too."""
+    for command in main.commands.values():
+        command.params.append(
+            click.Option(
+                ["-v", "--verbose"],
+                count=True,
+                expose_value=False,
+                callback=_more_verbose,
+                help="-v logs at INFO, -vv at DEBUG (as before the command).",
+            )
+        )
+
+
 @main.command()
 @click.argument("dest", required=False)
-@click.option("--tasks", default=8, show_default=True, help="Tasks in the demo job.")
-@click.option("--files-per-task", default=25, show_default=True)
+@click.option(
+    "--tasks", type=click.IntRange(min=1), default=8, show_default=True, help="Tasks in the job."
+)
+@click.option(
+    "--files-per-task",
+    type=click.IntRange(min=1),
+    default=25,
+    show_default=True,
+    help="Files each task writes.",
+)
 def demo(dest: str | None, tasks: int, files_per_task: int) -> None:
-    """Run a demo job on the local filesystem and print its commit summary."""
+    """Run a demo job into DEST and print its commit summary.
+
+    DEST is a store URL or a local path (relative to the working directory); by
+    default a new directory under the system's temporary directory.
+    """
     from aiocommit.demo import run_demo
 
-    dest_dir, summary, seconds = run_interruptible(
-        lambda: run_demo(dest, tasks=tasks, files_per_task=files_per_task)
+    dest_dir, summary, seconds = run_reporting(
+        lambda: run_demo(dest, tasks=tasks, files_per_task=files_per_task), dest or "demo"
     )
     counters = summary.iostatistics.counters
     click.echo(f"committed job {summary.job_id} into {dest_dir} in {seconds:.3f} s")
@@ -118,7 +167,12 @@ def demo(dest: str | None, tasks: int, files_per_task: int) -> None:
 @click.argument("path")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option(
-    "--files", "filenames", default=10, show_default=True, help="Committed file names to list."
+    "--files",
+    "filenames",
+    type=click.IntRange(min=-1),
+    default=10,
+    show_default=True,
+    help="Committed file names to list; -1 lists them all, 0 none.",
 )
 def show(path: str, as_json: bool, filenames: int) -> None:
     """Summarise a _SUCCESS file, a summary report or a task manifest (ours or Hadoop's).
@@ -133,7 +187,10 @@ def show(path: str, as_json: bool, filenames: int) -> None:
             try:
                 status = await store.stat(target)
             except NotFound:
-                raise Problem(EXIT_NOT_FOUND, f"{path}: no such file or directory") from None
+                missing = await missing_container(store)
+                raise Problem(
+                    EXIT_NOT_FOUND, f"{path}: {missing or 'no such file or directory'}"
+                ) from None
             if status.is_dir:
                 target = join(target, SUCCESS)
                 if not await exists(store, target):
@@ -173,20 +230,15 @@ def jobs(dest: str, as_json: bool, option_pairs: tuple[str, ...], **values: Any)
     if as_json:
         echo_json([{**job.as_json(now), **_s3_facts(uploads, job.job_id)} for job in found])
         return
-    if uploads is not None:  # S3: the S3A committers' pending data
-        for job in found:
-            facts = uploads.by_job.get(job.job_id)
-            if facts is not None and facts.pendingsets:
-                click.echo(
-                    f"{job.job_id}: {facts.pendingsets} pending set(s), {facts.files} file(s), "
-                    f"{len(facts.upload_ids & uploads.outstanding)} outstanding upload(s)"
-                )
-        if uploads.stray:
-            click.echo(f"{uploads.stray} outstanding multipart upload(s) named by no job")
+    if uploads is not None and uploads.stray:
+        click.echo(f"{uploads.stray} outstanding multipart upload(s) named by no job")
     if not found:
         click.echo(f"no jobs under {store.qualify(join(path, TEMPORARY))}")
         return
-    render_jobs(console_for(), found, now)
+    if uploads is None:
+        render_jobs(console_for(), found, now)
+    else:  # S3: the zero-rename committers' pending data in the table
+        render_jobs(console_for(), found, now, uploads.by_job, uploads.outstanding)
 
 
 @main.command()
@@ -223,7 +275,9 @@ def commit(
     store, path = open_url(dest, options.store)
     layout = job_layout(path, job_id, attempt)
     started = time.perf_counter()
-    console = console_for(stderr=True)
+    bar = ProgressBar(
+        console_for(stderr=True), enabled=not no_progress, follow_only={S.JOB_STAGE_CLEANUP}
+    )
     already = False
 
     async def run() -> SuccessData:
@@ -238,9 +292,7 @@ def commit(
                     f"{store.qualify(layout.job_attempt_dir)}: no such job attempt "
                     "(nothing to commit; see `aiocommit jobs DEST`)",
                 )
-            with ProgressBar(
-                console, enabled=not no_progress, follow_only={S.JOB_STAGE_CLEANUP}
-            ) as bar:
+            with bar:
                 return await commit_job(
                     path,
                     job_id,
@@ -259,22 +311,9 @@ def commit(
         failure = first_error(error)
         if isinstance(failure, CommitError):
             click.echo(f"aiocommit: error: {one_line(as_flags(str(failure)))}", err=True)
-            if (
-                isinstance(failure, OutputConflict)
-                and failure.stage == S.JOB_STAGE_RESOLVE_CONFLICTS
-            ):
-                hint = (
-                    "nothing in the destination changed; run the same command again with "
-                    "the option the error names, or `aiocommit abort` to give the job up"
-                )
-            else:
-                hint = (
-                    "fix the cause and run the same command again to finish the commit, "
-                    "or `aiocommit abort` to undo it"
-                )
-            click.echo(f"aiocommit: hint: {hint}", err=True)
+            click.echo(f"aiocommit: hint: {commit_hint(failure, dest, job_id)}", err=True)
             raise click.exceptions.Exit(EXIT_FAILED) from None
-        report(error, dest, resume=resume_hint("commit", dest, job_id))
+        report(error, dest, resume=resume_hint("commit", dest, job_id), so_far=bar.so_far)
     seconds = time.perf_counter() - started
     data = success_summary(store.qualify(layout.success_path), summary)
     if as_json:
@@ -301,12 +340,14 @@ def commit(
     help="Keep what an unfinished job commit already put in place (renamed files; on S3 "
     "completed uploads) instead of undoing it.",
 )
+@click.option("--no-progress", is_flag=True, help="Do not draw a progress bar.")
 @commit_options(commit=False)
 def abort(
     dest: str,
     job_id: str,
     attempt: int,
     keep_renames: bool,
+    no_progress: bool,
     option_pairs: tuple[str, ...],
     **values: Any,
 ) -> None:
@@ -316,6 +357,7 @@ def abort(
     store, path = open_url(dest, options.store)
     layout = job_layout(path, job_id, attempt)
     lost: list[str] = []
+    bar = ProgressBar(console_for(stderr=True), enabled=not no_progress)
 
     async def run() -> str | None:
         try:
@@ -328,7 +370,7 @@ def abort(
                 # a cleanup killed after removing the job's directory left _temporary
                 await remove_empty_temporary(path, store=store, options=options)
                 return None
-            with ProgressBar(console_for(stderr=True)) as bar:
+            with bar:
                 lost[:] = await abort_job(
                     path,
                     job_id,
@@ -342,7 +384,7 @@ def abort(
         finally:
             await store.aclose()
 
-    state = run_reporting(run, dest, resume=resume_hint("abort", dest, job_id))
+    state = run_reporting(run, dest, resume=resume_hint("abort", dest, job_id), so_far=bar.so_far)
     if state is None:
         where = store.qualify(layout.job_dir)
         click.echo(f"job {job_id}: nothing to abort ({where} does not exist)")
@@ -386,6 +428,7 @@ def abort(
     "longer than any job runs: a live job's uploads are outstanding until it commits.",
 )
 @click.option("--dry-run", is_flag=True, help="Print what would be removed; remove nothing.")
+@click.option("--no-progress", is_flag=True, help="Do not draw a progress bar.")
 @click.option(
     "--force",
     is_flag=True,
@@ -403,6 +446,7 @@ def cleanup(
     min_age: float | None,
     uploads: bool,
     dry_run: bool,
+    no_progress: bool,
     force: bool,
     option_pairs: tuple[str, ...],
     **values: Any,
@@ -468,7 +512,7 @@ def cleanup(
                 if dry_run:
                     console.print(Text(f"would remove {where} (age {human_duration(age)})"))
                     continue
-                with ProgressBar(console_for(stderr=True)) as bar:
+                with ProgressBar(console_for(stderr=True), enabled=not no_progress) as bar:
                     await cleanup_job(
                         path,
                         job.job_id,
@@ -530,6 +574,32 @@ def _cleanup_uploads(
     run_reporting(run, dest)
 
 
+def commit_hint(error: CommitError, dest: str, job_id: str) -> str:
+    """What to do after a job commit failed with ``error``: true for that error."""
+    abort = f"`aiocommit abort {dest} --job-id {job_id}`"
+    causes: list[BaseException] = [error]
+    while causes[-1].__cause__ is not None and len(causes) < 10:
+        causes.append(causes[-1].__cause__)
+    if any(isinstance(cause, PlanMismatch) for cause in causes):
+        return (
+            f"this commit cannot be finished (re-running it fails the same way): {abort} "
+            "undoes what it did, then commit the job's tasks again"
+        )
+    if isinstance(error, OutputConflict) and error.stage == S.JOB_STAGE_RESOLVE_CONFLICTS:
+        return (
+            "nothing in the destination changed; run the same command again with the option "
+            f"the error names, or {abort} to give the job up"
+        )
+    if any(isinstance(cause, ManifestError) for cause in causes):
+        return (
+            "re-run the task that wrote that manifest (its commit replaces it), then run the "
+            f"same command again; or {abort} to undo the job"
+        )
+    return (
+        f"fix the cause and run the same command again to finish the commit, or {abort} to undo it"
+    )
+
+
 def _s3_facts(uploads: S3Uploads | None, job_id: str) -> dict[str, Any]:
     facts = None if uploads is None else uploads.by_job.get(job_id)
     if uploads is None or facts is None:
@@ -539,3 +609,6 @@ def _s3_facts(uploads: S3Uploads | None, job_id: str) -> dict[str, Any]:
         "pending_files": facts.files,
         "outstanding_uploads": len(facts.upload_ids & uploads.outstanding),
     }
+
+
+_add_verbose_flags()

@@ -23,13 +23,13 @@ class EntryPointCommand(click.Command):
     package it needs that is missing exits 4 (unavailable) with the install line."""
 
     def __init__(self, entry: EntryPoint) -> None:
-        extras = f" [{', '.join(entry.extras)}]" if entry.extras else ""
+        package = entry.dist.name if entry.dist is not None else entry.module
         super().__init__(
             entry.name,
             context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
             add_help_option=False,
             params=[click.Argument(["args"], nargs=-1, type=click.UNPROCESSED)],
-            help=f"{entry.value}{extras}: arguments are passed on, try --help.",
+            help=f"The {entry.name} command of {package}; see `aiocommit {entry.name} --help`.",
         )
         self.entry = entry
 

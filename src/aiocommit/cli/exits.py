@@ -26,15 +26,51 @@ EXIT_USAGE = 2
 EXIT_NOT_FOUND = 3
 EXIT_UNAVAILABLE = 4
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+
+class Terminated(KeyboardInterrupt):
+    """The command was sent SIGTERM (``kill``, ``timeout``, Kubernetes, Airflow): ended
+    as Ctrl-C ends it, with exit code 143 (128 + 15, as the shell reports it)."""
+
+
+class OneLineUsageError(click.UsageError):
+    """A usage error shown as the command's other errors are: one line, exit 2."""
+
+    def show(self, file: Any = None) -> None:
+        where = f"; see `{self.ctx.command_path} --help`" if self.ctx is not None else ""
+        message = one_line(self.format_message()).rstrip(".")
+        click.echo(f"aiocommit: error: {message}{where}", err=True)
+
+
+def _one_line_usage(error: click.UsageError) -> OneLineUsageError:
+    if isinstance(error, OneLineUsageError):
+        return error
+    return OneLineUsageError(error.format_message(), error.ctx)
 
 
 class CommandGroup(click.Group):
     """The ``aiocommit`` group: output cut short by its reader (``aiocommit show … | head``)
-    ends the command with exit 0, as other Unix tools do, not click's exit 1."""
+    ends the command with exit 0, as other Unix tools do, not click's exit 1; a usage
+    error is one line."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as error:
+            raise _one_line_usage(error) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as error:
+            raise _one_line_usage(error) from None
         except BrokenPipeError:
             # nothing more can be written; keep the interpreter's final flush quiet too
             devnull = os.open(os.devnull, os.O_WRONLY)
@@ -60,17 +96,28 @@ def fail(code: int, message: str) -> NoReturn:
     raise click.exceptions.Exit(code)
 
 
-def report(error: BaseException, target: str, *, resume: str | None = None) -> NoReturn:
+def report(
+    error: BaseException,
+    target: str,
+    *,
+    resume: str | None = None,
+    so_far: Callable[[], str] | None = None,
+) -> NoReturn:
     """Print ``error`` in one line naming the path, and exit with its code. ``resume``
-    tells an interrupted user how to finish or undo what was under way."""
+    tells an interrupted user how to finish or undo what was under way; ``so_far``
+    what was done before the interruption (``ProgressBar.so_far``)."""
     error = first_error(error)
     if isinstance(error, Problem):
         fail(error.code, error.message)
     if isinstance(error, KeyboardInterrupt):
-        click.echo("aiocommit: error: interrupted", err=True)
+        what = "terminated (SIGTERM)" if isinstance(error, Terminated) else "interrupted"
+        done = f" after {so_far()}" if so_far is not None and so_far() else ""
+        click.echo(f"aiocommit: error: {what}{done}", err=True)
         if resume:
             click.echo(f"aiocommit: hint: {resume}", err=True)
-        raise click.exceptions.Exit(EXIT_INTERRUPTED)
+        raise click.exceptions.Exit(
+            EXIT_TERMINATED if isinstance(error, Terminated) else EXIT_INTERRUPTED
+        )
     path = getattr(error, "path", None)
     where = "" if path else f"{target}: "
     if isinstance(error, NotFound):
@@ -118,25 +165,26 @@ def as_flags(message: str) -> str:
 
 def run_interruptible(function: Callable[[], Awaitable[T]]) -> T:
     """``anyio.run(function)`` where Ctrl-C (SIGINT) cancels the whole run through a cancel
-    scope and raises ``KeyboardInterrupt`` once it has unwound. A scope's cancellation
+    scope and raises ``KeyboardInterrupt`` once it has unwound; SIGTERM does the same and
+    raises ``Terminated`` (a ``KeyboardInterrupt``). A scope's cancellation
     holds at every later await, so no ``except`` on the way can swallow it; asyncio's own
     handler cancels the main task once, and a commit that lost that one cancellation
     in flight ran to its end and exited 0. Off the main thread (where no signal
     arrives) it is ``anyio.run``."""
     if threading.current_thread() is not threading.main_thread():
         return anyio.run(function)  # signals reach the main thread only
-    interrupted = False
+    interrupted: signal.Signals | None = None
     results: list[T] = []
 
     async def watch(signals: AsyncIterator[signal.Signals], scope: anyio.CancelScope) -> None:
         nonlocal interrupted
-        async for _ in signals:
-            interrupted = True
+        async for received in signals:
+            interrupted = received
             scope.cancel()
             return
 
     async def main() -> None:
-        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with anyio.create_task_group() as group:
                 group.start_soon(watch, signals, group.cancel_scope)
                 results.append(await function())
@@ -145,23 +193,31 @@ def run_interruptible(function: Callable[[], Awaitable[T]]) -> T:
     try:
         anyio.run(main)
     except BaseException:
-        if interrupted:  # whatever the cancellation made of the work, it was a Ctrl-C
-            raise KeyboardInterrupt from None
+        if interrupted is not None:  # whatever the cancellation made of the work
+            raise _interruption(interrupted) from None
         raise
-    if interrupted:
-        raise KeyboardInterrupt
+    if interrupted is not None:
+        raise _interruption(interrupted)
     return results[0]
 
 
+def _interruption(received: signal.Signals) -> KeyboardInterrupt:
+    return Terminated() if received == signal.SIGTERM else KeyboardInterrupt()
+
+
 def run_reporting(
-    function: Callable[[], Awaitable[T]], target: str, *, resume: str | None = None
+    function: Callable[[], Awaitable[T]],
+    target: str,
+    *,
+    resume: str | None = None,
+    so_far: Callable[[], str] | None = None,
 ) -> T:
     """Run a coroutine function; any failure is reported in one line and ends the command
-    (``resume``: see ``report``)."""
+    (``resume``, ``so_far``: see ``report``)."""
     try:
         return run_interruptible(function)
     except (Exception, KeyboardInterrupt, BaseExceptionGroup) as error:
-        report(error, target, resume=resume)
+        report(error, target, resume=resume, so_far=so_far)
 
 
 def resume_hint(command: str, dest: str, job_id: str | None) -> str:

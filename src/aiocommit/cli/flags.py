@@ -40,6 +40,10 @@ COMMIT_ONLY_OPTIONS = frozenset(
     }
 )
 
+#: options no command takes as a flag: the committer is chosen when a job is set up,
+#: which no command does (a job keeps the committer it was set up with)
+NOT_FLAGS = frozenset({"committer"})
+
 #: options whose values are one of a few words
 CHOICES = {"conflict_mode": CONFLICT_MODES}
 
@@ -55,7 +59,11 @@ def format_default(value: object) -> str:
 
 def option_fields(*, commit: bool) -> list[OptionSpec]:
     """The ``CommitOptions`` leaves a command takes as flags."""
-    return [spec for spec in option_specs() if commit or spec.name not in COMMIT_ONLY_OPTIONS]
+    return [
+        spec
+        for spec in option_specs()
+        if spec.name not in NOT_FLAGS and (commit or spec.name not in COMMIT_ONLY_OPTIONS)
+    ]
 
 
 def option_flag(name: str) -> str:

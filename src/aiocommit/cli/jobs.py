@@ -46,7 +46,10 @@ async def require_dir(store: Store, path: str) -> None:
     try:
         status = await store.stat(path)
     except NotFound:
-        raise Problem(EXIT_NOT_FOUND, f"{store.qualify(path)}: no such directory") from None
+        missing = await missing_container(store)
+        raise Problem(
+            EXIT_NOT_FOUND, f"{store.qualify(path)}: {missing or 'no such directory'}"
+        ) from None
     if not status.is_dir:
         raise Problem(EXIT_NOT_FOUND, f"{store.qualify(path)}: not a directory")
 
@@ -76,3 +79,13 @@ async def scan_jobs(store: Store, dest: str) -> list[JobInfo]:
     (``aiocommit.list_jobs``), oldest first (unknown ages last)."""
     await require_dir(store, dest)
     return await list_jobs(dest, store=store)
+
+
+async def missing_container(store: Store) -> str | None:
+    """What is missing when a path of a cloud store is not found and its bucket or
+    filesystem is not there either (``bucket 'x' does not exist``); None otherwise."""
+    probe = getattr(store, "missing_container", None)
+    if probe is None:
+        return None
+    found: str | None = await probe()
+    return found

@@ -77,6 +77,7 @@ class ProgressBar:
     ):
         """``follow_only``: stages drawn only after another stage was (``commit``: a
         cleanup after renaming gets a bar; the cleanup of a job committed earlier none)."""
+        enabled = enabled and console.is_terminal  # no bar lines in a file or a pipe
         self.enabled = enabled
         self.follow_only = frozenset(follow_only)
         self.events = 0
@@ -87,6 +88,7 @@ class ProgressBar:
         self._task: rich_progress.TaskID | None = None
         self._stage: tuple[str, str] | None = None
         self._started = 0.0
+        self._last: Progress | None = None
 
     def __enter__(self) -> ProgressBar:
         return self
@@ -95,8 +97,17 @@ class ProgressBar:
         if self._task is not None:
             self._bar.stop()
 
+    def so_far(self) -> str:
+        """What the reports said was done, for a message after an interruption:
+        ``renaming files: 192/1,000 files``, or "" before any report."""
+        if self._last is None:
+            return ""
+        event = self._last
+        return f"{stage_label(event.stage)}: {count_text(event.done, event.total, event.unit)}"
+
     def __call__(self, event: Progress) -> None:
         self.events += 1
+        self._last = event
         if self._task is None and event.stage in self.follow_only:
             return
         if self._task is None:
@@ -110,10 +121,10 @@ class ProgressBar:
         seconds = time.monotonic() - self._started
         self._bar.update(
             self._task,
-            total=event.files_total or None,
-            completed=event.files_done,
+            total=event.total or None,
+            completed=event.done,
             count=count_text(
-                event.files_done, event.files_total, event.unit, event.bytes_done, event.bytes_total
+                event.done, event.total, event.unit, event.bytes_done, event.bytes_total
             ),
-            rate=rate_text(event.files_done, seconds, event.unit, event.bytes_done),
+            rate=rate_text(event.done, seconds, event.unit, event.bytes_done),
         )

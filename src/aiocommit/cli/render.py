@@ -16,6 +16,7 @@ from rich.text import Text
 from aiocommit.cli.progress import stage_label
 from aiocommit.cli.units import human_bytes, human_duration
 from aiocommit.client.jobs import JobInfo
+from aiocommit.committers.s3a.inspect import S3JobFacts
 
 
 def verbose() -> bool:
@@ -80,7 +81,7 @@ def render_summary(console: Console, summary: Mapping[str, Any], *, filenames: i
             ("state", summary["state"]),
             ("failed stage", summary["failed_stage"]),
             ("job id source", summary["job_id_source"]),
-            ("committer", summary["committer"]),
+            ("committer", _committer_text(summary)),
             ("date", summary["date"]),
             ("host", summary["hostname"]),
             ("tasks", f"{summary['tasks']:,}"),
@@ -128,12 +129,20 @@ def render_summary(console: Console, summary: Mapping[str, Any], *, filenames: i
         console.print(Text("diagnostics", style="bold"))
         _print_facts(console, sorted(summary["diagnostics"].items()))
     names = summary.get("filenames") or []
-    if names and filenames:
+    if names and filenames != 0:
+        if filenames < 0:  # every name
+            filenames = len(names)
         console.print(Text(f"files ({len(names)} listed in the file)", style="bold"))
         for name in names[:filenames]:
             console.print(Text(f"  {name}"))
         if len(names) > filenames:
             console.print(Text(f"  ... {len(names) - filenames} more (--json lists them all)"))
+
+
+def _committer_text(summary: Mapping[str, Any]) -> str | None:
+    """``staging (org.apache…DirectoryStagingCommitter)``: the option's name first."""
+    name, committer = summary.get("committer_name"), summary["committer"]
+    return f"{name} ({committer})" if name else committer
 
 
 def _seconds_text(seconds: float | None) -> str | None:
@@ -150,11 +159,14 @@ def _in_flight_text(summary: Mapping[str, Any]) -> str | None:
     peak, limit = summary["peak_in_flight"], summary["concurrency_limit"]
     if peak is None:
         return None
-    return f"{peak:,} store calls" + (f" (limit {limit:,})" if limit else "")
+    # the most store requests the commit had outstanding at once, and the ceiling the
+    # adaptive limiter allowed (the concurrency option, lowered while the store throttles)
+    return f"{peak:,} store calls at once" + (f" (concurrency limit {limit:,})" if limit else "")
 
 
-def _rate(count: int, seconds: float) -> str:
-    return f"{count / seconds:,.0f}/s" if seconds > 0 else "-"
+def _rate(count: int, seconds: float, unit: str) -> str:
+    """``61 files/s``."""
+    return f"{count / seconds:,.0f} {unit}/s" if seconds > 0 else f"- {unit}/s"
 
 
 def render_brief(console: Console, summary: Mapping[str, Any], headline: str) -> None:
@@ -166,8 +178,8 @@ def render_brief(console: Console, summary: Mapping[str, Any], headline: str) ->
     console.print(
         Text(
             f"  {files:,} files, {human_bytes(size)} from {summary['tasks']:,} tasks; "
-            f"{_rate(files, seconds)} files, {human_bytes(int(size / seconds)) if seconds else '-'}"
-            "/s"
+            f"{_rate(files, seconds, 'files')}, "
+            f"{human_bytes(int(size / seconds)) + '/s' if seconds else '- B/s'}"
         )
     )
     stages = [
@@ -185,28 +197,47 @@ def echo_json(data: object) -> None:
     click.echo(json.dumps(data, indent=2))
 
 
-def render_jobs(console: Console, found: Sequence[JobInfo], now: float) -> None:
-    """Print a table of jobs: attempts, manifests, files, size, age and state."""
+def render_jobs(
+    console: Console,
+    found: Sequence[JobInfo],
+    now: float,
+    s3: Mapping[str, S3JobFacts] | None = None,
+    outstanding: frozenset[str] = frozenset(),
+) -> None:
+    """Print a table of jobs: attempts, manifests, files, size, age and state. ``s3``:
+    the S3A committers' facts by job (their pending sets count as the job's manifests,
+    their files and bytes as its files and size), with an ``uploads`` column of the
+    ``outstanding`` multipart uploads each job names."""
     table = Table(box=box.SIMPLE_HEAD)
     table.add_column("job", no_wrap=True)
     for name in ("attempts", "manifests", "files", "size", "age"):
         table.add_column(name, justify="right")
+    if s3 is not None:
+        table.add_column("uploads", justify="right")
     table.add_column("state")
     for job in found:
+        facts = None if s3 is None else s3.get(job.job_id)
         manifests = str(job.manifests)
+        files, size = job.files, job.size
+        if facts is not None and (facts.pendingsets or facts.files):
+            manifests = f"{facts.pendingsets} pending set(s)"
+            files, size = facts.files, facts.size
         if job.pending_manifests:
             manifests += f" (+{job.pending_manifests} saving)"
         if job.bad_manifests:
             manifests += f" ({job.bad_manifests} unreadable)"
-        table.add_row(
+        cells = [
             Text(job.job_id),
             Text(",".join(f"{a:02d}" for a in job.attempts) or "-"),
             Text(manifests),
-            Text(f"{job.files:,}"),
-            Text(human_bytes(job.size)),
+            Text(f"{files:,}"),
+            Text(human_bytes(size)),
             Text(human_duration(job.age(now))),
-            Text(job.state),
-        )
+        ]
+        if s3 is not None:
+            named = facts.upload_ids & outstanding if facts is not None else frozenset()
+            cells.append(Text(f"{len(named):,}"))
+        table.add_row(*cells, Text(job.state))
     console.print(table)
 
 

@@ -11,8 +11,28 @@ from aiocommit.errors import ManifestError
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatisticsSnapshot
 from aiocommit.protocol.manifest import DirState, TaskManifest, decode_manifest
-from aiocommit.protocol.pending import PendingSet, decode_pending, decode_pendingset
-from aiocommit.protocol.success import SuccessData, decode_success
+from aiocommit.protocol.pending import (
+    MAGIC_COMMITTER,
+    PARTITIONED_COMMITTER,
+    STAGING_COMMITTER,
+    PendingSet,
+    decode_pending,
+    decode_pendingset,
+)
+from aiocommit.protocol.success import COMMITTER_NAME, SuccessData, decode_success
+
+#: the committer classes a _SUCCESS names -> the name the ``committer`` option uses
+COMMITTER_NAMES = {
+    COMMITTER_NAME: "manifest",
+    STAGING_COMMITTER: "staging",
+    PARTITIONED_COMMITTER: "partitioned",
+    MAGIC_COMMITTER: "magic",
+}
+
+
+def committer_name(committer: object) -> str | None:
+    """The ``committer`` option's name for the class a _SUCCESS records (None: another)."""
+    return COMMITTER_NAMES.get(committer) if isinstance(committer, str) else None
 
 
 def _is_stage(name: str) -> bool:
@@ -94,6 +114,7 @@ def success_summary(path: str, success: SuccessData) -> dict[str, Any]:
         "date": success.date,
         "hostname": success.hostname,
         "committer": success.committer,
+        "committer_name": committer_name(success.committer),
         "tasks": tasks,
         "files": counters.get(S.COMMITTER_FILES_COMMITTED, 0),
         "bytes": counters.get(S.COMMITTER_BYTES_COMMITTED, 0),

@@ -449,6 +449,18 @@ class AdlsStore:
         except (DfsResponseError, aiohttp.ClientError, TimeoutError, ValueError) as error:
             raise self._translate_lean(error, "list_dir", path) from error
 
+    async def missing_container(self) -> str | None:
+        """``filesystem 'NAME' does not exist`` when the URL's filesystem is missing (one
+        Filesystem-GetProperties), else None (it exists, or the answer says nothing)."""
+        try:
+            await self._dfs().request("HEAD", None, {"resource": "filesystem"}, {})
+        except DfsResponseError as error:
+            if error.status == 404:
+                return f"filesystem {self.filesystem!r} does not exist in account {self.host!r}"
+        except (aiohttp.ClientError, TimeoutError):
+            pass
+        return None
+
     async def stat(self, path: str) -> FileStatus:
         rel = self._rel(path)
         if not rel:

@@ -281,8 +281,14 @@ class GcsStore:
         return uri[len(base) :]
 
     def _storage(self) -> Storage:
-        """The client, created on first use (inside the running event loop)."""
+        """The client, created on first use (inside the running event loop).
+        ``PermissionDenied`` at once, naming the variables, when no credentials can be
+        found (rather than seconds later, a connection error to the metadata server)."""
         if self._client is None:
+            if not self.api_is_dev and self._service_file is None and self._token is None:
+                missing = missing_credentials()
+                if missing:
+                    raise PermissionDenied(missing, path=f"gs://{self.bucket}", operation="auth")
             connector = aiohttp.TCPConnector(
                 limit=self.connections, limit_per_host=self.connections
             )
@@ -384,6 +390,18 @@ class GcsStore:
             params["pageToken"] = str(token)
         if not exists:
             raise NotFound("no such directory", path=path, operation="list_dir")
+
+    async def missing_container(self) -> str | None:
+        """``bucket 'NAME' does not exist`` when the URL's bucket is missing (one
+        Buckets-Get), else None (it exists, or the answer says nothing)."""
+        try:
+            await self._storage().get_bucket_metadata(self.bucket, timeout=self._call_timeout)
+        except aiohttp.ClientResponseError as error:
+            if error.status == 404:
+                return f"bucket {self.bucket!r} does not exist"
+        except (aiohttp.ClientError, TimeoutError, StoreError):
+            pass
+        return None
 
     async def stat(self, path: str) -> FileStatus:
         if path.strip("/") == "":
@@ -649,6 +667,33 @@ class GcsStore:
             await client.close()
         if session is not None:
             await session.close()
+
+
+#: where gcloud keeps application default credentials (``gcloud auth application-default
+#: login``), under ``CLOUDSDK_CONFIG`` or ``~/.config/gcloud``
+ADC_FILE = "application_default_credentials.json"
+
+
+def missing_credentials() -> str | None:
+    """Why no Google credentials can be found, or None when a source is there (the
+    ``GOOGLE_APPLICATION_CREDENTIALS`` file, gcloud's ADC file, or Google Cloud's metadata
+    server, known by ``GCE_METADATA_HOST`` or the machine's DMI product name)."""
+    if os.environ.get("GOOGLE_APPLICATION_CREDENTIALS") or os.environ.get("GCE_METADATA_HOST"):
+        return None
+    config = os.environ.get("CLOUDSDK_CONFIG") or os.path.expanduser("~/.config/gcloud")
+    if os.path.isfile(os.path.join(config, ADC_FILE)):
+        return None
+    try:
+        with open("/sys/class/dmi/id/product_name", encoding="utf-8") as product:
+            if "Google" in product.read():
+                return None
+    except OSError:
+        pass
+    return (
+        "no Google Cloud credentials: set GOOGLE_APPLICATION_CREDENTIALS to a service "
+        "account key file (or run `gcloud auth application-default login`), or "
+        "STORAGE_EMULATOR_HOST to an emulator's address"
+    )
 
 
 def open_gcs(url: str) -> tuple[GcsStore, str]:

@@ -191,7 +191,9 @@ class LocalStore:
             return uri[len("file:") :]
         if uri.startswith("/"):
             return uri
-        raise InvalidInput(f"{uri!r} is not a local file URI")
+        if "://" in uri:
+            raise InvalidInput(f"{uri!r} is not a local file URI")
+        return os.path.abspath(uri)  # a relative path, as open_store reads it
 
     async def _run(self, function: Callable[[], T], path: str, operation: str) -> T:
         try:

@@ -96,6 +96,35 @@ def open_store(
         raise InvalidInput(f"{url!r}: {error}") from error
 
 
+def check_directory_url(url: str) -> None:
+    """Check, without any I/O but a local ``stat``, that ``url`` can name a directory to
+    write into: a scheme some adapter serves, a bucket/filesystem for a cloud URL, and for
+    a local path a directory, or a path whose nearest existing parent is a writable
+    directory. ``InvalidInput`` saying what is wrong."""
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidInput(f"not a store URL or path: {url!r}")
+    scheme = urlsplit(url).scheme if "://" in url or url.startswith("file:") else "file"
+    if scheme not in OPENERS:
+        known = ", ".join(f"{name}://" for name in sorted(OPENERS))
+        raise InvalidInput(f"no store adapter for URL scheme {scheme!r} in {url!r} ({known})")
+    if scheme == "memory":
+        return
+    if scheme != "file":
+        if not urlsplit(url).netloc:
+            raise InvalidInput(f"{url!r} names no bucket or filesystem")
+        return
+    from aiocommit.stores.local import LocalStore
+
+    path = os.path.abspath(LocalStore().unqualify(url))
+    probe = path
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise InvalidInput(f"{url!r}: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise InvalidInput(f"{url!r}: {probe} is not writable")
+
+
 def _settings_of(
     scheme: str, url: str, settings: Mapping[str, str], *, strict: bool
 ) -> dict[str, str]:

@@ -362,6 +362,19 @@ class S3Store:
         if not exists:
             raise NotFound("no such directory", path=path, operation="list_dir")
 
+    async def missing_container(self) -> str | None:
+        """``bucket 'NAME' does not exist`` when the URL's bucket is missing (one
+        HeadBucket), else None (it exists, or the answer says nothing)."""
+        try:
+            await (await self.client()).head_bucket(Bucket=self.bucket)
+        except ClientError as error:
+            code = str(error.response.get("Error", {}).get("Code", ""))
+            if code in ("404", "NoSuchBucket", "NotFound"):
+                return f"bucket {self.bucket!r} does not exist"
+        except Exception:
+            pass
+        return None
+
     async def stat(self, path: str) -> FileStatus:
         if path.strip("/") == "":
             return FileStatus("/", True)

@@ -28,7 +28,7 @@ import anyio.to_thread
 import msgspec
 
 from aiocommit.committers.common.context import StageContext
-from aiocommit.errors import ManifestError, NotFound
+from aiocommit.errors import NotFound, PlanMismatch
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.codec import decode_or_raise, encode_pretty, is_partial
 from aiocommit.protocol.layout import JobLayout
@@ -98,6 +98,24 @@ def encode_plan(plan: CommitPlan) -> bytes:
     return encode_pretty(plan)
 
 
+#: entries in a plan (manifests, their copies' places, replaced files) from which it is
+#: encoded in a worker thread, off the event loop
+PLAN_ENCODE_THREAD_FROM = 1_000
+
+
+async def encode_plan_off_loop(plan: CommitPlan) -> bytes:
+    """``encode_plan``, in a worker thread for a large plan, so a job of many tasks
+    does not hold its caller's event loop while the plan is encoded. The plan must not
+    change until this returns (its stage awaits it)."""
+    conflicts = plan.conflicts
+    entries = len(plan.manifests) + len(plan.copies)
+    if conflicts is not None:
+        entries += len(conflicts.replaced) + len(conflicts.collisions) + len(conflicts.directories)
+    if entries < PLAN_ENCODE_THREAD_FROM:
+        return encode_plan(plan)
+    return await anyio.to_thread.run_sync(encode_plan, plan)
+
+
 async def read_plan(context: StageContext, layout: JobLayout | None = None) -> CommitPlan | None:
     """The plan of ``layout``'s job attempt (the context's by default), or None.
 
@@ -126,7 +144,7 @@ async def save_plan(context: StageContext, plan: CommitPlan) -> None:
     an object store (no directories), whose writes replace an object whole, in place (a
     rename there is a copy)."""
     layout = context.layout
-    data = encode_plan(plan)
+    data = await encode_plan_off_loop(plan)
     if not context.ops.capabilities.directories:
         await context.ops.write_bytes(layout.commit_plan_path, data)
         return
@@ -157,7 +175,7 @@ def check_unchanged(context: StageContext, plan: CommitPlan, digests: dict[str, 
     """On a re-run: the manifests loaded now must be the ones the plan fixed."""
     for name, digest in plan.manifests.items():
         if digests.get(name) != digest:
-            raise ManifestError(
+            raise PlanMismatch(
                 "manifest changed since this job's commit started (a late task attempt?); "
                 "refusing to mix two attempts' output; `aiocommit abort` undoes the plan's "
                 "renames from the copies kept with it",

@@ -43,17 +43,40 @@ logger = logging.getLogger("aiocommit")
 
 @dataclass(frozen=True)
 class Progress:
-    """A progress report: the stage, files and bytes done, and the totals when known.
+    """A progress report of a stage: ``done`` of ``total`` items of ``unit``, and the bytes
+    those items hold.
 
-    ``unit`` says what ``files_done``/``files_total`` count: ``"files"`` (renaming, moving
-    back), ``"manifests"`` (loading them) or ``"directories"`` (cleanup)."""
+    ``unit`` says what ``done``/``total`` count: ``"files"`` (renaming, aborting),
+    ``"manifests"`` (loading them) or ``"directories"`` (cleanup). ``total`` is 0 while
+    unknown. ``bytes_done``/``bytes_total`` are bytes of the files renamed or aborted:
+    both 0 in a stage that moves no file data, and never ``bytes_done`` without
+    ``bytes_total`` (``ValueError``). ``fraction`` is the share done, None without a
+    total. ``files_done``/``files_total`` are ``done``/``total`` when the unit is files,
+    else 0 (they counted any unit before 0.x: read ``done``)."""
 
     stage: str
-    files_done: int = 0
-    files_total: int = 0
+    done: int = 0
+    total: int = 0
     bytes_done: int = 0
     bytes_total: int = 0
     unit: str = "files"
+
+    def __post_init__(self) -> None:
+        if self.bytes_done and not self.bytes_total:
+            raise ValueError(f"progress of {self.stage}: bytes_done without bytes_total")
+
+    @property
+    def fraction(self) -> float | None:
+        """``done / total`` (at most 1), None while the total is unknown."""
+        return min(1.0, self.done / self.total) if self.total else None
+
+    @property
+    def files_done(self) -> int:
+        return self.done if self.unit == "files" else 0
+
+    @property
+    def files_total(self) -> int:
+        return self.total if self.unit == "files" else 0
 
 
 #: the least time between two progress reports of a stage
@@ -119,6 +142,8 @@ class StageContext:
     #: ``time.monotonic()`` when the context was opened (the job operation's start)
     started: float = field(default_factory=time.monotonic)
     log: ContextAdapter = field(init=False)
+    #: the latest progress report of each stage (what an interrupted stage had done)
+    latest: dict[str, Progress] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.progress is not None and not isinstance(self.progress, GuardedProgress):
@@ -147,6 +172,7 @@ class StageContext:
         return min(self.ops.workers, LOOP_WORKERS)
 
     def report(self, event: Progress) -> None:
+        self.latest[event.stage] = event
         if self.progress is not None:
             self.progress(event)
 

@@ -56,6 +56,7 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Iterable
 
 import anyio
+import anyio.to_thread
 
 from aiocommit.committers.common.commit_plan import (
     COMMITTING,
@@ -248,15 +249,11 @@ async def _decide(
     return record
 
 
-async def _refuse_clashes(
-    context: StageContext, targets: Callable[[], Iterable[str]], ours: Container[str]
-) -> None:
-    """Append: ``OutputConflict`` when a path the job writes holds a directory, or a file
-    (unless ``delete_target_files``). Lists the destination and, below it, only the
-    existing directories on the way to those the job writes into (one listing each; a
-    fresh destination costs one). Holds the directories and the names already in them,
-    never the job's file list (``targets()`` is read twice)."""
-    dest = context.layout.dest.rstrip("/") or "/"
+def _directories_of(
+    targets: Callable[[], Iterable[str]], ours: Container[str], dest: str
+) -> tuple[set[str], set[str]]:
+    """The directories the job writes files into (not counting ``ours``), and the
+    directories on the way to them below ``dest``."""
     wanted: set[str] = set()
     on_the_way: set[str] = set()
     for target in targets():
@@ -267,6 +264,32 @@ async def _refuse_clashes(
         while directory not in on_the_way and is_under(directory, dest) and directory != dest:
             on_the_way.add(directory)
             directory = parent_of(directory)
+    return wanted, on_the_way
+
+
+def _clashes(
+    targets: Callable[[], Iterable[str]], ours: Container[str], existing: dict[str, bool]
+) -> tuple[list[str], list[str]]:
+    """The job's paths an old file holds, and those an old directory holds."""
+    files: list[str] = []
+    directories: list[str] = []
+    for target in targets():
+        if target in existing and target not in ours:
+            (directories if existing[target] else files).append(target)
+    return files, directories
+
+
+async def _refuse_clashes(
+    context: StageContext, targets: Callable[[], Iterable[str]], ours: Container[str]
+) -> None:
+    """Append: ``OutputConflict`` when a path the job writes holds a directory, or a file
+    (unless ``delete_target_files``). Lists the destination and, below it, only the
+    existing directories on the way to those the job writes into (one listing each; a
+    fresh destination costs one). Holds the directories and the names already in them,
+    never the job's file list (``targets()`` is read twice)."""
+    dest = context.layout.dest.rstrip("/") or "/"
+    # a pass over every file of the job: in a worker thread, off the caller's loop
+    wanted, on_the_way = await anyio.to_thread.run_sync(_directories_of, targets, ours, dest)
     if not wanted:
         return
     existing: dict[str, bool] = {}  # path -> is a directory, in the wanted directories
@@ -287,11 +310,7 @@ async def _refuse_clashes(
     await check(dest)
     if not existing:
         return
-    files: list[str] = []
-    directories: list[str] = []
-    for target in targets():
-        if target in existing and target not in ours:
-            (directories if existing[target] else files).append(target)
+    files, directories = await anyio.to_thread.run_sync(_clashes, targets, ours, existing)
     if directories:
         raise OutputConflict(
             "destination is a directory, and a file is never put in a directory's place",

@@ -113,15 +113,15 @@ async def save_report(context: StageContext, summary: SuccessData) -> None:
         return
     try:
         store, path = open_store(report_dir)
-    except Exception:  # a report must never mask the commit's outcome
-        context.log.exception("could not open the report directory %s", report_dir)
+    except Exception as error:  # a report must never mask the commit's outcome
+        context.log.warning("could not open the report directory %s: %s", report_dir, error)
         return
     try:
         await store.write_bytes(
             join(path, f"summary-{context.layout.job_id}.json"), encode_success(summary)
         )
-    except Exception:  # a report must never mask the commit's outcome
-        context.log.exception("could not write the summary report to %s", report_dir)
+    except Exception as error:  # a report must never mask the commit's outcome
+        context.log.warning("could not write the summary report to %s: %s", report_dir, error)
     finally:
         await store.aclose()
 

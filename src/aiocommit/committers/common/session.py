@@ -127,6 +127,15 @@ def _report(context: StageContext, error: BaseException | None) -> None:
     if context.task_attempt_id is not None:
         return  # a task's context: its job reports
     counters = context.stats.counters
+    renaming = context.latest.get(S.JOB_STAGE_RENAME_FILES)
+    if error is not None and renaming is not None and not counters.get(S.COMMITTER_FILES_COMMITTED):
+        # a rename stage cut short counts at its end, which it never reached: its latest
+        # report says how far it got
+        counters = {
+            **counters,
+            S.COMMITTER_FILES_COMMITTED: renaming.done,
+            S.COMMITTER_BYTES_COMMITTED: renaming.bytes_done,
+        }
     for operation, name in _REPORTED:
         if counters.get(name) or counters.get(name + ".failures"):
             job_done(

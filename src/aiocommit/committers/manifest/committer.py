@@ -36,7 +36,7 @@ from aiocommit.committers.common.commit_plan import (
     CommitPlan,
     check_unchanged,
     copies_reader,
-    encode_plan,
+    encode_plan_off_loop,
     read_plan,
     save_plan,
 )
@@ -319,7 +319,7 @@ async def _load_for_plan(
                 ),
                 options=context.options.as_record(),
             )
-            await context.ops.write_bytes(layout.commit_plan_path, encode_plan(plan))
+            await context.ops.write_bytes(layout.commit_plan_path, await encode_plan_off_loop(plan))
         except BaseException:
             loaded.close()
             raise

@@ -236,7 +236,7 @@ async def _load_all(
         task_stats.aggregate(manifest.iostatistics)
         if on_loaded is not None:
             on_loaded(len(loaded.manifests), loaded.file_count, of_manifests)
-        progress.add(1, checked.total_size)
+        progress.add(1)
 
     # each load holds a whole manifest in memory: bounded apart from the store limit
     await parallel(list(names), load_one, workers=min(context.loop_workers, LOADS))

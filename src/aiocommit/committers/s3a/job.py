@@ -28,7 +28,7 @@ from aiocommit.committers.common.commit_plan import (
     COMMITTED,
     REFUSED,
     CommitPlan,
-    encode_plan,
+    encode_plan_off_loop,
     read_plan,
     save_plan,
 )
@@ -58,7 +58,7 @@ from aiocommit.committers.s3a.load_pendingsets import (
 )
 from aiocommit.committers.s3a.options import S3CommitterOptions, with_options
 from aiocommit.committers.s3a.walk import walk_files
-from aiocommit.errors import AlreadyExists, ManifestError, NotFound
+from aiocommit.errors import AlreadyExists, ManifestError, NotFound, PlanMismatch
 from aiocommit.io.multipart import MultipartOperations
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.ids import check_id
@@ -255,7 +255,7 @@ async def _fix_plan(
     if plan is not None:
         for name, digest in plan.manifests.items():
             if loaded.digests.get(name) != digest:
-                raise ManifestError(
+                raise PlanMismatch(
                     "pending set changed since this job's commit started (a late task "
                     "attempt?); refusing to mix two attempts' output",
                     path=context.qualify(join(pendingsets_dir(context.layout), name)),
@@ -269,7 +269,7 @@ async def _fix_plan(
         conflicts=initial_record(s3_options.conflict_mode, s3_options.partitioned),
         options=context.options.as_record(),
     )
-    plan_bytes = encode_plan(fixed)
+    plan_bytes = await encode_plan_off_loop(fixed)
     try:  # a conditional put: of two drivers committing one job, one fixes the plan
         await context.ops.write_bytes(layout.commit_plan_path, plan_bytes, overwrite=False)
     except AlreadyExists:
