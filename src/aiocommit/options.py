@@ -377,13 +377,14 @@ class DiagnosticsOptions(_Group):
         # a report that cannot be written is refused here, not lost after the commit
         from aiocommit.stores.registry import check_directory_url
 
-        for leaf in ("report_dir", "manifests_dir"):
-            url = getattr(self, leaf)
+        for leaf in dataclasses.fields(self):
+            url = getattr(self, leaf.name)
             if url is not None:
                 try:
                     check_directory_url(url)
                 except InvalidInput as error:
-                    raise InvalidInput(f"{self.PATH}.{leaf}: {error}") from None
+                    name = f"{self.PATH}.{leaf.name} ({leaf.metadata['flat'] or leaf.name})"
+                    raise InvalidInput(f"{name}: {error}") from None
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,10 @@ import anyio
 import msgspec
 
 from aiocommit import CommitOptions, commit_job
-from aiocommit.errors import NotFound, StoreError
+from aiocommit.errors import AlreadyExists, NotFound, StoreError
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.ids import task_attempt_id_for, task_id_for
-from aiocommit.protocol.layout import MANIFEST_SUFFIX, JobLayout
+from aiocommit.protocol.layout import LEASE, MANIFEST_SUFFIX, JobLayout
 from aiocommit.protocol.manifest import DirEntry, DirState, FileEntry, TaskManifest
 from aiocommit.protocol.success import SuccessData, decode_success
 from aiocommit.stores.base import FileStatus, StoreCapabilities
@@ -156,6 +156,8 @@ class SyntheticStore:
     plan_size: int | None = None
     plan_tmp: bytes | None = None
     plan_copies: int = 0
+    #: the destination's publish lease and its claims (path -> bytes), held while publishing
+    lease_files: dict[str, bytes] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._done = bytearray((self.job.files + 7) // 8)
@@ -233,7 +235,12 @@ class SyntheticStore:
         else:
             raise NotFound("no such directory", path=path, operation="list_dir")
 
+    def _is_lease(self, path: str) -> bool:
+        return path.startswith(f"{DEST}/{LEASE}")
+
     async def stat(self, path: str) -> FileStatus:
+        if path in self.lease_files:
+            return FileStatus(path, False, len(self.lease_files[path]), "lease")
         if path == self.job.layout.success_path and self.success is not None:
             return FileStatus(path, False, len(self.success), "success")
         if self._is_dir(path):
@@ -248,6 +255,8 @@ class SyntheticStore:
 
     async def delete(self, path: str, *, recursive: bool = False) -> bool:
         layout = self.job.layout
+        if self._is_lease(path):
+            return self.lease_files.pop(path, None) is not None
         if path.startswith(self.job.tasks_prefix) and recursive:
             if path in self.deleted_attempt_dirs or self.job_dir_deleted:
                 return False
@@ -312,6 +321,10 @@ class SyntheticStore:
         self.renamed_bytes += job.size(task, index)
 
     async def read_bytes(self, path: str) -> bytes:
+        if self._is_lease(path):
+            if path not in self.lease_files:
+                raise NotFound("no lease", path=path, operation="read_bytes")
+            return self.lease_files[path]
         task = self._task_of_manifest(path)
         if task is not None and not self.job_dir_deleted:
             self.manifests_read += 1
@@ -337,6 +350,10 @@ class SyntheticStore:
             self.plan_copies += 1
         elif path == layout.success_temp_path:
             self.success_tmp = bytes(data)
+        elif self._is_lease(path):
+            if not overwrite and path in self.lease_files:
+                raise AlreadyExists("lease exists", path=path, operation="write_bytes")
+            self.lease_files[path] = bytes(data)
         else:
             raise self._violate("write_bytes", path, "unexpected write")
         return FileStatus(path, False, len(data), f"w{len(data)}")

@@ -66,7 +66,7 @@ CLOUD_URL = re.compile(r"\b(s3a?|gs|abfss?)://")
 SKIPPED_PYTHON: dict[tuple[str, str], str] = {
     ("README.md", "from aiocommit.integrations.spark import register"): "needs Spark (a JVM)",
     ("docs/spark.md", "*"): "needs Spark (a JVM); tests/spark runs these writes",
-    ("docs/stores/s3.md", "from aiocommit import CommitOptions, S3CommitterOptions"): (
+    ("docs/stores/s3.md", "from aiocommit import CommitOptions, commit_job"): (
         "needs an S3 bucket (tests/s3 runs the S3 committers on moto)"
     ),
 }
@@ -75,6 +75,7 @@ SKIPPED_PYTHON: dict[tuple[str, str], str] = {
 #: set-up job with committed tasks, ``{job}``: its ID, ``{tmp}``: a scratch directory)
 PLACEHOLDERS: list[tuple[str, str]] = [
     ("file:///tmp/aiocommit-example", "file://{tmp}/example"),
+    ("file:///tmp/aiocommit-client-example", "file://{tmp}/client-example"),
     ("file:///tmp/out", "file://{dest}"),
     ("/tmp/out", "{dest}"),
     ("/data/out", "{dest}"),

@@ -32,7 +32,15 @@ from aiocommit.stores.multipart import Upload, multipart_etag
 #: every call is answered in the caller's loop, one at a time: calls in flight beyond a
 #: few only cost the loop a task each (scheduled, collected, unwound on a cancel)
 _CAPABILITIES = StoreCapabilities(fast_directory_delete=True, max_in_flight=64)
-_METADATA_SUFFIXES = (".json", ".json.tmp", "_SUCCESS", "_SUCCESS.tmp")
+_METADATA_SUFFIXES = (
+    ".json",
+    ".json.tmp",
+    ".pending",
+    ".pendingset",
+    ".upload",
+    "_SUCCESS",
+    "_SUCCESS.tmp",
+)
 
 
 class _File:
@@ -65,8 +73,9 @@ class MemoryStore:
 
     Creating a store registers it under its name, for ``open_store``.
     ``keep_data=False`` keeps only sizes and etags of data files (reads return zero bytes
-    of the right length) and the content of the committer's own JSON files (manifests,
-    plans, ``_SUCCESS``), so the stress harness can hold millions of files.
+    of the right length) and the content of the committers' own files (manifests, plans,
+    pending sets and upload records, ``_SUCCESS``, any ``_``-prefixed name such as the
+    destination's lease), so the stress harness can hold millions of files.
     URLs: ``memory://NAME/path``; ``MemoryStore.named(NAME)`` is one instance per process.
 
     Multipart uploads (``stores.multipart``) behave as S3's: parts are MD5-etagged, a
@@ -147,7 +156,11 @@ class MemoryStore:
         if not overwrite and path in self._files:
             raise AlreadyExists("file exists", path=path, operation=op)
         self._make_dirs(parent_of(path), op)
-        keep = self.keep_data or path.endswith(_METADATA_SUFFIXES)
+        keep = (
+            self.keep_data
+            or path.endswith(_METADATA_SUFFIXES)
+            or posixpath.basename(path).startswith("_")  # the protocol's own (the lease)
+        )
         file = _File(data if keep else None, len(data), self._new_etag())
         self._files[path] = file
         self._dirs[parent_of(path)][posixpath.basename(path)] = False

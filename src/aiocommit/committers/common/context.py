@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from aiocommit.errors import CommitError, StoreError, first_error
+from aiocommit.errors import CommitError, InvalidInput, StoreError, first_error
 from aiocommit.io.operations import StoreOperations
 from aiocommit.observability import (
     ContextAdapter,
@@ -63,7 +63,7 @@ class Progress:
 
     def __post_init__(self) -> None:
         if self.bytes_done and not self.bytes_total:
-            raise ValueError(f"progress of {self.stage}: bytes_done without bytes_total")
+            raise InvalidInput(f"progress of {self.stage}: bytes_done without bytes_total")
 
     @property
     def fraction(self) -> float | None:
