@@ -170,6 +170,7 @@ def _interrupted_commit(root: Path, sent: signal.Signals) -> tuple[str, int, str
     return job_id, process.returncode, stderr
 
 
+@pytest.mark.slow  # a rate-limited commit in a process, interrupted, then tidied
 @pytest.mark.parametrize(
     ("sent", "code", "word"),
     [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated (SIGTERM)")],
@@ -195,6 +196,7 @@ def test_interrupt_and_terminate_say_what_was_done(
     assert "WARNING" not in stderr
 
 
+@pytest.mark.slow  # an interrupted rate-limited commit, as above
 def test_a_manifest_changed_since_the_commit_started_is_not_re_run(tmp_path: Path) -> None:
     root = tmp_path / "out"
     job_id, returncode, _ = _interrupted_commit(root, signal.SIGINT)
