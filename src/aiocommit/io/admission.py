@@ -139,7 +139,7 @@ class Admission:
         for _ in range(slots):
             limiter.release()
 
-    def succeeded(self, pace: AdaptiveRate, *, counted: bool = True) -> None:
+    def succeeded(self, pace: AdaptiveRate, counted: bool) -> None:
         """A call ended well: its slot back, the limit hears it, and ``pace`` counts it
         as admitted unless its requests were ``counted`` each already."""
         limiter = self.limiter

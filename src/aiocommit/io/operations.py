@@ -111,7 +111,7 @@ class StoreOperations:
         meter = self.meter
         pace = admission.pace_for(path)
         if tries is None:
-            tries = self.retrying.start()
+            tries = Tries(self.retry.clock())
         if requests is not None:
             requests.pace = pace
         while True:
@@ -143,7 +143,7 @@ class StoreOperations:
                 if requests is not None:
                     REQUEST_RETRY.reset(token)
             meter.finished(statistic, begin)
-            admission.succeeded(pace, counted=requests is None or requests.first)
+            admission.succeeded(pace, requests is None or requests.first)
             return result
 
     async def _try(
@@ -172,7 +172,7 @@ class StoreOperations:
         finally:
             REQUEST_RETRY.reset(token)
         self.meter.finished(statistic, begin)
-        admission.succeeded(pace, counted=requests.first)
+        admission.succeeded(pace, requests.first)
         return result
 
     def rename_batcher(self) -> RenameBatch | None:
