@@ -3,7 +3,7 @@ recorded under Hadoop's statistic names in the job's ``IOStatistics``."""
 
 from __future__ import annotations
 
-import time
+from time import perf_counter
 
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
@@ -25,7 +25,7 @@ class CallMeter:
 
     def finished(self, statistic: str, begin: float, *, failed: bool = False) -> None:
         """A try begun at ``begin`` (``time.perf_counter``) ended now."""
-        self.stats.record_duration(statistic, (time.perf_counter() - begin) * 1000, failed=failed)
+        self.stats.record_duration(statistic, (perf_counter() - begin) * 1000, failed=failed)
 
     def failed(self, statistic: str, millis: float) -> None:
         """A try that took ``millis`` failed."""

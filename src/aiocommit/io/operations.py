@@ -3,9 +3,9 @@ goes through (admission, statistics, retries) with the store's calls."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
+from time import perf_counter
 from typing import TypeVar
 
 import anyio
@@ -110,17 +110,16 @@ class StoreOperations:
         admission = self.admission
         meter = self.meter
         pace = admission.pace_for(path)
-        if tries is None:
-            tries = Tries(self.retry.clock())
+        # the retry budget's start (``Tries``, made at the first failure)
+        started = self.retry.clock() if tries is None else tries.started
         if requests is not None:
             requests.pace = pace
         while True:
-            tries.attempt += 1
             epoch = admission.try_enter(pace)
             if epoch is None:
                 epoch, waited = await admission.enter(pace, statistic)
-                tries.started += waited
-            begin = time.perf_counter()
+                started += waited  # a turn waited for is not time spent retrying
+            begin = perf_counter()
             if requests is not None:
                 requests.epoch, requests.first = epoch, True
                 token = REQUEST_RETRY.set(requests)
@@ -134,6 +133,10 @@ class StoreOperations:
                     admission.answered(pace)
                 else:
                     admission.heard(error, epoch, begin, pace)
+                if tries is None:
+                    tries = Tries(started)
+                tries.attempt += 1
+                tries.started = started
                 await self.retrying.backoff(error, tries, paced=pace.rate is not None)
                 continue
             except BaseException:
@@ -156,7 +159,7 @@ class StoreOperations:
         epoch = admission.try_enter(pace)
         if epoch is None:
             epoch, _ = await admission.enter(pace, statistic)
-        begin = time.perf_counter()
+        begin = perf_counter()
         requests.epoch, requests.first = epoch, True
         token = REQUEST_RETRY.set(requests)
         try:
@@ -197,12 +200,12 @@ class StoreOperations:
         epoch, taken = await admission.enter_many(len(renames))
         if taken < len(renames):
             renames = renames[:taken]
-        begin = time.perf_counter()
+        begin = perf_counter()
         try:
             outcomes = await batch(renames)
         finally:
             admission.release(taken)
-        millis = (time.perf_counter() - begin) * 1000
+        millis = (perf_counter() - begin) * 1000
         renamed = outcomes.count(None)
         self.meter.succeeded_many(S.OP_RENAME, millis, renamed)
         admission.succeeded_many(renamed)
