@@ -1,5 +1,7 @@
 """The I/O door: every store call of a stage goes through :class:`StoreOperations`.
 
-It owns the concurrency limits, the rate limiter, retry with backoff and the IOStatistics.
+A thin door composing one layer per concern: ``admission`` (the in-flight limit, the
+configured rates, the adaptive pace), ``metering`` (IOStatistics), ``retrying`` (backoff
+per call, retries per request), and ``atomic`` (whole-file writes over the door).
 Below ``stages/``; imports only ``stores/``, ``protocol/``, ``errors`` and ``options``.
 """

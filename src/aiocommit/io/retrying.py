@@ -1,0 +1,135 @@
+"""The retry layer of the store-call door: the backoff between a call's attempts (per
+``RetryPolicy``, recorded), and ``RequestRetry``, which retries each request of a call
+made of several on its own, in its own turn at the pace."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from aiocommit.errors import StoreError, Throttled, Transient
+from aiocommit.io.admission import Admission
+from aiocommit.io.limits import AdaptiveRate
+from aiocommit.io.metering import CallMeter
+from aiocommit.io.retry import RetryPolicy
+
+T = TypeVar("T")
+
+
+class Tries:
+    """One call's attempts so far: how many were made, the backoff before the last one,
+    and when the first began (the retry budget's start, moved on by the time spent
+    waiting for a turn at a rate: that is not time spent retrying)."""
+
+    __slots__ = ("attempt", "delay", "started")
+
+    def __init__(self, started: float, attempt: int = 0, delay: float = 0.0) -> None:
+        self.started = started
+        self.attempt = attempt
+        self.delay = delay
+
+
+class Retrying:
+    """Whether and how long a call waits before its next attempt.
+
+    ``backoff`` either sleeps the policy's delay (recorded) and returns, or re-raises the
+    error with ``attempts`` and ``retried_seconds`` set, so callers can tell a call that
+    may have been applied although it reported failure. A call that is paced and
+    throttled waits the base delay (or the store's ``Retry-After``) and then its turn at
+    the rate again, rather than backing off further each time: the rate spaces calls.
+    """
+
+    __slots__ = ("meter", "policy", "sleep")
+
+    def __init__(
+        self, policy: RetryPolicy, meter: CallMeter, sleep: Callable[[float], Awaitable[None]]
+    ) -> None:
+        self.policy = policy
+        self.meter = meter
+        self.sleep = sleep
+
+    def start(self, attempt: int = 0) -> Tries:
+        """The tries of a call beginning now (``attempt`` of them made already)."""
+        return Tries(self.policy.clock(), attempt)
+
+    async def backoff(self, error: StoreError, tries: Tries, *, paced: bool = False) -> None:
+        """Sleep before attempt ``tries.attempt + 1`` (a ``paced`` call that was throttled:
+        the base delay, and the next unpaced backoff starts afresh), or re-raise
+        ``error``. A request of the call that was retried on its own and given up
+        already (``error.retried_seconds``) is not retried again."""
+        if error.retried_seconds:
+            raise error
+        policy = self.policy
+        in_line = paced and isinstance(error, Throttled)
+        delay = policy.next_delay(
+            error, tries.attempt, 0.0 if in_line else tries.delay, tries.started
+        )
+        if delay is None:
+            error.attempts = tries.attempt
+            error.retried_seconds = max(1e-9, policy.clock() - tries.started)
+            raise error
+        tries.delay = 0.0 if in_line else delay
+        self.meter.backoff(delay)
+        await self.sleep(delay)
+
+
+class RequestRetry:
+    """``REQUEST_RETRY`` for one store call made of several requests.
+
+    The first request of each attempt rides on the call's turn at the pace (the door
+    sets ``pace``, ``epoch`` and ``first`` per attempt); every other one takes its own
+    turn, ahead of calls waiting to begin (a call begun finishes first). Each is counted
+    as admitted when answered, and retried on its own when throttled (a throttled
+    request was not applied) or, with ``transient``, on a transient error (where
+    repeating a request is safe: listings, deletes, markers). An error a request gives
+    up on carries ``retried_seconds``: the call does not retry it again.
+    """
+
+    __slots__ = ("admission", "epoch", "first", "pace", "retrying", "transient")
+
+    def __init__(self, admission: Admission, retrying: Retrying, *, transient: bool) -> None:
+        self.admission = admission
+        self.retrying = retrying
+        self.transient = transient
+        self.pace: AdaptiveRate = admission.pace
+        self.epoch = 0
+        self.first = True
+
+    def __call__(self, request: Callable[[], Awaitable[T]]) -> Awaitable[T]:
+        ride, self.first = self.first, False
+        return self._request(request, ride)
+
+    async def _request(self, request: Callable[[], Awaitable[T]], ride: bool) -> T:
+        """One request of the call in progress (which holds the slot), retried on its
+        own; it ``ride``s on the call's turn at the pace when it is the call's first."""
+        pace = self.pace
+        retrying = self.retrying
+        meter = retrying.meter
+        tries = retrying.start()
+        while True:
+            tries.attempt += 1
+            if not ride and pace.rate is not None:
+                # ahead of calls waiting to begin: a call begun finishes first
+                waited = await pace.acquire(urgent=True)
+                if waited:
+                    meter.waited(waited)
+                    tries.started += waited
+            begin = time.perf_counter()
+            try:
+                result = await request()
+            except StoreError as error:
+                if isinstance(error, Throttled):
+                    self.admission.throttled(self.epoch, begin, pace)
+                    ride = False
+                elif isinstance(error, Transient):
+                    if not self.transient:
+                        raise  # the call's own retry decides (it may have been applied)
+                    meter.transient()
+                    ride = False
+                else:
+                    pace.admitted += 1  # an answer (not found, a conflict)
+                await retrying.backoff(error, tries, paced=pace.rate is not None)
+                continue
+            pace.admitted += 1  # counted when answered: the rate measures the store
+            return result

@@ -1,0 +1,115 @@
+"""The layers the store-call door composes, each against its own contract: the retry
+layer (``Retrying``), admission (``Admission``) and statistics (``CallMeter``)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from aiocommit.errors import NotFound, Throttled, Transient
+from aiocommit.io.admission import Admission
+from aiocommit.io.metering import CallMeter
+from aiocommit.io.retry import RetryPolicy
+from aiocommit.io.retrying import Retrying, Tries
+from aiocommit.options import CommitOptions
+from aiocommit.protocol import statistics as S
+from aiocommit.protocol.iostatistics import IOStatistics
+from aiocommit.stores.memory import MemoryStore
+
+
+class _Clock:
+    """A clock that only ``sleep`` moves."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def _retrying(clock: _Clock, stats: IOStatistics, **policy: float) -> Retrying:
+    rules = RetryPolicy(clock=clock, rng=random.Random(3), **policy)  # type: ignore[arg-type]
+    return Retrying(rules, CallMeter(stats), clock.sleep)
+
+
+async def test_a_paced_throttle_waits_the_base_delay_and_the_next_backoff_starts_afresh() -> None:
+    clock, stats = _Clock(), IOStatistics()
+    retrying = _retrying(clock, stats, base_delay=0.5, max_delay=30.0)
+    tries = Tries(clock(), attempt=3, delay=8.0)
+    await retrying.backoff(Throttled("slow down"), tries, paced=True)
+    assert clock.slept == [0.5]  # uniform(base, max(base, 0 * 3)): the base delay
+    assert tries.delay == 0.0
+    await retrying.backoff(Transient("reset"), tries, paced=True)  # not a throttle
+    assert tries.delay == clock.slept[-1] == 0.5  # from afresh, then it grows
+    assert stats.snapshot().counters[S.STORE_IO_RETRY] == 2
+
+
+async def test_an_unpaced_backoff_grows_and_the_error_that_ends_it_carries_the_tries() -> None:
+    clock, stats = _Clock(), IOStatistics()
+    retrying = _retrying(clock, stats, base_delay=0.1, max_delay=30.0, max_attempts=3)
+    tries = Tries(clock())
+    error = Throttled("slow down")
+    for attempt in (1, 2):
+        tries.attempt = attempt
+        await retrying.backoff(error, tries)
+    assert clock.slept[0] == pytest.approx(0.1) and clock.slept[1] > clock.slept[0]
+    tries.attempt = 3
+    with pytest.raises(Throttled) as ended:
+        await retrying.backoff(error, tries)
+    assert ended.value.attempts == 3
+    assert ended.value.retried_seconds == pytest.approx(sum(clock.slept))
+
+
+async def test_an_error_a_request_gave_up_on_and_a_final_answer_are_not_retried() -> None:
+    clock, stats = _Clock(), IOStatistics()
+    retrying = _retrying(clock, stats)
+    given_up = Transient("reset")
+    given_up.retried_seconds = 2.0
+    with pytest.raises(Transient):
+        await retrying.backoff(given_up, Tries(clock(), attempt=1))
+    with pytest.raises(NotFound):
+        await retrying.backoff(NotFound("gone"), Tries(clock(), attempt=1))
+    assert clock.slept == []
+    assert given_up.retried_seconds == 2.0  # as the request left it
+
+
+async def test_a_call_is_admitted_at_once_only_when_no_rate_paces_it() -> None:
+    meter = CallMeter(IOStatistics())
+    free = Admission(MemoryStore("admit-free"), CommitOptions(concurrency=2), meter)
+    assert free.try_enter(free.pace) is not None
+    assert free.limiter.in_flight == 1
+    free.succeeded(free.pace, True)
+    assert free.limiter.in_flight == 0 and free.pace.admitted == 1
+    rated = Admission(MemoryStore("admit-rated"), CommitOptions(rate_limit=1000.0), meter)
+    assert rated.try_enter(rated.pace) is None  # its turn at the rate first: ``enter``
+    assert not rated.admits_batches and free.admits_batches
+
+
+async def test_only_a_recursive_delete_waits_at_the_delete_rate() -> None:
+    stats = IOStatistics()
+    options = CommitOptions(delete_rate_limit=20.0)
+    admission = Admission(MemoryStore("admit-delete"), options, CallMeter(stats))
+    waits = []
+    for statistic in (S.OP_DELETE_DIR, S.OP_DELETE_DIR, S.OP_DELETE, S.OP_RENAME):
+        _, waited = await admission.enter(admission.pace, statistic)
+        admission.release()
+        waits.append(waited)
+    assert waits[0] == 0.0 and waits[1] > 0.0  # 20 a second: the second waits its turn
+    assert waits[2:] == [0.0, 0.0]
+    limited = stats.snapshot().meanstatistics[S.STORE_IO_RATE_LIMITED + ".mean"]
+    assert limited.samples == 1
+
+
+def test_the_meter_records_a_wait_only_when_there_was_one() -> None:
+    stats = IOStatistics()
+    meter = CallMeter(stats)
+    meter.waited(0.0)
+    assert S.STORE_IO_RATE_LIMITED + ".mean" not in stats.snapshot().meanstatistics
+    meter.waited(0.25)
+    assert stats.snapshot().meanstatistics[S.STORE_IO_RATE_LIMITED + ".mean"].sum == 250.0
