@@ -1,4 +1,4 @@
-"""``python -m stress``: see ``stress/cli.py`` and ``stress/README.md``."""
+"""``python -m aiocommit_stress``: see ``aiocommit_stress/cli.py`` and ``stress/README.md``."""
 
 import sys
 
@@ -19,4 +19,4 @@ elif len(sys.argv) > 1 and sys.argv[1] == "kill-cli-child":
 else:
     from aiocommit_stress.cli import main
 
-    main(prog_name="python -m stress")
+    main(prog_name="python -m aiocommit_stress")

@@ -323,7 +323,7 @@ async def crash(
 
 
 def child_main(argv: list[str]) -> None:
-    """``python -m stress crash-child``: parsed by hand to start fast."""
+    """``python -m aiocommit_stress crash-child``: parsed by hand to start fast."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="stress crash-child")
