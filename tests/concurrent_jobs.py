@@ -77,12 +77,16 @@ class Figures:
     failures: list[str] = field(default_factory=list)
 
     def line(self, store: str) -> str:
+        kills = (
+            f", CLI commits SIGKILLed {self.killed} ({self.killed_holding_lease} holding "
+            f"the lease; re-run committed {self.killed_then_committed})"
+            if self.killed
+            else ""
+        )
         return (
             f"concurrent jobs on {store}: {self.scenarios} scenarios, {self.exact} exact, "
             f"{self.jobs} jobs ({self.succeeded} committed), serial orders matched "
-            f"{self.serial_orders_matched}, CLI commits SIGKILLed {self.killed} "
-            f"({self.killed_holding_lease} holding the lease; re-run committed "
-            f"{self.killed_then_committed})"
+            f"{self.serial_orders_matched}{kills}"
         )
 
 
@@ -115,19 +119,24 @@ def plan_scenario(
         victim = rng.choice(jobs)
         victim.abort_instead = False
         victim.kill_after = KILL_AFTER[0] + rng.random() * (KILL_AFTER[1] - KILL_AFTER[0])
+        own_partition = next(iter(victim.files)).split("/", 1)[0]
+        for number in range(KILLED_JOB_EXTRA_FILES):  # a publish long enough to be hit
+            victim.files[f"{own_partition}/{victim.name}-{number}.dat"] = victim.name.encode()
     return older, jobs
 
 
 #: a killed CLI commit dies this many seconds after it started (its start-up takes most
 #: of the first), so before, during or after its publish
-KILL_AFTER = (0.15, 0.5)
+KILL_AFTER = (0.2, 0.7)
+#: files of its own (no other job writes these names) the killed job writes besides
+KILLED_JOB_EXTRA_FILES = 40
 
 
 def options_of(mode: str, lease_seconds: float | None = None) -> CommitOptions:
-    lease = {} if lease_seconds is None else {"lease_seconds": lease_seconds}
+    lease = CommitOptions().conflicts.lease_seconds if lease_seconds is None else lease_seconds
     if mode == "replace_partitions":
-        return CommitOptions(conflict_mode="replace", replace_partitions=True, **lease)
-    return CommitOptions(conflict_mode=mode, **lease)
+        return CommitOptions(conflict_mode="replace", replace_partitions=True, lease_seconds=lease)
+    return CommitOptions(conflict_mode=mode, lease_seconds=lease)
 
 
 def cli_target(store: Store, dest: str) -> tuple[str, dict[str, str]]:

@@ -1,50 +1,105 @@
 """Randomized concurrent jobs on one destination: every final state is a serial order of
 the jobs that succeeded (issue 33, behaviour 5; ``tests/concurrent_jobs.py``). A modest
-count runs here; the full counts (``slow``) run when ``AIOCOMMIT_FULL_SWEEPS=1`` and print
-the figures::
+count runs here; the full counts are ``slow`` (``pytest --all``); each test prints its
+figures on the terminal::
 
-    AIOCOMMIT_FULL_SWEEPS=1 pytest -s -m slow tests/engine/test_concurrent_jobs.py
+    pytest -m slow tests/engine/test_concurrent_jobs.py
 """
 
 from __future__ import annotations
 
-import os
+from pathlib import Path
 
 import pytest
 
 from aiocommit.stores.base import Store, join
+from aiocommit.stores.local import LocalStore
 from aiocommit.stores.multipart import supports_multipart
-from tests.concurrent_jobs import sweep
+from tests.concurrent_jobs import Figures, sweep
 from tests.s3.helpers import outstanding
+from tests.stores.s3_fixtures import s3_store_factory
 
-#: the full sweeps take minutes (the emulators' tens of minutes): asked for explicitly
-FULL_SWEEPS = pytest.mark.skipif(
-    os.environ.get("AIOCOMMIT_FULL_SWEEPS") != "1", reason="set AIOCOMMIT_FULL_SWEEPS=1"
-)
+
+def show(capsys: pytest.CaptureFixture[str], figures: Figures, store: str) -> None:
+    """Print the figures (and the first failures) past pytest's capture."""
+    with capsys.disabled():
+        print("", figures.line(store), *figures.failures[:5], sep="\n")
+
+
 #: scenarios per in-process store in the default tier, and in the full sweep
 QUICK = 12
 FULL = 100
 
 
 async def test_concurrent_jobs_commit_as_if_one_after_another(
-    store_root: tuple[Store, str],
+    store_root: tuple[Store, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Failed jobs are aborted (their re-runs are swept with ``-m slow``)."""
     store, root = store_root
     figures = await sweep(store, join(root, "dest"), QUICK, reruns=False)
-    print(figures.line(type(store).__name__))
+    show(capsys, figures, type(store).__name__)
     assert figures.failures == []
     assert figures.exact == figures.scenarios == QUICK
 
 
 @pytest.mark.slow
-@FULL_SWEEPS
 @pytest.mark.parametrize("reruns", [False, True], ids=["aborted", "rerun"])
-async def test_concurrent_jobs_full_sweep(store_root: tuple[Store, str], reruns: bool) -> None:
+async def test_concurrent_jobs_full_sweep(
+    store_root: tuple[Store, str], reruns: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
     store, root = store_root
     figures = await sweep(store, join(root, "dest"), FULL, seed=3300, reruns=reruns)
-    print(figures.line(type(store).__name__), *figures.failures[:5], sep="\n")
+    show(capsys, figures, type(store).__name__)
     assert figures.failures == []
+    assert figures.exact == figures.scenarios == FULL
+
+
+#: scenarios with one CLI commit SIGKILLed, on local: here, and with ``-m slow``
+KILLS_QUICK = 3
+KILLS_FULL = 30
+
+
+async def test_concurrent_jobs_with_a_killed_cli_commit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One job's ``aiocommit commit`` SIGKILLed, then re-run: still a serial order."""
+    store = LocalStore()
+    figures = await sweep(store, str(tmp_path / "dest"), KILLS_QUICK, kills=True)
+    show(capsys, figures, "local (kills)")
+    assert figures.failures == []
+    assert figures.exact == figures.scenarios == KILLS_QUICK
+
+
+@pytest.mark.slow
+async def test_concurrent_jobs_killed_cli_sweep_local(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = LocalStore()
+    figures = await sweep(store, str(tmp_path / "dest"), KILLS_FULL, seed=3301, kills=True)
+    show(capsys, figures, "local (kills)")
+    assert figures.failures == []
+    assert figures.exact == figures.scenarios == KILLS_FULL
+    assert figures.killed > 0
+
+
+@pytest.mark.slow
+async def test_concurrent_jobs_killed_cli_sweep_s3(
+    s3_endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On moto: the CLI reaches it through ``AWS_ENDPOINT_URL_S3``."""
+    async with s3_store_factory(s3_endpoint) as (store, root):
+        figures = await sweep(
+            store,
+            join(root, "dest"),
+            KILLS_FULL,
+            seed=3301,
+            kills=True,
+            leftovers=_uploads_left,
+        )
+    show(capsys, figures, "s3 (kills)")
+    assert figures.failures == []
+    assert figures.exact == figures.scenarios == KILLS_FULL
+    assert figures.killed > 0
 
 
 #: scenarios per emulated store with ``-m slow``
@@ -58,7 +113,6 @@ async def _uploads_left(store: Store, dest: str) -> list[str]:
 
 
 @pytest.mark.slow
-@FULL_SWEEPS
 @pytest.mark.parametrize("reruns", [False, True], ids=["aborted", "rerun"])
 @pytest.mark.parametrize("append_overwrites", [False, True], ids=["refused", "overwrites"])
 async def test_concurrent_jobs_cloud_sweep(
@@ -66,6 +120,7 @@ async def test_concurrent_jobs_cloud_sweep(
     request: pytest.FixtureRequest,
     reruns: bool,
     append_overwrites: bool,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """On the emulators, each store's default committer (S3: staging, its commit and
     abort not sweeping every upload under the destination, which takes a live
@@ -83,5 +138,6 @@ async def test_concurrent_jobs_cloud_sweep(
         leftovers=_uploads_left,
         append_overwrites=append_overwrites,
     )
-    print(figures.line(kind), *figures.failures[:5], sep="\n")
+    show(capsys, figures, kind)
     assert figures.failures == []
+    assert figures.exact == figures.scenarios == CLOUD_FULL[kind]
