@@ -90,8 +90,19 @@ class Figures:
         )
 
 
+#: a killed CLI commit dies this many seconds after it started (its start-up takes most
+#: of the first), so before, during or after its publish
+KILL_AFTER = (0.2, 0.7)
+#: files of its own (no other job writes these names) the killed job writes besides
+KILLED_JOB_EXTRA_FILES = 40
+
+
 def plan_scenario(
-    rng: random.Random, *, reruns: bool = True, kills: bool = False
+    rng: random.Random,
+    *,
+    reruns: bool = True,
+    kills: bool = False,
+    kill_after: tuple[float, float] = KILL_AFTER,
 ) -> tuple[Files, list[PlannedJob]]:
     """The older output (maybe none) and the jobs of one scenario (``kills``: one of
     them commits by the CLI, SIGKILLed after ``kill_after``)."""
@@ -118,18 +129,11 @@ def plan_scenario(
     if kills:  # drawn last: the scenarios without kills stay as they were
         victim = rng.choice(jobs)
         victim.abort_instead = False
-        victim.kill_after = KILL_AFTER[0] + rng.random() * (KILL_AFTER[1] - KILL_AFTER[0])
+        victim.kill_after = kill_after[0] + rng.random() * (kill_after[1] - kill_after[0])
         own_partition = next(iter(victim.files)).split("/", 1)[0]
         for number in range(KILLED_JOB_EXTRA_FILES):  # a publish long enough to be hit
             victim.files[f"{own_partition}/{victim.name}-{number}.dat"] = victim.name.encode()
     return older, jobs
-
-
-#: a killed CLI commit dies this many seconds after it started (its start-up takes most
-#: of the first), so before, during or after its publish
-KILL_AFTER = (0.2, 0.7)
-#: files of its own (no other job writes these names) the killed job writes besides
-KILLED_JOB_EXTRA_FILES = 40
 
 
 def options_of(mode: str, lease_seconds: float | None = None) -> CommitOptions:
@@ -287,10 +291,13 @@ async def run_scenario(
     reruns: bool = True,
     append_overwrites: bool = False,
     kills: bool = False,
+    lease_seconds: float | None = None,
+    kill_after: tuple[float, float] = KILL_AFTER,
 ) -> tuple[bool, int, str, list[PlannedJob]]:
     """One scenario; (exact, serial orders matched, what differed, its jobs)."""
-    older, jobs = plan_scenario(rng, reruns=reruns, kills=kills)
-    lease_seconds = KILL_LEASE_SECONDS if kills else None
+    older, jobs = plan_scenario(rng, reruns=reruns, kills=kills, kill_after=kill_after)
+    if lease_seconds is None and kills:
+        lease_seconds = KILL_LEASE_SECONDS
     if older:
         seed = PlannedJob("older", "append", older, False, 0.0, False)
         await _set_up(store, dest, seed, setup)
@@ -342,24 +349,35 @@ async def sweep(
     reruns: bool = True,
     append_overwrites: bool = False,
     kills: bool = False,
+    lease_seconds: float | None = None,
+    kill_after: tuple[float, float] = KILL_AFTER,
+    parallel: int = 1,
 ) -> Figures:
     """Run ``scenarios`` scenarios, each in its own destination below ``root``
     (``reruns``: a failed job is run again or aborted; else always aborted; ``kills``: one
-    job's CLI commit SIGKILLed per scenario, then run again). The seed of scenario N is
+    job's CLI commit SIGKILLed per scenario ``kill_after`` seconds after it started, then
+    run again; ``lease_seconds``: of every commit, 2 s with ``kills``), ``parallel`` of
+    them at a time (each has its own destination). The seed of scenario N is
     ``seed * 100_003 + N``."""
     figures = Figures()
-    for number in range(scenarios):
-        rng = random.Random(seed * 100_003 + number)
-        exact, matched, detail, jobs = await run_scenario(
-            store,
-            join(root, f"s{number}"),
-            rng,
-            setup=setup,
-            leftovers=leftovers,
-            reruns=reruns,
-            append_overwrites=append_overwrites,
-            kills=kills,
-        )
+    found: dict[int, str] = {}
+    limiter = anyio.Semaphore(parallel)
+
+    async def one(number: int) -> None:
+        async with limiter:
+            rng = random.Random(seed * 100_003 + number)
+            exact, matched, detail, jobs = await run_scenario(
+                store,
+                join(root, f"s{number}"),
+                rng,
+                setup=setup,
+                leftovers=leftovers,
+                reruns=reruns,
+                append_overwrites=append_overwrites,
+                kills=kills,
+                lease_seconds=lease_seconds,
+                kill_after=kill_after,
+            )
         figures.scenarios += 1
         figures.jobs += len(jobs)
         figures.succeeded += sum(job.succeeded for job in jobs)
@@ -369,5 +387,10 @@ async def sweep(
         figures.exact += exact
         figures.serial_orders_matched += matched > 0
         if not exact:
-            figures.failures.append(f"scenario {number}: {detail}")
+            found[number] = f"scenario {number}: {detail}"
+
+    async with anyio.create_task_group() as group:
+        for number in range(scenarios):
+            group.start_soon(one, number)
+    figures.failures = [found[number] for number in sorted(found)]
     return figures

@@ -57,6 +57,8 @@ async def test_concurrent_jobs_full_sweep(
 #: scenarios with one CLI commit SIGKILLed, on local: here, and with ``-m slow``
 KILLS_QUICK = 3
 KILLS_FULL = 30
+#: on moto the CLI's commit takes longer
+S3_KILL_AFTER = (0.2, 1.0)
 
 
 async def test_concurrent_jobs_with_a_killed_cli_commit(
@@ -83,6 +85,7 @@ async def test_concurrent_jobs_killed_cli_sweep_local(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)
 async def test_concurrent_jobs_killed_cli_sweep_s3(
     s3_endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -95,6 +98,7 @@ async def test_concurrent_jobs_killed_cli_sweep_s3(
             seed=3301,
             kills=True,
             leftovers=_uploads_left,
+            kill_after=S3_KILL_AFTER,
         )
     show(capsys, figures, "s3 (kills)")
     assert figures.failures == []
@@ -102,8 +106,10 @@ async def test_concurrent_jobs_killed_cli_sweep_s3(
     assert figures.killed > 0
 
 
-#: scenarios per emulated store with ``-m slow``
+#: scenarios per emulated store with ``-m slow``, and how many run at a time (each in
+#: its own destination: the emulators' request latency overlaps)
 CLOUD_FULL = {"s3": 100, "adls": 20, "gcs": 20}
+CLOUD_PARALLEL = 4
 
 
 async def _uploads_left(store: Store, dest: str) -> list[str]:
@@ -113,6 +119,7 @@ async def _uploads_left(store: Store, dest: str) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("reruns", [False, True], ids=["aborted", "rerun"])
 @pytest.mark.parametrize("append_overwrites", [False, True], ids=["refused", "overwrites"])
 async def test_concurrent_jobs_cloud_sweep(
@@ -137,6 +144,7 @@ async def test_concurrent_jobs_cloud_sweep(
         reruns=reruns,
         leftovers=_uploads_left,
         append_overwrites=append_overwrites,
+        parallel=CLOUD_PARALLEL,
     )
     show(capsys, figures, kind)
     assert figures.failures == []
