@@ -197,17 +197,14 @@ async def _commit_by_cli(store: Store, dest: str, job: PlannedJob, lease_seconds
         await process.aclose()
 
 
-def apply_serially(
-    older: Files, jobs: list[PlannedJob], *, append_overwrites: bool = False
-) -> Files | None:
+def apply_serially(older: Files, jobs: list[PlannedJob]) -> Files | None:
     """The destination after ``jobs`` committed one after another in this order; None
-    when one of them would have been refused in this order. ``append_overwrites``: an
-    append overwrites a same-named file (Hadoop S3A's staging default) instead of being
-    refused."""
+    when one of them would have been refused in this order (an append refuses a name
+    clash on every store)."""
     state = dict(older)
     for job in jobs:
         if job.mode == "append":
-            if not append_overwrites and any(name in state for name in job.files):
+            if any(name in state for name in job.files):
                 return None
         elif job.mode == "fail":
             if state:
@@ -221,12 +218,10 @@ def apply_serially(
     return state
 
 
-def serial_outcomes(
-    older: Files, succeeded: list[PlannedJob], *, append_overwrites: bool = False
-) -> list[Files]:
+def serial_outcomes(older: Files, succeeded: list[PlannedJob]) -> list[Files]:
     found = []
     for order in itertools.permutations(succeeded):
-        state = apply_serially(older, list(order), append_overwrites=append_overwrites)
+        state = apply_serially(older, list(order))
         if state is not None:
             found.append(state)
     return found
@@ -289,7 +284,6 @@ async def run_scenario(
     setup: CommitOptions | None = None,
     leftovers: Callable[[Store, str], object] | None = None,
     reruns: bool = True,
-    append_overwrites: bool = False,
     kills: bool = False,
     lease_seconds: float | None = None,
     kill_after: tuple[float, float] = KILL_AFTER,
@@ -311,7 +305,7 @@ async def run_scenario(
         if not job.succeeded and not job.abort_instead:
             await _finish_failed(store, dest, job, lease_seconds)
     succeeded = [job for job in jobs if job.succeeded]
-    expected = serial_outcomes(older, succeeded, append_overwrites=append_overwrites)
+    expected = serial_outcomes(older, succeeded)
     found = visible(await output(store, dest))
     problems = []
     matched = sum(1 for state in expected if state == found)
@@ -347,7 +341,6 @@ async def sweep(
     setup: CommitOptions | None = None,
     leftovers: Callable[[Store, str], object] | None = None,
     reruns: bool = True,
-    append_overwrites: bool = False,
     kills: bool = False,
     lease_seconds: float | None = None,
     kill_after: tuple[float, float] = KILL_AFTER,
@@ -373,7 +366,6 @@ async def sweep(
                 setup=setup,
                 leftovers=leftovers,
                 reruns=reruns,
-                append_overwrites=append_overwrites,
                 kills=kills,
                 lease_seconds=lease_seconds,
                 kill_after=kill_after,

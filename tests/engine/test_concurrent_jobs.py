@@ -126,19 +126,15 @@ async def _uploads_left(store: Store, dest: str) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("reruns", [False, True], ids=["aborted", "rerun"])
-@pytest.mark.parametrize("append_overwrites", [False, True], ids=["refused", "overwrites"])
 async def test_concurrent_jobs_cloud_sweep(
     cloud_store_root: tuple[Store, str],
     request: pytest.FixtureRequest,
     reruns: bool,
-    append_overwrites: bool,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """On the emulators, each store's default committer (S3: staging, its commit and
-    abort not sweeping every upload under the destination, which takes a live
-    neighbour's uploads until a job aborts only its own). ``overwrites``: the serial
-    model lets an append overwrite a same-named file, as S3's staging committer still
-    does (issue 33, behaviour 2): the lease's serial order, apart from that."""
+    """On the emulators, each store's default committer (S3: staging; a commit and an
+    abort end only the job's own uploads); an append refuses a name clash on every
+    store, so the serial model is the same for all."""
     store, root = cloud_store_root
     kind = request.node.callspec.params["cloud_store_root"]
     figures = await sweep(
@@ -148,7 +144,6 @@ async def test_concurrent_jobs_cloud_sweep(
         seed=3300,
         reruns=reruns,
         leftovers=_uploads_left,
-        append_overwrites=append_overwrites,
         parallel=CLOUD_PARALLEL,
     )
     show(capsys, figures, kind)
