@@ -276,7 +276,9 @@ async def files_at(url: str) -> dict[str, bytes]:
 
 
 def visible(found: dict[str, bytes]) -> dict[str, bytes]:
-    return {k: v for k, v in found.items() if not k.startswith(("_temporary", "_SUCCESS"))}
+    """What a reader sees: it skips the protocol's ``_``-prefixed names (``_SUCCESS``,
+    ``_temporary``, the destination's lease)."""
+    return {k: v for k, v in found.items() if not k.startswith("_")}
 
 
 def local_files(tmp_path: Path, tag: str, names: dict[str, str]) -> list[LocalFile]:

@@ -110,14 +110,19 @@ def is_lease_file(dest: str, path: str) -> bool:
 
 class HeldLease:
     """The lease while held. ``refused()``: the commit failed before changing anything
-    (its lease is released, not left ``abandoned``)."""
+    (its lease is released, not left ``abandoned``) — unless the lease was this job's own
+    from an earlier run (``resumed``), which may have changed the destination part-way:
+    that lease stays ``abandoned``, so no other job publishes over the half-done commit
+    before aborting it."""
 
-    def __init__(self, record: LeaseRecord) -> None:
+    def __init__(self, record: LeaseRecord, *, resumed: bool = False) -> None:
         self.record = record
+        self.resumed = resumed
         self.changed = True
 
     def refused(self) -> None:
-        self.changed = False
+        if not self.resumed:
+            self.changed = False
 
 
 @asynccontextmanager
@@ -137,7 +142,8 @@ async def destination_lease(context: StageContext) -> AsyncIterator[HeldLease | 
     if key in _HELD.get():
         yield None
         return
-    held = HeldLease(await _acquire(context))
+    record, resumed = await _acquire(context)
+    held = HeldLease(record, resumed=resumed)
     reset = _HELD.set(_HELD.get() | {key})
     try:
         renewal = anyio.CancelScope()  # stops the renewal only, never the block
@@ -208,7 +214,9 @@ async def _write(context: StageContext, path: str, record: LeaseRecord, *, creat
     await context.ops.write_bytes(path, msgspec.json.encode(record), overwrite=not create)
 
 
-async def _acquire(context: StageContext) -> LeaseRecord:
+async def _acquire(context: StageContext) -> tuple[LeaseRecord, bool]:
+    """The lease, created or taken over; and whether it was this job's own from an
+    earlier run (killed, failed or cancelled while holding it)."""
     job_id = context.layout.job_id
     path = lease_path(context.layout.dest)
     wait = FIRST_POLL_SECONDS
@@ -218,20 +226,20 @@ async def _acquire(context: StageContext) -> LeaseRecord:
         mine = LeaseRecord(job_id=job_id, token=secrets.token_hex(8), expires=_expiry(context))
         try:
             await _write(context, path, mine, create=True)
-            return mine
+            return mine, False
         except AlreadyExists:
             pass
         current = await _read(context, path)
         if current is None:
             continue  # released meanwhile
         if current.token == mine.token:
-            return mine  # our create succeeded; its answer was lost and retried
+            return mine, False  # our create succeeded; its answer was lost and retried
         if (
             current.job_id == job_id
             or current.state == "abandoned"
             or current.expires < time.time()
         ) and await _take_over(context, current, mine):
-            return mine
+            return mine, current.job_id == job_id
         if current.job_id != holder_seen:
             holder_seen = current.job_id
             context.log.info("waiting for job %s's lease on the destination", current.job_id)
