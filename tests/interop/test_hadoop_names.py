@@ -33,8 +33,9 @@ MANIFEST_NAME = "task_202611210000_0001_m_000000-manifest.json"
 
 
 def tree(root: Path) -> set[str]:
-    """Every file and directory below ``root`` but ``_temporary`` and ``_SUCCESS`` (and
-    the checksum Hadoop's local filesystem writes beside it)."""
+    """Every file and directory below ``root`` but ``_temporary``, ``_SUCCESS`` (and the
+    checksum Hadoop's local filesystem writes beside it) and the destination's lease
+    (which readers skip, as every ``_``-prefixed name)."""
     found = set()
     for directory, dirs, files in os.walk(root):
         relative = os.path.relpath(directory, root)
@@ -42,7 +43,9 @@ def tree(root: Path) -> set[str]:
             continue
         for name in dirs + files:
             path = os.path.normpath(os.path.join(relative, name))
-            if path not in ("_temporary", "_SUCCESS", "._SUCCESS.crc"):
+            if path not in ("_temporary", "_SUCCESS", "._SUCCESS.crc") and not path.startswith(
+                "_aiocommit.lease"
+            ):
                 found.add(path)
     return found
 

@@ -257,9 +257,11 @@ async def _take_over(context: StageContext, current: LeaseRecord, mine: LeaseRec
         await _write(context, claim, mine, create=True)
     except AlreadyExists:
         stale = await _read(context, claim)
-        if stale is not None and stale.expires < time.time():
-            await context.ops.delete(claim)  # its claimant died: the next look may claim
-        return False
+        if stale is None or stale.token != mine.token:  # another claimant's
+            if stale is not None and stale.expires < time.time():
+                await context.ops.delete(claim)  # its claimant died: the next look may claim
+            return False
+        # our own create went through, its answer was lost and the retry found it
     try:
         again = await _read(context, path)
         if again is None or again.token != current.token:
