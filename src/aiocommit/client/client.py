@@ -33,6 +33,7 @@ from typing import TypeVar
 import anyio
 
 from aiocommit.client.inventory import JobInfo, job_in, jobs_in
+from aiocommit.committers.common.cleanup import remove_if_empty
 from aiocommit.committers.common.committer import TaskAttempt, name_attempt
 from aiocommit.committers.common.context import ProgressCallback, StageContext
 from aiocommit.committers.common.job_state import require_job
@@ -369,6 +370,7 @@ class Job:
         undo = renamed("undo_renames", undo_renames, "undo", undo, True)
         async with self.context(progress=progress) as context:
             if await require_job(context, "abort_job") == "committed":
+                await _finish_cleanup(context)
                 return []
             committer = await job_committer(context, context.options)
             return await committer.abort_job(context, undo=undo)
@@ -377,6 +379,7 @@ class Job:
         """Delete the job's temporary data (``cleanup_job``); never committed output."""
         async with self.context(progress=progress) as context:
             if await require_job(context, "cleanup_job") == "committed":
+                await _finish_cleanup(context)
                 return
             committer = await job_committer(context, context.options)
             await committer.cleanup_job(context)
@@ -400,3 +403,9 @@ def _on_client(attempt: TaskAttempt, client: Client) -> TaskAttempt:
         return client.attempt_context(of, options)
 
     return dataclasses.replace(attempt, session=session)
+
+
+async def _finish_cleanup(context: StageContext) -> None:
+    """A committed job whose cleanup stopped after its own directory went: the shared
+    ``_temporary`` it may have left, if empty (never another job's)."""
+    await remove_if_empty(context, context.layout.temporary_dir)
