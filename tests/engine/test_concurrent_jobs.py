@@ -91,6 +91,13 @@ async def test_concurrent_jobs_killed_cli_sweep_local(
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
+@pytest.mark.xfail(
+    strict=False,
+    reason="known bug (issue 33, open): a take-over aborts a killed S3 replace that "
+    "already deleted old files, which S3 cannot restore; see "
+    "test_killed_s3_replace_taken_over_is_a_serial_order (29/30 exact when a kill lands "
+    "there)",
+)
 async def test_concurrent_jobs_killed_cli_sweep_s3(
     s3_endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
