@@ -1,4 +1,5 @@
-"""``python -m aiocommit_stress``: build realistic jobs, commit them, verify every run, report figures.
+"""``python -m aiocommit_stress``: build realistic jobs, commit them, verify every run,
+report figures.
 
 Scenarios: ``job``, ``sweep-concurrency``, ``sweep-throttle``, ``multi-job``, ``scale``,
 ``crash``, ``capacity``; benchmarks under ``bench``. Every command verifies its output,
