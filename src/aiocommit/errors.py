@@ -25,7 +25,11 @@
     │   └── Transient(maybe_applied)        retryable: the outcome of the call is unknown
     └── CommitError(stage, operation, path) a job or task commit failed; ``__cause__`` is why
         ├── ManifestError                   a manifest is malformed, of another job, or unsafe
-        └── OutputConflict                  two tasks, or an existing file, claim one destination
+        ├── OutputConflict                  two tasks, or an existing file, claim one destination
+        └── LeaseError                      the destination's publish lease was lost, or
+            │                               is unreadable
+            └── UnfinishedCommit(job_id, lost)  a dead lease holder's commit can be neither
+                                            finished nor undone exactly: the lease stays its
 
 Retryability is data on the class (``retryable``), not a decision scattered through the
 engine: the retry policy asks ``error.retryable`` and nothing else.
@@ -253,6 +257,27 @@ class OutputConflict(CommitError):
 class LeaseError(CommitError):
     """The destination's publish lease (``DEST/_aiocommit.lease``) was lost while this
     job published (another job took it over after it expired), or cannot be read."""
+
+
+class UnfinishedCommit(LeaseError):
+    """Taking over the destination's lease, this job found a dead holder's commit past a
+    change no abort can undo (a replace's old files deleted), and could not finish it
+    (``__cause__`` is why). ``lost``: the store URLs of the old files an abort of it
+    cannot restore. The lease is handed back to that job: no job publishes into the
+    destination until the job's re-run finishes its commit or its abort gives it up."""
+
+    def __init__(self, dest: str, job_id: str, lost: list[str], cause: BaseException):
+        shown = ", ".join(lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
+        super().__init__(
+            f"job {job_id}'s commit, left unfinished by its dead holder, cannot be finished "
+            f"({cause}); an abort of it cannot restore {len(lost)} old file(s) its replace "
+            f"deleted ({shown}): commit job {job_id} again once the cause is fixed, or "
+            f"`aiocommit abort {dest} --job-id {job_id}` to give it up (those files stay "
+            "lost); then commit this job again",
+            path=dest,
+        )
+        self.job_id = job_id
+        self.lost = lost
 
 
 def first_error(error: BaseException) -> BaseException:

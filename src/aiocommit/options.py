@@ -249,7 +249,7 @@ class ConflictOptions(_Group):
         30.0,
         "How long the destination's publish lease (DEST/_aiocommit.lease) stays valid "
         "without renewal: the holder renews it every third of this; a job waiting for it "
-        "takes it over (aborting the holder's unfinished commit first) once it expired.",
+        "takes it over (settling the holder's unfinished commit first) once it expired.",
         above=0,
     )
 

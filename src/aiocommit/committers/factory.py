@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from aiocommit.committers.common.commit_plan import COMMITTED, COMMITTING
 from aiocommit.committers.common.committer import (
     COMMITTER_NAMES,
     AttemptFile,
@@ -33,12 +34,23 @@ from aiocommit.committers.common.committer import (
     TaskAttempt,
 )
 from aiocommit.committers.common.context import StageContext, stage
+from aiocommit.committers.common.job_state import read_job_record
 from aiocommit.committers.common.lease import register_recovery
+from aiocommit.committers.common.resolve_conflicts import lost_by_abort
+from aiocommit.committers.common.save_success import read_success, save_finished
+from aiocommit.committers.common.session import new_statistics
 from aiocommit.committers.manifest.committer import ManifestCommitter
 from aiocommit.committers.s3a.magic import MagicCommitter
 from aiocommit.committers.s3a.options import S3CommitterOptions
 from aiocommit.committers.s3a.staging import PartitionedStagingCommitter, StagingCommitter
-from aiocommit.errors import CommitError, InvalidInput, ManifestError, NotFound
+from aiocommit.errors import (
+    AiocommitError,
+    CommitError,
+    InvalidInput,
+    ManifestError,
+    NotFound,
+    UnfinishedCommit,
+)
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.codec import decode_or_raise, encode_pretty
@@ -282,17 +294,74 @@ class RecordedCommitter:
         return self.name  # raises: not known before the attempt is used
 
 
-async def abort_unfinished_commit(context: StageContext, job_id: str) -> None:
-    """Abort job ``job_id``'s commit in the destination of ``context``: what a job that
-    takes over a dead or failed holder's lease does first (``common.lease``). A job
-    that left nothing has nothing to abort."""
-    dead = dataclasses.replace(context, layout=JobLayout(context.layout.dest, job_id))
-    try:
-        unasked = dataclasses.replace(context.options.committer, name=None)  # the dead job's own
-        committer = await job_committer(dead, context.options.with_values(committer=unasked))
+async def recover_unfinished_commit(context: StageContext, job_id: str) -> None:
+    """Settle job ``job_id``'s commit, left unfinished by a dead or failed holder of the
+    destination's lease, which the caller (of ``context``) holds: what a take-over does
+    before publishing (``common.lease``), so the destination is what a serial order
+    "that job, then the caller" leaves.
+
+    * Abort it when an abort is exact: the commit never started changing the
+      destination, or every change it made can be undone (renamed files moved back, a
+      replace's old files moved aside come back, completed uploads deleted).
+    * Finish it (roll forward, with the settings its plan recorded) when it committed,
+      or when an abort would lose old files (``lost_by_abort``: a replace on a store
+      without atomic rename, S3 and flat GCS, deleted them). The finished job's summary
+      is saved with it (``save_finished``): its re-run then reports it committed.
+    * A job that left nothing has nothing to settle.
+
+    pre:  the caller holds the destination's lease (the finishing commit runs inside it
+          and does not take it again).
+    fail: ``UnfinishedCommit`` naming the old files no abort can restore when the commit
+          cannot be finished (its staged data is gone, a store error); nothing of the
+          caller's job changed.
+    """
+    layout = JobLayout(context.layout.dest, job_id)
+    dead = dataclasses.replace(
+        context,
+        layout=layout,
+        options=_own_settings(context.options),
+        stats=new_statistics(),
+        progress=None,
+    )
+    record = await read_job_record(dead)
+    if record is None:  # no directory: committed and cleaned up, or gone
+        summary = await read_success(dead)
+        if summary is not None:
+            await save_finished(dead, summary)
+        return
+    lost: list[str] = []
+    for attempt, plan in record.layouts(layout.dest, job_id, COMMITTING):
+        attempt_context = dataclasses.replace(dead, layout=attempt)
+        if lost := await lost_by_abort(attempt_context, plan):
+            dead = attempt_context  # the attempt to finish
+            break
+    for attempt, _ in record.layouts(layout.dest, job_id, COMMITTED)[:1]:
+        dead = dataclasses.replace(dead, layout=attempt)
+    committer = await job_committer(dead, dead.options)
+    if record.state != "committed" and not lost:
         await committer.abort_job(dead, undo=True)
-    except NotFound:
-        return  # the job is gone (cleaned up, or never set up here)
+        return
+    dead.log.warning(
+        "finishing job %s's unfinished commit before publishing (%s)",
+        job_id,
+        "it had committed" if not lost else f"an abort cannot restore {len(lost)} old file(s)",
+    )
+    try:
+        summary = await committer.commit_job(dead, None)
+    except AiocommitError as error:
+        raise UnfinishedCommit(
+            context.qualify(layout.dest), job_id, [context.qualify(p) for p in lost], error
+        ) from error
+    await save_finished(dead, summary)
 
 
-register_recovery(abort_unfinished_commit)
+def _own_settings(options: CommitOptions) -> CommitOptions:
+    """The taker's options for another job's commit: its conflict mode, scope and
+    committer are the ones that job recorded."""
+    conflicts = dataclasses.replace(options.conflicts, mode=None, per_partition=None)
+    return options.with_values(
+        conflicts=conflicts, committer=dataclasses.replace(options.committer, name=None)
+    )
+
+
+register_recovery(recover_unfinished_commit)

@@ -9,6 +9,8 @@
     DEST/_temporary/JOB/NN/commit-plan.json                      (aiocommit only; see below)
     DEST/_temporary/JOB/NN/plan-manifests/part-NNNNN             (aiocommit only)
     DEST/_temporary/JOB/NN/replaced/...       (aiocommit only: old output a replace moved)
+    DEST/_temporary/JOB/_SUCCESS.finished     (aiocommit only: the job's commit, finished
+                                               by another job's lease take-over)
 
 ``commit-plan.json`` lists the manifests a job commit loaded, with a hash of each, written
 before the first rename, so a re-run after a crash commits exactly the same manifests; it
@@ -107,6 +109,14 @@ class JobLayout:
         """Where the job commit sets an older job's ``_SUCCESS`` aside at its first change
         to the destination, so an abort can put it back."""
         return join(self.job_attempt_dir, SUCCESS + ".old")
+
+    @property
+    def finished_path(self) -> str:
+        """The ``_SUCCESS`` of a job whose commit another job finished (a take-over of
+        the destination's lease from the dead holder): how the job's re-run knows it
+        committed after a later job replaced ``DEST/_SUCCESS``; removed with the job's
+        directory."""
+        return join(self.job_dir, SUCCESS + ".finished")
 
     @property
     def commit_plan_path(self) -> str:

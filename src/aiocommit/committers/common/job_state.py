@@ -7,7 +7,8 @@ state                 recognised by
 ``set up``            ``_temporary/JOB`` exists; no attempt has a commit plan
 ``committing``        an attempt's plan says ``committing`` (renames may be done)
 ``committed``         an attempt's plan says ``committed``, or the destination's
-                      ``_SUCCESS`` is this job's
+                      ``_SUCCESS`` is this job's, or another job finished its
+                      commit (``_temporary/JOB/_SUCCESS.finished``)
 ``aborted``           an attempt's plan says ``aborted`` (the job's directory is
                       being deleted)
 ``refused``           an attempt's plan says ``refused``: the conflict check refused
@@ -38,7 +39,7 @@ from aiocommit.committers.common.commit_plan import (
     read_plan,
 )
 from aiocommit.committers.common.context import StageContext, stage
-from aiocommit.committers.common.save_success import read_success
+from aiocommit.committers.common.save_success import read_finished, read_success
 from aiocommit.errors import JobNotFound, NotFound
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.layout import JobLayout
@@ -94,6 +95,8 @@ async def read_job_record(context: StageContext, *, check_success: bool = True) 
     state: JobState
     if COMMITTED in states or (check_success and await read_success(context) is not None):
         state = "committed"
+    elif not plans and await read_finished(context) is not None:
+        state = "committed"  # another job finished its commit; its directory is left
     elif COMMITTING in states:
         state = "committing"
     elif ABORTED in states:

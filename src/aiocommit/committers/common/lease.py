@@ -20,7 +20,10 @@ after another. A file at the destination root, hidden from readers that skip ``_
   it up ``abandoned`` (a commit that failed after changing the destination), or that
   names the waiter's own job (its re-run), is taken by the waiter that creates the claim
   file of its token; it writes its own record naming the holder in ``recover`` and
-  aborts each such job's unfinished commit (``register_recovery``) before publishing.
+  settles each such job's unfinished commit (``register_recovery``) before publishing:
+  aborts it where an abort is exact, else finishes it (a replace that deleted old files
+  on a store without atomic rename). A job whose commit cannot be settled gets the
+  lease back (``abandoned``): no job publishes over its half-done commit.
 * **release**: the holder deletes the lease; a holder that failed after changing the
   destination leaves it ``abandoned`` instead, so the next job undoes that change first
   (or the job's own re-run finishes it).
@@ -65,8 +68,8 @@ MAX_POLL_SECONDS = 0.5
 
 LeaseState = Literal["publishing", "abandoned"]
 
-#: aborts the unfinished commit of the job ID it is given, in the destination of the
-#: context (the destination's lease held by the caller)
+#: settles (aborts, or finishes) the unfinished commit of the job ID it is given, in the
+#: destination of the context (the destination's lease held by the caller)
 Recovery = Callable[[StageContext, str], Awaitable[None]]
 
 _recovery: list[Recovery] = []
@@ -92,7 +95,7 @@ class LeaseRecord(msgspec.Struct, forbid_unknown_fields=False):
 
 
 def register_recovery(recovery: Recovery) -> None:
-    """Set how a take-over aborts a dead holder's commit (the committer factory does, as
+    """Set how a take-over settles a dead holder's commit (the committer factory does, as
     only it knows every committer)."""
     _recovery[:] = [recovery]
 
@@ -131,12 +134,15 @@ async def destination_lease(context: StageContext) -> AsyncIterator[HeldLease | 
 
     pre:  the caller's job is set up; its commit plan (if any) is saved.
     post: in the block, no other job holds the lease, and every job a take-over found
-          unfinished (a dead or failed holder) was aborted first. On a normal exit the
+          unfinished (a dead or failed holder) was settled first (aborted, or finished
+          where an abort would not be exact). On a normal exit the
           lease is deleted; on an error after ``HeldLease.refused`` too; on any other
           error (cancellation included) it is left ``abandoned`` for the next job or this
           job's re-run. Yields None when this task already holds it (nested calls).
     fail: ``LeaseError`` when the lease was taken over while held (a renewal missed for
-          ``lease_seconds``) or is unreadable; store errors of acquiring surface as such.
+          ``lease_seconds``) or is unreadable; ``UnfinishedCommit`` (from the recovery)
+          when a dead holder's commit can be neither finished nor undone exactly, the
+          lease handed back to that job; store errors of acquiring surface as such.
     """
     key = _key(context)
     if key in _HELD.get():
@@ -282,15 +288,26 @@ async def _take_over(context: StageContext, current: LeaseRecord, mine: LeaseRec
 
 
 async def _recover(context: StageContext, held: HeldLease) -> None:
-    """Abort every unfinished commit the lease names, then record that none is left."""
+    """Settle every unfinished commit the lease names, then record that none is left.
+    A job whose commit cannot be settled gets the lease back: the record names it
+    (``abandoned`` once the block exits), so the next take-over, or its own re-run or
+    abort, tries again; this job changed nothing and is not to be settled itself.
+
+    Re-entrant: the recovery's own job calls find this task holding the lease and do
+    not wait for it (``destination_lease`` yields None to them)."""
     if not _recovery:
         raise LeaseError(
             "cannot recover the jobs a taken-over lease names: no recovery registered",
             path=context.qualify(lease_path(context.layout.dest)),
         )
     for job_id in list(held.record.recover):
-        context.log.warning("aborting job %s's unfinished commit before publishing", job_id)
-        await _recovery[0](context, job_id)
+        context.log.warning("settling job %s's unfinished commit before publishing", job_id)
+        try:
+            await _recovery[0](context, job_id)
+        except BaseException:
+            held.record.recover.remove(job_id)
+            held.record.job_id = job_id  # handed back; written when the block exits
+            raise
         held.record.recover.remove(job_id)
         await _checked_write(context, held.record)
 

@@ -48,7 +48,9 @@ a file already aside, or already gone, is skipped.
 
 ``restore_replaced_stage`` (abort of a commit that did not reach its commit point, after
 the job's own files are undone) moves the old files back and recreates the old
-directories; ``unrestorable`` names the old files a replace deleted.
+directories; ``unrestorable`` names the old files a replace deleted. ``lost_by_abort``
+tells, before an abort, whether it would be exact: a take-over of a dead job's lease
+finishes the job's commit instead when it would not be.
 """
 
 from __future__ import annotations
@@ -446,3 +448,27 @@ async def unrestorable(context: StageContext, plan: CommitPlan) -> list[str]:
             ", ".join(context.qualify(p) for p in sorted(gone)[:5]),
         )
     return sorted(gone)
+
+
+async def lost_by_abort(context: StageContext, plan: CommitPlan) -> list[str]:
+    """The store paths of old files an abort of ``plan``'s commit could not restore, as
+    the destination stands now (before any abort): none when the plan is not
+    ``committing``, when its replace moves old files aside (rename stores: an abort
+    moves them back) or has none; else the collisions once ``cleared`` (their names may
+    hold the job's own files now) and every other recorded old file that is gone.
+
+    pre:  no other job changes the destination (the caller holds its lease).
+    post: nothing changed.
+    """
+    record = plan.conflicts
+    if plan.state != COMMITTING or record is None or record.aside or not record.replaced:
+        return []
+    dest = context.layout.dest
+    gone = set(record.collisions) if record.cleared else set()
+
+    async def check(relative: str) -> None:
+        if relative not in gone and await context.ops.stat_or_none(join(dest, relative)) is None:
+            gone.add(relative)
+
+    await parallel(record.replaced, check, workers=context.ops.workers)
+    return sorted(join(dest, relative) for relative in gone)

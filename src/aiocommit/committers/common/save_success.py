@@ -12,6 +12,10 @@ Setting an older ``_SUCCESS`` aside (``set_aside_success_stage``)
     post: the destination has no ``_SUCCESS``; an older job's is at ``NN/_SUCCESS.old``
           (copied, then deleted: the first one set aside is kept on a re-run), so an
           abort puts it back (``restore_success``); cleanup of a committed job deletes it.
+A job's commit finished by another job (``save_finished``)
+    post: ``_temporary/JOB/_SUCCESS.finished`` holds the job's summary, so the job
+          reads as committed (``read_success``) after a later job replaced ``_SUCCESS``,
+          until the job's re-run, abort or cleanup removes its directory.
 The report (``REPORT_DIR/summary-JOB.json``) is written last, also when the commit
 failed; its failure is logged, never raised over the commit's own outcome.
 """
@@ -31,20 +35,36 @@ from aiocommit.stores.registry import open_store
 
 
 async def read_success(context: StageContext) -> SuccessData | None:
-    """This job's ``_SUCCESS`` if the destination holds it, else None."""
+    """This job's ``_SUCCESS`` if the destination holds it, or the one saved when
+    another job finished this job's commit (``save_finished``), else None."""
+    return await _own_success(context, context.layout.success_path) or await read_finished(context)
+
+
+async def read_finished(context: StageContext) -> SuccessData | None:
+    """The summary saved when another job finished this job's commit (``save_finished``),
+    else None."""
+    return await _own_success(context, context.layout.finished_path)
+
+
+async def _own_success(context: StageContext, path: str) -> SuccessData | None:
     try:
-        data = await context.ops.read_bytes(
-            context.layout.success_path, statistic=S.OP_LOAD_SUCCESS
-        )
+        data = await context.ops.read_bytes(path, statistic=S.OP_LOAD_SUCCESS)
     except NotFound:
         return None
     try:
-        success = decode_success(data, path=context.layout.success_path)
+        success = decode_success(data, path=path)
     except AiocommitError:
         return None
     if success.job_id != context.layout.job_id or not success.success:
         return None
     return success
+
+
+async def save_finished(context: StageContext, summary: SuccessData) -> None:
+    """Record that the job committed, with its summary, in the job's directory: what a
+    job that finished this job's commit (taking over its lease) saves, as a later job's
+    ``_SUCCESS`` replaces this one's. Idempotent."""
+    await context.ops.write_bytes(context.layout.finished_path, encode_success(summary))
 
 
 async def set_aside_success_stage(context: StageContext) -> None:
