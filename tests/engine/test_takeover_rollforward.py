@@ -63,12 +63,17 @@ class NoRename(StoreWrapper):
     def __init__(self, inner: Store) -> None:
         super().__init__(inner)
         self.kill: tuple[str, str, anyio.CancelScope] | None = None
+        #: run once, just before the first ``operation`` on ``path``
+        self.before: tuple[str, str, Callable[[], Awaitable[object]]] | None = None
 
     @property
     def capabilities(self) -> StoreCapabilities:
         return msgspec.structs.replace(self.inner.capabilities, atomic_rename=False)
 
     async def intercept(self, operation: str, path: str, call: Callable[[], Awaitable[T]]) -> T:
+        if self.before is not None and (operation, path) == self.before[:2]:
+            first, self.before = self.before[2], None
+            await first()
         result = await call()
         if self.kill is not None and (operation, path) == self.kill[:2]:
             self.kill[2].cancel()
@@ -164,6 +169,39 @@ async def test_a_dead_replace_past_its_deletes_is_finished_by_the_taker(
     assert not await exists(wrapped, join(dest, LEASE_NAME))
     with pytest.raises(JobNotFound):  # cleaned up by its re-run: gone now
         await job_info(dest, dead, store=wrapped)
+
+
+async def test_a_rerun_waiting_while_the_taker_finishes_it_only_cleans_up(
+    store: Store, tmp_path: Path
+) -> None:
+    """The dead job's re-run loads its plan, then waits for the lease while a neighbour
+    takes it over and finishes the dead commit: the re-run, once it holds the lease,
+    finds its commit finished and publishes nothing (the neighbour's ``_SUCCESS``
+    stays)."""
+    wrapped, dest, dead = await _scene(store, tmp_path, NoRename)
+    live = await _job(wrapped, dest, {"p=5/b.dat": b"b"})
+    await _killed_after(wrapped, dest, dead, "delete", "p=0/part-0.dat")
+    await wrapped.delete(join(dest, LEASE_NAME))  # the dead job's re-run creates it anew
+    lease = join(dest, LEASE_NAME)
+    expired = LeaseRecord(job_id=dead, token="dead", expires=time.time() - 1)
+
+    async def neighbour_takes_over() -> None:
+        await wrapped.write_bytes(lease, msgspec.json.encode(expired))
+        await commit_job(dest, live, store=wrapped)
+
+    wrapped.before = ("write_bytes", lease, neighbour_takes_over)
+    rerun = await commit_job(dest, dead, store=wrapped, options=REPLACE_PARTITIONS)
+    assert wrapped.before is None, "the re-run never took the lease"
+    assert rerun.job_id == dead
+    assert decode_success(await wrapped.read_bytes(join(dest, "_SUCCESS"))).job_id == live
+    assert await output(wrapped, dest) == {
+        "p=0/part-0.dat": b"a 0",
+        "p=0/a-1.dat": b"a 1",
+        "p=7/d.dat": b"d",
+        "p=5/b.dat": b"b",
+    }
+    assert not await exists(wrapped, join(dest, "_temporary"))
+    assert not await exists(wrapped, lease)
 
 
 async def test_a_dead_replace_an_abort_undoes_exactly_is_aborted(

@@ -2,7 +2,9 @@
 
     recognise an earlier success (then only clean up)
     -> load the committed tasks' records and fix them in the commit plan
-    -> take the destination's lease (``lease``: one job at a time from here)
+    -> take the destination's lease (``lease``: one job at a time from here; a job
+       that took over this job's dead lease may have finished its commit: then only
+       clean up)
     -> resolve conflicts with existing output (nothing changes; a refusal is recorded)
     -> set an older job's _SUCCESS aside (the destination changes from here on)
     -> publish the output (clear the way, rename or complete uploads) up to the
@@ -23,8 +25,13 @@ import anyio
 import anyio.to_thread
 
 from aiocommit.committers.common.context import StageContext, run_to_end, stage
-from aiocommit.committers.common.lease import destination_lease, release_stale_lease
+from aiocommit.committers.common.lease import (
+    HeldLease,
+    destination_lease,
+    release_stale_lease,
+)
 from aiocommit.committers.common.save_success import (
+    read_finished,
     read_success,
     save_report,
     save_success_stage,
@@ -114,26 +121,19 @@ async def run_job_commit(context: StageContext, steps: JobCommitSteps) -> Succes
             # one job at a time changes the destination: concurrent commits land as if
             # one after another (loading and checking above run in parallel)
             async with destination_lease(context) as lease:
-                try:
+                # a job that took this job's lease over (this run waited, or an earlier
+                # one died) may have finished its commit (``recover_unfinished_commit``)
+                existing = await read_finished(context)
+                if existing is None:
                     try:
-                        # every conflict known; nothing changed
-                        await steps.resolve_conflicts(context)
-                    except (OutputConflict, ManifestError):
-                        if lease is not None:
-                            lease.refused()  # refused before anything changed
+                        await _publish(context, steps, summary, lease)
+                    except BaseException as raw:
+                        tidied = True  # while no other job changes the destination
+                        await _after_failure(context, steps, raw)
                         raise
-                    if steps.committing:
-                        # the destination changes from here on: an older job's _SUCCESS
-                        # goes aside (an abort puts it back)
-                        await set_aside_success_stage(context)
-                    await steps.publish(context, summary)
-                    summary.iostatistics = combined_statistics(context, steps.task_stats)
-                    if options.write_success:
-                        await save_success_stage(context, summary)
-                except BaseException as raw:
-                    tidied = True  # while no other job changes the destination
-                    await _after_failure(context, steps, raw)
-                    raise
+            if existing is not None:
+                context.log.info("job %s's commit was finished by another job", layout.job_id)
+                summary = existing
             if not options.cleanup_skip:
                 await steps.cleanup(context)
         return summary
@@ -153,6 +153,28 @@ async def run_job_commit(context: StageContext, steps: JobCommitSteps) -> Succes
             await save_report(context, summary)
 
         await run_to_end(tidy)
+
+
+async def _publish(
+    context: StageContext, steps: JobCommitSteps, summary: SuccessData, lease: HeldLease | None
+) -> None:
+    """Resolve conflicts, then change the destination: ``_SUCCESS`` aside, the output in
+    place, the job's ``_SUCCESS`` (the lease held)."""
+    try:
+        # every conflict known; nothing changed
+        await steps.resolve_conflicts(context)
+    except (OutputConflict, ManifestError):
+        if lease is not None:
+            lease.refused()  # refused before anything changed
+        raise
+    if steps.committing:
+        # the destination changes from here on: an older job's _SUCCESS goes aside (an
+        # abort puts it back)
+        await set_aside_success_stage(context)
+    await steps.publish(context, summary)
+    summary.iostatistics = combined_statistics(context, steps.task_stats)
+    if context.options.write_success:
+        await save_success_stage(context, summary)
 
 
 async def _after_failure(context: StageContext, steps: JobCommitSteps, raw: BaseException) -> None:
