@@ -127,12 +127,12 @@ async def _killed_after(store: NoRename, dest: str, job_id: str, operation: str,
 
 
 async def _scene(
-    store: Store, tmp_path: Path, wrapper: type[NoRename]
+    store: Store, tmp_path: Path | str, wrapper: type[NoRename]
 ) -> tuple[NoRename, str, str]:
     """Old output committed (p=0 and p=7); the dead job's task committed; (store, dest,
-    dead job)."""
+    dead job). ``tmp_path``: a directory for a local store, or a store root."""
     wrapped = wrapper(store)
-    dest = _dest(store, tmp_path)
+    dest = join(tmp_path, "dest") if isinstance(tmp_path, str) else _dest(store, tmp_path)
     await commit_job(dest, await _job(wrapped, dest, OLD), store=wrapped)
     return wrapped, dest, await _job(wrapped, dest, DEAD)
 
@@ -144,7 +144,19 @@ async def test_a_dead_replace_past_its_deletes_is_finished_by_the_taker(
     before) takes the lease over and finishes the dead job's commit first; the dead job's
     re-run reports it committed; a later neighbour's append clashing with it is refused.
     The destination is the serial order: old, dead job, neighbour."""
-    wrapped, dest, dead = await _scene(store, tmp_path, NoRename)
+    await _finished_by_the_taker(store, tmp_path)
+
+
+async def test_a_dead_replace_past_its_deletes_is_finished_on_the_emulators(
+    cloud_store_root: tuple[Store, str],
+) -> None:
+    """The same on S3 (staging) and GCS (manifest; no atomic move), and ADLS saying it
+    has no atomic rename."""
+    await _finished_by_the_taker(*cloud_store_root)
+
+
+async def _finished_by_the_taker(store: Store, where: Path | str) -> None:
+    wrapped, dest, dead = await _scene(store, where, NoRename)
     live = await _job(wrapped, dest, {"p=5/b.dat": b"b"})
     clashing = await _job(wrapped, dest, {"p=0/a-1.dat": b"c"})
     await _killed_after(wrapped, dest, dead, "delete", "p=0/part-0.dat")
