@@ -268,12 +268,16 @@ class UnfinishedCommit(LeaseError):
 
     def __init__(self, dest: str, job_id: str, lost: list[str], cause: BaseException):
         shown = ", ".join(lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
+        why = (
+            f"an abort of it cannot restore {len(lost)} old file(s) its replace deleted ({shown})"
+            if lost
+            else "it had reached its commit point"
+        )
         super().__init__(
             f"job {job_id}'s commit, left unfinished by its dead holder, cannot be finished "
-            f"({cause}); an abort of it cannot restore {len(lost)} old file(s) its replace "
-            f"deleted ({shown}): commit job {job_id} again once the cause is fixed, or "
-            f"`aiocommit abort {dest} --job-id {job_id}` to give it up (those files stay "
-            "lost); then commit this job again",
+            f"({cause}); {why}: commit job {job_id} again once the cause is fixed, or "
+            f"`aiocommit abort {dest} --job-id {job_id}` to give it up (any files listed "
+            "stay lost); then commit this job again",
             path=dest,
         )
         self.job_id = job_id
