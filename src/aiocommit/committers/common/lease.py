@@ -25,7 +25,7 @@ after another. A file at the destination root, hidden from readers that skip ``_
   on a store without atomic rename). A job whose commit cannot be settled gets the
   lease back (``abandoned``): no job publishes over its half-done commit.
 * **release**: the holder deletes the lease; a holder that failed after changing the
-  destination leaves it ``abandoned`` instead, so the next job undoes that change first
+  destination leaves it ``abandoned`` instead, so the next job settles that change first
   (or the job's own re-run finishes it).
 
 A holder stalled for longer than ``lease_seconds`` (no renewal) may find its lease taken;
@@ -79,7 +79,7 @@ _RELEASED: anyio.lowlevel.RunVar[dict[str, anyio.Event]] = anyio.lowlevel.RunVar
     "aiocommit_released_leases"
 )
 #: the destinations (store URL) whose lease the current task holds: nested job calls
-#: (a take-over aborting the dead holder's commit) do not wait for themselves
+#: (a take-over settling the dead holder's commit) do not wait for themselves
 _HELD: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
     "aiocommit_held_leases", default=frozenset()
 )
@@ -116,7 +116,7 @@ class HeldLease:
     (its lease is released, not left ``abandoned``) — unless the lease was this job's own
     from an earlier run (``resumed``), which may have changed the destination part-way:
     that lease stays ``abandoned``, so no other job publishes over the half-done commit
-    before aborting it."""
+    before settling it."""
 
     def __init__(self, record: LeaseRecord, *, resumed: bool = False) -> None:
         self.record = record
@@ -349,7 +349,7 @@ async def _renew(context: StageContext, held: HeldLease) -> None:
 
 async def _give_up(context: StageContext, held: HeldLease) -> None:
     """After a failure: release the lease when nothing changed, else leave it
-    ``abandoned`` (the next holder aborts this job's commit; its re-run finishes it)."""
+    ``abandoned`` (the next holder settles this job's commit; its re-run finishes it)."""
     if not held.changed:
         await _release(context, held.record)
         return
