@@ -18,6 +18,7 @@ plan records their settings).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from collections.abc import AsyncIterator, Sequence
@@ -339,7 +340,8 @@ async def recover_unfinished_commit(context: StageContext, job_id: str) -> None:
         dead = dataclasses.replace(dead, layout=attempt)
     committer = await job_committer(dead, dead.options)
     if record.state != "committed" and not lost:
-        await committer.abort_job(dead, undo=True)
+        with contextlib.suppress(NotFound):  # its directory went meanwhile: nothing left
+            await committer.abort_job(dead, undo=True)
         return
     dead.log.warning(
         "finishing job %s's unfinished commit before publishing (%s)",
