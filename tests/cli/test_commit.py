@@ -219,6 +219,8 @@ def test_clean_commit_statistics_show_no_failures(cli: Cli, dest: Dest) -> None:
     assert {name: row["failures"] for name, row in rows.items() if row["failures"]} == {}
     assert rows["op_load_manifest"]["count"] == 2
     assert rows["op_load_success_marker"]["count"] == 1
+    # before and in the lease: did a take-over finish this job's commit?
+    assert rows["op_load_finished_record"]["count"] == 2
     assert rows["op_load_commit_plan"]["count"] == 1
     assert rows["op_get_file_status"]["count"] > 0
 

@@ -20,6 +20,8 @@ OP_LOAD_PENDING = "op_load_pending"
 OP_LOAD_COMMITTER = "op_load_committer_record"
 #: aiocommit: a read of the destination's publish lease
 OP_LOAD_LEASE = "op_load_lease"
+#: aiocommit: a read of a job's finished record (``_temporary/JOB/_SUCCESS.finished``)
+OP_LOAD_FINISHED = "op_load_finished_record"
 OP_WRITE = "op_save_file"
 OP_UPLOAD = "op_upload_file"
 COMMIT_FILE_RENAME = "commit_file_rename"
@@ -97,6 +99,7 @@ STORE_OPERATIONS = (
     OP_LOAD_PENDING,
     OP_LOAD_COMMITTER,
     OP_LOAD_LEASE,
+    OP_LOAD_FINISHED,
     OP_WRITE,
     COMMIT_FILE_RENAME,
 )

@@ -43,12 +43,14 @@ async def read_success(context: StageContext) -> SuccessData | None:
 async def read_finished(context: StageContext) -> SuccessData | None:
     """The summary saved when another job finished this job's commit (``save_finished``),
     else None."""
-    return await _own_success(context, context.layout.finished_path)
+    return await _own_success(context, context.layout.finished_path, S.OP_LOAD_FINISHED)
 
 
-async def _own_success(context: StageContext, path: str) -> SuccessData | None:
+async def _own_success(
+    context: StageContext, path: str, statistic: str = S.OP_LOAD_SUCCESS
+) -> SuccessData | None:
     try:
-        data = await context.ops.read_bytes(path, statistic=S.OP_LOAD_SUCCESS)
+        data = await context.ops.read_bytes(path, statistic=statistic)
     except NotFound:
         return None
     try:
