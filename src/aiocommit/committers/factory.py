@@ -38,7 +38,7 @@ from aiocommit.committers.common.context import StageContext, stage
 from aiocommit.committers.common.job_state import read_job_record
 from aiocommit.committers.common.lease import register_recovery
 from aiocommit.committers.common.resolve_conflicts import lost_by_abort
-from aiocommit.committers.common.save_success import read_success, save_finished
+from aiocommit.committers.common.save_success import save_finished
 from aiocommit.committers.common.session import new_statistics
 from aiocommit.committers.manifest.committer import ManifestCommitter
 from aiocommit.committers.s3a.magic import MagicCommitter
@@ -308,7 +308,7 @@ async def recover_unfinished_commit(context: StageContext, job_id: str) -> None:
       or when an abort would lose old files (``lost_by_abort``: a replace on a store
       without atomic rename, S3 and flat GCS, deleted them). The finished job's summary
       is saved with it (``save_finished``): its re-run then reports it committed.
-    * A job that left nothing has nothing to settle.
+    * A job that left nothing (no directory) has nothing to settle.
 
     pre:  the caller holds the destination's lease (the finishing commit runs inside it
           and does not take it again).
@@ -325,10 +325,9 @@ async def recover_unfinished_commit(context: StageContext, job_id: str) -> None:
         progress=None,
     )
     record = await read_job_record(dead)
-    if record is None:  # no directory: committed and cleaned up, or gone
-        summary = await read_success(dead)
-        if summary is not None:
-            await save_finished(dead, summary)
+    if record is None:
+        # no directory: committed and cleaned up (a lease of a job that finished, e.g.
+        # written by a request that landed after its holder died), or never there
         return
     lost: list[str] = []
     for attempt, plan in record.layouts(layout.dest, job_id, COMMITTING):
