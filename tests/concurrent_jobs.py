@@ -173,9 +173,16 @@ async def _lease_holder(store: Store, dest: str) -> str | None:
     return holder if isinstance(holder, str) else None
 
 
-async def _commit_by_cli(store: Store, dest: str, job: PlannedJob, lease_seconds: float) -> None:
-    """``aiocommit commit`` in a subprocess, SIGKILLed at ``job.kill_after`` unless it
-    exited by then (0: committed; else refused)."""
+#: with ``in_publish``, how long a killed CLI commit may take to take the lease
+PUBLISH_WAIT_SECONDS = 60.0
+
+
+async def _commit_by_cli(
+    store: Store, dest: str, job: PlannedJob, lease_seconds: float, in_publish: bool = False
+) -> None:
+    """``aiocommit commit`` in a subprocess, SIGKILLed at ``job.kill_after`` (with
+    ``in_publish``: after it took the lease) unless it exited by then (0: committed;
+    else refused)."""
     assert job.kill_after is not None
     url, env = cli_target(store, dest)
     argv = [sys.executable, "-m", "aiocommit", "commit", url, "--job-id", job.job_id]
@@ -184,6 +191,12 @@ async def _commit_by_cli(store: Store, dest: str, job: PlannedJob, lease_seconds
         argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
+        if in_publish:  # polling the store is the point: the kill lands in the publish
+            with anyio.move_on_after(PUBLISH_WAIT_SECONDS):
+                while process.returncode is None:
+                    if await _lease_holder(store, dest) == job.job_id:
+                        break
+                    await anyio.sleep(0.005)
         with anyio.move_on_after(job.kill_after):
             await process.wait()
         if process.returncode is None:
@@ -234,7 +247,11 @@ async def _set_up(store: Store, dest: str, job: PlannedJob, setup: CommitOptions
 
 
 async def _settle(
-    store: Store, dest: str, job: PlannedJob, lease_seconds: float | None = None
+    store: Store,
+    dest: str,
+    job: PlannedJob,
+    lease_seconds: float | None = None,
+    kill_in_publish: bool = False,
 ) -> None:
     """Commit the job (after its delay), or abort it instead."""
     await anyio.sleep(job.delay)
@@ -242,7 +259,7 @@ async def _settle(
         await abort_job(dest, job.job_id, store=store)
         return
     if job.kill_after is not None:
-        await _commit_by_cli(store, dest, job, lease_seconds or 2.0)
+        await _commit_by_cli(store, dest, job, lease_seconds or 2.0, kill_in_publish)
         return
     options = options_of(job.mode, lease_seconds)
     try:
@@ -287,6 +304,7 @@ async def run_scenario(
     kills: bool = False,
     lease_seconds: float | None = None,
     kill_after: tuple[float, float] = KILL_AFTER,
+    kill_in_publish: bool = False,
 ) -> tuple[bool, int, str, list[PlannedJob]]:
     """One scenario; (exact, serial orders matched, what differed, its jobs)."""
     older, jobs = plan_scenario(rng, reruns=reruns, kills=kills, kill_after=kill_after)
@@ -300,7 +318,7 @@ async def run_scenario(
         await _set_up(store, dest, job, setup)
     async with anyio.create_task_group() as group:
         for job in jobs:
-            group.start_soon(_settle, store, dest, job, lease_seconds)
+            group.start_soon(_settle, store, dest, job, lease_seconds, kill_in_publish)
     for job in jobs:
         if not job.succeeded and not job.abort_instead:
             await _finish_failed(store, dest, job, lease_seconds)
@@ -344,12 +362,14 @@ async def sweep(
     kills: bool = False,
     lease_seconds: float | None = None,
     kill_after: tuple[float, float] = KILL_AFTER,
+    kill_in_publish: bool = False,
     parallel: int = 1,
 ) -> Figures:
     """Run ``scenarios`` scenarios, each in its own destination below ``root``
     (``reruns``: a failed job is run again or aborted; else always aborted; ``kills``: one
     job's CLI commit SIGKILLed per scenario ``kill_after`` seconds after it started, then
-    run again; ``lease_seconds``: of every commit, 2 s with ``kills``), ``parallel`` of
+    run again; ``kill_in_publish``: ``kill_after`` counts from when it took the lease;
+    ``lease_seconds``: of every commit, 2 s with ``kills``), ``parallel`` of
     them at a time (each has its own destination). The seed of scenario N is
     ``seed * 100_003 + N``."""
     figures = Figures()
@@ -369,6 +389,7 @@ async def sweep(
                 kills=kills,
                 lease_seconds=lease_seconds,
                 kill_after=kill_after,
+                kill_in_publish=kill_in_publish,
             )
         figures.scenarios += 1
         figures.jobs += len(jobs)

@@ -111,6 +111,37 @@ async def test_concurrent_jobs_killed_cli_sweep_s3(
     assert figures.killed > 0
 
 
+#: kills landing in the publish: this long after the killed CLI took the lease
+KILL_IN_PUBLISH_AFTER = (0.0, 0.3)
+KILLS_IN_PUBLISH = 20
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+async def test_concurrent_jobs_killed_in_publish_sweep_s3(
+    s3_endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each CLI commit SIGKILLed while it holds the lease (on moto a publish lasts long
+    enough to be hit; locally it is over before a poll sees it): a neighbour takes the
+    lease over and aborts it where that is exact, or finishes it (a replace that
+    deleted old files, which S3 cannot restore), or the killed job's re-run does."""
+    async with s3_store_factory(s3_endpoint) as (store, root):
+        figures = await sweep(
+            store,
+            join(root, "dest"),
+            KILLS_IN_PUBLISH,
+            seed=3305,
+            kills=True,
+            leftovers=_uploads_left,
+            kill_after=KILL_IN_PUBLISH_AFTER,
+            kill_in_publish=True,
+        )
+    show(capsys, figures, "s3 (kills in the publish)")
+    assert figures.failures == []
+    assert figures.exact == figures.scenarios == KILLS_IN_PUBLISH
+    assert figures.killed_holding_lease > 0
+
+
 #: scenarios per emulated store with ``-m slow``, and how many run at a time (each in
 #: its own destination: the emulators' request latency overlaps)
 CLOUD_FULL = {"s3": 100, "adls": 20, "gcs": 20}
