@@ -10,6 +10,11 @@ publish), then run again through the library: a short ``lease_seconds`` lets the
 take over a lease the killed job held. The destination must then equal what some serial
 order of the jobs that succeeded leaves, each job's mode applied in that order; nothing
 of a failed job is visible, nothing is left under ``_temporary``, no lease, no upload.
+
+``python -m aiocommit_stress sweep concurrent-jobs`` runs the full counts on each store
+(``scripts/sweeps.sh``); the test tiers run a sample (``stress/tests/test_concurrent_sweep.py``).
+The killed CLI reaches the store as a user's would: its URL and the environment variables
+the store's docs name (``cli_target``).
 """
 
 from __future__ import annotations
@@ -21,25 +26,28 @@ import os
 import random
 import subprocess
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import anyio
+import anyio.abc
 
 from aiocommit import (
     AiocommitError,
     CommitOptions,
     NotFound,
+    TaskAttempt,
     abort_job,
     commit_job,
     commit_task,
     setup_job,
+    setup_task,
 )
 from aiocommit.committers.common.lease import LEASE_NAME
 from aiocommit.stores.base import Store, join
-from aiocommit.stores.s3 import S3Store
+from aiocommit.stores.multipart import as_multipart, supports_multipart
 from aiocommit_testing.s3_emulator import DUMMY_CREDENTIALS
-from tests.helpers import exists, output, write_task
 
 MODES = ("append", "fail", "replace", "replace_partitions")
 Files = dict[str, bytes]
@@ -57,9 +65,14 @@ class PlannedJob:
     succeeded: bool = False
     #: seconds after which its CLI commit is SIGKILLed; None: committed by the library
     kill_after: float | None = None
+    #: instead, SIGKILLed once it holds the lease (0) or this many of its own files are
+    #: in place (its publish reached), watched on the store
+    kill_at_files: int | None = None
     killed: bool = False
     #: it was killed holding the destination's lease (in its publish)
     killed_holding_lease: bool = False
+    #: it was killed with some of its own files in place (its publish had begun)
+    killed_in_publish: bool = False
 
 
 @dataclass
@@ -73,13 +86,15 @@ class Figures:
     serial_orders_matched: int = 0
     killed: int = 0
     killed_holding_lease: int = 0
+    killed_in_publish: int = 0
     killed_then_committed: int = 0
     failures: list[str] = field(default_factory=list)
 
     def line(self, store: str) -> str:
         kills = (
             f", CLI commits SIGKILLed {self.killed} ({self.killed_holding_lease} holding "
-            f"the lease; re-run committed {self.killed_then_committed})"
+            f"the lease, {self.killed_in_publish} with some of its files in place; re-run "
+            f"committed {self.killed_then_committed})"
             if self.killed
             else ""
         )
@@ -133,6 +148,8 @@ def plan_scenario(
         own_partition = next(iter(victim.files)).split("/", 1)[0]
         for number in range(KILLED_JOB_EXTRA_FILES):  # a publish long enough to be hit
             victim.files[f"{own_partition}/{victim.name}-{number}.dat"] = victim.name.encode()
+        if rng.random() < 0.5:  # in its publish, whatever the machine's speed
+            victim.kill_at_files = rng.randrange(KILLED_JOB_EXTRA_FILES)
     return older, jobs
 
 
@@ -143,18 +160,52 @@ def options_of(mode: str, lease_seconds: float | None = None) -> CommitOptions:
     return CommitOptions(conflict_mode=mode, lease_seconds=lease)
 
 
+#: the environment variables of each store's docs (docs/stores/*.md) a CLI run gets
+#: from ``cli_target`` alone, not from the sweep's own environment
+STORE_VARIABLES = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AIOCOMMIT_ADLS_ENDPOINT",
+    "AZURE_STORAGE_CONNECTION_STRING",
+    "AZURE_STORAGE_ACCOUNT_KEY",
+    "AZURE_STORAGE_SAS_TOKEN",
+    "STORAGE_EMULATOR_HOST",
+)
+
+
 def cli_target(store: Store, dest: str) -> tuple[str, dict[str, str]]:
-    """The URL of ``dest`` for the CLI, and the environment that reaches ``store``."""
-    env = dict(os.environ)
+    """The URL of ``dest`` for the ``aiocommit`` CLI, and the environment that reaches
+    ``store`` as a user points it at a private endpoint: S3 ``AWS_ENDPOINT_URL_S3`` and
+    credentials; ADLS ``AIOCOMMIT_ADLS_ENDPOINT`` and ``AZURE_STORAGE_ACCOUNT_KEY``; GCS
+    ``STORAGE_EMULATOR_HOST``. ``InvalidInput`` for a store the CLI cannot reach (memory)."""
+    from aiocommit.errors import InvalidInput
+    from aiocommit.stores.adls import AdlsStore
+    from aiocommit.stores.gcs import GcsStore
+    from aiocommit.stores.s3 import S3Store
+
+    env = {k: v for k, v in os.environ.items() if k not in STORE_VARIABLES}
     env.pop("AIOCOMMIT_LOG_LEVEL", None)
+    url = store.qualify(dest)
     if isinstance(store, S3Store):
         env.update(DUMMY_CREDENTIALS)
         if store.endpoint_url:
             env["AWS_ENDPOINT_URL_S3"] = store.endpoint_url
-        return f"s3://{store.bucket}{dest}", env
-    url = store.qualify(dest)
+        return url, env
+    if isinstance(store, AdlsStore):
+        opener = store.opener()
+        keywords = getattr(opener, "keywords", {})
+        if keywords.get("account_key") is None:
+            raise InvalidInput(f"no account key to give the CLI for {url}")
+        env["AZURE_STORAGE_ACCOUNT_KEY"] = keywords["account_key"]
+        if keywords.get("endpoint"):
+            env["AIOCOMMIT_ADLS_ENDPOINT"] = keywords["endpoint"]
+        return url, env
+    if isinstance(store, GcsStore):
+        if store.api_root:
+            env["STORAGE_EMULATOR_HOST"] = store.api_root
+        return url, env
     if not url.startswith("file:"):
-        raise ValueError(f"no CLI URL for {url}")
+        raise InvalidInput(f"the CLI cannot reach {url} from another process")
     return dest, env
 
 
@@ -173,10 +224,43 @@ async def _lease_holder(store: Store, dest: str) -> str | None:
     return holder if isinstance(holder, str) else None
 
 
-async def _commit_by_cli(store: Store, dest: str, job: PlannedJob, lease_seconds: float) -> None:
-    """``aiocommit commit`` in a subprocess, SIGKILLed at ``job.kill_after`` unless it
-    exited by then (0: committed; else refused)."""
+async def _own_files_in_place(store: Store, dest: str, job: PlannedJob) -> int:
+    """How many of the killed job's own files (no other job writes their names) are in
+    place at the destination."""
+    partition = next(name for name in job.files if f"/{job.name}-" in name).split("/", 1)[0]
+    count = 0
+    try:
+        async for page in store.list_dir(join(dest, partition)):
+            count += sum(f"/{job.name}-" in status.path for status in page)
+    except NotFound:
+        return 0
+    return count
+
+
+#: a CLI commit watched for its publish is SIGKILLed after this long in any case
+KILL_WAIT_LIMIT = 20.0
+
+
+async def _kill_point(store: Store, dest: str, job: PlannedJob, process: anyio.abc.Process) -> None:
+    """Return when ``job``'s CLI commit should die: after ``kill_after`` seconds, or with
+    ``kill_at_files`` once it holds the lease (0) or has that many files in place."""
     assert job.kill_after is not None
+    if job.kill_at_files is None:
+        await anyio.sleep(job.kill_after)
+        return
+    with anyio.move_on_after(KILL_WAIT_LIMIT):
+        while process.returncode is None:
+            if job.kill_at_files == 0:
+                if await _lease_holder(store, dest) == job.job_id:
+                    return
+            elif await _own_files_in_place(store, dest, job) >= job.kill_at_files:
+                return
+            await anyio.sleep(0.005)
+
+
+async def _commit_by_cli(store: Store, dest: str, job: PlannedJob, lease_seconds: float) -> None:
+    """``aiocommit commit`` in a subprocess, SIGKILLed at its kill point (``_kill_point``)
+    unless it exited by then (0: committed; else refused)."""
     url, env = cli_target(store, dest)
     argv = [sys.executable, "-m", "aiocommit", "commit", url, "--job-id", job.job_id]
     argv += ["--no-progress", "--lease-seconds", str(lease_seconds), *cli_flags(job.mode)]
@@ -184,13 +268,22 @@ async def _commit_by_cli(store: Store, dest: str, job: PlannedJob, lease_seconds
         argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        with anyio.move_on_after(job.kill_after):
-            await process.wait()
+        async with anyio.create_task_group() as group:
+
+            async def exited() -> None:
+                await process.wait()
+                group.cancel_scope.cancel()
+
+            group.start_soon(exited)
+            await _kill_point(store, dest, job, process)
+            group.cancel_scope.cancel()
         if process.returncode is None:
             process.kill()
             job.killed = True
             await process.wait()
             job.killed_holding_lease = await _lease_holder(store, dest) == job.job_id
+            in_place = await _own_files_in_place(store, dest, job)
+            job.killed_in_publish = in_place > 0
         else:
             job.succeeded = process.returncode == 0
     finally:
@@ -225,6 +318,52 @@ def serial_outcomes(older: Files, succeeded: list[PlannedJob]) -> list[Files]:
         if state is not None:
             found.append(state)
     return found
+
+
+async def write_task(
+    store: Store, dest: str, job_id: str, task: int, attempt: int, files: Files
+) -> TaskAttempt:
+    """Set up a task attempt and write ``files`` through it (not committed)."""
+    task_attempt = await setup_task(dest, job_id, task, attempt, store=store)
+    for relative, data in files.items():
+        await task_attempt.write_bytes(relative, data, store=store)
+    return task_attempt
+
+
+async def exists(store: Store, path: str) -> bool:
+    try:
+        await store.stat(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+async def output(store: Store, dest: str) -> Files:
+    """Every file under ``dest`` (relative path → bytes) but ``_SUCCESS`` and ``_temporary``."""
+    found: Files = {}
+    pending = [dest]
+    while pending:
+        directory = pending.pop()
+        try:
+            async for page in store.list_dir(directory):
+                for status in page:
+                    if status.is_dir:
+                        pending.append(status.path)
+                        continue
+                    relative = status.path[len(dest.rstrip("/")) + 1 :]
+                    if relative != "_SUCCESS" and not relative.startswith("_temporary/"):
+                        found[relative] = await store.read_bytes(status.path)
+        except FileNotFoundError:
+            continue
+    return found
+
+
+async def outstanding_uploads(store: Store, dest: str) -> list[str]:
+    """Paths of the outstanding multipart uploads under ``dest`` (none without uploads)."""
+    if not supports_multipart(store):
+        return []
+    multipart = as_multipart(store)
+    return [u.path async for page in multipart.list_uploads(join(dest, "")) for u in page]
 
 
 async def _set_up(store: Store, dest: str, job: PlannedJob, setup: CommitOptions | None) -> None:
@@ -282,7 +421,6 @@ async def run_scenario(
     rng: random.Random,
     *,
     setup: CommitOptions | None = None,
-    leftovers: Callable[[Store, str], object] | None = None,
     reruns: bool = True,
     kills: bool = False,
     lease_seconds: float | None = None,
@@ -315,10 +453,9 @@ async def run_scenario(
         problems.append("_temporary left")
     if await exists(store, join(dest, LEASE_NAME)):
         problems.append("lease left")
-    if leftovers is not None:
-        left = await leftovers(store, dest)  # type: ignore[misc]
-        if left:
-            problems.append(f"left: {left}")
+    uploads = await outstanding_uploads(store, dest)
+    if uploads:
+        problems.append(f"uploads left: {uploads}")
     detail = "; ".join(problems)
     if problems:
         plan = [
@@ -339,7 +476,6 @@ async def sweep(
     *,
     seed: int = 33,
     setup: CommitOptions | None = None,
-    leftovers: Callable[[Store, str], object] | None = None,
     reruns: bool = True,
     kills: bool = False,
     lease_seconds: float | None = None,
@@ -364,7 +500,6 @@ async def sweep(
                 join(root, f"s{number}"),
                 rng,
                 setup=setup,
-                leftovers=leftovers,
                 reruns=reruns,
                 kills=kills,
                 lease_seconds=lease_seconds,
@@ -375,6 +510,7 @@ async def sweep(
         figures.succeeded += sum(job.succeeded for job in jobs)
         figures.killed += sum(job.killed for job in jobs)
         figures.killed_holding_lease += sum(job.killed_holding_lease for job in jobs)
+        figures.killed_in_publish += sum(job.killed_in_publish for job in jobs)
         figures.killed_then_committed += sum(job.killed and job.succeeded for job in jobs)
         figures.exact += exact
         figures.serial_orders_matched += matched > 0
@@ -386,3 +522,141 @@ async def sweep(
             group.start_soon(one, number)
     figures.failures = [found[number] for number in sorted(found)]
     return figures
+
+
+# -- the harness command: ``python -m aiocommit_stress sweep concurrent-jobs`` ---------
+
+#: the stores a sweep runs on; ``memory`` has no kill variant (no other process reaches it)
+SWEEP_STORES = ("memory", "local", "s3", "adls", "gcs")
+#: a killed CLI commit's delay per store: on the emulators its commit takes longer
+KILL_AFTER_OF = {"local": KILL_AFTER, "s3": (0.2, 1.0), "adls": (0.4, 2.0), "gcs": (0.4, 2.0)}
+#: scenarios at a time without kills (each in its own destination): the emulators'
+#: request latency overlaps; a kill's timing stays the machine's own
+PARALLEL_OF = {"memory": 1, "local": 1, "s3": 4, "adls": 4, "gcs": 4}
+
+
+@contextlib.asynccontextmanager
+async def sweep_store(kind: str) -> AsyncIterator[tuple[Store, str]]:
+    """(store, empty root) on ``kind`` for the block: memory, a temporary local
+    directory, or a fresh bucket / filesystem on an emulator started for the block (GCS
+    behind the proxy that enforces the generation preconditions fake-gcs-server ignores)."""
+    from aiocommit.errors import InvalidInput
+
+    async with contextlib.AsyncExitStack() as stack:
+        store: Store
+        if kind == "memory":
+            from aiocommit.stores.memory import MemoryStore
+
+            store = MemoryStore(f"sweep-{os.getpid()}", page_size=7)
+            root = "/sweep"
+        elif kind == "local":
+            from aiocommit.stores.local import LocalStore
+
+            store = LocalStore(page_size=7)
+            root = stack.enter_context(tempfile.TemporaryDirectory(prefix="aiocommit-sweep-"))
+        elif kind == "s3":
+            from aiocommit.stores.s3 import S3Store
+            from aiocommit_testing.s3_emulator import create_bucket, run_moto_server
+
+            moto = await stack.enter_async_context(run_moto_server())
+            bucket = f"aiocommit-sweep-{os.getpid()}"
+            await create_bucket(moto.endpoint, bucket)
+            store = S3Store(bucket, endpoint_url=moto.endpoint, page_size=7)
+            root = "/sweep"
+        elif kind == "adls":
+            from aiocommit.stores.adls import AdlsStore
+            from aiocommit_testing.adls_emulator import run_adls_emulator
+
+            emulator = await stack.enter_async_context(run_adls_emulator())
+            emulator.create_filesystem("sweep")
+            store = AdlsStore(
+                emulator.account,
+                "sweep",
+                endpoint=emulator.endpoint,
+                account_key=emulator.key,
+                page_size=7,
+            )
+            root = "/sweep"
+        elif kind == "gcs":
+            from aiocommit.stores.gcs import GcsStore
+            from aiocommit_testing.gcs_emulator import (
+                create_bucket as create_gcs_bucket,
+            )
+            from aiocommit_testing.gcs_emulator import (
+                precondition_proxy,
+                run_fake_gcs_server,
+            )
+
+            server = await stack.enter_async_context(run_fake_gcs_server())
+            bucket = f"aiocommit-sweep-{os.getpid()}"
+            await create_gcs_bucket(server.endpoint, bucket)
+            endpoint = await stack.enter_async_context(precondition_proxy(server.endpoint))
+            store = GcsStore(bucket, api_root=endpoint, page_size=7)
+            root = "/sweep"
+        else:
+            raise InvalidInput(f"no sweep store {kind!r}: one of {', '.join(SWEEP_STORES)}")
+        stack.push_async_callback(store.aclose)
+        await store.mkdirs(root)
+        yield store, root
+
+
+@dataclass
+class VariantFigures:
+    """One variant's sweep on one store."""
+
+    store: str
+    variant: str
+    seed: int
+    figures: Figures
+
+    @property
+    def exact(self) -> bool:
+        return self.figures.exact == self.figures.scenarios and not self.figures.failures
+
+    def line(self) -> str:
+        return f"{self.figures.line(f'{self.store} ({self.variant}, seed {self.seed})')}"
+
+
+async def sweep_variants(
+    kind: str,
+    scenarios: int,
+    kills: int,
+    *,
+    seed: int = 3300,
+    parallel: int | None = None,
+    variants: tuple[str, ...] = ("aborted", "rerun", "kills"),
+) -> list[VariantFigures]:
+    """On one store: ``scenarios`` scenarios with failed jobs aborted, ``scenarios`` with
+    them run again (seed ``seed``), and ``kills`` with a SIGKILLed CLI commit (seed
+    ``seed + 1``; none on memory), those of ``variants``."""
+    found: list[VariantFigures] = []
+    async with sweep_store(kind) as (store, root):
+        for variant in variants:
+            if variant == "kills":
+                if not kills or kind == "memory":
+                    continue
+                figures = await sweep(
+                    store,
+                    join(root, "kills"),
+                    kills,
+                    seed=seed + 1,
+                    kills=True,
+                    kill_after=KILL_AFTER_OF[kind],
+                    parallel=parallel or 1,
+                )
+                found.append(VariantFigures(kind, "CLI SIGKILLed", seed + 1, figures))
+                continue
+            if not scenarios:
+                continue
+            reruns = variant == "rerun"
+            figures = await sweep(
+                store,
+                join(root, variant),
+                scenarios,
+                seed=seed,
+                reruns=reruns,
+                parallel=parallel or PARALLEL_OF[kind],
+            )
+            label = "failures re-run" if reruns else "failures aborted"
+            found.append(VariantFigures(kind, label, seed, figures))
+    return found
