@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+import anyio
 import pytest
 
 from aiocommit import (
@@ -19,7 +20,9 @@ from aiocommit import (
     setup_job,
     setup_task,
 )
+from aiocommit.committers.s3a import abort_uploads
 from aiocommit.stores.base import Store, join
+from aiocommit.stores.memory import MemoryStore
 from aiocommit.stores.multipart import MultipartStore, as_multipart
 from aiocommit.stores.wrapper import StoreWrapper
 from tests.helpers import output
@@ -104,3 +107,23 @@ async def test_uploads_whose_create_answer_was_lost_are_ended(
     assert summary.success
     assert await output(store, dest) == {"same.csv": b"theirs", "theirs.csv": b"theirs"}
     assert await uploads(store, dest) == {}
+
+
+async def test_an_unnamed_upload_of_the_key_from_before_the_create_is_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only uploads started while the create was sent are the lost answers' (an older
+    one of the same key, of a writer that keeps no records, is not the job's)."""
+    monkeypatch.setattr(abort_uploads, "CLOCK_MARGIN_MS", 0)
+    store = MemoryStore("lost-creates-window")
+    dest = "/root/out"
+    stray = await store.create_upload(join(dest, "same.csv"))
+    await anyio.sleep(0.05)
+    job_id = await setup_job(dest, store=store, options=CommitOptions(committer="staging"))
+    lossy = LostCreateAnswers(store)
+    attempt = await setup_task(dest, job_id, 0, store=lossy)
+    await attempt.write_bytes("same.csv", b"mine", store=lossy)
+    await commit_task(attempt, store=lossy, options=FAST)
+    assert len(await uploads(store, dest)) == 4  # the stray, two unanswered, the job's
+    await abort_job(dest, job_id, store=store)
+    assert await uploads(store, dest) == {stray: join(dest, "same.csv")}

@@ -131,7 +131,8 @@ async def abort_lost_creates(
     """For each record of a retried create: abort the outstanding uploads of exactly its
     key that started while its create was sent (within ``CLOCK_MARGIN_MS``) and that no
     record names: not this job's (``known``), nor any other job's (its upload records and
-    pending sets under the shared ``_temporary``). Returns how many were aborted.
+    pending sets under the shared ``_temporary``); one whose start the store does not
+    report is kept. Returns how many were aborted.
 
     pre:  every upload this job started is in ``known`` or recorded by another record.
     post: an upload of such a key that another job's record names is untouched."""
