@@ -449,9 +449,10 @@ def sweep_concurrent_jobs(**kw: Any) -> None:
             started = time.monotonic()
             variants = await sweep_variants(store, scenarios, kills, seed=seed, parallel=parallel)
             for variant in variants:
-                reporter.out.print(f"{variant.line()} [{time.monotonic() - started:.0f} s so far]")
+                reporter.out.print(variant.line())
                 for failure in variant.figures.failures[:5]:
                     reporter.out.print(f"  inexact: {failure}")
+            reporter.out.print(f"  ({store}: {time.monotonic() - started:.0f} s)")
             found.extend(variants)
         exact = sum(v.figures.exact for v in found)
         total = sum(v.figures.scenarios for v in found)
