@@ -432,9 +432,6 @@ def sweep_concurrent_jobs(**kw: Any) -> None:
 
     from aiocommit_stress.concurrent_sweep import SWEEP_STORES, sweep_variants
 
-    # take-overs and the proxies' cut connections of killed commits are the point here
-    logging.getLogger("aiocommit").setLevel(logging.ERROR)
-    logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
     stores = [s.strip() for s in kw.pop("stores").split(",") if s.strip()]
     unknown = [s for s in stores if s not in SWEEP_STORES]
     if unknown:
@@ -480,7 +477,16 @@ def sweep_concurrent_jobs(**kw: Any) -> None:
             "ok": ok,
         }
 
-    _run(kw, run)
+    # take-overs and the proxies' cut connections of killed commits are the point here
+    quieted = {"aiocommit": logging.ERROR, "aiohttp.server": logging.CRITICAL}
+    levels = {name: logging.getLogger(name).level for name in quieted}
+    for name, level in quieted.items():
+        logging.getLogger(name).setLevel(level)
+    try:
+        _run(kw, run)
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
 
 
 @main.command("multi-job")

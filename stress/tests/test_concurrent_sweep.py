@@ -5,6 +5,7 @@ run by CI after the tests); each test here prints its figures on the terminal.""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -120,10 +121,14 @@ def test_the_cli_cannot_reach_a_memory_store() -> None:
 
 
 def test_the_sweep_command_prints_the_figures() -> None:
+    """It prints the figures, and gives the library's log level back (it quiets the
+    take-overs' warnings while it runs)."""
+    before = logging.getLogger("aiocommit").level
     result = CliRunner().invoke(
         main, ["sweep", "concurrent-jobs", "--store", "memory", "--scenarios", "2"]
     )
     assert result.exit_code == 0, result.output
+    assert logging.getLogger("aiocommit").level == before
     assert "memory (failures aborted, seed 3300): 2 scenarios, 2 exact" in result.output
     assert "concurrent-jobs sweep: 4/4 exact" in result.output
 
