@@ -6,10 +6,12 @@ a conflict mode (append, fail, replace, replace per partition); the jobs' commit
 together with random delays, some jobs are aborted instead; then each failed job is run
 again (its recorded mode) or aborted. With ``kills``, one job per scenario commits as the
 real CLI in a subprocess, SIGKILLed after a random delay (before, during or after its
-publish), then run again through the library: a short ``lease_seconds`` lets the others
-take over a lease the killed job held. The destination must then equal what some serial
-order of the jobs that succeeded leaves, each job's mode applied in that order; nothing
-of a failed job is visible, nothing is left under ``_temporary``, no lease, no upload.
+publish) or, in half the scenarios, once it holds the destination's lease or has a random
+number of its files in place (in its publish), then run again through the library: a
+short ``lease_seconds`` lets the others take over a lease the killed job held. The
+destination must then equal what some serial order of the jobs that succeeded leaves,
+each job's mode applied in that order; nothing of a failed job is visible, nothing is
+left under ``_temporary``, no lease, no upload.
 
 ``python -m aiocommit_stress sweep concurrent-jobs`` runs the full counts on each store
 (``scripts/sweeps.sh``); the test tiers run a sample (``stress/tests/test_concurrent_sweep.py``).
@@ -120,7 +122,7 @@ def plan_scenario(
     kill_after: tuple[float, float] = KILL_AFTER,
 ) -> tuple[Files, list[PlannedJob]]:
     """The older output (maybe none) and the jobs of one scenario (``kills``: one of
-    them commits by the CLI, SIGKILLed after ``kill_after``)."""
+    them commits by the CLI, SIGKILLed after ``kill_after`` or at ``kill_at_files``)."""
     older: Files = {}
     if rng.random() < 0.5:
         for partition in rng.sample(range(4), rng.randint(1, 3)):
