@@ -430,7 +430,7 @@ def sweep_concurrent_jobs(**kw: Any) -> None:
     store and variant."""
     import logging
 
-    from aiocommit_stress.concurrent_sweep import SWEEP_STORES, sweep_variants
+    from aiocommit_stress.concurrent_sweep import SWEEP_STORES, VariantFigures, sweep_variants
 
     stores = [s.strip() for s in kw.pop("stores").split(",") if s.strip()]
     unknown = [s for s in stores if s not in SWEEP_STORES]
@@ -441,16 +441,19 @@ def sweep_concurrent_jobs(**kw: Any) -> None:
     )
 
     async def run(reporter: Reporter) -> dict[str, Any]:
-        found = []
+        found: list[VariantFigures] = []
+
+        def show(variant: VariantFigures) -> None:
+            reporter.out.print(variant.line())
+            for failure in variant.figures.failures[:5]:
+                reporter.out.print(f"  inexact: {failure}")
+
         for store in stores:
             started = time.monotonic()
-            variants = await sweep_variants(store, scenarios, kills, seed=seed, parallel=parallel)
-            for variant in variants:
-                reporter.out.print(variant.line())
-                for failure in variant.figures.failures[:5]:
-                    reporter.out.print(f"  inexact: {failure}")
+            found += await sweep_variants(
+                store, scenarios, kills, seed=seed, parallel=parallel, on_variant=show
+            )
             reporter.out.print(f"  ({store}: {time.monotonic() - started:.0f} s)")
-            found.extend(variants)
         exact = sum(v.figures.exact for v in found)
         total = sum(v.figures.scenarios for v in found)
         table = "; ".join(

@@ -29,7 +29,7 @@ import random
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import anyio
@@ -47,6 +47,7 @@ from aiocommit import (
     setup_task,
 )
 from aiocommit.committers.common.lease import LEASE_NAME
+from aiocommit.errors import InvalidInput, StoreError
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.multipart import as_multipart, supports_multipart
 from aiocommit_testing.s3_emulator import DUMMY_CREDENTIALS
@@ -180,7 +181,6 @@ def cli_target(store: Store, dest: str) -> tuple[str, dict[str, str]]:
     ``store`` as a user points it at a private endpoint: S3 ``AWS_ENDPOINT_URL_S3`` and
     credentials; ADLS ``AIOCOMMIT_ADLS_ENDPOINT`` and ``AZURE_STORAGE_ACCOUNT_KEY``; GCS
     ``STORAGE_EMULATOR_HOST``. ``InvalidInput`` for a store the CLI cannot reach (memory)."""
-    from aiocommit.errors import InvalidInput
     from aiocommit.stores.adls import AdlsStore
     from aiocommit.stores.gcs import GcsStore
     from aiocommit.stores.s3 import S3Store
@@ -218,9 +218,15 @@ def cli_flags(mode: str) -> list[str]:
 
 
 async def _lease_holder(store: Store, dest: str) -> str | None:
+    """The job holding ``dest``'s lease; None when none does, or a read of the raw store
+    (no retries) failed in passing."""
     try:
         record = json.loads(await store.read_bytes(join(dest, LEASE_NAME)))
     except (NotFound, ValueError):
+        return None
+    except StoreError as error:
+        if not error.retryable:
+            raise
         return None
     holder = record.get("job_id") if isinstance(record, dict) else None
     return holder if isinstance(holder, str) else None
@@ -228,13 +234,18 @@ async def _lease_holder(store: Store, dest: str) -> str | None:
 
 async def _own_files_in_place(store: Store, dest: str, job: PlannedJob) -> int:
     """How many of the killed job's own files (no other job writes their names) are in
-    place at the destination."""
+    place at the destination; 0 when a listing of the raw store (no retries) failed in
+    passing."""
     partition = next(name for name in job.files if f"/{job.name}-" in name).split("/", 1)[0]
     count = 0
     try:
         async for page in store.list_dir(join(dest, partition)):
             count += sum(f"/{job.name}-" in status.path for status in page)
     except NotFound:
+        return 0
+    except StoreError as error:
+        if not error.retryable:
+            raise
         return 0
     return count
 
@@ -542,8 +553,6 @@ async def sweep_store(kind: str) -> AsyncIterator[tuple[Store, str]]:
     """(store, empty root) on ``kind`` for the block: memory, a temporary local
     directory, or a fresh bucket / filesystem on an emulator started for the block (GCS
     behind the proxy that enforces the generation preconditions fake-gcs-server ignores)."""
-    from aiocommit.errors import InvalidInput
-
     async with contextlib.AsyncExitStack() as stack:
         store: Store
         if kind == "memory":
@@ -627,11 +636,19 @@ async def sweep_variants(
     seed: int = 3300,
     parallel: int | None = None,
     variants: tuple[str, ...] = ("aborted", "rerun", "kills"),
+    on_variant: Callable[[VariantFigures], None] | None = None,
 ) -> list[VariantFigures]:
     """On one store: ``scenarios`` scenarios with failed jobs aborted, ``scenarios`` with
     them run again (seed ``seed``), and ``kills`` with a SIGKILLed CLI commit (seed
-    ``seed + 1``; none on memory), those of ``variants``."""
+    ``seed + 1``; none on memory), those of ``variants``; ``on_variant`` gets each
+    variant's figures as it ends."""
     found: list[VariantFigures] = []
+
+    def ended(variant: VariantFigures) -> None:
+        found.append(variant)
+        if on_variant is not None:
+            on_variant(variant)
+
     async with sweep_store(kind) as (store, root):
         for variant in variants:
             if variant == "kills":
@@ -646,7 +663,7 @@ async def sweep_variants(
                     kill_after=KILL_AFTER_OF[kind],
                     parallel=parallel or 1,
                 )
-                found.append(VariantFigures(kind, "CLI SIGKILLed", seed + 1, figures))
+                ended(VariantFigures(kind, "CLI SIGKILLed", seed + 1, figures))
                 continue
             if not scenarios:
                 continue
@@ -660,5 +677,5 @@ async def sweep_variants(
                 parallel=parallel or PARALLEL_OF[kind],
             )
             label = "failures re-run" if reruns else "failures aborted"
-            found.append(VariantFigures(kind, label, seed, figures))
+            ended(VariantFigures(kind, label, seed, figures))
     return found

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -134,9 +135,16 @@ def test_the_sweep_command_prints_the_figures() -> None:
 
 
 def test_the_sweep_command_fails_on_an_inexact_scenario(monkeypatch: pytest.MonkeyPatch) -> None:
-    async def one_inexact(kind: str, *args: object, **kwargs: object) -> list[VariantFigures]:
+    async def one_inexact(
+        kind: str,
+        *args: object,
+        on_variant: Callable[[VariantFigures], None],
+        **kwargs: object,
+    ) -> list[VariantFigures]:
         figures = Figures(scenarios=2, exact=1, failures=["scenario 1: lease left"])
-        return [VariantFigures(kind, "failures aborted", 3300, figures)]
+        variant = VariantFigures(kind, "failures aborted", 3300, figures)
+        on_variant(variant)
+        return [variant]
 
     monkeypatch.setattr(concurrent_sweep, "sweep_variants", one_inexact)
     result = CliRunner().invoke(main, ["sweep", "concurrent-jobs", "--store", "local"])
