@@ -29,8 +29,9 @@ import random
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import anyio
 import anyio.abc
@@ -343,32 +344,58 @@ async def write_task(
     return task_attempt
 
 
+T = TypeVar("T")
+
+#: attempts of a check of the raw store (no retries of its own) that fails in passing
+CHECK_ATTEMPTS = 5
+
+
+async def steady(check: Callable[[], Awaitable[T]]) -> T:
+    """``check()``, again after a retryable store error (an emulator's passing 500): a
+    check of the destination must not fail a scenario the jobs did not."""
+    for attempt in range(1, CHECK_ATTEMPTS + 1):
+        try:
+            return await check()
+        except StoreError as error:
+            if not error.retryable or attempt == CHECK_ATTEMPTS:
+                raise
+            await anyio.sleep(0.1 * attempt)
+    raise AssertionError("unreachable")
+
+
 async def exists(store: Store, path: str) -> bool:
-    try:
-        await store.stat(path)
-    except FileNotFoundError:
-        return False
-    return True
+    async def check() -> bool:
+        try:
+            await store.stat(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    return await steady(check)
 
 
 async def output(store: Store, dest: str) -> Files:
     """Every file under ``dest`` (relative path → bytes) but ``_SUCCESS`` and ``_temporary``."""
-    found: Files = {}
-    pending = [dest]
-    while pending:
-        directory = pending.pop()
-        try:
-            async for page in store.list_dir(directory):
-                for status in page:
-                    if status.is_dir:
-                        pending.append(status.path)
-                        continue
-                    relative = status.path[len(dest.rstrip("/")) + 1 :]
-                    if relative != "_SUCCESS" and not relative.startswith("_temporary/"):
-                        found[relative] = await store.read_bytes(status.path)
-        except FileNotFoundError:
-            continue
-    return found
+
+    async def walk() -> Files:
+        found: Files = {}
+        pending = [dest]
+        while pending:
+            directory = pending.pop()
+            try:
+                async for page in store.list_dir(directory):
+                    for status in page:
+                        if status.is_dir:
+                            pending.append(status.path)
+                            continue
+                        relative = status.path[len(dest.rstrip("/")) + 1 :]
+                        if relative != "_SUCCESS" and not relative.startswith("_temporary/"):
+                            found[relative] = await store.read_bytes(status.path)
+            except FileNotFoundError:
+                continue
+        return found
+
+    return await steady(walk)
 
 
 async def outstanding_uploads(store: Store, dest: str) -> list[str]:
@@ -376,7 +403,11 @@ async def outstanding_uploads(store: Store, dest: str) -> list[str]:
     if not supports_multipart(store):
         return []
     multipart = as_multipart(store)
-    return [u.path async for page in multipart.list_uploads(join(dest, "")) for u in page]
+
+    async def listing() -> list[str]:
+        return [u.path async for page in multipart.list_uploads(join(dest, "")) for u in page]
+
+    return await steady(listing)
 
 
 async def _set_up(store: Store, dest: str, job: PlannedJob, setup: CommitOptions | None) -> None:

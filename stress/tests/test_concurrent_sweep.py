@@ -15,7 +15,7 @@ import anyio
 import pytest
 from click.testing import CliRunner
 
-from aiocommit import InvalidInput, commit_task, setup_job
+from aiocommit import InvalidInput, PermissionDenied, Transient, commit_task, setup_job
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.memory import MemoryStore
@@ -28,6 +28,7 @@ from aiocommit_stress.concurrent_sweep import (
     cli_target,
     output,
     outstanding_uploads,
+    steady,
     sweep,
     write_task,
 )
@@ -151,3 +152,22 @@ def test_the_sweep_command_fails_on_an_inexact_scenario(monkeypatch: pytest.Monk
     assert result.exit_code == 1
     assert "inexact: scenario 1: lease left" in result.output
     assert "1/2 exact" in result.output
+
+
+async def test_a_check_rides_out_a_passing_store_error_only() -> None:
+    calls = 0
+
+    async def flaky() -> int:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise Transient("500 Internal Server Error", path="/d", operation="list_dir")
+        return calls
+
+    assert await steady(flaky) == 2
+
+    async def refused() -> int:
+        raise PermissionDenied("403", path="/d", operation="list_dir")
+
+    with pytest.raises(PermissionDenied):
+        await steady(refused)
