@@ -10,6 +10,7 @@ headline figure last.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,7 +22,7 @@ from aiocommit import CommitOptions
 from aiocommit.options import LimitOptions, RetryOptions
 from aiocommit_stress.jobgen import JobSpec, SizeDist
 from aiocommit_stress.report import DEFAULT_OUT, Reporter, write_json
-from aiocommit_stress.scenarios import Common
+from aiocommit_stress.scenarios import Common, verdict
 from aiocommit_stress.targets import KINDS, FaultOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -390,6 +391,105 @@ def sweep_throttle_command(**kw: Any) -> None:
     values = _floats(kw.pop("throttle_list"))
     spec, faults, options, common = _spec(kw), _faults(kw), _options(kw), _common(kw)
     _run(kw, lambda r: sweep_throttle(common, spec, faults, options, values, r))
+
+
+@main.group()
+def sweep() -> None:
+    """Randomized sweeps checked against a model; exit 1 on any inexact scenario."""
+
+
+@sweep.command("concurrent-jobs")
+@click.option(
+    "--store",
+    "stores",
+    default="memory,local,s3,adls,gcs",
+    show_default=True,
+    help="Comma-separated: memory, local, s3 (moto), adls, gcs (emulators started here).",
+)
+@click.option(
+    "--scenarios",
+    type=int,
+    default=100,
+    show_default=True,
+    help="Scenarios per store with failed jobs aborted, and as many with them re-run.",
+)
+@click.option(
+    "--kills",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Scenarios per store with one CLI commit SIGKILLed, then re-run (not memory).",
+)
+@click.option("--seed", type=int, default=3300, show_default=True, help="Kills: SEED + 1.")
+@click.option("--parallel", type=int, default=None, help="Scenarios at a time (each store's).")
+@output_options
+def sweep_concurrent_jobs(**kw: Any) -> None:
+    """2-4 jobs on one destination commit together (random modes, partitions, delays,
+    aborts, SIGKILLed CLI commits, re-runs); every final state must be a serial order of
+    the jobs that succeeded, with nothing left (docs/protocol.md). Prints exact/total per
+    store and variant."""
+    import logging
+
+    from aiocommit_stress.concurrent_sweep import SWEEP_STORES, VariantFigures, sweep_variants
+
+    stores = [s.strip() for s in kw.pop("stores").split(",") if s.strip()]
+    unknown = [s for s in stores if s not in SWEEP_STORES]
+    if unknown:
+        raise click.BadParameter(f"{', '.join(unknown)}: use {', '.join(SWEEP_STORES)}")
+    scenarios, kills, seed, parallel = (
+        kw.pop(k) for k in ("scenarios", "kills", "seed", "parallel")
+    )
+
+    async def run(reporter: Reporter) -> dict[str, Any]:
+        found: list[VariantFigures] = []
+
+        def show(variant: VariantFigures) -> None:
+            reporter.out.print(variant.line())
+            for failure in variant.figures.failures[:5]:
+                reporter.out.print(f"  inexact: {failure}")
+
+        for store in stores:
+            started = time.monotonic()
+            found += await sweep_variants(
+                store, scenarios, kills, seed=seed, parallel=parallel, on_variant=show
+            )
+            reporter.out.print(f"  ({store}: {time.monotonic() - started:.0f} s)")
+        exact = sum(v.figures.exact for v in found)
+        total = sum(v.figures.scenarios for v in found)
+        table = "; ".join(
+            f"{v.store} {v.variant.split()[-1]} {v.figures.exact}/{v.figures.scenarios}"
+            for v in found
+        )
+        ok = all(v.exact for v in found)
+        reporter.figure(f"concurrent-jobs sweep: {exact}/{total} exact ({table}); {verdict(ok)}")
+        return {
+            "sweep": "concurrent-jobs",
+            "seed": seed,
+            "results": [
+                {
+                    "store": v.store,
+                    "variant": v.variant,
+                    "seed": v.seed,
+                    "scenarios": v.figures.scenarios,
+                    "exact": v.figures.exact,
+                    "killed": v.figures.killed,
+                    "failures": v.figures.failures,
+                }
+                for v in found
+            ],
+            "ok": ok,
+        }
+
+    # take-overs and the proxies' cut connections of killed commits are the point here
+    quieted = {"aiocommit": logging.ERROR, "aiohttp.server": logging.CRITICAL}
+    levels = {name: logging.getLogger(name).level for name in quieted}
+    for name, level in quieted.items():
+        logging.getLogger(name).setLevel(level)
+    try:
+        _run(kw, run)
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
 
 
 @main.command("multi-job")

@@ -12,18 +12,7 @@ from aiocommit_testing.chaos_proxy import KINDS, StoreKind
 FAST = CommitOptions(retry_base_delay=0.005, retry_max_delay=0.05)
 
 
-LOST_CREATE = pytest.mark.xfail(
-    strict=False,
-    reason="known, open (issue 33): a CreateMultipartUpload whose answer the proxy loses "
-    "leaves an upload no record names; a job now ends only the uploads its records name, "
-    "so it stays until `aiocommit cleanup --uploads --older-than` (it used to be swept "
-    "with every upload under the destination)",
-)
-
-
-@pytest.mark.parametrize(
-    "kind", [pytest.param(k, marks=LOST_CREATE) if k == "s3" else k for k in KINDS]
-)
+@pytest.mark.parametrize("kind", KINDS)
 async def test_seeded_jobs_through_the_chaos_proxy(kind: StoreKind) -> None:
     """Two seeds per store at 20 % throttling, 5 % lost responses, 3 % resets and a
     long-tailed latency: set-up, tasks, job commit and an abort; no public call raises

@@ -1,6 +1,7 @@
 """moto in server mode (``moto[server]``) on loopback: a real HTTP S3 endpoint.
 
-``MotoServer().start()`` runs ``python -m moto.server -H 127.0.0.1 -p PORT`` as a child
+``MotoServer().start()`` runs moto's server (``python -m aiocommit_testing.moto_main -H
+127.0.0.1 -p PORT``: ``moto.server`` with upload start times reported) as a child
 process and waits until it answers; ``stop()`` ends it. ``run_moto_server()`` is the async
 form. Tests and the stress harness talk to it through aiobotocore over HTTP, never an
 in-process mock. Dummy credentials are set in the environment where none are.
@@ -16,6 +17,8 @@ test of the documented behaviour in ``tests/stores/test_s3_documented.py``):
 * A second ``CompleteMultipartUpload`` of a completed upload answers 200 with the
   object's etag; S3 documents ``NoSuchUpload`` for a completed upload (and in practice
   answers 200 for a while after completion): both must count as done.
+* ``ListMultipartUploads`` reports every upload as started on 2010-11-10; closed here
+  (``moto_main``): each upload's real start time.
 * Injected S3 faults (503 SlowDown, lost responses) are not produced by moto at all.
 """
 
@@ -55,7 +58,15 @@ class MotoServer(ChildServer):
         use_dummy_credentials()
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
+        return [
+            sys.executable,
+            "-m",
+            "aiocommit_testing.moto_main",
+            "-H",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+        ]
 
 
 def run_moto_server(port: int = 0) -> AbstractAsyncContextManager[MotoServer]:

@@ -109,7 +109,7 @@ async def test_the_sweep_of_old_uploads_keeps_younger_ones(
     dest = join(root, "out")
     await job_with_a_dead_attempt(store, dest, "staging")
     await as_multipart(store).create_upload(join(root, "elsewhere", "f.csv"))
-    # younger than the newest upload (moto reports every upload as started in 2010)
+    # younger than the newest upload
     listed = await as_multipart(store).list_uploads(join(dest, "")).__anext__()
     newest = max(u.initiated for u in listed) / 1000
     assert await abort_old_uploads(dest, older_than=time.time() - newest + 3600, store=store) == []

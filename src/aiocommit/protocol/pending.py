@@ -146,6 +146,10 @@ class UploadRecord(msgspec.Struct, frozen=True):
 
     path: str
     upload_id: str
+    #: set when the create was sent more than once (an answer may have been lost): the
+    #: client clock (ms) of its first and last send; an upload of ``path`` started in
+    #: between that no job names is this attempt's, never answered
+    retried_create: tuple[int, int] | None = None
 
 
 _upload_record_decoder = msgspec.json.Decoder(UploadRecord)
@@ -168,14 +172,28 @@ def attempt_uploads_dir(layout: JobLayout, task_attempt_id: str) -> str:
     return join(uploads_dir(layout), task_attempt_id)
 
 
-def upload_record_name(upload_id: str) -> str:
-    """The file name of an upload's record: a digest (upload IDs are long, of any bytes)."""
-    return hashlib.sha256(upload_id.encode()).hexdigest()[:32] + UPLOAD_RECORD_SUFFIX
+#: the name a record with ``retried_create`` ends in: always read, even when its own
+#: upload is settled (its lost uploads are found from it)
+RETRIED_CREATE_SUFFIX = ".retried" + UPLOAD_RECORD_SUFFIX
 
 
-def upload_record_path(layout: JobLayout, task_attempt_id: str, upload_id: str) -> str:
+def upload_digest(upload_id: str) -> str:
+    """An upload ID as a short file-name-safe digest (IDs are long, of any bytes)."""
+    return hashlib.sha256(upload_id.encode()).hexdigest()[:32]
+
+
+def upload_record_name(upload_id: str, *, retried_create: bool = False) -> str:
+    """The file name of an upload's record: its digest, then the suffix."""
+    suffix = RETRIED_CREATE_SUFFIX if retried_create else UPLOAD_RECORD_SUFFIX
+    return upload_digest(upload_id) + suffix
+
+
+def upload_record_path(
+    layout: JobLayout, task_attempt_id: str, upload_id: str, *, retried_create: bool = False
+) -> str:
     """The record of one upload of a task attempt."""
-    return join(attempt_uploads_dir(layout, task_attempt_id), upload_record_name(upload_id))
+    name = upload_record_name(upload_id, retried_create=retried_create)
+    return join(attempt_uploads_dir(layout, task_attempt_id), name)
 
 
 def magic_job_dir(layout: JobLayout) -> str:

@@ -6,7 +6,9 @@ post: the upload holds every byte; nothing is visible at the destination; the re
       ``SinglePendingCommit`` names the upload, its part etags and length; the upload is
       recorded as the attempt's (``_temporary/JOB/NN/uploads/ATTEMPT/``) from the moment
       it started, so the job's abort and cleanup find it even if the task dies before
-      its commit names it in a pending set.
+      its commit names it in a pending set; a create sent more than once (an answer
+      lost) is recorded so, and the job's abort and cleanup abort the uploads of that key
+      the unanswered sends started.
 fail: the upload is aborted (best effort: the job's abort and cleanup abort what its
       record names).
 """
@@ -43,12 +45,14 @@ async def upload_pending(
     """Upload ``chunks`` (each a part, all but the last at least 5 MiB) as an uncompleted
     multipart upload of ``dest_path``, recorded as ``task_attempt_id``'s (by default the
     context's attempt, else the task); abort it if anything fails."""
-    upload_id = await mops.create_upload(dest_path)
+    created = await mops.create_upload_tracked(dest_path)
+    upload_id = created.upload_id
     etags: list[str] = []
     length = 0
     try:
         attempt = recording_name(context, task_id, task_attempt_id)
-        await record_upload(context, dest_path, upload_id, attempt)
+        retried = (created.first_sent, created.last_sent) if created.attempts > 1 else None
+        await record_upload(context, dest_path, upload_id, attempt, retried_create=retried)
         async for chunk in chunks:
             etags.append(await mops.upload_part(dest_path, upload_id, len(etags) + 1, chunk))
             length += len(chunk)
@@ -80,13 +84,23 @@ def recording_name(context: StageContext, task_id: str, task_attempt_id: str | N
 
 
 async def record_upload(
-    context: StageContext, dest_path: str, upload_id: str, task_attempt_id: str
+    context: StageContext,
+    dest_path: str,
+    upload_id: str,
+    task_attempt_id: str,
+    *,
+    retried_create: tuple[int, int] | None = None,
 ) -> None:
     """Record the upload as the task attempt's: its key is a final key that other jobs
     may write too, so this is what makes it the job's own for the job's abort and
-    cleanup (until the attempt's task commit names it in a pending set)."""
-    path = upload_record_path(context.layout, task_attempt_id, upload_id)
-    await context.ops.write_bytes(path, encode_upload_record(UploadRecord(dest_path, upload_id)))
+    cleanup (until the attempt's task commit names it in a pending set).
+    ``retried_create``: the create was sent more than once, between these times (ms):
+    the record says so, and the uploads an unanswered send started are found from it."""
+    path = upload_record_path(
+        context.layout, task_attempt_id, upload_id, retried_create=retried_create is not None
+    )
+    record = UploadRecord(dest_path, upload_id, retried_create)
+    await context.ops.write_bytes(path, encode_upload_record(record))
 
 
 async def abort_quietly(
