@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -193,8 +194,11 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
             original_save(self, path)
             return
         _prepare(self, original_partition_by, original_option, original_mode)
+        spark = seam.writer_session(self)
+        ensure_registered(spark, connect=False)  # a session made after register()
         try:
-            with lifted_arrow_byte_cap(seam.writer_session(self)):
+            # the JVM looks the source up in the thread's active session
+            with seam.active(spark), lifted_arrow_byte_cap(spark):
                 original_save(self, path)
         except Exception as error:
             _put_cause_first(error)
@@ -250,6 +254,26 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
     setattr(writer_class, _INSTALLED, True)
 
 
+_registering = threading.Lock()
+
+
+def ensure_registered(spark: Any, *, connect: bool = True) -> None:
+    """Register the ``aiocommit`` data source with ``spark`` unless it has it already:
+    each session has its own registry (``newSession()`` starts empty). Spark refuses a
+    registration while the thread's active session has the name (it checks there, not
+    in the target session), so the target is made active for it and the thread's
+    active session put back. A Connect session (the server keeps the registry) is
+    registered only with ``connect``."""
+    from aiocommit.integrations.spark.source import AiocommitDataSource
+
+    with _registering:
+        found = seam.has_data_source(spark, SOURCE_NAME)
+        if found or (found is None and not connect):
+            return
+        with seam.active(spark):
+            spark.dataSource.register(AiocommitDataSource)
+
+
 def option_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -300,8 +324,6 @@ def _prepare(
         original_option(writer, SAVE_MODE_OPTION, "ignore" if mode == "ignore" else "errorifexists")
     else:  # set on every save: a reused writer must not keep an earlier save's mode
         original_option(writer, SAVE_MODE_OPTION, "")
-    # the JVM looks the data source up in the calling thread's active session
-    seam.make_active(spark)
 
 
 def session_options(spark: Any, given: dict[str, str]) -> dict[str, str]:

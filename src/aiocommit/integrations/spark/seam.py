@@ -23,7 +23,8 @@ that lacks one, and ``tests/spark/test_seam.py`` checks them on every release CI
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -264,17 +265,68 @@ def add_jar(spark: SparkSession, path: str) -> bool:
     return True
 
 
+def _session_class(spark: SparkSession, use: str) -> Any:
+    """The JVM's classic ``SparkSession`` class (its static active-session methods), or
+    None for a Connect session."""
+    if not hasattr(spark, "_jsparkSession"):  # Connect: the server resolves the source
+        return None
+    jvm = _get(spark.sparkContext, "_jvm", use)
+    if jvm is None:
+        return None
+    return _get(spark, "_get_j_spark_session_class", use)(jvm)
+
+
 def make_active(spark: SparkSession) -> None:
     """Make a classic session the calling thread's active one in the JVM (which looks a
     Python data source up there); nothing for a Connect session."""
-    if not hasattr(spark, "_jsparkSession"):  # Connect: the server resolves the source
-        return
     use = "to make the session active for a write from another thread"
-    jvm = _get(spark.sparkContext, "_jvm", use)
-    if jvm is None:
+    session_class = _session_class(spark, use)
+    if session_class is not None:
+        session_class.setActiveSession(_get(spark, "_jsparkSession", use))
+
+
+@contextmanager
+def active(spark: SparkSession) -> Iterator[None]:
+    """Make a classic session the calling thread's active one in the JVM for the block,
+    then put back the thread's active session as it was (or none); nothing for Connect.
+
+    The JVM looks a Python data source up in the thread's active session, when a write
+    runs and when one is registered (``DATA_SOURCE_ALREADY_EXISTS`` if that session has
+    one of the name), so both run with their own session active."""
+    use = "to make the session active for a write"
+    session_class = _session_class(spark, use)
+    if session_class is None:
+        yield
         return
-    session_class = _get(spark, "_get_j_spark_session_class", use)(jvm)
+    before = session_class.getActiveSession()
     session_class.setActiveSession(_get(spark, "_jsparkSession", use))
+    try:
+        yield
+    finally:
+        if before.isDefined():
+            session_class.setActiveSession(before.get())
+        else:
+            session_class.clearActiveSession()
+
+
+def active_jvm_session(spark: SparkSession) -> Any:
+    """The calling thread's active session in the JVM (a py4j handle), or None; for
+    tests and checks."""
+    session_class = _session_class(spark, "to read the thread's active session")
+    if session_class is None:
+        return None
+    found = session_class.getActiveSession()
+    return found.get() if found.isDefined() else None
+
+
+def has_data_source(spark: SparkSession, name: str) -> bool | None:
+    """Whether a classic session has a Python data source ``name`` registered (each
+    session has its own; ``newSession()`` starts with none); None for Connect."""
+    if not hasattr(spark, "_jsparkSession"):
+        return None
+    use = "to know whether the session has aiocommit registered"
+    state = _get(spark, "_jsparkSession", use).sessionState()
+    return bool(state.dataSourceManager().dataSourceExists(name))
 
 
 def error_text(error: BaseException) -> str | None:
