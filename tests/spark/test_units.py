@@ -133,7 +133,7 @@ def test_settings_from_lower_cased_spark_options() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({}, "aiocommit cannot write through SQL INSERT INTO"),
+        ({}, "aiocommit cannot write through SQL INSERT/CTAS"),
         ({"format": "orc"}, "format must be"),
         ({"compression": "lzo"}, "compression for parquet"),
         ({"format": "json", "compression": "zstd"}, "compression for json"),

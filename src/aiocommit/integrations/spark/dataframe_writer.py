@@ -32,12 +32,14 @@ DataFrame, so table writes there are Spark's (and fail for a Python data source)
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from aiocommit.errors import InvalidInput
 from aiocommit.integrations.spark import seam, tables
 from aiocommit.integrations.spark.schema import sparks_refusal
 from aiocommit.integrations.spark.settings import (
@@ -115,6 +117,9 @@ def install() -> None:
         _install_on(writer_class, tables_too=tables_too)
     for writer_v2 in seam.writer_v2_classes():
         _refuse_using_aiocommit(writer_v2)
+        install_cause_first(writer_v2, seam.WRITER_V2_METHODS)
+    # SQL INSERT/CTAS into a table USING aiocommit fail in writer(): cause first there too
+    install_cause_first(seam.classic_session_class(), ("sql",))
 
 
 def _refuse_using_aiocommit(writer_class: type[Any]) -> None:
@@ -127,7 +132,7 @@ def _refuse_using_aiocommit(writer_class: type[Any]) -> None:
 
     def using(self: Any, provider: str) -> Any:
         if provider.strip().lower() == SOURCE_NAME:
-            raise ValueError(TABLE_WRITES_REFUSED)
+            raise InvalidInput(TABLE_WRITES_REFUSED)
         return original_using(self, provider)
 
     writer_class.using = using
@@ -216,9 +221,9 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
         **values: Any,
     ) -> None:
         _apply_arguments(self, mode, partitionBy, format, values)
-        if _recorded(self).format != SOURCE_NAME:
+        if _recorded(self).format != SOURCE_NAME:  # a table USING aiocommit fails inside
             assert original_save_as_table is not None
-            original_save_as_table(self, name)
+            cause_first(original_save_as_table)(self, name)
             return
         bucketing = _recorded(self).bucketing
         if bucketing:
@@ -233,7 +238,7 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
     def insertInto(self: DataFrameWriter, tableName: str, overwrite: bool | None = None) -> None:
         if _recorded(self).format != SOURCE_NAME:
             assert original_insert_into is not None
-            original_insert_into(self, tableName, overwrite)
+            cause_first(original_insert_into)(self, tableName, overwrite)
             return
         state = _recorded(self)
         if overwrite is not None:
@@ -448,27 +453,90 @@ def session_conf(spark: Any, key: str) -> str | None:
 
 
 #: the last ``SomeError: message`` line of a Python traceback inside Spark's message
-_CAUSE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception|Failure|Exit)): (.+)$")
+_CAUSE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*): (.+)$")
+_EXCEPTION_SUFFIXES = ("Error", "Exception", "Failure", "Exit")
+#: the most characters of an error's first line (the cause, cut with an ellipsis)
+FIRST_LINE_LIMIT = 200
+
+
+def _aiocommit_error_names() -> frozenset[str]:
+    from aiocommit.errors import AiocommitError
+
+    names: set[str] = set()
+    pending: list[type[BaseException]] = [AiocommitError]
+    while pending:
+        kind = pending.pop()
+        names.add(kind.__name__)
+        pending.extend(kind.__subclasses__())
+    return frozenset(names)
+
+
+def _is_exception_name(name: str) -> bool:
+    if name.startswith(("Py4J", "Analysis")):
+        return False
+    return name.endswith(_EXCEPTION_SUFFIXES) or name in _aiocommit_error_names()
 
 
 def one_line_cause(text: str) -> str | None:
-    """The exception line that ends the innermost Python traceback in ``text``."""
+    """The exception line that ends the innermost Python traceback in ``text``
+    (``UnknownOption: ...``, ``ValueError: ...``), or None."""
     found: str | None = None
     for line in text.splitlines():
         match = _CAUSE.match(line.strip())
-        if match and not match.group(1).startswith(("Py4J", "Analysis")):
+        if match and _is_exception_name(match.group(1)):
             found = f"{match.group(1)}: {match.group(2)}"
         if line.startswith("JVM stacktrace:"):
             break
     return found
 
 
-def _put_cause_first(error: Exception) -> None:
-    """Start the message of Spark's exception with the one-line cause; the exception
-    keeps its type, so ``except AnalysisException`` still works."""
+def cause_line(cause: str) -> str:
+    """``aiocommit: CAUSE``, cut to ``FIRST_LINE_LIMIT`` characters."""
+    line = f"aiocommit: {cause}"
+    if len(line) <= FIRST_LINE_LIMIT:
+        return line
+    return line[: FIRST_LINE_LIMIT - 1] + "\u2026"
+
+
+def raised_by_aiocommit(text: str) -> bool:
+    """Whether a Spark error's text holds a Python traceback through aiocommit's code."""
+    return "/aiocommit/" in text or "aiocommit.errors." in text
+
+
+def _put_cause_first(error: BaseException, *, only_aiocommit: bool = False) -> None:
+    """Start the message of Spark's exception with the one-line cause (at most
+    ``FIRST_LINE_LIMIT`` characters; the whole cause stays further down); the exception
+    keeps its type, so ``except AnalysisException`` still works. ``only_aiocommit``:
+    only when the traceback runs through aiocommit (SQL and ``writeTo`` paths, which
+    write through other sources too)."""
     desc = seam.error_text(error)
-    if desc is None:
+    if desc is None or desc.startswith("aiocommit: ") or seam.has_first_line(error):
+        return
+    if only_aiocommit and not raised_by_aiocommit(desc):
         return
     cause = one_line_cause(desc)
-    if cause and not desc.startswith("aiocommit: "):
-        seam.set_error_text(error, f"aiocommit: {cause}\n{desc}")
+    if cause:
+        seam.prepend_error_line(error, cause_line(cause))
+
+
+def cause_first(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` with an aiocommit error raised inside Spark put cause first."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except Exception as error:
+            _put_cause_first(error, only_aiocommit=True)
+            raise
+
+    setattr(wrapper, _INSTALLED, True)
+    return wrapper
+
+
+def install_cause_first(owner: type[Any], names: tuple[str, ...]) -> None:
+    """Wrap the methods ``names`` of ``owner`` with ``cause_first`` (once)."""
+    for name in names:
+        method = getattr(owner, name, None)
+        if callable(method) and not getattr(method, _INSTALLED, False):
+            setattr(owner, name, cause_first(method))

@@ -67,6 +67,15 @@ WRAPPED_METHODS = (
     "save",
 )
 TABLE_METHODS = ("saveAsTable", "insertInto")
+#: the ``DataFrameWriterV2`` (``df.writeTo``) methods that run a write
+WRITER_V2_METHODS = (
+    "create",
+    "replace",
+    "createOrReplace",
+    "append",
+    "overwrite",
+    "overwritePartitions",
+)
 
 
 class PysparkChanged(RuntimeError):
@@ -338,6 +347,55 @@ def error_text(error: BaseException) -> str | None:
 def set_error_text(error: BaseException, text: str) -> None:
     """Replace a pyspark captured error's message text (``str(error)`` shows it)."""
     error._desc = text  # type: ignore[attr-defined]
+
+
+def prepend_error_line(error: BaseException, line: str) -> None:
+    """Put ``line`` first in a pyspark captured error's message (``_desc``), or in a
+    py4j ``Py4JJavaError``'s (``errmsg``, which its text starts with)."""
+    text = error_text(error)
+    if text is not None:
+        from pyspark.errors.exceptions.captured import CapturedException
+
+        if type(error).__str__ is CapturedException.__str__:
+            set_error_text(error, f"{line}\n{text}")
+        else:  # PythonException (a task's failure) words its text from the JVM's parameters
+            _prefix_text(error, line)
+        return
+    errmsg = getattr(error, "errmsg", None)
+    if isinstance(errmsg, str) and hasattr(error, "java_exception"):
+        error.errmsg = f"{line}\n{errmsg}"  # type: ignore[attr-defined]
+
+
+#: error class -> its subclass whose text starts with ``_aiocommit_first_line``
+_PREFIXED: dict[type[BaseException], type[BaseException]] = {}
+
+
+def _prefix_text(error: BaseException, line: str) -> None:
+    """Make ``str(error)`` start with ``line``: the error becomes an instance of a
+    subclass of its class (``isinstance`` and ``except`` still match) that prints it."""
+    kind = type(error)
+    prefixed = _PREFIXED.get(kind)
+    if prefixed is None:
+
+        def __str__(self: BaseException) -> str:
+            return f"{self._aiocommit_first_line}\n{kind.__str__(self)}"  # type: ignore[attr-defined]
+
+        prefixed = type(kind.__name__, (kind,), {"__str__": __str__, "__module__": kind.__module__})
+        _PREFIXED[kind] = prefixed
+    error._aiocommit_first_line = line  # type: ignore[attr-defined]
+    error.__class__ = prefixed
+
+
+def has_first_line(error: BaseException) -> bool:
+    """Whether ``prepend_error_line`` already gave ``error`` a first line by its class."""
+    return hasattr(error, "_aiocommit_first_line")
+
+
+def classic_session_class() -> type[Any]:
+    """pyspark's classic ``SparkSession`` (its ``sql`` is wrapped)."""
+    from pyspark.sql.session import SparkSession
+
+    return SparkSession
 
 
 # --- modules outside the documented API ---------------------------------------------

@@ -55,10 +55,8 @@ SAVE_MODES = ("errorifexists", "ignore", "append", "overwrite")
 #: why SQL INSERT/CTAS and writeTo cannot write through aiocommit, and what to use: one
 #: line, as the first thing the user reads
 TABLE_WRITES_REFUSED = (
-    "aiocommit cannot write through SQL INSERT INTO/CREATE TABLE AS SELECT or "
-    'writeTo(...).using("aiocommit") (Spark gives a Python data source no destination '
-    'there): use df.write.format("aiocommit").saveAsTable(name) or .save(path), then '
-    "CREATE TABLE ... USING parquet LOCATION 'path' for SQL (docs/spark.md, Tables)"
+    "aiocommit cannot write through SQL INSERT/CTAS or writeTo() (Spark gives a Python data "
+    'source no path there): use df.write.format("aiocommit").saveAsTable(name) or .save(path)'
 )
 #: the major Java version of Spark's JVM (``register(spark)``'s DataFrameWriter sets it):
 #: Spark's CSV/JSON writers and partition names print doubles as that Java does
@@ -173,7 +171,7 @@ class WriteSettings:
         check_known(lowered)
         url = lowered.get("path")
         if not url:
-            raise ValueError(TABLE_WRITES_REFUSED)
+            raise InvalidInput(TABLE_WRITES_REFUSED)
         fmt = lowered.get("format", "parquet").strip().lower()
         if fmt not in FORMATS:
             raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")

@@ -51,6 +51,7 @@ from pyspark.sql.types import (
     YearMonthIntervalType,
 )
 
+from aiocommit.errors import InvalidInput
 from aiocommit.integrations.spark.committer import (
     abort_write,
     close_task_attempt,
@@ -130,7 +131,7 @@ class AiocommitDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> AiocommitWriter:
         if not self.options.get("path"):  # raised here: a one-frame traceback in Spark's error
-            raise ValueError(TABLE_WRITES_REFUSED)
+            raise InvalidInput(TABLE_WRITES_REFUSED)
         settings = WriteSettings.from_options(dict(self.options.items()))
         settings = dataclasses.replace(
             settings,
