@@ -46,6 +46,7 @@ from aiocommit.integrations.spark.settings import (
     JAVA_VERSION_OPTION,
     SAVE_MODE_OPTION,
     TABLE_WRITES_REFUSED,
+    streaming_refused,
 )
 from aiocommit.integrations.spark.spark_jvm import SparkCondition, java_version, sparks_exception
 from aiocommit.integrations.spark.transfer import lifted_arrow_byte_cap
@@ -118,6 +119,8 @@ def install() -> None:
     for writer_v2 in seam.writer_v2_classes():
         _refuse_using_aiocommit(writer_v2)
         install_cause_first(writer_v2, seam.WRITER_V2_METHODS)
+    for stream_writer in seam.stream_writer_classes():
+        _refuse_streaming(stream_writer)
     # SQL INSERT/CTAS into a table USING aiocommit fail in writer(): cause first there too
     install_cause_first(seam.classic_session_class(), ("sql",))
 
@@ -137,6 +140,40 @@ def _refuse_using_aiocommit(writer_class: type[Any]) -> None:
 
     writer_class.using = using
     setattr(writer_class, _INSTALLED, True)
+
+
+def _refuse_streaming(writer_class: type[Any]) -> None:
+    """``df.writeStream.format("aiocommit")...start()`` (or ``toTable``) fails at once in
+    one line naming the release and the ``foreachBatch`` recipe (Spark would fail at
+    the first micro-batch, in a long traceback)."""
+    if getattr(writer_class, _INSTALLED, False):
+        return
+    original_format = writer_class.format
+
+    def format(self: Any, source: str) -> Any:
+        self.__dict__[_STREAM_FORMAT] = source.strip().lower()
+        return original_format(self, source)
+
+    writer_class.format = format
+    for name in ("start", "toTable"):
+        original = getattr(writer_class, name, None)
+        if callable(original):
+            setattr(writer_class, name, _refusing(original))
+    setattr(writer_class, _INSTALLED, True)
+
+
+_STREAM_FORMAT = "_aiocommit_stream_format"
+
+
+def _refusing(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        source = kwargs.get("format") or self.__dict__.get(_STREAM_FORMAT)
+        if str(source or "").strip().lower() == SOURCE_NAME:
+            raise InvalidInput(streaming_refused(seam.VERSION))
+        return original(self, *args, **kwargs)
+
+    return method
 
 
 def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> None:

@@ -197,6 +197,22 @@ def writer_v2_classes() -> list[type[Any]]:
     return classes
 
 
+def stream_writer_classes() -> list[type[Any]]:
+    """pyspark's ``DataStreamWriter`` classes (``df.writeStream``): classic, and Spark
+    Connect's where its client is installed."""
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+    classes: list[type[Any]] = [DataStreamWriter]
+    try:
+        from pyspark.sql.connect.streaming.readwriter import (
+            DataStreamWriter as ConnectStreamWriter,
+        )
+    except ImportError:  # the Connect client's dependencies (grpcio, pandas) are optional
+        return classes
+    classes.append(ConnectStreamWriter)
+    return classes
+
+
 def classic_dataframe(writer: DataFrameWriter) -> DataFrame | None:
     """The DataFrame a classic ``DataFrameWriter`` writes (``_df``, with a ``_jdf``);
     None for Spark Connect's writer, which holds a plan."""

@@ -58,6 +58,17 @@ TABLE_WRITES_REFUSED = (
     "aiocommit cannot write through SQL INSERT/CTAS or writeTo() (Spark gives a Python data "
     'source no path there): use df.write.format("aiocommit").saveAsTable(name) or .save(path)'
 )
+
+
+def streaming_refused(release: str) -> str:
+    """Why ``writeStream.format("aiocommit")`` fails, and the recipe to use: one line."""
+    return (
+        f"aiocommit has no streaming sink on pyspark {release} yet: write each micro-batch "
+        'with writeStream.foreachBatch(lambda df, batch_id: df.write.format("aiocommit")'
+        '.mode("append").save(path))'
+    )
+
+
 #: the major Java version of Spark's JVM (``register(spark)``'s DataFrameWriter sets it):
 #: Spark's CSV/JSON writers and partition names print doubles as that Java does
 JAVA_VERSION_OPTION = "aiocommit.javaversion"

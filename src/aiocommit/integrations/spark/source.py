@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from pyspark import TaskContext
 from pyspark.sql.types import (
@@ -77,7 +77,11 @@ from aiocommit.integrations.spark.seam import (
     WriterCommitMessage,
     arrow_schema,
 )
-from aiocommit.integrations.spark.settings import TABLE_WRITES_REFUSED, WriteSettings
+from aiocommit.integrations.spark.settings import (
+    TABLE_WRITES_REFUSED,
+    WriteSettings,
+    streaming_refused,
+)
 from aiocommit.integrations.spark.task_loop import run_in_task_loop
 from aiocommit.protocol.ids import new_job_id
 
@@ -128,6 +132,12 @@ class AiocommitDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
         return "aiocommit"
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> NoReturn:
+        """Refused in one line (``register()`` refuses at ``start()`` already)."""
+        import pyspark
+
+        raise InvalidInput(streaming_refused(pyspark.__version__))
 
     def writer(self, schema: StructType, overwrite: bool) -> AiocommitWriter:
         if not self.options.get("path"):  # raised here: a one-frame traceback in Spark's error
