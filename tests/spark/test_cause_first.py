@@ -72,26 +72,3 @@ def test_sql_and_write_to_errors_are_cause_first(spark: SparkSession, tmp_path: 
     with pytest.raises(Exception, match="TABLE_OR_VIEW_NOT_FOUND") as missing:
         spark.sql("SELECT * FROM cause_first_no_such_table")
     assert str(missing.value).startswith("[TABLE_OR_VIEW_NOT_FOUND]")
-
-
-def test_streaming_is_refused_in_one_line(spark: SparkSession, tmp_path: Path) -> None:
-    """``writeStream.format("aiocommit")`` used to fail at the first micro-batch with 21
-    lines ending in ``PySparkNotImplementedError``: now ``start()`` refuses in one line
-    naming the release and the ``foreachBatch`` recipe, and a bare registration's
-    ``streamWriter`` says the same inside Spark's error."""
-    from pyspark import __version__
-
-    from aiocommit.integrations.spark.source import AiocommitDataSource
-
-    stream = spark.readStream.format("rate").option("rowsPerSecond", "1").load()
-    writer = stream.writeStream.format("aiocommit").option(
-        "checkpointLocation", str(tmp_path / "checkpoint")
-    )
-    with pytest.raises(Exception, match="foreachBatch") as refused:
-        writer.start(str(tmp_path / "out"))
-    line = first_line(refused)
-    assert line.startswith(f"aiocommit has no streaming sink on pyspark {__version__}"), line
-    assert str(refused.value).count("\n") == 0
-    assert not (tmp_path / "out").exists()
-    with pytest.raises(Exception, match="foreachBatch"):
-        AiocommitDataSource({"path": str(tmp_path / "out")}).streamWriter(stream.schema, False)

@@ -45,6 +45,7 @@ from aiocommit.integrations.spark.schema import sparks_refusal
 from aiocommit.integrations.spark.settings import (
     JAVA_VERSION_OPTION,
     SAVE_MODE_OPTION,
+    STREAM_APPEND_ONLY,
     TABLE_WRITES_REFUSED,
     streaming_refused,
 )
@@ -155,6 +156,13 @@ def _refuse_streaming(writer_class: type[Any]) -> None:
         return original_format(self, source)
 
     writer_class.format = format
+    original_output_mode = writer_class.outputMode
+
+    def outputMode(self: Any, outputMode: str) -> Any:
+        self.__dict__[_STREAM_MODE] = outputMode.strip().lower()
+        return original_output_mode(self, outputMode)
+
+    writer_class.outputMode = outputMode
     for name in ("start", "toTable"):
         original = getattr(writer_class, name, None)
         if callable(original):
@@ -163,14 +171,19 @@ def _refuse_streaming(writer_class: type[Any]) -> None:
 
 
 _STREAM_FORMAT = "_aiocommit_stream_format"
+_STREAM_MODE = "_aiocommit_stream_output_mode"
 
 
 def _refusing(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         source = kwargs.get("format") or self.__dict__.get(_STREAM_FORMAT)
+        mode = str(kwargs.get("outputMode") or self.__dict__.get(_STREAM_MODE) or "append")
         if str(source or "").strip().lower() == SOURCE_NAME:
-            raise InvalidInput(streaming_refused(seam.VERSION))
+            if not seam.HAS_DATA_SOURCES:
+                raise InvalidInput(streaming_refused(seam.VERSION))
+            if mode.strip().lower() != "append":
+                raise InvalidInput(STREAM_APPEND_ONLY)
         return original(self, *args, **kwargs)
 
     return method

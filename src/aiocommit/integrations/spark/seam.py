@@ -23,6 +23,7 @@ that lacks one, and ``tests/spark/test_seam.py`` checks them on every release CI
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -97,7 +98,12 @@ def _get(obj: Any, attribute: str, use: str) -> Any:
 
 
 if HAS_DATA_SOURCES or TYPE_CHECKING:
-    from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceArrowWriter,
+        DataSourceStreamWriter,
+        WriterCommitMessage,
+    )
     from pyspark.sql.types import CalendarIntervalType, VariantType
 else:  # pyspark 3.5: the same constructors, so that write() drives the same writer
 
@@ -112,6 +118,9 @@ else:  # pyspark 3.5: the same constructors, so that write() drives the same wri
 
     class DataSourceArrowWriter:
         """Stand-in for pyspark 4's ``DataSourceArrowWriter``."""
+
+    class DataSourceStreamWriter:
+        """Stand-in for pyspark 4's ``DataSourceStreamWriter``."""
 
     from pyspark.sql.types import DataType
 
@@ -128,6 +137,7 @@ __all__ = [
     "CalendarIntervalType",
     "DataSource",
     "DataSourceArrowWriter",
+    "DataSourceStreamWriter",
     "VariantType",
     "WriterCommitMessage",
 ]
@@ -405,6 +415,22 @@ def _prefix_text(error: BaseException, line: str) -> None:
 def has_first_line(error: BaseException) -> bool:
     """Whether ``prepend_error_line`` already gave ``error`` a first line by its class."""
     return hasattr(error, "_aiocommit_first_line")
+
+
+#: the pyspark worker module that calls a streaming sink's ``streamWriter()`` to commit
+STREAM_COMMIT_WORKER = "pyspark.sql.worker.python_streaming_sink_runner"
+
+
+def in_stream_commit() -> bool:
+    """Whether the running ``streamWriter()`` call is the one Spark makes to commit or
+    abort a micro-batch (its own worker module is on the stack), not the one before the
+    batch's tasks."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get("__name__") == STREAM_COMMIT_WORKER:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 def classic_session_class() -> type[Any]:

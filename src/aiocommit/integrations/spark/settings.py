@@ -61,12 +61,20 @@ TABLE_WRITES_REFUSED = (
 
 
 def streaming_refused(release: str) -> str:
-    """Why ``writeStream.format("aiocommit")`` fails, and the recipe to use: one line."""
+    """Why ``writeStream.format("aiocommit")`` fails on a pyspark without Spark's Python
+    streaming sink API (before 4.0), and the recipe to use: one line."""
     return (
-        f"aiocommit has no streaming sink on pyspark {release} yet: write each micro-batch "
-        'with writeStream.foreachBatch(lambda df, batch_id: df.write.format("aiocommit")'
-        '.mode("append").save(path))'
+        f"aiocommit's streaming sink needs pyspark >= 4.0, not {release}: write each "
+        'micro-batch with writeStream.foreachBatch(lambda df, batch_id: df.write.format("'
+        'aiocommit").mode("append").save(path))'
     )
+
+
+#: why a streaming write other than append is refused: one line
+STREAM_APPEND_ONLY = (
+    'aiocommit\'s streaming sink appends each micro-batch: use outputMode("append") '
+    "(complete/update would replace the destination at every batch)"
+)
 
 
 #: the major Java version of Spark's JVM (``register(spark)``'s DataFrameWriter sets it):
@@ -91,6 +99,7 @@ WRITE_OPTIONS = (
     "casesensitive",
     SAVE_MODE_OPTION,
     JAVA_VERSION_OPTION,
+    "checkpointlocation",  # writeStream's: the query's ID and batches are read there
     *TEXT_OPTIONS,
 )
 
