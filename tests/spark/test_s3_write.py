@@ -141,3 +141,28 @@ def test_credentials_in_options_are_refused(spark: SparkSession, s3_endpoint: st
     options = {**s3_options(s3_endpoint), "spark.hadoop.fs.s3a.secret.key": "SECRET"}
     with quiet(spark), pytest.raises(Exception, match="credentials never go in options"):
         write(spark, keyed(0, 4), "s3a://nobucket/table", options)
+
+
+def test_hadoop_committer_keys(
+    spark: SparkSession, s3_endpoint: str, bucket: tuple[str, S3Store]
+) -> None:
+    """``spark.hadoop.fs.s3a.committer.name`` as a session conf chooses the magic
+    committer (it was not read), and ``fs.s3a.committer.staging.conflict-mode=fail``
+    refuses an append into a partition that has files, per partition as Hadoop's
+    partitioned committer does (appends used to ignore it)."""
+    name, store = bucket
+    url = f"s3a://{name}/table"
+    options = {**s3_options(s3_endpoint), "partitionBy": "k"}
+    spark.conf.set("spark.hadoop.fs.s3a.committer.name", "magic")
+    try:
+        write(spark, keyed(0, 8), url, options)
+    finally:
+        spark.conf.unset("spark.hadoop.fs.s3a.committer.name")
+    _, files = read_back(store, "/table")
+    assert decode_success(files["_SUCCESS"]).committer == MAGIC_COMMITTER
+    fail = {**options, "fs.s3a.committer.staging.conflict-mode": "fail"}
+    with quiet(spark), pytest.raises(Exception, match="conflict"):
+        write(spark, [(100, "a", 1.0)], url, fail)  # k=a has files
+    write(spark, [(101, "e", 2.0)], url, fail)  # a new partition: no conflict
+    got, _ = read_back(S3Store(name, endpoint_url=s3_endpoint), "/table")
+    assert got == sorted([*keyed(0, 8), (101, "e", 2.0)])

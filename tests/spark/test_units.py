@@ -133,7 +133,7 @@ def test_settings_from_lower_cased_spark_options() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({}, "aiocommit cannot write through SQL INSERT INTO"),
+        ({}, "aiocommit cannot write through SQL INSERT/CTAS"),
         ({"format": "orc"}, "format must be"),
         ({"compression": "lzo"}, "compression for parquet"),
         ({"format": "json", "compression": "zstd"}, "compression for json"),
@@ -536,12 +536,13 @@ def test_pretty_json_lays_out_as_sparks_pretty_option() -> None:
 
 
 def test_save_modes_decide_the_conflict_mode() -> None:
-    """Spark's save mode wins over a conflict mode given among the options."""
+    """Overwrite replaces whatever the options say; an append runs the conflict mode
+    the options set, as Hadoop's staging committers do under Spark's append."""
     settings = WriteSettings.from_options(
         {"path": "/x", "partitionBy": "k", "aiocommit.conflict_mode": "fail"}
     )
     assert settings.commit.conflict_mode == "fail"
-    assert settings.commit_options(False).conflict_mode == "append"
+    assert settings.commit_options(False).conflict_mode == "fail"
     static = settings.commit_options(True)
     assert (static.conflict_mode, static.replace_partitions) == ("replace", False)
     dynamic = dataclasses.replace(settings, partition_overwrite_mode="dynamic")

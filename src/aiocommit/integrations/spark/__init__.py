@@ -63,14 +63,16 @@ def __getattr__(name: str) -> Any:
 
 
 def register(spark: SparkSession) -> None:
-    """Register the ``aiocommit`` data source with a session (once per session), and
-    make ``df.write.format("aiocommit")`` honour what Spark's Python data source API
-    drops: every save mode, ``partitionBy``, the session's write confs, writes from any
-    thread, errors with their cause first (see ``dataframe_writer``). Needs pyspark
-    4.0 or later (Spark's Python data source API); on 3.5 use ``write(df, ...)``."""
+    """Register the ``aiocommit`` data source with a session, and make
+    ``df.write.format("aiocommit")`` honour what Spark's Python data source API drops:
+    every save mode, ``partitionBy``, the session's write confs, writes from any thread
+    and from every session of the application (``newSession()``, before or after this
+    call), errors with their cause first (see ``dataframe_writer``). Idempotent: any
+    number of calls, on any session. The thread's active session is left as it was.
+    Needs pyspark 4.0 or later (Spark's Python data source API); on 3.5 use
+    ``write(df, ...)``."""
     from aiocommit.integrations.spark import seam
-    from aiocommit.integrations.spark.dataframe_writer import install
-    from aiocommit.integrations.spark.source import AiocommitDataSource
+    from aiocommit.integrations.spark.dataframe_writer import ensure_registered, install
 
     if not seam.HAS_DATA_SOURCES:
         raise RuntimeError(
@@ -79,4 +81,4 @@ def register(spark: SparkSession) -> None:
             "aiocommit.integrations.spark.write(df, dest, ...) instead"
         )
     install()
-    spark.dataSource.register(AiocommitDataSource)
+    ensure_registered(spark)

@@ -37,7 +37,7 @@ from aiocommit.committers.common.context import parallel
 from aiocommit.committers.manifest.committer import ATTEMPT_MANIFEST_SUFFIX
 from aiocommit.errors import JobNotFound, NotFound, first_error
 from aiocommit.integrations.spark.files import LocalFile
-from aiocommit.integrations.spark.settings import TestHooks, WriteSettings
+from aiocommit.integrations.spark.settings import S3_SCHEMES, TestHooks, WriteSettings
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.protocol.success import SuccessData
@@ -77,10 +77,6 @@ class InjectedTaskFailure(RuntimeError):
     """Raised by the TEST-ONLY ``aiocommit.test.failPartition*`` hooks."""
 
 
-#: URL schemes of S3, whose client takes the write's ``fs.s3a.*`` options
-S3_SCHEMES = ("s3", "s3a")
-
-
 def setup_options(settings: WriteSettings) -> CommitOptions:
     """The options a write's job is set up with. On S3: its S3A committer (the
     ``committer`` option), appending, per partition when the write is partitioned (the
@@ -91,7 +87,7 @@ def setup_options(settings: WriteSettings) -> CommitOptions:
     return settings.commit.with_values(
         committer=settings.committer,
         conflict_mode="append",
-        replace_partitions=bool(settings.partition_by),
+        replace_partitions=settings.per_partition,
     )
 
 

@@ -32,17 +32,22 @@ DataFrame, so table writes there are Spark's (and fail for a Python data source)
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from aiocommit.errors import InvalidInput
 from aiocommit.integrations.spark import seam, tables
 from aiocommit.integrations.spark.schema import sparks_refusal
 from aiocommit.integrations.spark.settings import (
     JAVA_VERSION_OPTION,
     SAVE_MODE_OPTION,
+    STREAM_APPEND_ONLY,
     TABLE_WRITES_REFUSED,
+    streaming_refused,
 )
 from aiocommit.integrations.spark.spark_jvm import SparkCondition, java_version, sparks_exception
 from aiocommit.integrations.spark.transfer import lifted_arrow_byte_cap
@@ -114,6 +119,11 @@ def install() -> None:
         _install_on(writer_class, tables_too=tables_too)
     for writer_v2 in seam.writer_v2_classes():
         _refuse_using_aiocommit(writer_v2)
+        install_cause_first(writer_v2, seam.WRITER_V2_METHODS)
+    for stream_writer in seam.stream_writer_classes():
+        _refuse_streaming(stream_writer)
+    # SQL INSERT/CTAS into a table USING aiocommit fail in writer(): cause first there too
+    install_cause_first(seam.classic_session_class(), ("sql",))
 
 
 def _refuse_using_aiocommit(writer_class: type[Any]) -> None:
@@ -126,11 +136,57 @@ def _refuse_using_aiocommit(writer_class: type[Any]) -> None:
 
     def using(self: Any, provider: str) -> Any:
         if provider.strip().lower() == SOURCE_NAME:
-            raise ValueError(TABLE_WRITES_REFUSED)
+            raise InvalidInput(TABLE_WRITES_REFUSED)
         return original_using(self, provider)
 
     writer_class.using = using
     setattr(writer_class, _INSTALLED, True)
+
+
+def _refuse_streaming(writer_class: type[Any]) -> None:
+    """``df.writeStream.format("aiocommit")...start()`` (or ``toTable``) fails at once in
+    one line naming the release and the ``foreachBatch`` recipe (Spark would fail at
+    the first micro-batch, in a long traceback)."""
+    if getattr(writer_class, _INSTALLED, False):
+        return
+    original_format = writer_class.format
+
+    def format(self: Any, source: str) -> Any:
+        self.__dict__[_STREAM_FORMAT] = source.strip().lower()
+        return original_format(self, source)
+
+    writer_class.format = format
+    original_output_mode = writer_class.outputMode
+
+    def outputMode(self: Any, outputMode: str) -> Any:
+        self.__dict__[_STREAM_MODE] = outputMode.strip().lower()
+        return original_output_mode(self, outputMode)
+
+    writer_class.outputMode = outputMode
+    for name in ("start", "toTable"):
+        original = getattr(writer_class, name, None)
+        if callable(original):
+            setattr(writer_class, name, _refusing(original))
+    setattr(writer_class, _INSTALLED, True)
+
+
+_STREAM_FORMAT = "_aiocommit_stream_format"
+_STREAM_MODE = "_aiocommit_stream_output_mode"
+
+
+def _refusing(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        source = kwargs.get("format") or self.__dict__.get(_STREAM_FORMAT)
+        mode = str(kwargs.get("outputMode") or self.__dict__.get(_STREAM_MODE) or "append")
+        if str(source or "").strip().lower() == SOURCE_NAME:
+            if not seam.HAS_DATA_SOURCES:
+                raise InvalidInput(streaming_refused(seam.VERSION))
+            if mode.strip().lower() != "append":
+                raise InvalidInput(STREAM_APPEND_ONLY)
+        return original(self, *args, **kwargs)
+
+    return method
 
 
 def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> None:
@@ -193,8 +249,11 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
             original_save(self, path)
             return
         _prepare(self, original_partition_by, original_option, original_mode)
+        spark = seam.writer_session(self)
+        ensure_registered(spark, connect=False)  # a session made after register()
         try:
-            with lifted_arrow_byte_cap(seam.writer_session(self)):
+            # the JVM looks the source up in the thread's active session
+            with seam.active(spark), lifted_arrow_byte_cap(spark):
                 original_save(self, path)
         except Exception as error:
             _put_cause_first(error)
@@ -212,9 +271,9 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
         **values: Any,
     ) -> None:
         _apply_arguments(self, mode, partitionBy, format, values)
-        if _recorded(self).format != SOURCE_NAME:
+        if _recorded(self).format != SOURCE_NAME:  # a table USING aiocommit fails inside
             assert original_save_as_table is not None
-            original_save_as_table(self, name)
+            cause_first(original_save_as_table)(self, name)
             return
         bucketing = _recorded(self).bucketing
         if bucketing:
@@ -229,7 +288,7 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
     def insertInto(self: DataFrameWriter, tableName: str, overwrite: bool | None = None) -> None:
         if _recorded(self).format != SOURCE_NAME:
             assert original_insert_into is not None
-            original_insert_into(self, tableName, overwrite)
+            cause_first(original_insert_into)(self, tableName, overwrite)
             return
         state = _recorded(self)
         if overwrite is not None:
@@ -248,6 +307,26 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
     writer_class.options = options  # type: ignore[method-assign]
     writer_class.save = save  # type: ignore[method-assign]
     setattr(writer_class, _INSTALLED, True)
+
+
+_registering = threading.Lock()
+
+
+def ensure_registered(spark: Any, *, connect: bool = True) -> None:
+    """Register the ``aiocommit`` data source with ``spark`` unless it has it already:
+    each session has its own registry (``newSession()`` starts empty). Spark refuses a
+    registration while the thread's active session has the name (it checks there, not
+    in the target session), so the target is made active for it and the thread's
+    active session put back. A Connect session (the server keeps the registry) is
+    registered only with ``connect``."""
+    from aiocommit.integrations.spark.source import AiocommitDataSource
+
+    with _registering:
+        found = seam.has_data_source(spark, SOURCE_NAME)
+        if found or (found is None and not connect):
+            return
+        with seam.active(spark):
+            spark.dataSource.register(AiocommitDataSource)
 
 
 def option_text(value: Any) -> str:
@@ -300,8 +379,6 @@ def _prepare(
         original_option(writer, SAVE_MODE_OPTION, "ignore" if mode == "ignore" else "errorifexists")
     else:  # set on every save: a reused writer must not keep an earlier save's mode
         original_option(writer, SAVE_MODE_OPTION, "")
-    # the JVM looks the data source up in the calling thread's active session
-    seam.make_active(spark)
 
 
 def session_options(spark: Any, given: dict[str, str]) -> dict[str, str]:
@@ -319,7 +396,58 @@ def session_options(spark: Any, given: dict[str, str]) -> dict[str, str]:
         value = session_conf(spark, conf)
         if key not in given and value:
             found[key] = value
+    found.update(hadoop_session_options(_all_confs(spark), given))
     return found
+
+
+#: the Hadoop key namespaces a session conf may set, with or without ``spark.hadoop.``
+#: (Spark hands both to the job's Hadoop configuration)
+HADOOP_NAMESPACES = ("fs.s3a.", "mapreduce.")
+
+
+def hadoop_session_options(confs: dict[str, str], given: dict[str, str]) -> dict[str, str]:
+    """The session's Hadoop confs (``spark.hadoop.fs.s3a.committer.name``,
+    ``spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs``, per-bucket
+    ``fs.s3a.bucket.*`` ...) that the options tree takes, for the settings the write's
+    options (``given``, lower-cased keys) do not set under any spelling: an explicit
+    option wins, as in Spark. Never credentials (the tree has no key for them)."""
+    from aiocommit.options import CommitOptions
+
+    set_by_write = {CommitOptions.option_for(key) for key in given} - {None}
+    set_by_write |= {_bucket_leaf(key) for key in given} - {None}
+    found: dict[str, str] = {}
+    for conf, value in sorted(confs.items()):
+        key = conf.lower()
+        bare = key.removeprefix("spark.hadoop.")
+        if not bare.startswith(HADOOP_NAMESPACES) or key in given:
+            continue
+        leaf = CommitOptions.option_for(bare) or _bucket_leaf(bare)
+        if leaf is None or leaf in set_by_write:
+            continue
+        found[key] = value
+    return found
+
+
+def _bucket_leaf(key: str) -> str | None:
+    """The option a per-bucket S3A key (``fs.s3a.bucket.BUCKET.KEY``) sets, or None."""
+    from aiocommit.options import CommitOptions
+
+    bare = key.removeprefix("spark.hadoop.")
+    if not bare.startswith("fs.s3a.bucket."):
+        return None
+    _, _, rest = bare.removeprefix("fs.s3a.bucket.").partition(".")
+    return CommitOptions.option_for("fs.s3a." + rest) if rest else None
+
+
+def _all_confs(spark: Any) -> dict[str, str]:
+    """Every conf the session has set (its runtime conf holds the application's
+    ``spark.hadoop.*`` too); empty where the session cannot list them."""
+    try:
+        confs = spark.conf.getAll
+        listed = confs() if callable(confs) else confs
+    except Exception:  # a session that cannot list its confs (an old Connect server)
+        return {}
+    return {str(k): str(v) for k, v in dict(listed).items()}
 
 
 def _schema_of(writer: DataFrameWriter) -> StructType | None:
@@ -375,27 +503,90 @@ def session_conf(spark: Any, key: str) -> str | None:
 
 
 #: the last ``SomeError: message`` line of a Python traceback inside Spark's message
-_CAUSE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception|Failure|Exit)): (.+)$")
+_CAUSE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*): (.+)$")
+_EXCEPTION_SUFFIXES = ("Error", "Exception", "Failure", "Exit")
+#: the most characters of an error's first line (the cause, cut with an ellipsis)
+FIRST_LINE_LIMIT = 200
+
+
+def _aiocommit_error_names() -> frozenset[str]:
+    from aiocommit.errors import AiocommitError
+
+    names: set[str] = set()
+    pending: list[type[BaseException]] = [AiocommitError]
+    while pending:
+        kind = pending.pop()
+        names.add(kind.__name__)
+        pending.extend(kind.__subclasses__())
+    return frozenset(names)
+
+
+def _is_exception_name(name: str) -> bool:
+    if name.startswith(("Py4J", "Analysis")):
+        return False
+    return name.endswith(_EXCEPTION_SUFFIXES) or name in _aiocommit_error_names()
 
 
 def one_line_cause(text: str) -> str | None:
-    """The exception line that ends the innermost Python traceback in ``text``."""
+    """The exception line that ends the innermost Python traceback in ``text``
+    (``UnknownOption: ...``, ``ValueError: ...``), or None."""
     found: str | None = None
     for line in text.splitlines():
         match = _CAUSE.match(line.strip())
-        if match and not match.group(1).startswith(("Py4J", "Analysis")):
+        if match and _is_exception_name(match.group(1)):
             found = f"{match.group(1)}: {match.group(2)}"
         if line.startswith("JVM stacktrace:"):
             break
     return found
 
 
-def _put_cause_first(error: Exception) -> None:
-    """Start the message of Spark's exception with the one-line cause; the exception
-    keeps its type, so ``except AnalysisException`` still works."""
+def cause_line(cause: str) -> str:
+    """``aiocommit: CAUSE``, cut to ``FIRST_LINE_LIMIT`` characters."""
+    line = f"aiocommit: {cause}"
+    if len(line) <= FIRST_LINE_LIMIT:
+        return line
+    return line[: FIRST_LINE_LIMIT - 1] + "\u2026"
+
+
+def raised_by_aiocommit(text: str) -> bool:
+    """Whether a Spark error's text holds a Python traceback through aiocommit's code."""
+    return "/aiocommit/" in text or "aiocommit.errors." in text
+
+
+def _put_cause_first(error: BaseException, *, only_aiocommit: bool = False) -> None:
+    """Start the message of Spark's exception with the one-line cause (at most
+    ``FIRST_LINE_LIMIT`` characters; the whole cause stays further down); the exception
+    keeps its type, so ``except AnalysisException`` still works. ``only_aiocommit``:
+    only when the traceback runs through aiocommit (SQL and ``writeTo`` paths, which
+    write through other sources too)."""
     desc = seam.error_text(error)
-    if desc is None:
+    if desc is None or desc.startswith("aiocommit: ") or seam.has_first_line(error):
+        return
+    if only_aiocommit and not raised_by_aiocommit(desc):
         return
     cause = one_line_cause(desc)
-    if cause and not desc.startswith("aiocommit: "):
-        seam.set_error_text(error, f"aiocommit: {cause}\n{desc}")
+    if cause:
+        seam.prepend_error_line(error, cause_line(cause))
+
+
+def cause_first(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` with an aiocommit error raised inside Spark put cause first."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except Exception as error:
+            _put_cause_first(error, only_aiocommit=True)
+            raise
+
+    setattr(wrapper, _INSTALLED, True)
+    return wrapper
+
+
+def install_cause_first(owner: type[Any], names: tuple[str, ...]) -> None:
+    """Wrap the methods ``names`` of ``owner`` with ``cause_first`` (once)."""
+    for name in names:
+        method = getattr(owner, name, None)
+        if callable(method) and not getattr(method, _INSTALLED, False):
+            setattr(owner, name, cause_first(method))

@@ -23,7 +23,9 @@ that lacks one, and ``tests/spark/test_seam.py`` checks them on every release CI
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +68,15 @@ WRAPPED_METHODS = (
     "save",
 )
 TABLE_METHODS = ("saveAsTable", "insertInto")
+#: the ``DataFrameWriterV2`` (``df.writeTo``) methods that run a write
+WRITER_V2_METHODS = (
+    "create",
+    "replace",
+    "createOrReplace",
+    "append",
+    "overwrite",
+    "overwritePartitions",
+)
 
 
 class PysparkChanged(RuntimeError):
@@ -87,7 +98,12 @@ def _get(obj: Any, attribute: str, use: str) -> Any:
 
 
 if HAS_DATA_SOURCES or TYPE_CHECKING:
-    from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceArrowWriter,
+        DataSourceStreamWriter,
+        WriterCommitMessage,
+    )
     from pyspark.sql.types import CalendarIntervalType, VariantType
 else:  # pyspark 3.5: the same constructors, so that write() drives the same writer
 
@@ -102,6 +118,9 @@ else:  # pyspark 3.5: the same constructors, so that write() drives the same wri
 
     class DataSourceArrowWriter:
         """Stand-in for pyspark 4's ``DataSourceArrowWriter``."""
+
+    class DataSourceStreamWriter:
+        """Stand-in for pyspark 4's ``DataSourceStreamWriter``."""
 
     from pyspark.sql.types import DataType
 
@@ -118,6 +137,7 @@ __all__ = [
     "CalendarIntervalType",
     "DataSource",
     "DataSourceArrowWriter",
+    "DataSourceStreamWriter",
     "VariantType",
     "WriterCommitMessage",
 ]
@@ -184,6 +204,22 @@ def writer_v2_classes() -> list[type[Any]]:
     except ImportError:  # the Connect client's dependencies (grpcio, pandas) are optional
         return classes
     classes.append(ConnectWriterV2)
+    return classes
+
+
+def stream_writer_classes() -> list[type[Any]]:
+    """pyspark's ``DataStreamWriter`` classes (``df.writeStream``): classic, and Spark
+    Connect's where its client is installed."""
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+    classes: list[type[Any]] = [DataStreamWriter]
+    try:
+        from pyspark.sql.connect.streaming.readwriter import (
+            DataStreamWriter as ConnectStreamWriter,
+        )
+    except ImportError:  # the Connect client's dependencies (grpcio, pandas) are optional
+        return classes
+    classes.append(ConnectStreamWriter)
     return classes
 
 
@@ -264,17 +300,68 @@ def add_jar(spark: SparkSession, path: str) -> bool:
     return True
 
 
+def _session_class(spark: SparkSession, use: str) -> Any:
+    """The JVM's classic ``SparkSession`` class (its static active-session methods), or
+    None for a Connect session."""
+    if not hasattr(spark, "_jsparkSession"):  # Connect: the server resolves the source
+        return None
+    jvm = _get(spark.sparkContext, "_jvm", use)
+    if jvm is None:
+        return None
+    return _get(spark, "_get_j_spark_session_class", use)(jvm)
+
+
 def make_active(spark: SparkSession) -> None:
     """Make a classic session the calling thread's active one in the JVM (which looks a
     Python data source up there); nothing for a Connect session."""
-    if not hasattr(spark, "_jsparkSession"):  # Connect: the server resolves the source
-        return
     use = "to make the session active for a write from another thread"
-    jvm = _get(spark.sparkContext, "_jvm", use)
-    if jvm is None:
+    session_class = _session_class(spark, use)
+    if session_class is not None:
+        session_class.setActiveSession(_get(spark, "_jsparkSession", use))
+
+
+@contextmanager
+def active(spark: SparkSession) -> Iterator[None]:
+    """Make a classic session the calling thread's active one in the JVM for the block,
+    then put back the thread's active session as it was (or none); nothing for Connect.
+
+    The JVM looks a Python data source up in the thread's active session, when a write
+    runs and when one is registered (``DATA_SOURCE_ALREADY_EXISTS`` if that session has
+    one of the name), so both run with their own session active."""
+    use = "to make the session active for a write"
+    session_class = _session_class(spark, use)
+    if session_class is None:
+        yield
         return
-    session_class = _get(spark, "_get_j_spark_session_class", use)(jvm)
+    before = session_class.getActiveSession()
     session_class.setActiveSession(_get(spark, "_jsparkSession", use))
+    try:
+        yield
+    finally:
+        if before.isDefined():
+            session_class.setActiveSession(before.get())
+        else:
+            session_class.clearActiveSession()
+
+
+def active_jvm_session(spark: SparkSession) -> Any:
+    """The calling thread's active session in the JVM (a py4j handle), or None; for
+    tests and checks."""
+    session_class = _session_class(spark, "to read the thread's active session")
+    if session_class is None:
+        return None
+    found = session_class.getActiveSession()
+    return found.get() if found.isDefined() else None
+
+
+def has_data_source(spark: SparkSession, name: str) -> bool | None:
+    """Whether a classic session has a Python data source ``name`` registered (each
+    session has its own; ``newSession()`` starts with none); None for Connect."""
+    if not hasattr(spark, "_jsparkSession"):
+        return None
+    use = "to know whether the session has aiocommit registered"
+    state = _get(spark, "_jsparkSession", use).sessionState()
+    return bool(state.dataSourceManager().dataSourceExists(name))
 
 
 def error_text(error: BaseException) -> str | None:
@@ -286,6 +373,71 @@ def error_text(error: BaseException) -> str | None:
 def set_error_text(error: BaseException, text: str) -> None:
     """Replace a pyspark captured error's message text (``str(error)`` shows it)."""
     error._desc = text  # type: ignore[attr-defined]
+
+
+def prepend_error_line(error: BaseException, line: str) -> None:
+    """Put ``line`` first in a pyspark captured error's message (``_desc``), or in a
+    py4j ``Py4JJavaError``'s (``errmsg``, which its text starts with)."""
+    text = error_text(error)
+    if text is not None:
+        from pyspark.errors.exceptions.captured import CapturedException
+
+        if type(error).__str__ is CapturedException.__str__:
+            set_error_text(error, f"{line}\n{text}")
+        else:  # PythonException (a task's failure) words its text from the JVM's parameters
+            _prefix_text(error, line)
+        return
+    errmsg = getattr(error, "errmsg", None)
+    if isinstance(errmsg, str) and hasattr(error, "java_exception"):
+        error.errmsg = f"{line}\n{errmsg}"  # type: ignore[attr-defined]
+
+
+#: error class -> its subclass whose text starts with ``_aiocommit_first_line``
+_PREFIXED: dict[type[BaseException], type[BaseException]] = {}
+
+
+def _prefix_text(error: BaseException, line: str) -> None:
+    """Make ``str(error)`` start with ``line``: the error becomes an instance of a
+    subclass of its class (``isinstance`` and ``except`` still match) that prints it."""
+    kind = type(error)
+    prefixed = _PREFIXED.get(kind)
+    if prefixed is None:
+
+        def __str__(self: BaseException) -> str:
+            return f"{self._aiocommit_first_line}\n{kind.__str__(self)}"  # type: ignore[attr-defined]
+
+        prefixed = type(kind.__name__, (kind,), {"__str__": __str__, "__module__": kind.__module__})
+        _PREFIXED[kind] = prefixed
+    error._aiocommit_first_line = line  # type: ignore[attr-defined]
+    error.__class__ = prefixed
+
+
+def has_first_line(error: BaseException) -> bool:
+    """Whether ``prepend_error_line`` already gave ``error`` a first line by its class."""
+    return hasattr(error, "_aiocommit_first_line")
+
+
+#: the pyspark worker module that calls a streaming sink's ``streamWriter()`` to commit
+STREAM_COMMIT_WORKER = "pyspark.sql.worker.python_streaming_sink_runner"
+
+
+def in_stream_commit() -> bool:
+    """Whether the running ``streamWriter()`` call is the one Spark makes to commit or
+    abort a micro-batch (its own worker module is on the stack), not the one before the
+    batch's tasks."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get("__name__") == STREAM_COMMIT_WORKER:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def classic_session_class() -> type[Any]:
+    """pyspark's classic ``SparkSession`` (its ``sql`` is wrapped)."""
+    from pyspark.sql.session import SparkSession
+
+    return SparkSession
 
 
 # --- modules outside the documented API ---------------------------------------------

@@ -42,6 +42,11 @@ TASK_BUFFER_BYTES = 512 * 1024 * 1024
 #: Parquet row group cap in rows: none to speak of, as Spark's (``ROW_GROUP_BYTES`` rules)
 DEFAULT_ROW_GROUP_ROWS = 64 * 1024 * 1024
 
+#: URL schemes of S3, where Hadoop's ``fs.s3a.*`` keys apply
+S3_SCHEMES = ("s3", "s3a")
+#: Hadoop's per-bucket S3A settings: ``fs.s3a.bucket.BUCKET.KEY`` is ``fs.s3a.KEY`` there
+S3A_BUCKET_PREFIX = "fs.s3a.bucket."
+
 TEST_PREFIX = "aiocommit.test."
 #: how ``register(spark)``'s DataFrameWriter passes ``mode("errorifexists"|"ignore")``,
 #: which Spark refuses for Python data sources, to ``writer()``
@@ -50,11 +55,28 @@ SAVE_MODES = ("errorifexists", "ignore", "append", "overwrite")
 #: why SQL INSERT/CTAS and writeTo cannot write through aiocommit, and what to use: one
 #: line, as the first thing the user reads
 TABLE_WRITES_REFUSED = (
-    "aiocommit cannot write through SQL INSERT INTO/CREATE TABLE AS SELECT or "
-    'writeTo(...).using("aiocommit") (Spark gives a Python data source no destination '
-    'there): use df.write.format("aiocommit").saveAsTable(name) or .save(path), then '
-    "CREATE TABLE ... USING parquet LOCATION 'path' for SQL (docs/spark.md, Tables)"
+    "aiocommit cannot write through SQL INSERT/CTAS or writeTo() (Spark gives a Python data "
+    'source no path there): use df.write.format("aiocommit").saveAsTable(name) or .save(path)'
 )
+
+
+def streaming_refused(release: str) -> str:
+    """Why ``writeStream.format("aiocommit")`` fails on a pyspark without Spark's Python
+    streaming sink API (before 4.0), and the recipe to use: one line."""
+    return (
+        f"aiocommit's streaming sink needs pyspark >= 4.0, not {release}: write each "
+        'micro-batch with writeStream.foreachBatch(lambda df, batch_id: df.write.format("'
+        'aiocommit").mode("append").save(path))'
+    )
+
+
+#: why a streaming write other than append is refused: one line
+STREAM_APPEND_ONLY = (
+    'aiocommit\'s streaming sink appends each micro-batch: use outputMode("append") '
+    "(complete/update would replace the destination at every batch)"
+)
+
+
 #: the major Java version of Spark's JVM (``register(spark)``'s DataFrameWriter sets it):
 #: Spark's CSV/JSON writers and partition names print doubles as that Java does
 JAVA_VERSION_OPTION = "aiocommit.javaversion"
@@ -77,6 +99,7 @@ WRITE_OPTIONS = (
     "casesensitive",
     SAVE_MODE_OPTION,
     JAVA_VERSION_OPTION,
+    "checkpointlocation",  # writeStream's: the query's ID and batches are read there
     *TEXT_OPTIONS,
 )
 
@@ -141,12 +164,23 @@ class WriteSettings:
     case_sensitive: bool = False
     commit: CommitOptions = field(default_factory=CommitOptions)
     hooks: TestHooks = field(default_factory=TestHooks)
+    #: whether an append's conflict mode applies to each partition directory written
+    #: (S3's partitioned committer: a partitioned write, unless ``fs.s3a.committer.name``
+    #: says ``directory``) rather than to the whole destination
+    per_partition: bool = False
 
     def commit_options(self, overwriting: bool) -> CommitOptions:
         """The job commit's options, its conflict mode decided by Spark's save mode:
-        append is ``append``; overwrite is ``replace``, per partition when dynamic."""
+        overwrite is ``replace``, per partition when dynamic; append is the conflict mode
+        the write set (``fs.s3a.committer.staging.conflict-mode`` or ``conflict_mode``:
+        ``fail``, ``append`` or ``replace``, per partition as ``per_partition`` says,
+        as Hadoop's staging committers under Spark's append), else ``append``."""
         if not overwriting:
-            return self.commit.with_values(conflict_mode="append")
+            mode = self.commit.conflict_mode or "append"
+            per_partition = self.commit.replace_partitions
+            if per_partition is None:
+                per_partition = self.per_partition
+            return self.commit.with_values(conflict_mode=mode, replace_partitions=per_partition)
         dynamic = self.partition_overwrite_mode == "dynamic" and bool(self.partition_by)
         return self.commit.with_values(conflict_mode="replace", replace_partitions=dynamic)
 
@@ -157,7 +191,7 @@ class WriteSettings:
         check_known(lowered)
         url = lowered.get("path")
         if not url:
-            raise ValueError(TABLE_WRITES_REFUSED)
+            raise InvalidInput(TABLE_WRITES_REFUSED)
         fmt = lowered.get("format", "parquet").strip().lower()
         if fmt not in FORMATS:
             raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
@@ -203,7 +237,11 @@ class WriteSettings:
                 "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or a profile, or instance "
                 "credentials) in the environment before the session starts"
             )
-        commit = CommitOptions.from_mapping(lowered, handled_prefixes=(TEST_PREFIX, *WRITE_OPTIONS))
+        on_s3 = url.partition("://")[0].lower() in S3_SCHEMES
+        commit = CommitOptions.from_mapping(
+            hadoop_view(lowered, url), handled_prefixes=(TEST_PREFIX, *WRITE_OPTIONS)
+        )
+        per_partition = on_s3 and bool(partition_by) and commit.committer.name != "directory"
         committer = commit.committer.name or "staging"
         committer = {"directory": "staging", "partitioned": "staging"}.get(committer, committer)
         if committer not in ("staging", "magic"):
@@ -229,7 +267,42 @@ class WriteSettings:
             case_sensitive=lowered.get("casesensitive", "false").strip().lower() == "true",
             commit=commit,
             hooks=_hooks(lowered),
+            per_partition=per_partition,
         )
+
+
+def _s3_bucket(url: str) -> str | None:
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in S3_SCHEMES:
+        return None
+    return rest.split("/", 1)[0].lower()
+
+
+def hadoop_view(lowered: Mapping[str, str], url: str) -> dict[str, str]:
+    """The options as Hadoop reads its keys for the destination ``url``: ``fs.s3a.*``
+    (with or without ``spark.hadoop.``) configure S3A, so they are dropped for any other
+    store; on S3 a per-bucket ``fs.s3a.bucket.BUCKET.KEY`` for the destination's bucket
+    becomes ``fs.s3a.KEY`` and wins over it (other buckets' are dropped)."""
+    bucket = _s3_bucket(url)
+    general: dict[str, str] = {}
+    specific: dict[str, str] = {}
+    for key, value in lowered.items():
+        bare = key.removeprefix(SPARK_HADOOP_PREFIX)
+        if not bare.startswith(S3A_PREFIX):
+            general[key] = value
+            continue
+        if bucket is None:
+            continue
+        if bare.startswith(S3A_BUCKET_PREFIX):
+            named, _, rest = bare.removeprefix(S3A_BUCKET_PREFIX).partition(".")
+            if named == bucket and rest:
+                specific[S3A_PREFIX + rest] = value
+            continue
+        general[key] = value
+    for key in specific:  # the bucket's setting wins, under any spelling of the key
+        for other in [k for k in general if k.removeprefix(SPARK_HADOOP_PREFIX) == key]:
+            del general[other]
+    return {**general, **specific}
 
 
 def _is_s3a_option(key: str) -> bool:

@@ -51,6 +51,8 @@ from pyspark.sql.types import (
     YearMonthIntervalType,
 )
 
+from aiocommit.errors import InvalidInput
+from aiocommit.integrations.spark import seam
 from aiocommit.integrations.spark.committer import (
     abort_write,
     close_task_attempt,
@@ -72,11 +74,17 @@ from aiocommit.integrations.spark.seam import (
     CalendarIntervalType,
     DataSource,
     DataSourceArrowWriter,
+    DataSourceStreamWriter,
     VariantType,
     WriterCommitMessage,
     arrow_schema,
 )
-from aiocommit.integrations.spark.settings import TABLE_WRITES_REFUSED, WriteSettings
+from aiocommit.integrations.spark.settings import (
+    STREAM_APPEND_ONLY,
+    TABLE_WRITES_REFUSED,
+    WriteSettings,
+)
+from aiocommit.integrations.spark.streaming import prepare_stream_batch, stream_position
 from aiocommit.integrations.spark.task_loop import run_in_task_loop
 from aiocommit.protocol.ids import new_job_id
 
@@ -115,6 +123,7 @@ class AiocommitCommitMessage(WriterCommitMessage):
     bytes: int
     rows: int
     partitions: tuple[str, ...]  # partition directories written, relative to the destination
+    job_id: str = ""  # the job the attempt wrote into (a stream's commit() takes it from here)
 
 
 class AiocommitDataSource(DataSource):
@@ -128,9 +137,38 @@ class AiocommitDataSource(DataSource):
     def name(cls) -> str:
         return "aiocommit"
 
+    def streamWriter(self, schema: StructType, overwrite: bool) -> AiocommitStreamWriter:
+        """Before each micro-batch's tasks (and again to commit it): the batch's job,
+        derived from the query's ID and the batch ID (``streaming``). Append only."""
+        if overwrite:
+            raise InvalidInput(STREAM_APPEND_ONLY)
+        settings = self._settings(schema)
+        if seam.in_stream_commit():  # commit() takes the job from the messages
+            return AiocommitStreamWriter(settings, "", schema, False)
+        checkpoint = self.options.get("checkpointlocation")
+        if not checkpoint:
+            raise InvalidInput("writeStream.format('aiocommit') needs a checkpointLocation")
+        query_id, batch_id = asyncio.run(stream_position(checkpoint))
+        job_id, committed = asyncio.run(prepare_stream_batch(settings, query_id, batch_id))
+        return AiocommitStreamWriter(settings, job_id, schema, False, skip=committed)
+
     def writer(self, schema: StructType, overwrite: bool) -> AiocommitWriter:
+        settings = self._settings(schema)
+        job_id = new_job_id()
+        if settings.save_mode and asyncio.run(destination_exists(settings)):
+            if settings.save_mode == "errorifexists":
+                raise FileExistsError(
+                    f"[PATH_ALREADY_EXISTS] {settings.url} already exists: use "
+                    'mode("append"), mode("overwrite") or mode("ignore")'
+                )
+            return AiocommitWriter(settings, job_id, schema, overwrite, skip=True)
+        asyncio.run(prepare_job(settings, job_id))
+        return AiocommitWriter(settings, job_id, schema, overwrite)
+
+    def _settings(self, schema: StructType) -> WriteSettings:
+        """The write's settings from the options, checked against the schema."""
         if not self.options.get("path"):  # raised here: a one-frame traceback in Spark's error
-            raise ValueError(TABLE_WRITES_REFUSED)
+            raise InvalidInput(TABLE_WRITES_REFUSED)
         settings = WriteSettings.from_options(dict(self.options.items()))
         settings = dataclasses.replace(
             settings,
@@ -144,17 +182,7 @@ class AiocommitDataSource(DataSource):
         if refusal is not None:  # what Spark's own writer refuses (register() raises Spark's)
             raise ValueError(refusal.message())
         check_types(schema, settings)
-        settings = with_interval_columns(schema, settings)
-        job_id = new_job_id()
-        if settings.save_mode and asyncio.run(destination_exists(settings)):
-            if settings.save_mode == "errorifexists":
-                raise FileExistsError(
-                    f"[PATH_ALREADY_EXISTS] {settings.url} already exists: use "
-                    'mode("append"), mode("overwrite") or mode("ignore")'
-                )
-            return AiocommitWriter(settings, job_id, schema, overwrite, skip=True)
-        asyncio.run(prepare_job(settings, job_id))
-        return AiocommitWriter(settings, job_id, schema, overwrite)
+        return with_interval_columns(schema, settings)
 
 
 def qualify_on_driver(url: str) -> str:
@@ -399,6 +427,7 @@ class AiocommitWriter(DataSourceArrowWriter):
             bytes=outcome.bytes,
             rows=outcome.rows,
             partitions=outcome.partitions,
+            job_id=self.job_id,
         )
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -419,3 +448,28 @@ class AiocommitWriter(DataSourceArrowWriter):
         if self.skip:
             return
         asyncio.run(abort_write(self.settings, self.job_id, self.overwrite))
+
+
+class AiocommitStreamWriter(AiocommitWriter, DataSourceStreamWriter):
+    """One micro-batch: the tasks write as a batch write does (``AiocommitWriter``);
+    ``commit(messages, batch_id)`` commits the batch's job, named in the messages."""
+
+    def commit(  # type: ignore[override]
+        self, messages: list[WriterCommitMessage | None], batchId: int
+    ) -> None:
+        results = [m for m in messages if isinstance(m, AiocommitCommitMessage)]
+        if len(results) != len(messages):
+            raise RuntimeError(f"commit() of batch {batchId} got a message that is not aiocommit's")
+        jobs = {m.job_id for m in results}
+        if jobs == {""} or not jobs:  # replayed after its commit: nothing was written
+            return
+        if len(jobs) != 1:
+            raise RuntimeError(f"batch {batchId}'s tasks wrote into several jobs: {sorted(jobs)}")
+        asyncio.run(commit_write(self.settings, jobs.pop(), False, results))
+
+    def abort(  # type: ignore[override]
+        self, messages: list[WriterCommitMessage | None], batchId: int
+    ) -> None:
+        jobs = {m.job_id for m in messages if isinstance(m, AiocommitCommitMessage) and m.job_id}
+        for job_id in sorted(jobs):  # the rest is aborted before the batch runs again
+            asyncio.run(abort_write(self.settings, job_id, False))

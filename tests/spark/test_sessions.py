@@ -1,0 +1,56 @@
+"""Every session of the application writes (issue #35 item 3): ``register()`` is
+idempotent across ``spark.newSession()`` and sessions made after it, a write in any
+session works, and a write leaves the thread's active session as it found it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from aiocommit.integrations.spark import register, seam
+from tests.spark.test_write import SCHEMA, frame, keyed, ordered, read_rows, write
+
+
+def is_active(spark: SparkSession, session: SparkSession) -> bool:
+    found = seam.active_jvm_session(spark)
+    return found is not None and bool(found.equals(session._jsparkSession))
+
+
+def test_every_session_registers_and_writes(spark: SparkSession, tmp_path: Path) -> None:
+    """``register(spark.newSession())`` used to raise ``DATA_SOURCE_ALREADY_EXISTS``
+    (Spark checks the name in the thread's active session), and a write in a session
+    made after ``register()`` raised ``DATA_SOURCE_NOT_FOUND``."""
+    registered = spark.newSession()
+    later = spark.newSession()  # never registered: its first write registers it
+    seam.make_active(spark)
+    register(registered)
+    register(registered)  # idempotent
+    register(spark)
+    assert is_active(spark, spark)
+    for number, session in enumerate((registered, later, spark)):
+        rows = keyed(number * 100, 12, ["a", "b"])
+        dest = tmp_path / f"out-{number}"
+        df = frame(session, rows, SCHEMA)
+        seam.make_active(spark)  # createDataFrame makes its session active
+        write(df, dest, options={"partitionBy": "k"})
+        assert read_rows(spark, dest, SCHEMA) == ordered(rows)
+        # the write made its own session active for the JVM's look-up, and put back
+        # the thread's active session
+        assert is_active(spark, spark), f"session {number} left active"
+    assert seam.has_data_source(later, "aiocommit")
+
+
+def test_a_write_leaves_no_active_session_where_there_was_none(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    other = spark.newSession()
+    df = frame(other, keyed(0, 4, ["a"]), SCHEMA)
+    session_class = spark._get_j_spark_session_class(spark.sparkContext._jvm)
+    session_class.clearActiveSession()
+    try:
+        write(df, tmp_path / "out")
+        assert seam.active_jvm_session(spark) is None
+    finally:
+        seam.make_active(spark)
+    assert read_rows(spark, tmp_path / "out", SCHEMA) == ordered(keyed(0, 4, ["a"]))
