@@ -77,7 +77,7 @@ from aiocommit.integrations.spark.seam import (
     arrow_schema,
 )
 from aiocommit.integrations.spark.settings import TABLE_WRITES_REFUSED, WriteSettings
-from aiocommit.integrations.spark.task_loop import run_in_task_loop
+from aiocommit.integrations.task_loop import run_in_task_loop
 from aiocommit.protocol.ids import new_job_id
 
 if TYPE_CHECKING:
