@@ -21,6 +21,17 @@ def test_spark_modules_are_found_through_our_own_modules() -> None:
     assert not tiers._needs_spark_module("tests.conftest")
 
 
+def test_engine_modules_are_found_through_our_own_modules() -> None:
+    assert tiers._needs_engine_module("aiocommit.integrations.dask")
+    assert tiers._needs_engine_module("aiocommit.integrations.ray")
+    assert tiers._needs_engine_module("polars")
+    # the Arrow view needs pyarrow (the spark extra's), no engine
+    assert not tiers._needs_engine_module("aiocommit.integrations.arrow")
+    assert tiers._needs_spark_module("aiocommit.integrations.arrow")
+    assert not tiers._needs_engine_module("aiocommit.integrations.attempts")
+    assert not tiers._needs_spark_module("aiocommit.integrations.attempts")
+
+
 def test_imports_when_loaded_and_in_functions_apart(tmp_path: Path) -> None:
     source = tmp_path / "test_x.py"
     source.write_text(

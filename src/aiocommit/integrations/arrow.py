@@ -52,7 +52,7 @@ class AttemptFileSystemHandler(pafs.FileSystemHandler):  # type: ignore[misc]
         return id(self._attempt)
 
     def equals(self, other: Any) -> bool:
-        return self == other
+        return bool(self == other)
 
     def get_type_name(self) -> str:
         return "aiocommit-attempt"
@@ -205,7 +205,8 @@ def _write_partitioned(
         data = table.drop_columns(partition_by)
         for values, rows in groups.items():
             directory = "/".join(
-                f"{name}={_hive_value(value)}" for name, value in zip(partition_by, values)
+                f"{name}={_hive_value(value)}"
+                for name, value in zip(partition_by, values, strict=True)
             )
             with attempt.open(f"{directory}/{stem}.{extension}") as file:
                 _write_one(file, data.take(rows), format, {})
@@ -229,4 +230,6 @@ def _write_partitioned(
 
 
 def _hive_value(value: Any) -> str:
-    return "__HIVE_DEFAULT_PARTITION__" if value is None else urllib.parse.quote(str(value), safe="")
+    return (
+        "__HIVE_DEFAULT_PARTITION__" if value is None else urllib.parse.quote(str(value), safe="")
+    )

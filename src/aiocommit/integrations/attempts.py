@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiocommit.client.client import Client
 from aiocommit.client.task import TaskAttempt, committed_name
+from aiocommit.committers.factory import job_committer
 from aiocommit.errors import AiocommitError, InvalidInput
 from aiocommit.integrations.task_loop import run_in_task_loop, task_portal
 from aiocommit.options import CommitOptions
@@ -66,6 +67,8 @@ class WriterHooks:
     * ``aiocommit.test.exitOnceDir=DIR`` (a local directory every worker sees): an attempt
       of task N that finds no ``DIR/N`` creates it, writes its first file, then its process
       exits at once (``os._exit``, no ``finally`` runs).
+    * ``aiocommit.test.failOnceDir=DIR``: the same, but the attempt raises instead (for
+      engines whose tasks share the test's process).
     * ``aiocommit.test.failTask=N``: every attempt of task N writes its first file, then
       raises.
     """
@@ -73,6 +76,7 @@ class WriterHooks:
     __test__ = False  # not a pytest class
 
     exit_once_dir: str | None = None
+    fail_once_dir: str | None = None
     fail_task: int | None = None
 
     @classmethod
@@ -81,21 +85,27 @@ class WriterHooks:
         fail = lowered.get(TEST_PREFIX + "failtask")
         return cls(
             exit_once_dir=lowered.get(TEST_PREFIX + "exitoncedir"),
+            fail_once_dir=lowered.get(TEST_PREFIX + "failoncedir"),
             fail_task=int(fail) if fail is not None else None,
         )
 
     def after_first_file(self, task: int | str) -> None:
         """Run the hooks due once an attempt of ``task`` wrote its first file."""
-        if self.exit_once_dir is not None:
-            marker = os.path.join(self.exit_once_dir, str(task))
-            try:
-                os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-            except FileExistsError:
-                pass
-            else:
-                os._exit(17)
+        if self.exit_once_dir is not None and _first_time(self.exit_once_dir, task):
+            os._exit(17)
+        if self.fail_once_dir is not None and _first_time(self.fail_once_dir, task):
+            raise InjectedTaskFailure(f"task {task} fails once on purpose (failOnceDir)")
         if self.fail_task is not None and str(self.fail_task) == str(task):
             raise InjectedTaskFailure(f"task {task} fails on purpose (aiocommit.test.failTask)")
+
+
+def _first_time(directory: str, task: int | str) -> bool:
+    """Whether this is the first call for ``task`` (a marker file in ``directory``)."""
+    try:
+        os.close(os.open(os.path.join(directory, str(task)), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
 
 
 class InjectedTaskFailure(AiocommitError):
@@ -303,8 +313,6 @@ class EngineJob:
             async with Client(dest, options=commit_options) as client:
                 job = await client.setup_job()
                 async with job.context() as context:
-                    from aiocommit.committers.factory import job_committer
-
                     committer = (await job_committer(context, context.options)).name
             return cls(dest, job.job_id, committer, commit_options, WriterHooks.from_mapping(given))
 

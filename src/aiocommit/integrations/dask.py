@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import dask
 import pyarrow as pa
+from dask.delayed import delayed
 
 from aiocommit.integrations.arrow import check_format, write_table
 from aiocommit.integrations.attempts import AttemptHandle, EngineJob, commit_job_blocking
@@ -31,7 +31,6 @@ from aiocommit.protocol.success import SuccessData
 
 if TYPE_CHECKING:
     import dask.dataframe as dd
-    import pandas as pd
 
 
 def write(
@@ -61,13 +60,13 @@ def write(
     columns = [partition_by] if isinstance(partition_by, str) else list(partition_by)
     job = EngineJob.setup(dest, mode=mode, options=options)
     try:
-        parts = ddf.to_delayed()
-        write_part = dask.delayed(_write_partition, pure=False)
+        parts = ddf.to_delayed()  # type: ignore[no-untyped-call]
+        write_part = delayed(_write_partition, pure=False)
         records = [
             write_part(part, job.handle(index), format, columns, dict(writer_options or {}))
             for index, part in enumerate(parts)
         ]
-        commit = dask.delayed(_commit, pure=False)(job.handle(0), records)
+        commit = delayed(_commit, pure=False)(job.handle(0), records)
         summary: SuccessData = commit.compute(retries=retries)
     except BaseException:
         job.abort()
@@ -76,7 +75,7 @@ def write(
 
 
 def _write_partition(
-    frame: pd.DataFrame,
+    frame: Any,  # a pandas DataFrame
     handle: AttemptHandle,
     format: str,
     partition_by: list[str],
