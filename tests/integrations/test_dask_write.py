@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 import dask.dataframe as dd
-import pandas as pd
+import pandas as pd  # type: ignore[import-untyped]
 import pyarrow.dataset as pads
 import pytest
 from distributed import Client, LocalCluster

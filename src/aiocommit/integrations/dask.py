@@ -60,7 +60,7 @@ def write(
     columns = [partition_by] if isinstance(partition_by, str) else list(partition_by)
     job = EngineJob.setup(dest, mode=mode, options=options)
     try:
-        parts = ddf.to_delayed()  # type: ignore[no-untyped-call]
+        parts = ddf.to_delayed()
         write_part = delayed(_write_partition, pure=False)
         records = [
             write_part(part, job.handle(index), format, columns, dict(writer_options or {}))
