@@ -163,6 +163,12 @@ def python_skip(example: Example) -> str | None:
     for (page, start), reason in SKIPPED_PYTHON.items():
         if page == example.page and (start == "*" or first.startswith(start)):
             return reason
+    engines = sorted(
+        set(re.findall(r"^\s*(?:import|from) (dask|distributed|ray|polars)\b", example.text, re.M))
+    )
+    missing = [name for name in engines if importlib.util.find_spec(name) is None]
+    if missing:
+        return f"needs {', '.join(missing)} (an engine extra), not installed here"
     if "opentelemetry" in example.text:
         try:
             found = importlib.util.find_spec("opentelemetry.exporter.otlp") is not None

@@ -13,6 +13,7 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
 
+from aiocommit.errors import ReservedName
 from aiocommit.integrations.arrow import write_table
 from aiocommit.integrations.attempts import EngineJob
 from aiocommit.stores.memory import MemoryStore
@@ -92,14 +93,19 @@ def test_write_table_to_the_filesystem_and_a_file_object(kind: str, tmp_path: Pa
     assert files["b/by-file.parquet"] == expected
 
 
-def test_the_view_refuses_reads_and_deletes(tmp_path: Path) -> None:
-    job = EngineJob.setup(str(tmp_path / "out"), mode="error")
+@pytest.mark.parametrize("kind", ["local", "memory"])
+def test_the_view_refuses_reads_and_deletes(kind: str, tmp_path: Path) -> None:
+    job = EngineJob.setup(_dest(kind, tmp_path), mode="error")
     with job.handle(0).open() as attempt:
+        # local: Arrow's own output streams below the attempt directory
+        assert (attempt.local_dir is not None) == (kind == "local")
         view = attempt.arrow_filesystem()
         with pytest.raises(NotImplementedError, match="only writes new files"):
             view.delete_dir("x")
         with pytest.raises(NotImplementedError):
             view.open_input_file("x")
+        with pytest.raises(ReservedName):
+            view.open_output_stream("_SUCCESS")
     job.abort()
 
 

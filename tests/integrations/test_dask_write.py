@@ -45,27 +45,40 @@ def frame(start: int = 0, rows: int = ROWS, keys: str = "abcd") -> dd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def processes() -> Iterator[Client]:
-    """Two worker processes: a task may kill its own."""
+def process_cluster() -> Iterator[Client]:
     with (
         LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
         ) as cluster,
-        Client(cluster) as client,
+        Client(cluster, set_as_default=False) as client,
     ):
         yield client
 
 
 @pytest.fixture(scope="module")
-def threads() -> Iterator[Client]:
-    """Workers in this process: they share its memory store and see the test's functions."""
+def thread_cluster() -> Iterator[Client]:
     with (
         LocalCluster(
             n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
         ) as cluster,
-        Client(cluster) as client,
+        Client(cluster, set_as_default=False) as client,
     ):
         yield client
+
+
+@pytest.fixture
+def processes(process_cluster: Client) -> Iterator[Client]:
+    """Two worker processes (the test's scheduler): a task may kill its own."""
+    with process_cluster.as_current():
+        yield process_cluster
+
+
+@pytest.fixture
+def threads(thread_cluster: Client) -> Iterator[Client]:
+    """Workers in this process (the test's scheduler): they share its memory store and
+    see the test's functions."""
+    with thread_cluster.as_current():
+        yield thread_cluster
 
 
 def local_rows(dest: Path) -> list[int]:

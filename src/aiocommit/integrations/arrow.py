@@ -4,7 +4,9 @@ table, "", filesystem=fs, partitioning=...)`` and ``pq.write_table(table, "x.par
 filesystem=fs)``. Needs pyarrow.
 
 The filesystem's root is the destination: a file written at ``a/b.parquet`` lands at
-``DEST/a/b.parquet`` when the job commits. It is write-only: it knows the files this
+``DEST/a/b.parquet`` when the job commits. Where the attempt has a local directory (the
+staging committer; the manifest committer on the local filesystem) it writes Arrow's own
+local output streams below that directory. It is write-only: it knows the files this
 attempt wrote (to answer the listings ``write_dataset`` makes) and nothing else;
 directories need no creating; reads, moves and deletes raise ``NotImplementedError``.
 
@@ -27,13 +29,17 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from aiocommit.errors import InvalidInput
+from aiocommit.protocol.layout import check_output_name
 
 if TYPE_CHECKING:
     from aiocommit.integrations.attempts import WorkerAttempt
 
 
-def attempt_filesystem(attempt: WorkerAttempt) -> pafs.PyFileSystem:
-    """The Arrow filesystem writing through ``attempt`` (see the module docstring)."""
+def attempt_filesystem(attempt: WorkerAttempt) -> pafs.FileSystem:
+    """The Arrow filesystem writing through ``attempt`` (see the module docstring): below
+    the attempt's local directory when it has one, Arrow's own local filesystem."""
+    if attempt.local_dir is not None:
+        return pafs.PyFileSystem(LocalAttemptFileSystemHandler(attempt, attempt.local_dir))
     return pafs.PyFileSystem(AttemptFileSystemHandler(attempt))
 
 
@@ -103,6 +109,33 @@ class AttemptFileSystemHandler(pafs.FileSystemHandler):  # type: ignore[misc]
 
     delete_dir = delete_dir_contents = delete_root_dir_contents = delete_file = _unsupported
     move = copy_file = open_input_stream = open_input_file = open_append_stream = _unsupported
+
+
+class LocalAttemptFileSystemHandler(AttemptFileSystemHandler):
+    """The same over an attempt's local directory: Arrow's own local output streams (its
+    writers' own speed), parent directories made as needed."""
+
+    def __init__(self, attempt: WorkerAttempt, local_dir: str):
+        super().__init__(attempt)
+        self._local = pafs.SubTreeFileSystem(local_dir, pafs.LocalFileSystem())
+
+    def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
+        return list(self._local.get_file_info([path.strip("/") for path in paths]))
+
+    def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
+        base = selector.base_dir.strip("/")
+        if self._local.get_file_info(base).type == pafs.FileType.NotFound:
+            return []
+        local = pafs.FileSelector(base, recursive=selector.recursive)
+        return list(self._local.get_file_info(local))
+
+    def open_output_stream(self, path: str, metadata: Any) -> pa.NativeFile:
+        path = path.strip("/")
+        check_output_name(path)
+        parent = path.rpartition("/")[0]
+        if parent:
+            self._local.create_dir(parent, recursive=True)
+        return self._local.open_output_stream(path, metadata=metadata)
 
 
 class _Finished:

@@ -27,7 +27,7 @@ import secrets
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from aiocommit.client.client import Client
 from aiocommit.client.task import TaskAttempt, committed_name
@@ -36,6 +36,7 @@ from aiocommit.errors import AiocommitError, InvalidInput
 from aiocommit.integrations.task_loop import run_in_task_loop, task_portal
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.success import SuccessData
+from aiocommit.stores.local import LocalStore
 
 if TYPE_CHECKING:
     import pyarrow.fs
@@ -65,12 +66,12 @@ class WriterHooks:
     handle. Never use them on real data: they make attempts fail on purpose.
 
     * ``aiocommit.test.exitOnceDir=DIR`` (a local directory every worker sees): an attempt
-      of task N that finds no ``DIR/N`` creates it, writes its first file, then its process
-      exits at once (``os._exit``, no ``finally`` runs).
+      of task N that finds no ``DIR/N`` creates it once it wrote its files, then its
+      process exits at once (``os._exit``, no ``finally`` runs), before its commit.
     * ``aiocommit.test.failOnceDir=DIR``: the same, but the attempt raises instead (for
       engines whose tasks share the test's process).
-    * ``aiocommit.test.failTask=N``: every attempt of task N writes its first file, then
-      raises.
+    * ``aiocommit.test.failTask=N``: every attempt of task N writes its files, then raises
+      instead of committing.
     """
 
     __test__ = False  # not a pytest class
@@ -89,8 +90,8 @@ class WriterHooks:
             fail_task=int(fail) if fail is not None else None,
         )
 
-    def after_first_file(self, task: int | str) -> None:
-        """Run the hooks due once an attempt of ``task`` wrote its first file."""
+    def before_commit(self, task: int | str) -> None:
+        """Run the hooks due once an attempt of ``task`` wrote its files."""
         if self.exit_once_dir is not None and _first_time(self.exit_once_dir, task):
             os._exit(17)
         if self.fail_once_dir is not None and _first_time(self.fail_once_dir, task):
@@ -171,7 +172,12 @@ async def _open_attempt(handle: AttemptHandle) -> WorkerAttempt:
     except BaseException:
         await client.aclose()
         raise
-    return WorkerAttempt(handle, client, attempt)
+    local_dir = attempt.local_dir
+    if local_dir is None and attempt.committer_name == "manifest":
+        # the manifest committer lists its attempt directory at task commit: on the local
+        # filesystem, writers may write there themselves
+        local_dir = attempt.work_dir if isinstance(client.store, LocalStore) else None
+    return WorkerAttempt(handle, client, attempt, local_dir)
 
 
 class WorkerAttempt:
@@ -180,12 +186,22 @@ class WorkerAttempt:
     ``commit()``. Made by ``AttemptHandle.open``; one thread at a time per file, any
     number of files at once."""
 
-    def __init__(self, handle: AttemptHandle, client: Client, attempt: TaskAttempt):
+    def __init__(
+        self,
+        handle: AttemptHandle,
+        client: Client,
+        attempt: TaskAttempt,
+        local_dir: str | None = None,
+    ):
         self.handle = handle
         self.attempt = attempt
         self._client = client
-        self._first_file_done = False
-        #: the files written, by name below the destination, with their sizes
+        #: the local directory the attempt's files go below, when it has one (the staging
+        #: committer's; the manifest committer's on the local filesystem): files are
+        #: written there directly, at the writer's own speed
+        self.local_dir = local_dir
+        #: the files written through the store, by name below the destination, with
+        #: their sizes (files written below ``local_dir`` are not counted)
         self.written: dict[str, int] = {}
 
     def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
@@ -198,9 +214,6 @@ class WorkerAttempt:
 
     def _wrote(self, name: str, size: int) -> None:
         self.written[name] = size
-        if not self._first_file_done:
-            self._first_file_done = True
-            self.handle.hooks.after_first_file(self.handle.task)
 
     def write_bytes(self, name: str, data: bytes) -> None:
         """Write a file that lands at ``DEST/name`` when the job commits."""
@@ -214,19 +227,24 @@ class WorkerAttempt:
         self._call(lambda: self.attempt.write_file(name, local_path))
         self._wrote(name, size)
 
-    def open(self, name: str, mode: str = "wb") -> io.BufferedWriter:
+    def open(self, name: str, mode: str = "wb") -> BinaryIO:
         """A binary file object writing ``DEST/name`` (Polars' ``write_parquet``,
         ``write_csv``, pyarrow's ``write_table``): the file is finished when it is closed,
         and discarded if the attempt is aborted first. Only mode ``"wb"``."""
         if mode != "wb":
             raise InvalidInput(f'an attempt opens files for writing only (mode "wb"), not {mode!r}')
+        if self.local_dir is not None:
+            path = self.attempt.path(name)  # ReservedName for a name the protocol keeps
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            return open(path, "wb", buffering=FILE_BUFFER_BYTES)
         raw = _AttemptRawFile(self, name)
         return io.BufferedWriter(raw, buffer_size=FILE_BUFFER_BYTES)
 
-    def arrow_filesystem(self) -> pyarrow.fs.PyFileSystem:
+    def arrow_filesystem(self) -> pyarrow.fs.FileSystem:
         """An Arrow filesystem whose root is the destination: files written through it
         land at ``DEST/path`` when the job commits (``pyarrow.dataset.write_dataset(table,
-        "", filesystem=...)``, ``pq.write_table(table, "x.parquet", filesystem=...)``)."""
+        "", filesystem=...)``, ``pq.write_table(table, "x.parquet", filesystem=...)``).
+        With a ``local_dir``, Arrow's own local filesystem below it."""
         from aiocommit.integrations.arrow import attempt_filesystem
 
         return attempt_filesystem(self)
@@ -235,12 +253,28 @@ class WorkerAttempt:
         """Commit the attempt under its own name; the task record's name, which
         ``EngineJob.commit`` takes."""
 
+        self.handle.hooks.before_commit(self.handle.task)
+
+        written = self._local_files() if self.attempt.committer_name == "manifest" else None
+
         async def commit() -> str:
             job = self._client.job(self.handle.job_id, attempt=self.handle.job_attempt)
-            await job.commit_task(self.attempt, per_attempt=True)
+            await job.commit_task(self.attempt, per_attempt=True, written=written)
             return committed_name(self.attempt, per_attempt=True)
 
         return self._call(commit)
+
+    def _local_files(self) -> list[tuple[str, int]] | None:
+        """Every file below ``local_dir`` (relative path, size), which the manifest
+        committer then need not list through the store; None without one."""
+        if self.local_dir is None:
+            return None
+        found: list[tuple[str, int]] = []
+        for root, _, names in os.walk(self.local_dir):
+            for name in names:
+                path = os.path.join(root, name)
+                found.append((os.path.relpath(path, self.local_dir), os.path.getsize(path)))
+        return found
 
     def close(self) -> None:
         """Close the attempt's store client (idempotent)."""
