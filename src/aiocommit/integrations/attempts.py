@@ -22,6 +22,7 @@ must not be made from a thread that runs an event loop itself.
 from __future__ import annotations
 
 import io
+import logging
 import os
 import secrets
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from aiocommit.committers.common.committer import AttemptFile
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 #: the write modes of the engine integrations, and the conflict mode each commits with
 #: (``replace_partitions``: the conflict mode applies to each partition directory written)
@@ -146,13 +148,16 @@ class AttemptHandle:
     @contextmanager
     def open(self) -> Iterator[WorkerAttempt]:
         """Set the attempt up on its store and yield it; on an exception the attempt is
-        aborted (its files discarded) and the exception goes on. Blocking."""
+        aborted (its files discarded; a failing abort is logged, the job's abort removes
+        them) and the exception goes on. Blocking."""
         opened = run_in_task_loop(_open_attempt, self)
         try:
             yield opened
         except BaseException:
             try:
                 opened._call(opened._job_abort_task)
+            except Exception:  # the task's own error is the one to raise
+                logger.warning("could not abort task attempt %s", opened.attempt.task_attempt_id)
             finally:
                 opened.close()
             raise
