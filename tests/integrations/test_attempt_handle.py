@@ -148,3 +148,24 @@ def test_s3_committers_write_through_a_handle(
         *(f"t{t}/{n}" for t in (0, 1) for n in ("big.bin", "copied.bin", "small.txt")),
     ]
     assert files["t0/big.bin"] == b"x" * SIZE
+
+
+def test_a_process_reads_a_jobs_committer_record_once(tmp_path: Path) -> None:
+    """The next task of a job in the same process names the committer it already has."""
+    from aiocommit.errors import AiocommitError
+    from aiocommit.integrations import attempts
+
+    dest = tmp_path / "out"
+    job = EngineJob.setup(str(dest), mode="error")
+    first = _write_task(job.handle(0), str(tmp_path))
+    records = list(dest.glob("_temporary/*/*/committer.json"))
+    assert len(records) == 1
+    saved = records[0].read_bytes()
+    records[0].write_bytes(b"not a record")
+    second = _write_task(job.handle(1), str(tmp_path))  # the record is not read again
+    attempts._job_committers.clear()
+    with pytest.raises(AiocommitError):
+        _write_task(job.handle(2), str(tmp_path))
+    records[0].write_bytes(saved)
+    job.commit([first, second])
+    assert len(_files(str(dest))) == 7

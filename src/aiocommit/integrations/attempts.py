@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from aiocommit.client.client import Client
 from aiocommit.client.task import TaskAttempt, committed_name
+from aiocommit.committers.common.committer import Committer
 from aiocommit.committers.factory import job_committer
 from aiocommit.errors import AiocommitError, InvalidInput
 from aiocommit.integrations.task_loop import run_in_task_loop, task_portal
@@ -169,14 +170,27 @@ def new_attempt_number() -> int:
     return secrets.randbelow(1 << 30)
 
 
+#: the committers of the jobs this process's tasks wrote for, newest last: the next task
+#: of a job needs not read the job's record (committers are immutable values)
+_job_committers: dict[tuple[str, str, int], Committer] = {}
+#: how many jobs' committers a process keeps
+KEPT_COMMITTERS = 64
+
+
 async def _open_attempt(handle: AttemptHandle) -> WorkerAttempt:
     client = Client(handle.dest, options=handle.commit_options())
+    key = (handle.dest, handle.job_id, handle.job_attempt)
     try:
         job = client.job(handle.job_id, attempt=handle.job_attempt)
-        attempt = await job.setup_task(handle.task, handle.attempt)
+        known = _job_committers.get(key)
+        attempt = await job.setup_task(handle.task, handle.attempt, committer=known)
     except BaseException:
         await client.aclose()
         raise
+    if known is None:
+        _job_committers[key] = attempt.committer
+        while len(_job_committers) > KEPT_COMMITTERS:
+            del _job_committers[next(iter(_job_committers))]
     local_dir = attempt.local_dir
     if local_dir is None and attempt.committer_name == "manifest":
         # the manifest committer lists its attempt directory at task commit: on the local
