@@ -46,6 +46,7 @@ SKIPPED_COMMANDS: dict[str, str] = {
     ".venv/bin/mkdocs": "builds the site; tests/docs/test_site.py runs mkdocs build --strict",
     ".venv/bin/python -m aiocommit_stress.spark_bench": "a Spark benchmark of minutes",
     "python -m aiocommit_stress.spark_bench": "a Spark benchmark of minutes",
+    ".venv/bin/python -m aiocommit_stress.engine_bench": "an engine benchmark of minutes",
     "python -m aiocommit_stress bench": "a benchmark of minutes; stress/tests cover the harness",
     "python -m aiocommit_stress job": "a stress job on S3 (moto); stress/tests cover it",
     "aiocommit stress chaos": "a chaos run of minutes on fake-gcs-server",

@@ -44,8 +44,10 @@ def frame(start: int = 0, rows: int = ROWS, keys: str = "abcd") -> dd.DataFrame:
     return dd.from_pandas(data, npartitions=PARTITIONS, sort=False)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def process_cluster() -> Iterator[Client]:
+    """A cluster per test: the killed workers' restarts of one test never overlap the
+    next test's (on a loaded machine a restart can take long)."""
     with (
         LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
