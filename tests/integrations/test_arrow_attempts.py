@@ -123,3 +123,46 @@ def test_write_table_partitions_as_hive_directories(format: str, tmp_path: Path)
     assert names == [f"k={k}/{stem}{suffix}.{format}" for k in ("a", "b", "c", "d%20b")]
     if format == "parquet":
         assert pads.dataset(dest, partitioning="hive").to_table().num_rows == len(TABLE)
+
+
+@pytest.mark.parametrize("committer", ["staging", "magic"])
+def test_write_dataset_through_the_s3_committers_is_byte_identical(
+    s3_endpoint: str, tmp_path: Path, committer: str
+) -> None:
+    """Staging: Arrow's local streams below the attempt's local directory; magic: each
+    file streams to a pending multipart upload."""
+    from aiocommit.stores.s3 import S3Store
+    from aiocommit_testing.s3_emulator import create_bucket
+
+    arguments = {
+        "format": "parquet",
+        "partitioning": ["k"],
+        "partitioning_flavor": "hive",
+        "basename_template": "part-{i}.parquet",
+    }
+    plain = tmp_path / "plain"
+    pads.write_dataset(TABLE, str(plain), **arguments)
+    bucket = f"arrow-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    anyio.run(create_bucket, s3_endpoint, bucket)
+    options = {
+        "fs.s3a.endpoint": s3_endpoint,
+        "fs.s3a.path.style.access": "true",
+        "committer": committer,
+    }
+    job = EngineJob.setup(f"s3a://{bucket}/out", mode="error", options=options)
+    with job.handle(0).open() as attempt:
+        assert (attempt.local_dir is not None) == (committer == "staging")
+        pads.write_dataset(TABLE, "", filesystem=attempt.arrow_filesystem(), **arguments)
+        record = attempt.commit()
+    job.commit([record])
+
+    async def read() -> dict[str, bytes]:
+        store = S3Store(bucket, endpoint_url=s3_endpoint)
+        try:
+            return await walk(store, "/out")
+        finally:
+            await store.aclose()
+
+    files = anyio.run(read)
+    assert files.pop("_SUCCESS")
+    assert files == _plain(plain)
