@@ -10,13 +10,17 @@ what a test imports and starts, not by its folder:
   emulator): an emulator fixture, or a store fixture parametrized with a cloud store.
   A test that starts an emulator without the marker fails, naming this rule; one that
   starts its own (no fixture) carries ``@pytest.mark.emulator``.
+* ``engines``: the test needs an engine extra (``dask``, ``ray``, ``polars``) and most
+  start one (a Dask ``LocalCluster``, Ray). Applied like ``spark``: when the test's module,
+  function or fixtures import dask, distributed, ray or polars.
 * ``slow``: carried by the test (kill sweeps, scale and loop runs, anything of several
   seconds).
 
 Plain ``pytest`` runs the unit tier: every test with none of those marks. ``-m EXPR``
 selects by marks instead (``-m emulator``, ``-m "spark or slow"``) and ``--all`` runs
 every tier. Where pyspark is not installed, the test modules that import it when loaded
-are not collected (they are all ``spark``), so the unit tier needs no Spark.
+are not collected (they are all ``spark``), so the unit tier needs no Spark; the same for
+the engines' packages (a module importing one that is missing is not collected).
 """
 
 from __future__ import annotations
@@ -33,9 +37,11 @@ from typing import Any
 import pytest
 
 #: the tiers plain ``pytest`` leaves out
-TIERS = ("emulator", "spark", "slow")
+TIERS = ("emulator", "spark", "engines", "slow")
 #: the packages of the ``spark`` extra (and Spark's own)
 SPARK_PACKAGES = frozenset({"pyspark", "pyarrow", "py4j", "pandas"})
+#: the packages of the engine extras (``dask``, ``ray``, ``polars``)
+ENGINE_PACKAGES = frozenset({"dask", "distributed", "ray", "polars"})
 #: our own top-level packages, whose imports are followed through their sources
 LOCAL_PACKAGES = ("aiocommit", "aiocommit_stress", "aiocommit_testing", "tests")
 #: fixtures that are, or start, an emulator server
@@ -64,10 +70,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """Without pyspark, a test module that imports it when loaded is not collected."""
+    """Without pyspark, a test module that imports it when loaded is not collected; nor
+    one that imports an engine package that is not installed."""
     if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
         return None
-    if spark_installed() or not _spark_names(_imports(collection_path).loaded):
+    loaded = _imports(collection_path).loaded
+    if any(missing_engines(name) for name in loaded):
+        _not_collected_engines.append(collection_path)
+        return True
+    if spark_installed() or not _spark_names(loaded):
         return None
     _not_collected.append(collection_path)
     return True
@@ -79,6 +90,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if needs_spark(item):
             item.add_marker(pytest.mark.spark)
+        if needs_engines(item):
+            item.add_marker(pytest.mark.engines)
         if uses_emulator(item):
             item.add_marker(pytest.mark.emulator)
     if config.getoption("all_tiers") or config.getoption("markexpr"):
@@ -92,10 +105,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_report_header(config: pytest.Config) -> str:
     if config.getoption("all_tiers"):
-        return "tiers: all (unit, emulator, spark, slow)"
+        return "tiers: all (unit, emulator, spark, engines, slow)"
     if config.getoption("markexpr"):
         return f"tiers: by marks ({config.getoption('markexpr')})"
-    return "tiers: unit (emulator, spark and slow deselected: -m MARK or --all runs them)"
+    return "tiers: unit (emulator, spark, engines and slow deselected: -m MARK or --all runs them)"
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -104,13 +117,29 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             f"tiers: pyspark is not installed: {len(_not_collected)} spark test modules "
             "not collected"
         )
+    if _not_collected_engines:
+        terminalreporter.write_line(
+            f"tiers: an engine package is not installed: {len(_not_collected_engines)} "
+            "engines test modules not collected"
+        )
 
 
 _not_collected: list[Path] = []
+_not_collected_engines: list[Path] = []
 
 
 def needs_spark(item: pytest.Item) -> bool:
     """The test's module, its function or one of its fixtures imports the Spark extra."""
+    return bool(_spark_names(_item_imports(item)))
+
+
+def needs_engines(item: pytest.Item) -> bool:
+    """The test's module, its function or one of its fixtures imports an engine extra."""
+    return bool(_tier_packages(_item_imports(item)) & ENGINE_PACKAGES)
+
+
+def _item_imports(item: pytest.Item) -> set[str]:
+    """The modules the test's module, its function and its fixtures import."""
     imports = _imports(item.path)
     names = set(imports.loaded)
     function = getattr(item, "function", None)
@@ -118,7 +147,7 @@ def needs_spark(item: pytest.Item) -> bool:
         names |= imports.in_functions.get(function.__qualname__, frozenset())
     for fixture in _fixture_functions(item):
         names |= _function_imports(fixture)
-    return bool(_spark_names(names))
+    return names
 
 
 def uses_emulator(item: pytest.Item) -> bool:
@@ -137,33 +166,57 @@ def spark_installed() -> bool:
 
 
 def _spark_names(names: Iterable[str]) -> set[str]:
-    return {name for name in names if _needs_spark_module(name)}
+    return {name for name in names if _loaded_packages(name) & SPARK_PACKAGES}
+
+
+def _needs_spark_module(name: str) -> bool:
+    """Loading module ``name`` loads a Spark package."""
+    return bool(_loaded_packages(name) & SPARK_PACKAGES)
+
+
+def _needs_engine_module(name: str) -> bool:
+    """Loading module ``name`` loads an engine package."""
+    return bool(_loaded_packages(name) & ENGINE_PACKAGES)
+
+
+def missing_engines(name: str) -> set[str]:
+    """The engine packages loading module ``name`` needs that are not installed."""
+    needed = _loaded_packages(name) & ENGINE_PACKAGES
+    return {package for package in needed if importlib.util.find_spec(package) is None}
+
+
+def _tier_packages(names: Iterable[str]) -> frozenset[str]:
+    """The Spark and engine packages loading ``names`` loads."""
+    return frozenset().union(*(_loaded_packages(name) for name in names))
 
 
 @functools.cache
-def _needs_spark_module(name: str) -> bool:
-    """Loading module ``name`` loads a Spark package (ours followed through their sources,
-    parent packages included, as Python loads them)."""
-    if name.split(".")[0] in SPARK_PACKAGES:
-        return True
+def _loaded_packages(name: str) -> frozenset[str]:
+    """The Spark and engine packages loading module ``name`` loads (ours followed through
+    their sources, parent packages included, as Python loads them)."""
+    top = name.split(".")[0]
+    if top in SPARK_PACKAGES | ENGINE_PACKAGES:
+        return frozenset({top})
+    found: set[str] = set()
     parts = name.split(".")
     for depth in range(1, len(parts) + 1):
         source = _source_of(".".join(parts[:depth]))
-        if source is not None and _guarded(source):
-            return True
-    return False
+        if source is not None:
+            found |= _loaded_by(source)
+    return frozenset(found)
 
 
 _visiting: set[Path] = set()
 
 
-def _guarded(source: Path) -> bool:
-    """``source`` loads a Spark package when loaded (import cycles count as not)."""
+def _loaded_by(source: Path) -> frozenset[str]:
+    """The Spark and engine packages ``source`` loads when loaded (import cycles count
+    as none)."""
     if source in _visiting:
-        return False
+        return frozenset()
     _visiting.add(source)
     try:
-        return any(_needs_spark_module(name) for name in _imports(source).loaded)
+        return _tier_packages(_imports(source).loaded)
     finally:
         _visiting.discard(source)
 

@@ -3,7 +3,10 @@ sources, so the rule holds where pyspark is not installed)."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+
+import pytest
 
 from tests import tiers
 
@@ -19,6 +22,17 @@ def test_spark_modules_are_found_through_our_own_modules() -> None:
     assert not tiers._needs_spark_module("aiocommit.integrations.spark.values")
     assert not tiers._needs_spark_module("aiocommit.committers.factory")
     assert not tiers._needs_spark_module("tests.conftest")
+
+
+def test_engine_modules_are_found_through_our_own_modules() -> None:
+    assert tiers._needs_engine_module("aiocommit.integrations.dask")
+    assert tiers._needs_engine_module("aiocommit.integrations.ray")
+    assert tiers._needs_engine_module("polars")
+    # the Arrow view needs pyarrow (the spark extra's), no engine
+    assert not tiers._needs_engine_module("aiocommit.integrations.arrow")
+    assert tiers._needs_spark_module("aiocommit.integrations.arrow")
+    assert not tiers._needs_engine_module("aiocommit.integrations.attempts")
+    assert not tiers._needs_spark_module("aiocommit.integrations.attempts")
 
 
 def test_imports_when_loaded_and_in_functions_apart(tmp_path: Path) -> None:
@@ -50,3 +64,21 @@ def test_the_pyspark_free_modules_of_the_integration_import_without_it() -> None
     only when its Spark-facing names are used."""
     package = Path(tiers.ROOT, "src/aiocommit/integrations/spark/__init__.py")
     assert not tiers._spark_names(tiers._imports(package).loaded)
+
+
+def test_a_module_needing_a_missing_engine_is_not_collected(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where ray is not installed, the Ray tests are not collected (and the Dask ones are)."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(tiers, "_not_collected_engines", [])  # not this run's summary
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == "ray" else real(name, *args),
+    )
+    ray_tests = Path(tiers.ROOT, "tests/integrations/test_ray_write.py")
+    dask_tests = Path(tiers.ROOT, "tests/integrations/test_dask_write.py")
+    assert tiers.missing_engines("aiocommit.integrations.ray") == {"ray"}
+    assert tiers.pytest_ignore_collect(ray_tests, None) is True  # type: ignore[arg-type]
+    assert tiers.pytest_ignore_collect(dask_tests, None) is None  # type: ignore[arg-type]

@@ -46,6 +46,7 @@ SKIPPED_COMMANDS: dict[str, str] = {
     ".venv/bin/mkdocs": "builds the site; tests/docs/test_site.py runs mkdocs build --strict",
     ".venv/bin/python -m aiocommit_stress.spark_bench": "a Spark benchmark of minutes",
     "python -m aiocommit_stress.spark_bench": "a Spark benchmark of minutes",
+    ".venv/bin/python -m aiocommit_stress.engine_bench": "an engine benchmark of minutes",
     "python -m aiocommit_stress bench": "a benchmark of minutes; stress/tests cover the harness",
     "python -m aiocommit_stress job": "a stress job on S3 (moto); stress/tests cover it",
     "aiocommit stress chaos": "a chaos run of minutes on fake-gcs-server",
@@ -163,6 +164,12 @@ def python_skip(example: Example) -> str | None:
     for (page, start), reason in SKIPPED_PYTHON.items():
         if page == example.page and (start == "*" or first.startswith(start)):
             return reason
+    engines = sorted(
+        set(re.findall(r"^\s*(?:import|from) (dask|distributed|ray|polars)\b", example.text, re.M))
+    )
+    missing = [name for name in engines if importlib.util.find_spec(name) is None]
+    if missing:
+        return f"needs {', '.join(missing)} (an engine extra), not installed here"
     if "opentelemetry" in example.text:
         try:
             found = importlib.util.find_spec("opentelemetry.exporter.otlp") is not None

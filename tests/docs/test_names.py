@@ -105,6 +105,8 @@ def resolves(dotted: str) -> bool:
         if module_exists(module_name):
             if not tiers.spark_installed() and tiers._needs_spark_module(module_name):
                 return True  # its attributes are checked where pyspark is installed
+            if tiers.missing_engines(module_name):
+                return True  # and an engine's where its packages are
             value: object = importlib.import_module(module_name)
             for attribute in parts[cut:]:
                 if not hasattr(value, attribute):

@@ -34,7 +34,7 @@ import anyio
 
 from aiocommit.client.inventory import JobInfo, job_in, jobs_in
 from aiocommit.committers.common.cleanup import remove_if_empty
-from aiocommit.committers.common.committer import TaskAttempt, name_attempt
+from aiocommit.committers.common.committer import Committer, TaskAttempt, name_attempt
 from aiocommit.committers.common.context import ProgressCallback, StageContext
 from aiocommit.committers.common.job_state import require_job
 from aiocommit.committers.common.session import open_context, open_operations
@@ -296,13 +296,18 @@ class Job:
 
     # -- task side
 
-    async def setup_task(self, task: str | int, attempt: int | str = 0) -> TaskAttempt:
+    async def setup_task(
+        self, task: str | int, attempt: int | str = 0, *, committer: Committer | None = None
+    ) -> TaskAttempt:
         """Set a task attempt up for the job's committer (``setup_task``): its working
         directory (manifest), local directory (staging), or nothing (magic). The attempt
         writes and commits through this client (``write_bytes``, ``open``, and
-        ``commit_task`` with no ``store``) until the client closes."""
+        ``commit_task`` with no ``store``) until the client closes. ``committer``: the
+        job's, when the caller has it (another attempt's ``committer`` of this job): the
+        job's record is then not read again."""
         async with self.context() as context:
-            committer = await job_committer(context, context.options)
+            if committer is None:
+                committer = await job_committer(context, context.options)
             path = context.layout.dest
             named = name_attempt(
                 context.qualify(path),

@@ -1,1 +1,1 @@
-"""Integrations with distributed engines (Spark)."""
+"""Integrations with distributed engines: Spark, Dask, Ray Data, and Arrow-based writers."""

@@ -85,7 +85,7 @@ from aiocommit.integrations.spark.settings import (
     WriteSettings,
 )
 from aiocommit.integrations.spark.streaming import prepare_stream_batch, stream_position
-from aiocommit.integrations.spark.task_loop import run_in_task_loop
+from aiocommit.integrations.task_loop import run_in_task_loop
 from aiocommit.protocol.ids import new_job_id
 
 if TYPE_CHECKING:

@@ -1,17 +1,20 @@
 """The event loop a Python worker's tasks run their commit steps on: one per process,
-kept across tasks.
+kept across tasks (Spark's Python workers, Dask's and Ray's worker processes).
 
-Spark reuses a Python worker for task after task. ``asyncio.run`` per step would build a
-new event loop each time, and anyio's worker threads (which run the local store's
-blocking calls) stop with the loop's root task: every small task would pay for a loop
-and new threads, several times. Here one loop runs in a daemon thread behind an anyio
-``BlockingPortal``; its worker threads stay between tasks (anyio retires them after 10 s
-idle). A process forked from one that had the loop starts its own.
+Spark reuses a Python worker for task after task (Dask and Ray their worker processes).
+``asyncio.run`` per step would build a new event loop each time, and anyio's worker
+threads (which run the local store's blocking calls) stop with the loop's root task:
+every small task would pay for a loop and new threads, several times. Here one loop runs
+in a daemon thread behind an anyio ``BlockingPortal``; its worker threads stay between
+tasks (anyio retires them after 10 s idle). A process forked from one that had the loop
+starts its own.
 
 Contract: ``run_in_task_loop(fn, *args)`` runs ``await fn(*args)`` on the loop and returns
 its result or raises its error, in the caller's thread, which must not run an event loop
-itself. Anything bound to the loop (store clients) may be passed from one call to the
-next, and must be closed by the caller: the loop does not close them.
+itself. ``task_portal()`` is the loop's portal, for a context manager held open across
+calls (``wrap_async_context_manager``). Anything bound to the loop (store clients) may
+be passed from one call to the next, and must be closed by the caller: the loop does not
+close them.
 """
 
 from __future__ import annotations
@@ -62,3 +65,8 @@ def _current() -> BlockingPortal:
 def run_in_task_loop(fn: Callable[[Unpack[Ts]], Awaitable[T]], *args: *Ts) -> T:
     """``await fn(*args)`` on the process's task loop (see the module docstring)."""
     return _current().call(fn, *args)
+
+
+def task_portal() -> BlockingPortal:
+    """The portal of the process's task loop (started on first use)."""
+    return _current()

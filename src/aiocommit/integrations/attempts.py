@@ -1,0 +1,417 @@
+"""Attempts that travel: a task attempt handed to another process or machine as a small
+picklable ``AttemptHandle``, opened there with blocking calls (engine workers run no
+event loop of their own), written through and committed.
+
+The driver sets the job up and makes one ``AttemptHandle`` per task (``EngineJob``);
+each worker opens its handle (``handle.open()``: a ``WorkerAttempt``), writes its files
+through it (``write_bytes``, ``write_file``, ``open(name, "wb")`` for writers that take a
+file object, ``arrow_filesystem()`` for Arrow's writers), and commits it under the
+attempt's own name (``commit()``, which returns the task record's name). The driver
+then commits the job over exactly the names the engine returned (``EngineJob.commit``):
+a failed or killed attempt returns nothing, and whatever it wrote is never committed.
+
+A handle holds the destination, the job ID, the task, the attempt number, the job's
+committer and the commit options as text (``CommitOptions.as_record``: store settings
+such as ``fs.s3a.endpoint``, never credentials, which options refuse); workers find
+credentials in their own environment.
+
+Contract: every blocking call here runs on the process's task loop (``task_loop``) and
+must not be made from a thread that runs an event loop itself.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import secrets
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
+
+from aiocommit.client.client import Client
+from aiocommit.client.task import TaskAttempt, committed_name
+from aiocommit.committers.common.committer import Committer
+from aiocommit.committers.factory import job_committer
+from aiocommit.errors import AiocommitError, InvalidInput
+from aiocommit.integrations.task_loop import run_in_task_loop, task_portal
+from aiocommit.options import CommitOptions
+from aiocommit.protocol.success import SuccessData
+from aiocommit.stores.local import LocalStore
+
+if TYPE_CHECKING:
+    import pyarrow.fs
+
+    from aiocommit.committers.common.committer import AttemptFile
+
+T = TypeVar("T")
+logger = logging.getLogger(__name__)
+
+#: the write modes of the engine integrations, and the conflict mode each commits with
+#: (``replace_partitions``: the conflict mode applies to each partition directory written)
+MODES: dict[str, tuple[str, bool]] = {
+    "error": ("fail", False),
+    "append": ("append", False),
+    "overwrite": ("replace", False),
+    "overwrite_partitions": ("replace", True),
+}
+#: the option prefix of the test-only fault hooks (``WriterHooks``)
+TEST_PREFIX = "aiocommit.test."
+#: the buffer of a file object opened by ``WorkerAttempt.open`` (writes below it are
+#: gathered before they cross to the task loop)
+FILE_BUFFER_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class WriterHooks:
+    """TEST-ONLY fault hooks, set by options under ``aiocommit.test.`` and carried by the
+    handle. Never use them on real data: they make attempts fail on purpose.
+
+    * ``aiocommit.test.exitOnceDir=DIR`` (a local directory every worker sees): an attempt
+      of task N that finds no ``DIR/N`` creates it once it wrote its files, then its
+      process exits at once (``os._exit``, no ``finally`` runs), before its commit.
+    * ``aiocommit.test.failOnceDir=DIR``: the same, but the attempt raises instead (for
+      engines whose tasks share the test's process).
+    * ``aiocommit.test.failTask=N``: every attempt of task N writes its files, then raises
+      instead of committing.
+    """
+
+    __test__ = False  # not a pytest class
+
+    exit_once_dir: str | None = None
+    fail_once_dir: str | None = None
+    fail_task: int | None = None
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any]) -> WriterHooks:
+        lowered = {str(k).lower(): str(v) for k, v in options.items()}
+        fail = lowered.get(TEST_PREFIX + "failtask")
+        return cls(
+            exit_once_dir=lowered.get(TEST_PREFIX + "exitoncedir"),
+            fail_once_dir=lowered.get(TEST_PREFIX + "failoncedir"),
+            fail_task=int(fail) if fail is not None else None,
+        )
+
+    def before_commit(self, task: int | str) -> None:
+        """Run the hooks due once an attempt of ``task`` wrote its files."""
+        if self.exit_once_dir is not None and _first_time(self.exit_once_dir, task):
+            os._exit(17)
+        if self.fail_once_dir is not None and _first_time(self.fail_once_dir, task):
+            raise InjectedTaskFailure(f"task {task} fails once on purpose (failOnceDir)")
+        if self.fail_task is not None and str(self.fail_task) == str(task):
+            raise InjectedTaskFailure(f"task {task} fails on purpose (aiocommit.test.failTask)")
+
+
+def _first_time(directory: str, task: int | str) -> bool:
+    """Whether this is the first call for ``task`` (a marker file in ``directory``)."""
+    try:
+        os.close(os.open(os.path.join(directory, str(task)), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
+class InjectedTaskFailure(AiocommitError):
+    """A test hook failed the attempt on purpose."""
+
+
+@dataclass(frozen=True)
+class AttemptHandle:
+    """A task attempt to open in another process: picklable, holding no credentials.
+
+    ``attempt``: the attempt's number, unique to each execution of the task (``retry()``
+    gives the next one); ``options``: the commit options as text (``as_record``)."""
+
+    dest: str
+    job_id: str
+    task: int | str
+    attempt: int
+    committer: str
+    options: Mapping[str, str] = field(default_factory=dict)
+    job_attempt: int = 0
+    hooks: WriterHooks = field(default_factory=WriterHooks)
+
+    def commit_options(self) -> CommitOptions:
+        """The options the attempt opens with (the job's committer named)."""
+        options = CommitOptions.from_record(self.options)
+        return options.with_values(committer=self.committer)
+
+    def retry(self) -> AttemptHandle:
+        """The same task's handle for a new execution: a new random attempt number, so
+        two executions never share an attempt directory."""
+        return replace(self, attempt=new_attempt_number())
+
+    def for_task(self, task: int | str) -> AttemptHandle:
+        """The handle of another task of the same job (a new attempt number)."""
+        return replace(self, task=task, attempt=new_attempt_number())
+
+    @contextmanager
+    def open(self) -> Iterator[WorkerAttempt]:
+        """Set the attempt up on its store and yield it; on an exception the attempt is
+        aborted (its files discarded; a failing abort is logged, the job's abort removes
+        them) and the exception goes on. Blocking."""
+        opened = run_in_task_loop(_open_attempt, self)
+        try:
+            yield opened
+        except BaseException:
+            try:
+                opened._call(opened._job_abort_task)
+            except Exception:  # the task's own error is the one to raise
+                logger.warning("could not abort task attempt %s", opened.attempt.task_attempt_id)
+            finally:
+                opened.close()
+            raise
+        opened.close()
+
+
+def new_attempt_number() -> int:
+    """A random attempt number (engines do not say which retry a task is)."""
+    return secrets.randbelow(1 << 30)
+
+
+#: the committers of the jobs this process's tasks wrote for, newest last: the next task
+#: of a job needs not read the job's record (committers are immutable values)
+_job_committers: dict[tuple[str, str, int], Committer] = {}
+#: how many jobs' committers a process keeps
+KEPT_COMMITTERS = 64
+
+
+async def _open_attempt(handle: AttemptHandle) -> WorkerAttempt:
+    client = Client(handle.dest, options=handle.commit_options())
+    key = (handle.dest, handle.job_id, handle.job_attempt)
+    try:
+        job = client.job(handle.job_id, attempt=handle.job_attempt)
+        known = _job_committers.get(key)
+        attempt = await job.setup_task(handle.task, handle.attempt, committer=known)
+    except BaseException:
+        await client.aclose()
+        raise
+    if known is None:
+        _job_committers[key] = attempt.committer
+        while len(_job_committers) > KEPT_COMMITTERS:
+            del _job_committers[next(iter(_job_committers))]
+    local_dir = attempt.local_dir
+    if local_dir is None and attempt.committer_name == "manifest":
+        # the manifest committer lists its attempt directory at task commit: on the local
+        # filesystem, writers may write there themselves
+        local_dir = attempt.work_dir if isinstance(client.store, LocalStore) else None
+    return WorkerAttempt(handle, client, attempt, local_dir)
+
+
+class WorkerAttempt:
+    """An opened task attempt, in a worker: blocking writes through the job's committer
+    (to the attempt directory, the staging directory or a pending multipart upload), then
+    ``commit()``. Made by ``AttemptHandle.open``; one thread at a time per file, any
+    number of files at once."""
+
+    def __init__(
+        self,
+        handle: AttemptHandle,
+        client: Client,
+        attempt: TaskAttempt,
+        local_dir: str | None = None,
+    ):
+        self.handle = handle
+        self.attempt = attempt
+        self._client = client
+        #: the local directory the attempt's files go below, when it has one (the staging
+        #: committer's; the manifest committer's on the local filesystem): files are
+        #: written there directly, at the writer's own speed
+        self.local_dir = local_dir
+        #: the files written through the store, by name below the destination, with
+        #: their sizes (files written below ``local_dir`` are not counted)
+        self.written: dict[str, int] = {}
+
+    def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        return run_in_task_loop(fn)
+
+    async def _job_abort_task(self) -> None:
+        await self._client.job(self.handle.job_id, attempt=self.handle.job_attempt).abort_task(
+            self.attempt
+        )
+
+    def _wrote(self, name: str, size: int) -> None:
+        self.written[name] = size
+
+    def write_bytes(self, name: str, data: bytes) -> None:
+        """Write a file that lands at ``DEST/name`` when the job commits."""
+        self._call(lambda: self.attempt.write_bytes(name, data))
+        self._wrote(name, len(data))
+
+    def write_file(self, name: str, local_path: str) -> None:
+        """Add a finished local file (DuckDB's ``COPY ... TO``, any tool's output) to land
+        at ``DEST/name``."""
+        size = os.path.getsize(local_path)
+        self._call(lambda: self.attempt.write_file(name, local_path))
+        self._wrote(name, size)
+
+    def open(self, name: str, mode: str = "wb") -> BinaryIO:
+        """A binary file object writing ``DEST/name`` (Polars' ``write_parquet``,
+        ``write_csv``, pyarrow's ``write_table``): the file is finished when it is closed,
+        and discarded if the attempt is aborted first. Only mode ``"wb"``."""
+        if mode != "wb":
+            raise InvalidInput(f'an attempt opens files for writing only (mode "wb"), not {mode!r}')
+        if self.local_dir is not None:
+            path = self.attempt.path(name)  # ReservedName for a name the protocol keeps
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            return open(path, "wb", buffering=FILE_BUFFER_BYTES)
+        raw = _AttemptRawFile(self, name)
+        return io.BufferedWriter(raw, buffer_size=FILE_BUFFER_BYTES)
+
+    def arrow_filesystem(self) -> pyarrow.fs.FileSystem:
+        """An Arrow filesystem whose root is the destination: files written through it
+        land at ``DEST/path`` when the job commits (``pyarrow.dataset.write_dataset(table,
+        "", filesystem=...)``, ``pq.write_table(table, "x.parquet", filesystem=...)``).
+        With a ``local_dir``, Arrow's own local filesystem below it."""
+        from aiocommit.integrations.arrow import attempt_filesystem
+
+        return attempt_filesystem(self)
+
+    def commit(self) -> str:
+        """Commit the attempt under its own name; the task record's name, which
+        ``EngineJob.commit`` takes."""
+
+        self.handle.hooks.before_commit(self.handle.task)
+
+        written = self._local_files() if self.attempt.committer_name == "manifest" else None
+
+        async def commit() -> str:
+            job = self._client.job(self.handle.job_id, attempt=self.handle.job_attempt)
+            await job.commit_task(self.attempt, per_attempt=True, written=written)
+            return committed_name(self.attempt, per_attempt=True)
+
+        return self._call(commit)
+
+    def _local_files(self) -> list[tuple[str, int]] | None:
+        """Every file below ``local_dir`` (relative path, size), which the manifest
+        committer then need not list through the store; None without one."""
+        if self.local_dir is None:
+            return None
+        found: list[tuple[str, int]] = []
+        for root, _, names in os.walk(self.local_dir):
+            for name in names:
+                path = os.path.join(root, name)
+                found.append((os.path.relpath(path, self.local_dir), os.path.getsize(path)))
+        return found
+
+    def close(self) -> None:
+        """Close the attempt's store client (idempotent)."""
+        self._call(self._client.aclose)
+
+
+class _AttemptRawFile(io.RawIOBase):
+    """The unbuffered file object under ``WorkerAttempt.open``: each write crosses to the
+    task loop and goes to the committer's ``AttemptFile``; closing finishes the file."""
+
+    def __init__(self, owner: WorkerAttempt, name: str):
+        super().__init__()
+        self._owner = owner
+        self._name = name
+        self._position = 0
+        self._context: AbstractContextManager[AttemptFile] = (
+            task_portal().wrap_async_context_manager(owner.attempt.open(name))
+        )
+        self._file = self._context.__enter__()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        chunk = bytes(data)
+        run_in_task_loop(self._file.write, chunk)
+        self._position += len(chunk)
+        return len(chunk)
+
+    def tell(self) -> int:
+        return self._position
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        super().close()
+        self._context.__exit__(None, None, None)
+        self._owner._wrote(self._name, self._position)
+
+
+@dataclass(frozen=True)
+class EngineJob:
+    """One engine write's job, on the driver: set up, its tasks' handles, then commit
+    over exactly the task records the engine returned, or abort."""
+
+    dest: str
+    job_id: str
+    committer: str
+    options: CommitOptions
+    hooks: WriterHooks = field(default_factory=WriterHooks)
+
+    @classmethod
+    def setup(
+        cls, dest: str, *, mode: str = "error", options: Mapping[str, Any] | None = None
+    ) -> EngineJob:
+        """Set a job up for a write in ``mode`` (``MODES``); ``options``: commit options
+        by any of their names, and the test hooks. Blocking."""
+        if mode not in MODES:
+            raise InvalidInput(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        given = dict(options or {})
+        conflict, per_partition = MODES[mode]
+        commit_options = CommitOptions.from_mapping(
+            given,
+            handled_prefixes=(TEST_PREFIX,),
+            conflict_mode=conflict,
+            replace_partitions=per_partition,
+        )
+
+        async def setup() -> EngineJob:
+            async with Client(dest, options=commit_options) as client:
+                job = await client.setup_job()
+                async with job.context() as context:
+                    committer = (await job_committer(context, context.options)).name
+            return cls(dest, job.job_id, committer, commit_options, WriterHooks.from_mapping(given))
+
+        return _on_driver(setup)
+
+    def handle(self, task: int | str) -> AttemptHandle:
+        """The handle of ``task``'s first attempt (``AttemptHandle.retry`` for others)."""
+        return AttemptHandle(
+            self.dest,
+            self.job_id,
+            task,
+            new_attempt_number(),
+            self.committer,
+            self.options.as_record(),
+            hooks=self.hooks,
+        )
+
+    def commit(self, task_records: Sequence[str]) -> SuccessData:
+        """Commit the job over exactly ``task_records`` (``WorkerAttempt.commit``'s names)."""
+        return _on_driver(lambda: commit_engine_job(self.handle(0), list(task_records)))
+
+    def abort(self) -> None:
+        """Abort the job: nothing of it is visible, the old output untouched."""
+
+        async def abort() -> None:
+            async with Client(self.dest, options=self.options) as client:
+                await client.job(self.job_id).abort()
+
+        _on_driver(abort)
+
+
+async def commit_engine_job(handle: AttemptHandle, task_records: list[str]) -> SuccessData:
+    """Commit ``handle``'s job over exactly ``task_records`` (anywhere: the driver or a
+    worker of the engine). Re-runnable after a kill."""
+    async with Client(handle.dest, options=handle.commit_options()) as client:
+        return await client.job(handle.job_id, attempt=handle.job_attempt).commit(
+            task_records=task_records
+        )
+
+
+def commit_job_blocking(handle: AttemptHandle, task_records: Sequence[str]) -> SuccessData:
+    """``commit_engine_job`` from a worker's thread."""
+    return run_in_task_loop(commit_engine_job, handle, list(task_records))
+
+
+def _on_driver(fn: Callable[[], Awaitable[T]]) -> T:
+    """Run a driver step on the task loop (the caller's thread may run a loop of its
+    own: a notebook; the task loop is another thread)."""
+    return run_in_task_loop(fn)

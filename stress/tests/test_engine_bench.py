@@ -1,0 +1,26 @@
+"""Smoke runs of the engine benchmark (``aiocommit_stress.engine_bench``): every figure
+printed, no speed asserted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# the benchmark loads its engines when it runs: this import puts the module in the
+# engines tier (and leaves it uncollected where Dask is not installed)
+import distributed  # noqa: F401
+import pytest
+
+from aiocommit_stress import engine_bench
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+
+
+def test_engine_bench_dask_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ratios = engine_bench.run_engine("dask", tmp_path, rows=2_000, files=20, rounds=1)
+    out = capsys.readouterr().out
+    assert set(ratios) == {"flat", "partitioned"} and all(r > 0 for r in ratios.values())
+    rounds = [line for line in out.splitlines() if " round 0 " in line]
+    assert len(rounds) == 4
+    # 20 files each way: 20 partitions flat; 2 partitions x 10 values partitioned
+    assert all(line.rstrip().endswith("20 files") for line in rounds)
+    assert out.count("ratio aiocommit/own") == 2

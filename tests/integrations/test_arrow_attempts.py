@@ -1,0 +1,168 @@
+"""The Arrow filesystem view of an attempt: pyarrow's writers write through it unchanged,
+and their files are byte for byte those the same writer writes to a plain directory."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import anyio
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+import pytest
+
+from aiocommit.errors import ReservedName
+from aiocommit.integrations.arrow import write_table
+from aiocommit.integrations.attempts import EngineJob
+from aiocommit.stores.memory import MemoryStore
+from tests.helpers import walk
+
+TABLE = pa.table(
+    {
+        "id": list(range(5000)),
+        "k": ["a", "b", "c", "d b"] * 1250,
+        "v": [i * 0.25 for i in range(5000)],
+    }
+)
+
+
+def _dest(kind: str, tmp_path: Path) -> str:
+    if kind == "local":
+        return str(tmp_path / "out")
+    return f"memory://arrow-{uuid.uuid4().hex}/out"
+
+
+def _files(dest: str) -> dict[str, bytes]:
+    if dest.startswith("memory://"):
+        return anyio.run(walk, MemoryStore.named(dest.split("/")[2]), "/out")
+    found: dict[str, bytes] = {}
+    for root, _, names in os.walk(dest):
+        for name in names:
+            path = os.path.join(root, name)
+            found[os.path.relpath(path, dest)] = Path(path).read_bytes()
+    return found
+
+
+def _plain(directory: Path) -> dict[str, bytes]:
+    return _files(str(directory))
+
+
+@pytest.mark.parametrize("kind", ["local", "memory"])
+def test_write_dataset_through_an_attempt_is_byte_identical(kind: str, tmp_path: Path) -> None:
+    arguments = {
+        "format": "parquet",
+        "partitioning": ["k"],
+        "partitioning_flavor": "hive",
+        "basename_template": "part-{i}.parquet",
+        "max_rows_per_file": 2000,
+        "max_rows_per_group": 500,
+    }
+    plain = tmp_path / "plain"
+    pads.write_dataset(TABLE, str(plain), **arguments)
+    dest = _dest(kind, tmp_path)
+    job = EngineJob.setup(dest, mode="error")
+    with job.handle(0).open() as attempt:
+        pads.write_dataset(TABLE, "", filesystem=attempt.arrow_filesystem(), **arguments)
+        record = attempt.commit()
+    job.commit([record])
+    through = _files(dest)
+    assert through.pop("_SUCCESS")
+    expected = _plain(plain)
+    assert "k=d%20b/part-0.parquet" in expected
+    assert through == expected
+
+
+@pytest.mark.parametrize("kind", ["local", "memory"])
+def test_write_table_to_the_filesystem_and_a_file_object(kind: str, tmp_path: Path) -> None:
+    pq.write_table(TABLE, tmp_path / "plain.parquet", row_group_size=1000)
+    dest = _dest(kind, tmp_path)
+    job = EngineJob.setup(dest, mode="error")
+    with job.handle(0).open() as attempt:
+        pq.write_table(
+            TABLE, "a/by-path.parquet", filesystem=attempt.arrow_filesystem(), row_group_size=1000
+        )
+        with attempt.open("b/by-file.parquet") as file:
+            pq.write_table(TABLE, file, row_group_size=1000)
+        record = attempt.commit()
+    job.commit([record])
+    files = _files(dest)
+    expected = (tmp_path / "plain.parquet").read_bytes()
+    assert files["a/by-path.parquet"] == expected
+    assert files["b/by-file.parquet"] == expected
+
+
+@pytest.mark.parametrize("kind", ["local", "memory"])
+def test_the_view_refuses_reads_and_deletes(kind: str, tmp_path: Path) -> None:
+    job = EngineJob.setup(_dest(kind, tmp_path), mode="error")
+    with job.handle(0).open() as attempt:
+        # local: Arrow's own output streams below the attempt directory
+        assert (attempt.local_dir is not None) == (kind == "local")
+        view = attempt.arrow_filesystem()
+        with pytest.raises(NotImplementedError, match="only writes new files"):
+            view.delete_dir("x")
+        with pytest.raises(NotImplementedError):
+            view.open_input_file("x")
+        with pytest.raises(ReservedName):
+            view.open_output_stream("_SUCCESS")
+    job.abort()
+
+
+@pytest.mark.parametrize("format", ["parquet", "csv", "json"])
+def test_write_table_partitions_as_hive_directories(format: str, tmp_path: Path) -> None:
+    dest = str(tmp_path / "out")
+    job = EngineJob.setup(dest, mode="error")
+    with job.handle(3).open() as attempt:
+        write_table(attempt, TABLE, format=format, partition_by=["k"])
+        record = attempt.commit()
+    job.commit([record])
+    names = sorted(name for name in _files(dest) if name != "_SUCCESS")
+    stem = f"part-00003-{job.job_id.removeprefix('job_')}"
+    suffix = "-0" if format != "json" else ""
+    assert names == [f"k={k}/{stem}{suffix}.{format}" for k in ("a", "b", "c", "d%20b")]
+    if format == "parquet":
+        assert pads.dataset(dest, partitioning="hive").to_table().num_rows == len(TABLE)
+
+
+@pytest.mark.parametrize("committer", ["staging", "magic"])
+def test_write_dataset_through_the_s3_committers_is_byte_identical(
+    s3_endpoint: str, tmp_path: Path, committer: str
+) -> None:
+    """Staging: Arrow's local streams below the attempt's local directory; magic: each
+    file streams to a pending multipart upload."""
+    from aiocommit.stores.s3 import S3Store
+    from aiocommit_testing.s3_emulator import create_bucket
+
+    arguments = {
+        "format": "parquet",
+        "partitioning": ["k"],
+        "partitioning_flavor": "hive",
+        "basename_template": "part-{i}.parquet",
+    }
+    plain = tmp_path / "plain"
+    pads.write_dataset(TABLE, str(plain), **arguments)
+    bucket = f"arrow-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    anyio.run(create_bucket, s3_endpoint, bucket)
+    options = {
+        "fs.s3a.endpoint": s3_endpoint,
+        "fs.s3a.path.style.access": "true",
+        "committer": committer,
+    }
+    job = EngineJob.setup(f"s3a://{bucket}/out", mode="error", options=options)
+    with job.handle(0).open() as attempt:
+        assert (attempt.local_dir is not None) == (committer == "staging")
+        pads.write_dataset(TABLE, "", filesystem=attempt.arrow_filesystem(), **arguments)
+        record = attempt.commit()
+    job.commit([record])
+
+    async def read() -> dict[str, bytes]:
+        store = S3Store(bucket, endpoint_url=s3_endpoint)
+        try:
+            return await walk(store, "/out")
+        finally:
+            await store.aclose()
+
+    files = anyio.run(read)
+    assert files.pop("_SUCCESS")
+    assert files == _plain(plain)

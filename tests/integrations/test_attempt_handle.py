@@ -1,0 +1,171 @@
+"""Attempts that travel (``aiocommit.integrations.attempts``): a picklable handle, opened
+in another thread or process, writes through every committer, and the job commits
+exactly the task records it is given."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import uuid
+from pathlib import Path
+
+import anyio
+import pytest
+
+from aiocommit.errors import InvalidInput
+from aiocommit.integrations.attempts import AttemptHandle, EngineJob, InjectedTaskFailure
+from aiocommit.stores.memory import MemoryStore
+from aiocommit_testing.s3_emulator import create_bucket
+from tests.helpers import walk
+
+SIZE = 3 * 1024 * 1024  # several buffered writes of the file object
+
+
+def _dest(kind: str, tmp_path: Path) -> str:
+    if kind == "local":
+        return str(tmp_path / "out")
+    return f"memory://handle-{uuid.uuid4().hex}/out"
+
+
+def _files(dest: str) -> dict[str, bytes]:
+    """The committed files of ``dest`` (local path or memory URL), by relative name."""
+    if dest.startswith("memory://"):
+        name = dest.removeprefix("memory://").split("/")[0]
+        return anyio.run(walk, MemoryStore.named(name), "/out")
+    found: dict[str, bytes] = {}
+    for root, _, names in os.walk(dest):
+        for name in names:
+            path = os.path.join(root, name)
+            found[os.path.relpath(path, dest)] = Path(path).read_bytes()
+    return found
+
+
+def _write_task(handle: AttemptHandle, tmp: str) -> str:
+    """What a worker does: open the attempt, write three ways, commit."""
+    local = os.path.join(tmp, f"local-{handle.task}.bin")
+    Path(local).write_bytes(b"from a local file")
+    with handle.retry().open() as attempt:
+        attempt.write_bytes(f"t{handle.task}/small.txt", b"small")
+        with attempt.open(f"t{handle.task}/big.bin") as file:
+            for _ in range(3):
+                file.write(b"x" * (SIZE // 3))
+        attempt.write_file(f"t{handle.task}/copied.bin", local)
+        return attempt.commit()
+
+
+def test_a_handle_pickles_and_holds_no_credentials(tmp_path: Path) -> None:
+    job = EngineJob.setup(str(tmp_path / "out"), mode="append")
+    handle = job.handle(7)
+    again = pickle.loads(pickle.dumps(handle))
+    assert again == handle
+    assert again.committer == "manifest" and again.job_id == job.job_id
+    assert handle.retry().attempt != handle.attempt
+    assert not any("secret" in key or "access.key" in key for key in handle.options)
+    with pytest.raises(InvalidInput, match="credentials never go in options"):
+        EngineJob.setup(str(tmp_path / "other"), options={"fs.s3a.secret.key": "s"})
+    job.abort()
+
+
+@pytest.mark.parametrize("kind", ["local", "memory"])
+def test_committed_records_only_land_exactly_once(kind: str, tmp_path: Path) -> None:
+    dest = _dest(kind, tmp_path)
+    job = EngineJob.setup(dest, mode="error")
+    first = _write_task(job.handle(0), str(tmp_path))
+    lost = _write_task(job.handle(1), str(tmp_path))  # an execution whose result was lost
+    retried = _write_task(job.handle(1), str(tmp_path))
+    assert lost != retried
+    job.commit([first, retried])
+    files = _files(dest)
+    assert sorted(files) == [
+        "_SUCCESS",
+        *(f"t{t}/{n}" for t in (0, 1) for n in ("big.bin", "copied.bin", "small.txt")),
+    ]
+    assert files["t1/big.bin"] == b"x" * SIZE
+    assert files["t0/copied.bin"] == b"from a local file"
+
+
+@pytest.mark.parametrize("kind", ["local", "memory"])
+def test_an_attempt_that_raises_is_aborted_and_never_committed(kind: str, tmp_path: Path) -> None:
+    dest = _dest(kind, tmp_path)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    job = EngineJob.setup(dest, mode="append", options={"aiocommit.test.failOnceDir": marks})
+    with pytest.raises(InjectedTaskFailure):
+        _write_task(job.handle(0), str(tmp_path))
+    record = _write_task(job.handle(0), str(tmp_path))  # the retry
+    job.commit([record])
+    assert sorted(_files(dest)) == ["_SUCCESS", "t0/big.bin", "t0/copied.bin", "t0/small.txt"]
+
+
+def test_a_job_aborted_leaves_nothing_and_old_output_untouched(tmp_path: Path) -> None:
+    dest = tmp_path / "out"
+    dest.mkdir()
+    (dest / "old.txt").write_bytes(b"old")
+    job = EngineJob.setup(str(dest), mode="overwrite")
+    _write_task(job.handle(0), str(tmp_path))
+    job.abort()
+    assert _files(str(dest)) == {"old.txt": b"old"}
+
+
+def test_a_worker_process_opens_the_handle(tmp_path: Path) -> None:
+    """The handle crosses a process boundary (spawn: nothing inherited but the pickle)."""
+    dest = str(tmp_path / "out")
+    job = EngineJob.setup(dest, mode="error")
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(1) as pool:
+        records = pool.starmap(_write_task, [(job.handle(t), str(tmp_path)) for t in (0, 1)])
+    job.commit(records)
+    assert len(_files(dest)) == 7
+
+
+@pytest.mark.parametrize("committer", ["staging", "magic"])
+def test_s3_committers_write_through_a_handle(
+    s3_endpoint: str, tmp_path: Path, committer: str
+) -> None:
+    bucket = f"handle-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    anyio.run(create_bucket, s3_endpoint, bucket)
+    settings = {"fs.s3a.endpoint": s3_endpoint, "fs.s3a.path.style.access": "true"}
+    dest = f"s3a://{bucket}/out"
+    job = EngineJob.setup(dest, mode="error", options={**settings, "committer": committer})
+    assert job.committer == committer
+    records = [_write_task(job.handle(t), str(tmp_path)) for t in (0, 1)]
+    _write_task(job.handle(1), str(tmp_path))  # a retry whose record is never committed
+    job.commit(records)
+
+    async def listing() -> dict[str, bytes]:
+        from aiocommit.stores.s3 import S3Store
+
+        store = S3Store(bucket, endpoint_url=s3_endpoint)
+        try:
+            return await walk(store, "/out")
+        finally:
+            await store.aclose()
+
+    files = anyio.run(listing)
+    assert sorted(files) == [
+        "_SUCCESS",
+        *(f"t{t}/{n}" for t in (0, 1) for n in ("big.bin", "copied.bin", "small.txt")),
+    ]
+    assert files["t0/big.bin"] == b"x" * SIZE
+
+
+def test_a_process_reads_a_jobs_committer_record_once(tmp_path: Path) -> None:
+    """The next task of a job in the same process names the committer it already has."""
+    from aiocommit.errors import AiocommitError
+    from aiocommit.integrations import attempts
+
+    dest = tmp_path / "out"
+    job = EngineJob.setup(str(dest), mode="error")
+    first = _write_task(job.handle(0), str(tmp_path))
+    records = list(dest.glob("_temporary/*/*/committer.json"))
+    assert len(records) == 1
+    saved = records[0].read_bytes()
+    records[0].write_bytes(b"not a record")
+    second = _write_task(job.handle(1), str(tmp_path))  # the record is not read again
+    attempts._job_committers.clear()
+    with pytest.raises(AiocommitError):
+        _write_task(job.handle(2), str(tmp_path))
+    records[0].write_bytes(saved)
+    job.commit([first, second])
+    assert len(_files(str(dest))) == 7
