@@ -27,6 +27,7 @@ from aiocommit.options import (
     CommitOptions,
     UnknownOption,
     closest_key,
+    command_line_defaults,
 )
 
 FORMATS = ("parquet", "csv", "json")
@@ -203,7 +204,11 @@ class WriteSettings:
                 "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or a profile, or instance "
                 "credentials) in the environment before the session starts"
             )
-        commit = CommitOptions.from_mapping(lowered, handled_prefixes=(TEST_PREFIX, *WRITE_OPTIONS))
+        commit = CommitOptions.from_mapping(
+            lowered,
+            handled_prefixes=(TEST_PREFIX, *WRITE_OPTIONS),
+            defaults=command_line_defaults(),  # the driver exists to commit
+        )
         committer = commit.committer.name or "staging"
         committer = {"directory": "staging", "partitioned": "staging"}.get(committer, committer)
         if committer not in ("staging", "magic"):
