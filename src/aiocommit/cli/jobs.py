@@ -17,6 +17,7 @@ from aiocommit.protocol.layout import (
 )
 from aiocommit.protocol.success import SuccessData, decode_success
 from aiocommit.stores.base import Store, join
+from aiocommit.stores.base import missing_container as probe_container
 
 T = TypeVar("T")
 
@@ -113,8 +114,4 @@ async def scan_jobs(store: Store, dest: str) -> list[JobInfo]:
 async def missing_container(store: Store) -> str | None:
     """What is missing when a path of a cloud store is not found and its bucket or
     filesystem is not there either (``bucket 'x' does not exist``); None otherwise."""
-    probe = getattr(store, "missing_container", None)
-    if probe is None:
-        return None
-    found: str | None = await retried(probe)
-    return found
+    return await retried(lambda: probe_container(store))
