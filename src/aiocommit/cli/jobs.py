@@ -38,7 +38,7 @@ async def retried(call: Callable[[], Awaitable[T]], policy: RetryPolicy | None =
             wait = policy.next_delay(error, attempt, delay, started)
             if wait is None:
                 raise
-            delay = wait
+            delay = min(wait, policy.growth_bound(delay))  # Retry-After: a floor only
             await anyio.sleep(wait)
 
 
