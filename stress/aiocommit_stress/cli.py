@@ -700,6 +700,13 @@ def bench_throttled(**kw: Any) -> None:
 @click.option("--tasks", type=int, default=10, show_default=True)
 @click.option("--target", type=float, default=3.0, show_default=True, help="Most x unthrottled.")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--retry-after-share",
+    type=float,
+    default=0.5,
+    show_default=True,
+    help="Share of throttle answers with Retry-After: 1 (0: as S3, GCS and ADLS usually answer).",
+)
 @output_options
 def bench_random_throttle(**kw: Any) -> None:
     """Job commit through a front throttling a fixed share of requests at random (the
@@ -718,6 +725,7 @@ def bench_random_throttle(**kw: Any) -> None:
             tasks=kw["tasks"],
             target=kw["target"],
             seed=kw["seed"],
+            retry_after_share=kw["retry_after_share"],
             reporter=r,
         ),
     )

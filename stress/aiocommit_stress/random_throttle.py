@@ -6,7 +6,8 @@ then, for each share (0, then 20 % and 30 % by default), one job per store is co
 through its proxy with default options, the stores in parallel (the load of the issue's
 run: three commits and three emulators at once). The proxy answers that share of requests
 at random with the store's own throttling response (ADLS ``503 ServerBusy``, GCS ``429`` /
-``503``, S3 ``503 SlowDown``; some with ``Retry-After``), independent of the pace: cutting
+``503``, S3 ``503 SlowDown``; ``retry_after_share`` of them with ``Retry-After: 1``),
+independent of the pace: cutting
 concurrency or the rate does not cut the share.
 
 Prints, per store and share, the commit's seconds and its ratio to the same store's
@@ -53,11 +54,15 @@ async def random_throttle_bench(
     tasks: int = 10,
     target: float = TARGET,
     seed: int = 0,
+    retry_after_share: float = 0.5,
     reporter: Any,
 ) -> dict[str, Any]:
-    """Run the bench (see the module docstring)."""
+    """Run the bench (see the module docstring); ``retry_after_share``: the share of
+    throttle answers carrying ``Retry-After: 1`` (the proxy's default, half)."""
     levels = (0.0, *shares)
-    chaoses = {kind: Chaos(seed=seed, enforce=True) for kind in stores}
+    chaoses = {
+        kind: Chaos(seed=seed, enforce=True, retry_after_share=retry_after_share) for kind in stores
+    }
     expected = {name: data.encode() for name, data in _names(tasks, files, PARTITIONS).items()}
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
