@@ -259,11 +259,6 @@ RANDOM_SHARE = 0.1
 #: or calls since engaging (sent after a change settled), at that share
 RANDOM_CALLS = 32
 RANDOM_PACED_SHARE = 0.1
-#: the pace never falls below this share of the best success rate the job measured: a
-#: store that admitted that much moments ago and throttles the job's calls at this pace
-#: throttles at random (the pace is not what it limits), and a store that did tighten
-#: further costs throttled requests, not throughput
-FLOOR_SHARE = 0.25
 
 
 class AdaptiveRate:
@@ -290,8 +285,7 @@ class AdaptiveRate:
     most one tick's at a time: a rate not used for a while was not shown to be too low.
     A probe that finds the store's limit goes back to ``decrease_factor`` of the ceiling
     (or of the success rate, if higher): the ceiling falls only at a decrease below it.
-    The rate never falls below ``minimum``, nor below ``FLOOR_SHARE`` of ``best``, the
-    best success rate measured (over ``MEASURE_SECONDS``): the floor.
+    The rate never falls below ``minimum``.
     ``RANDOM_DECREASES`` decreases in a row at a throttled share of at least
     ``RANDOM_SHARE`` (or ``RANDOM_PACED_SHARE`` of the ``RANDOM_CALLS`` or more calls
     since engaging) mean throttles that do not follow the rate (a store throttling at
@@ -337,8 +331,6 @@ class AdaptiveRate:
         self.ceiling = 0.0
         #: successes reported (the caller increments it)
         self.admitted = 0
-        #: the best success rate measured: the floor is a share of it
-        self.best = 0.0
         self.decreases = 0
         now = clock()
         self._changed = now  # when the rate last dropped (or the window began)
@@ -412,7 +404,6 @@ class AdaptiveRate:
     def _mark(self, now: float) -> None:
         if now - self._marks[-1][0] >= MARK_SECONDS:
             self._marks.append((now, self.admitted))
-            self.best = max(self.best, self._measured(now))
 
     def _measured(self, now: float) -> float:
         """Successes a second over the latest ``MEASURE_SECONDS`` and ``MEASURE_CALLS``, or
@@ -450,7 +441,6 @@ class AdaptiveRate:
             (self.admitted - admitted_then) / max(now - first, self.engage_seconds),
             (self.admitted - self._window_admitted) / max(now - self._changed, 1e-3),
         )
-        self.best = max(self.best, admitted)
         self._credit, self._refilled = 0.0, now
         self._decrease(now, admitted)
         self._paced_admitted, self._paced_throttles = self.admitted, 0
@@ -477,7 +467,7 @@ class AdaptiveRate:
                 min(PROBE_SECONDS_MOST, self._probe_wait * 2) if same else PROBE_SECONDS
             )
         self.ceiling = ceiling
-        rate = max(self.minimum, self.best * FLOOR_SHARE, admitted * self.decrease_factor)
+        rate = max(self.minimum, admitted * self.decrease_factor)
         self.rate = rate if self.rate is None else min(self.rate, rate)
         self._changed, self._window_admitted, self._throttles = now, self.admitted, 0
         self._adjusted = now
