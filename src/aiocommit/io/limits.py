@@ -241,7 +241,7 @@ MEASURE_CALLS = 20
 MEASURE_SECONDS_MOST = 1.0
 #: calls finished in a window before its throttled share can engage the rate (a store
 #: throttling at random seldom throttles half of so many)
-ENGAGE_CALLS = 64
+ENGAGE_CALLS = 32
 #: seconds after a decrease before the rate probes above the ceiling; each probe that
 #: finds the ceiling where it was (within ``SAME_CEILING``) doubles the wait, up to
 #: ``PROBE_SECONDS_MOST``: every probe that finds the limit costs a few throttles
