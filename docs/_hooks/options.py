@@ -51,10 +51,15 @@ def options_table() -> str:
             doc += f" At least {spec.minimum}."
         if spec.above is not None:
             doc += f" More than {spec.above}."
+        default = f"`{format_default(spec.default)}`"
+        if spec.command_line_default is not None:
+            default += (
+                f" (command line, Spark driver: `{format_default(spec.command_line_default)}`)"
+            )
         lines.append(
             f"| `{spec.name}` | `{spec.path}` | {command_line} "
             f"| {f'`{hadoop}`' if hadoop else '—'} "
-            f"| `{format_default(spec.default)}` | {_cell(doc)} |"
+            f"| {default} | {_cell(doc)} |"
         )
     lines += ["", END]
     return "\n".join(lines)

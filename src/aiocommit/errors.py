@@ -14,8 +14,10 @@
     │                                       are not installed; names the pip extra
     ├── StoreError(path, operation)        raised by store adapters, translated once at their edge
     │   ├── NotFound                        (also a FileNotFoundError)
-    │   │   └── JobNotFound(dest, job_id)   no such job at the destination: never set
-    │   │                                   up there (nothing was changed)
+    │   │   ├── JobNotFound(dest, job_id)   no such job at the destination: never set
+    │   │   │                               up there (nothing was changed)
+    │   │   └── ContainerNotFound(dest)     the destination's bucket (S3, GCS) or
+    │   │                                   filesystem (ADLS) does not exist
     │   ├── AlreadyExists                   (also a FileExistsError): the path, or a file in the way
     │   ├── NotEmpty                        non-recursive delete of a non-empty directory
     │   ├── NotAFile                        a rename source is a directory or a link
@@ -149,6 +151,18 @@ class JobNotFound(NotFound):
 
     def __str__(self) -> str:
         return self.message + self.retry_note()
+
+
+class ContainerNotFound(NotFound):
+    """The destination's bucket (S3, GCS) or filesystem (ADLS) does not exist: the
+    message names it (``bucket 'x' does not exist``); nothing was changed."""
+
+    def __init__(self, dest: str, missing: str, *, operation: str | None = None):
+        super().__init__(f"{dest}: {missing}", path=dest, operation=operation)
+        self.dest = dest
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class AlreadyExists(StoreError, FileExistsError):

@@ -94,14 +94,18 @@ def _option(
     minimum: float | None = None,
     above: float | None = None,
     size: bool = False,
+    command_line: Any = None,
 ) -> Any:
     """A leaf of the tree: its default, documentation, flat name (default: the leaf's
     own), Hadoop's name and other accepted keys, and the range its value must be in
     (``minimum`` inclusive, ``above`` exclusive); ``size``: a byte count that may be
-    written ``64M``. Its type comes from the annotation and is checked too."""
+    written ``64M``; ``command_line``: the default of a process that exists to commit
+    (the command line, the Spark driver) when it differs from the library's. Its type
+    comes from the annotation and is checked too."""
     return field(
         default=default,
         metadata={
+            "command_line": command_line,
             "doc": doc,
             "flat": flat,
             "hadoop": hadoop,
@@ -204,11 +208,13 @@ class LimitOptions(_Group):
         None, "Directory deletes per second, shared by the jobs of one client.", above=0
     )
     processes: int = _option(
-        0,
-        "Worker processes for the rename stage, one event loop and store client each; 0 means "
-        "one per CPU core, used only from 10,000 files per process (a smaller job renames in "
-        "the caller's event loop); 1 keeps everything in the caller's event loop.",
+        1,
+        "Worker processes for the rename stage, one event loop and store client each; 1 "
+        "keeps everything in the caller's event loop (the library's default: an embedded "
+        "commit never forks unasked); 0 means one per CPU core, used only from 10,000 files "
+        "per process (a smaller job renames in the caller's event loop).",
         minimum=0,
+        command_line=0,
     )
     tune_gc: bool = _option(
         False,
@@ -470,6 +476,9 @@ class OptionSpec:
     minimum: float | None
     above: float | None
     size: bool
+    #: the default of a process that exists to commit (the command line, the Spark
+    #: driver), None when it is the library's
+    command_line_default: Any = None
 
     @property
     def kind(self) -> str:
@@ -511,6 +520,7 @@ def _leaves(group: type[_Group], path: str) -> list[OptionSpec]:
                 minimum=meta["minimum"],
                 above=meta["above"],
                 size=meta["size"],
+                command_line_default=meta["command_line"],
             )
         )
     return found
@@ -520,6 +530,16 @@ def _leaves(group: type[_Group], path: str) -> list[OptionSpec]:
 def option_specs() -> tuple[OptionSpec, ...]:
     """Every leaf of the tree, in the tree's order."""
     return tuple(spec for name, group in GROUPS.items() for spec in _leaves(group, name))
+
+
+def command_line_defaults() -> dict[str, Any]:
+    """Flat name -> default, for the leaves whose default differs in a process that
+    exists to commit (the command line, the Spark driver): ``{"processes": 0}``."""
+    return {
+        spec.name: spec.command_line_default
+        for spec in option_specs()
+        if spec.command_line_default is not None
+    }
 
 
 @functools.cache
@@ -732,10 +752,13 @@ class CommitOptions:
         *,
         others: Literal["ignore", "error"] = "ignore",
         handled_prefixes: Iterable[str] = (),
+        defaults: Mapping[str, Any] | None = None,
         **overrides: Any,
     ) -> CommitOptions:
         """Build from a mapping of option keys (see the module docstring) to values
-        (strings are parsed); ``overrides`` (flat names) win.
+        (strings are parsed); ``overrides`` (flat names) win; ``defaults`` (flat names)
+        stand in for the library's defaults of leaves neither sets
+        (``command_line_defaults()``).
 
         Raises ``UnknownOption`` for an unknown key under our prefixes or a bare one close
         to one of our names, or for any unknown key with ``others="error"``; keys under
@@ -771,6 +794,8 @@ class CommitOptions:
                 if near:
                     raise UnknownOption(key, near[0])
         values.update(overrides)
+        for name, value in (defaults or {}).items():
+            values.setdefault(name, value)
         return cls(**values)
 
 

@@ -783,6 +783,54 @@ def bench_throttled(**kw: Any) -> None:
     )
 
 
+@bench.command("random-throttle")
+@click.option(
+    "--stores",
+    default="adls,gcs,s3",
+    show_default=True,
+    help="Stores committed to in parallel, each behind its own chaos proxy.",
+)
+@click.option(
+    "--shares",
+    default="0.2,0.3",
+    show_default=True,
+    help="Throttled shares of requests, at random (after an unthrottled commit).",
+)
+@click.option("--files", type=int, default=1000, show_default=True)
+@click.option("--tasks", type=int, default=10, show_default=True)
+@click.option("--target", type=float, default=3.0, show_default=True, help="Most x unthrottled.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--retry-after-share",
+    type=float,
+    default=0.5,
+    show_default=True,
+    help="Share of throttle answers with Retry-After: 1 (0: as S3, GCS and ADLS usually answer).",
+)
+@output_options
+def bench_random_throttle(**kw: Any) -> None:
+    """Job commit through a front throttling a fixed share of requests at random (the
+    store's own throttle answer, independent of the pace), default options, the stores
+    in parallel: seconds against the same store's unthrottled commit in the same run."""
+    from aiocommit_stress.random_throttle import random_throttle_bench
+
+    stores = tuple(s.strip() for s in kw["stores"].split(",") if s.strip())
+    shares = tuple(float(s) for s in kw["shares"].split(",") if s.strip())
+    _run(
+        kw,
+        lambda r: random_throttle_bench(
+            stores=stores,
+            shares=shares,
+            files=kw["files"],
+            tasks=kw["tasks"],
+            target=kw["target"],
+            seed=kw["seed"],
+            retry_after_share=kw["retry_after_share"],
+            reporter=r,
+        ),
+    )
+
+
 @bench.command("throttled-plot")
 @click.argument(
     "results", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)

@@ -11,7 +11,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from aiocommit import commit_job
+from aiocommit import CommitOptions, commit_job
 
 #: objects a job commit of 200 manifests on ADLS, its renames in worker processes, may
 #: promote to the oldest generation in the caller: 43,000-56,000 before (200 tasks at once),
@@ -71,7 +71,8 @@ async def test_a_job_commit_on_adls_keeps_few_tasks_and_objects_in_the_caller(
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(sample)
-                summary = await commit_job(dest, job_id, store=store)
+                every_core = CommitOptions(processes=0)  # the library's default is 1
+                summary = await commit_job(dest, job_id, store=store, options=every_core)
                 group.cancel_scope.cancel()
         finally:
             gc.callbacks.remove(counted)

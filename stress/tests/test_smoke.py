@@ -405,3 +405,16 @@ def test_bench_throttled_paces_at_the_limit(
     assert figures["throttled_share"] < (0.65 if store == "s3" else 0.45), figures
     assert figures["of_rate"] >= 0.5, figures
     assert [phase["phase"] for phase in figures["phases"]] == ["before halving", "after halving"]
+
+
+@pytest.mark.emulator  # moto behind a chaos proxy
+def test_bench_random_throttle_small(tmp_path: Path) -> None:
+    """``bench random-throttle``, tiny (one store, one share): each commit verified, the
+    ratio reported (the 3x target is the full-size run's)."""
+    data = run(
+        tmp_path, "bench", "random-throttle", "--stores", "s3", "--shares", "0.3",
+        "--files", "40", "--tasks", "2", "--target", "100", "--retry-after-share", "0",
+    )  # fmt: skip
+    rows = data["figures"]["rows"]
+    assert [(row["store"], row["share"]) for row in rows] == [("s3", 0.0), ("s3", 0.3)]
+    assert rows[1]["throttled"] > 0 and rows[1]["ratio"] > 0

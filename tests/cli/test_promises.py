@@ -256,3 +256,24 @@ def test_local_store_takes_a_relative_path(tmp_path: Path, monkeypatch: pytest.M
     assert store.unqualify("rel/out") == str(tmp_path / "rel" / "out")
     with pytest.raises(Exception, match="not a local file URI"):
         store.unqualify("memory://x/y")
+
+
+def test_the_command_line_renames_on_every_core_by_default() -> None:
+    """The command line keeps its documented default, ``processes=0`` (every core), where
+    the library's is 1."""
+    result = aiocommit("commit", "--help")
+    assert result.returncode == 0
+    help_text = " ".join(result.stdout.split())
+    assert re.search(r"--processes INT [^[]*\[default: 0\]", help_text), help_text
+
+
+@pytest.mark.slow  # 20,000 files: enough for two rename processes
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="every core is one core here")
+def test_a_large_command_line_commit_uses_worker_processes(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    root.mkdir()
+    job_id, _ = anyio.run(lambda: run_tasks(LocalStore(), str(root), 2, 10_000))
+    result = aiocommit("-v", "commit", str(root), "--job-id", job_id, "--no-progress")
+    assert result.returncode == 0, result.stderr
+    job_line = next(ln for ln in result.stderr.splitlines() if "job commit ok" in ln)
+    assert " processes=2 " in job_line, job_line

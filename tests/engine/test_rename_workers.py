@@ -7,12 +7,15 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
+import psutil
 import pytest
 
 from aiocommit import (
@@ -220,18 +223,38 @@ async def test_sigkill_of_the_parent_stops_the_workers(
         assert await output(store, dest) == {}
 
 
-async def test_by_default_a_large_job_renames_on_every_core(
-    local: tuple[LocalStore, str],
+async def test_by_default_the_library_starts_no_process(
+    local: tuple[LocalStore, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The library's default (``processes=0``): a job large enough renames in one worker
-    process per core, leaving the caller's loop free (a service gets this unasked)."""
+    """The library's default (``processes=1``): a job large enough for worker processes
+    still renames in the caller's event loop (an embedded commit never forks unasked);
+    the same job with ``processes=0`` (every core) does start them."""
+    started: list[list[str]] = []
+    popen = subprocess.Popen
+
+    def counting_popen(args: list[str], *rest: Any, **kwargs: Any) -> Any:
+        started.append(args)
+        return popen(args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", counting_popen)
     store, root = local
+    assert CommitOptions().processes == 1
     dest = join(root, "out")
     job_id, expected = await run_tasks(store, dest, tasks=8, files_per_task=5)
     summary = await commit_job(dest, job_id, store=store)
     assert await output(store, dest) == expected
+    assert summary.iostatistics.gauges["job_rename_processes"] == 1
+    assert started == []
+    assert psutil.Process().children() == []
+
+    every_core = join(root, "every-core")
+    job_id, expected = await run_tasks(store, every_core, tasks=8, files_per_task=5)
+    options = CommitOptions(processes=0)
+    summary = await commit_job(every_core, job_id, store=store, options=options)
+    assert await output(store, every_core) == expected
     cores = os.cpu_count() or 1
     assert summary.iostatistics.gauges["job_rename_processes"] == min(cores, 8)
+    assert len(started) == (min(cores, 8) if cores > 1 else 0)
     with pytest.raises(ValueError, match="processes"):
         CommitOptions(processes=-1)
 

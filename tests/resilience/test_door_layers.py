@@ -50,6 +50,21 @@ async def test_a_paced_throttle_waits_the_base_delay_and_the_next_backoff_starts
     assert stats.snapshot().counters[S.STORE_IO_RETRY] == 2
 
 
+async def test_a_retry_after_raises_one_wait_not_the_backoffs_growth() -> None:
+    """A throttle with ``Retry-After: 1`` waits 1 s; the waits after it grow from the
+    policy's own delays (0.05, then at most 0.15, 0.45 ...), not from 3 s and 9 s."""
+    clock, stats = _Clock(), IOStatistics()
+    retrying = _retrying(clock, stats, base_delay=0.05, max_delay=20.0)
+    tries = Tries(clock())
+    for attempt in range(1, 5):
+        tries.attempt = attempt
+        await retrying.backoff(Throttled("busy", retry_after=1.0), tries)
+    assert clock.slept == [1.0, 1.0, 1.0, 1.0]
+    tries.attempt = 5
+    await retrying.backoff(Throttled("busy"), tries)  # no Retry-After this time
+    assert clock.slept[-1] <= 0.05 * 3**4
+
+
 async def test_an_unpaced_backoff_grows_and_the_error_that_ends_it_carries_the_tries() -> None:
     clock, stats = _Clock(), IOStatistics()
     retrying = _retrying(clock, stats, base_delay=0.1, max_delay=30.0, max_attempts=3)

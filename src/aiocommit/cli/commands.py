@@ -36,6 +36,7 @@ from aiocommit.cli.jobs import (
     missing_container,
     read_dest_success,
     require_dir,
+    retried,
     scan_jobs,
     too_recent,
 )
@@ -185,7 +186,7 @@ def show(path: str, as_json: bool, filenames: int) -> None:
         try:
             target = store_path
             try:
-                status = await store.stat(target)
+                status = await retried(lambda: store.stat(target))
             except NotFound:
                 missing = await missing_container(store)
                 raise Problem(
@@ -195,7 +196,8 @@ def show(path: str, as_json: bool, filenames: int) -> None:
                 target = join(target, SUCCESS)
                 if not await exists(store, target):
                     raise Problem(EXIT_NOT_FOUND, f"{path}: a directory without a {SUCCESS}")
-            return decode_document(await store.read_bytes(target), store.qualify(target))
+            data = await retried(lambda: store.read_bytes(target))
+            return decode_document(data, store.qualify(target))
         finally:
             await store.aclose()
 

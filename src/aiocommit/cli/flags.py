@@ -16,6 +16,7 @@ from aiocommit.options import (
     CommitOptions,
     OptionSpec,
     UnknownOption,
+    command_line_defaults,
     option_specs,
 )
 from aiocommit.protocol.layout import JobLayout
@@ -88,7 +89,10 @@ def commit_options(*, commit: bool) -> Callable[[F], F]:
         )(function)
         for spec in reversed(option_fields(commit=commit)):
             hadoop = spec.hadoop
-            help_text = f"{spec.doc} [default: {format_default(spec.default)}]" + (
+            default = (
+                spec.default if spec.command_line_default is None else spec.command_line_default
+            )
+            help_text = f"{spec.doc} [default: {format_default(default)}]" + (
                 f" (Hadoop: {hadoop})" if hadoop else ""
             )
             flag = option_flag(spec.name)
@@ -141,13 +145,16 @@ def _settings(pairs: Sequence[str]) -> dict[str, str]:
 
 
 def build_options(values: Mapping[str, Any], pairs: Sequence[str]) -> CommitOptions:
-    """``CommitOptions`` from ``--option KEY=VALUE`` pairs and flag values (flags win);
-    ``click.UsageError`` for an unknown key or a bad value."""
+    """``CommitOptions`` from ``--option KEY=VALUE`` pairs and flag values (flags win),
+    with the command line's defaults (``command_line_defaults()``: every core for the
+    rename stage); ``click.UsageError`` for an unknown key or a bad value."""
     settings = _settings(pairs)
     fields = CommitOptions.names()
     overrides = {k: v for k, v in values.items() if k in fields and v is not None}
     try:
-        return CommitOptions.from_mapping(settings, others="error", **overrides)
+        return CommitOptions.from_mapping(
+            settings, others="error", defaults=command_line_defaults(), **overrides
+        )
     except UnknownOption as error:
         raise click.UsageError(f"--option {error}") from None
     except InvalidInput as error:

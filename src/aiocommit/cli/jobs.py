@@ -3,31 +3,61 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
 
 from aiocommit.cli.exits import EXIT_NOT_FOUND, Problem
 from aiocommit.client.jobs import JobInfo, list_jobs
-from aiocommit.errors import ManifestError, NotFound
+from aiocommit.errors import ManifestError, NotFound, StoreError
+from aiocommit.io.retry import RetryPolicy
 from aiocommit.protocol.layout import (
     SUCCESS,
 )
 from aiocommit.protocol.success import SuccessData, decode_success
 from aiocommit.stores.base import Store, join
+from aiocommit.stores.base import missing_container as probe_container
+
+T = TypeVar("T")
+
+
+async def retried(call: Callable[[], Awaitable[T]], policy: RetryPolicy | None = None) -> T:
+    """``call()`` (a read of the command's own, outside the library's store-call door)
+    retried as the door retries: on a throttle or a transient error, with backoff that
+    honours Retry-After, within ``policy``'s attempts and budget; any other error (or
+    the last) is raised at once."""
+    policy = policy or RetryPolicy()
+    started = policy.clock()
+    attempt, delay = 0, 0.0
+    while True:
+        attempt += 1
+        try:
+            return await call()
+        except StoreError as error:
+            wait = policy.next_delay(error, attempt, delay, started)
+            if wait is None:
+                raise
+            delay = min(wait, policy.growth_bound(delay))  # Retry-After: a floor only
+            await anyio.sleep(wait)
 
 
 async def children(store: Store, path: str) -> list[Any]:
-    found: list[Any] = []
-    try:
+    async def listing() -> list[Any]:
+        found: list[Any] = []
         async for page in store.list_dir(path):
             found.extend(page)
+        return found
+
+    try:
+        return await retried(listing)
     except NotFound:
         return []
-    return found
 
 
 async def exists(store: Store, path: str) -> bool:
     try:
-        await store.stat(path)
+        await retried(lambda: store.stat(path))
     except NotFound:
         return False
     return True
@@ -36,7 +66,7 @@ async def exists(store: Store, path: str) -> bool:
 async def read_dest_success(store: Store, dest: str) -> SuccessData | None:
     """``DEST/_SUCCESS`` if it is there and readable."""
     try:
-        data = await store.read_bytes(join(dest, SUCCESS))
+        data = await retried(lambda: store.read_bytes(join(dest, SUCCESS)))
         return decode_success(data, path=join(dest, SUCCESS))
     except (NotFound, ManifestError):
         return None
@@ -44,7 +74,7 @@ async def read_dest_success(store: Store, dest: str) -> SuccessData | None:
 
 async def require_dir(store: Store, path: str) -> None:
     try:
-        status = await store.stat(path)
+        status = await retried(lambda: store.stat(path))
     except NotFound:
         missing = await missing_container(store)
         raise Problem(
@@ -84,8 +114,4 @@ async def scan_jobs(store: Store, dest: str) -> list[JobInfo]:
 async def missing_container(store: Store) -> str | None:
     """What is missing when a path of a cloud store is not found and its bucket or
     filesystem is not there either (``bucket 'x' does not exist``); None otherwise."""
-    probe = getattr(store, "missing_container", None)
-    if probe is None:
-        return None
-    found: str | None = await probe()
-    return found
+    return await retried(lambda: probe_container(store))

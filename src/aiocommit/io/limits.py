@@ -22,15 +22,42 @@ if TYPE_CHECKING:
     from aiocommit.options import CommitOptions
 
 
+#: calls finished in a window before its throttled share can cut the in-flight limit
+#: (over fewer, a share drawn at random is noise)
+CUT_CALLS = 16
+#: cuts in a run after which the throttled share is compared with the run's first
+RANDOM_CUTS = 3
+#: the part of the run's first share that the share since its first cut keeps when it
+#: did not follow the cuts (a limit in flight or per second throttles next to nothing
+#: once cut to a third, unless it throttled most calls: the adaptive rate's case)
+SHARE_KEPT = 0.3
+#: once a run is judged random, the cutting threshold: at least ``RANDOM_THRESHOLD``
+#: (a share that high is the adaptive rate's), and ``RANDOM_MARGIN`` above the run's
+#: highest share, over windows of ``RANDOM_CUT_CALLS`` calls or more (a share measured
+#: as soon as it crosses the threshold is biased towards it)
+RANDOM_THRESHOLD = 0.5
+RANDOM_MARGIN = 0.2
+RANDOM_CUT_CALLS = 64
+
+
 class AdaptiveLimiter:
     """An in-flight limit that backs off when the store throttles.
 
     The limit is multiplied by ``decrease_factor`` (not below ``minimum``) when throttles
     make up at least ``throttle_threshold`` of the calls finished in the current window
-    (at least two of them) — a store that sheds load — but not for a stray throttle, and
-    only for calls that started after the previous decrease, so one burst of throttles
-    that were in flight together counts once. Every ``limit`` successes grow it by one,
-    up to ``maximum``.
+    (at least two of them, of ``CUT_CALLS`` or more) — a store that sheds load — but not
+    for a stray throttle, and only for calls that started after the previous decrease,
+    so one burst of throttles that were in flight together counts once. Every ``limit``
+    successes grow it by one, up to ``maximum``.
+
+    Cuts with no quiet window between them are a run. A store limited by what is in
+    flight throttles a smaller share after each cut; when, ``RANDOM_CUTS`` cuts into a
+    run, the share since its first cut is still ``SHARE_KEPT`` of its first, the throttles do
+    not follow the limit (a store throttling a share of requests at random): the limit
+    goes back to where the run began, slow start resumes (a throttle at random ended
+    it), and ``throttle_threshold`` rises above the shares
+    seen (``RANDOM_THRESHOLD`` at least, over ``RANDOM_CUT_CALLS`` calls), so that share
+    cuts no more (``random_throttles`` counts these judgements).
 
     Taking a free slot does not yield to the event loop (the store call that follows
     will); waiters are served first come, first served, and a cancelled waiter never
@@ -64,6 +91,17 @@ class AdaptiveLimiter:
         self._epoch = 0
         self._successes = 0
         self.peak_in_flight = 0
+        #: the run of cuts: the limit before its first cut (None: no run), its first
+        #: cut's share and highest share, its cuts, and the calls finished and throttled
+        #: since its first cut (any epoch)
+        self._run_limit: int | None = None
+        self._run_share = 0.0
+        self._run_highest = 0.0
+        self._run_cuts = self._run_finished = self._run_throttled = 0
+        #: runs judged not to follow the limit (throttles at random)
+        self.random_throttles = 0
+        #: calls finished in a window before its share can cut the limit
+        self._cut_calls = CUT_CALLS
 
     @property
     def limit(self) -> int:
@@ -79,6 +117,7 @@ class AdaptiveLimiter:
         self._epoch += 1
         self._successes = 0
         self._window_ok = self._window_throttled = 0
+        self._run_limit = None
         self._set_limit(self.maximum)
 
     def _set_limit(self, limit: int) -> None:
@@ -125,7 +164,10 @@ class AdaptiveLimiter:
     def on_success(self) -> None:
         if not self.adaptive:
             return
+        if self._run_limit is not None:
+            self._run_finished += 1
         if self._slow_start:
+            self._window_ok += 1
             self._limit += 1
             if self._limit >= self.maximum:
                 self._limit = self.maximum
@@ -135,6 +177,7 @@ class AdaptiveLimiter:
         self._window_ok += 1
         if self._window_ok + self._window_throttled > max(64, 4 * self._limit):
             self._window_ok = self._window_throttled = 0  # a fresh window
+            self._run_limit = None  # a window without a cut ends a run
         if self._limit >= self.maximum:
             return
         self._successes += 1
@@ -145,18 +188,44 @@ class AdaptiveLimiter:
     def on_throttle(self, epoch: int) -> bool:
         """Record a throttle of a call that started in ``epoch``; True if the limit dropped."""
         self._slow_start = False
+        if self._run_limit is not None:  # every call finished since the run's first cut
+            self._run_finished += 1
+            self._run_throttled += 1
         if not self.adaptive or epoch != self._epoch:
             return False
         self._window_throttled += 1
         finished = self._window_ok + self._window_throttled
         if (
             self._window_throttled < 2
+            or finished < self._cut_calls
             or self._window_throttled < self.throttle_threshold * finished
         ):
             return False
+        share = self._window_throttled / finished
+        if self._run_limit is None:
+            self._run_limit, self._run_share, self._run_highest = self._limit, share, share
+            self._run_cuts = self._run_finished = self._run_throttled = 0
         self._epoch += 1
         self._successes = 0
         self._window_ok = self._window_throttled = 0
+        self._run_cuts += 1
+        self._run_highest = max(self._run_highest, share)
+        if (
+            self._run_cuts > RANDOM_CUTS
+            and self._run_throttled >= SHARE_KEPT * self._run_share * self._run_finished
+        ):
+            # cutting did not cut the share: not a limit on calls in flight
+            self.random_throttles += 1
+            self.throttle_threshold = min(
+                0.95, max(RANDOM_THRESHOLD, self._run_highest + RANDOM_MARGIN)
+            )
+            self._cut_calls = RANDOM_CUT_CALLS
+            restored = max(self._limit, self._run_limit)
+            self._run_limit = None
+            # slow start again: the first throttle that ended it was one of these
+            self._slow_start = restored < self.maximum
+            self._set_limit(restored)
+            return False
         new_limit = max(self.minimum, int(self._limit * self.decrease_factor))
         if new_limit == self._limit:
             return False
@@ -182,11 +251,14 @@ SAME_CEILING = 0.1
 #: share of the ceiling the rate recovers to after a decrease (below the store's limit:
 #: the bucket refills, so a burst of retries or a jittered call is not throttled)
 RECOVER_TO = 0.95
-#: decreases in a row at a high throttled share before the throttles are judged not to
-#: follow the rate (a store throttling at random)
-RANDOM_DECREASES = 4
-#: or calls since engaging, at that share
-RANDOM_CALLS = 64
+#: decreases in a row at a throttled share of at least ``RANDOM_SHARE`` before the
+#: throttles are judged not to follow the rate (a store throttling at random): paced at
+#: what a rate-limited store admits, only probes are throttled, a small share
+RANDOM_DECREASES = 3
+RANDOM_SHARE = 0.1
+#: or calls since engaging (sent after a change settled), at that share
+RANDOM_CALLS = 32
+RANDOM_PACED_SHARE = 0.1
 
 
 class AdaptiveRate:
@@ -213,11 +285,11 @@ class AdaptiveRate:
     most one tick's at a time: a rate not used for a while was not shown to be too low.
     A probe that finds the store's limit goes back to ``decrease_factor`` of the ceiling
     (or of the success rate, if higher): the ceiling falls only at a decrease below it.
-    The rate never falls below ``minimum``. ``RANDOM_DECREASES`` decreases in a row at a
-    throttled share of at least half ``engage_share`` (or that share of the
-    ``RANDOM_CALLS`` or more calls since engaging) mean throttles that do not follow the
-    rate (a store throttling at random): unpaced again, and ``engage_share`` raised by a
-    quarter.
+    The rate never falls below ``minimum``.
+    ``RANDOM_DECREASES`` decreases in a row at a throttled share of at least
+    ``RANDOM_SHARE`` (or ``RANDOM_PACED_SHARE`` of the ``RANDOM_CALLS`` or more calls
+    since engaging) mean throttles that do not follow the rate (a store throttling at
+    random): unpaced again, and ``engage_share`` raised by a quarter.
     ``seed(rate)``: start paced at a rate learnt elsewhere (another prefix of the store).
 
     Callers report each success (``admitted += 1``: one increment on the hot path) and
@@ -272,6 +344,8 @@ class AdaptiveRate:
         self._high = 0  # decreases in a row at a throttled share of half ``engage_share``
         self._paced_admitted = 0  # admitted when the rate engaged
         self._paced_throttles = 0  # throttles since (of calls sent after it settled)
+        #: times the throttles were judged not to follow the rate
+        self.unpaced = 0
         self._probe_wait = PROBE_SECONDS
         # pacing: a token bucket (``burst``: 50 ms of ``rate``) and the calls waiting
         self._credit = 0.0
@@ -300,15 +374,12 @@ class AdaptiveRate:
         # far the rate drops, over decreases in a row or over every call since engaging)
         # is not rate-limited: back to unpaced, and slower to engage
         rate = self.rate
-        self._high = self._high + 1 if throttles >= self.engage_share / 2 * finished else 0
+        self._high = self._high + 1 if throttles >= RANDOM_SHARE * finished else 0
         paced = self.admitted - self._paced_admitted + self._paced_throttles
         if self._high >= RANDOM_DECREASES or (
-            paced >= RANDOM_CALLS and self._paced_throttles >= self.engage_share / 2 * paced
+            paced >= RANDOM_CALLS and self._paced_throttles >= RANDOM_PACED_SHARE * paced
         ):
-            self.rate = None
-            self.engage_share = min(0.95, self.engage_share + 0.25)
-            self._changed, self._window_admitted, self._throttles = now, self.admitted, 0
-            self._high = 0
+            self._unpace(now)
             return False
         admitted = max(min(rate, self._measured(now)), rate / 2)
         if self._found and rate > self.ceiling * RECOVER_TO:
@@ -321,6 +392,14 @@ class AdaptiveRate:
         self._decrease(now, admitted)
         self._found = True
         return True
+
+    def _unpace(self, now: float) -> None:
+        """Throttles that do not follow the rate: unpaced again, and slower to engage."""
+        self.rate = None
+        self.engage_share = min(0.95, self.engage_share + 0.25)
+        self._changed, self._window_admitted, self._throttles = now, self.admitted, 0
+        self._high = 0
+        self.unpaced += 1
 
     def _mark(self, now: float) -> None:
         if now - self._marks[-1][0] >= MARK_SECONDS:

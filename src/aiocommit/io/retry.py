@@ -32,6 +32,11 @@ class RetryPolicy:
     def should_retry(self, error: BaseException) -> bool:
         return isinstance(error, StoreError) and error.retryable
 
+    def growth_bound(self, previous_delay: float) -> float:
+        """The most the decorrelated jitter draws after ``previous_delay``: what a wait
+        raised by a Retry-After counts as for the next draw's range."""
+        return min(self.max_delay, max(self.base_delay, previous_delay * 3))
+
     def next_delay(
         self, error: BaseException, attempt: int, previous_delay: float, started: float
     ) -> float | None:

@@ -37,7 +37,8 @@ class Retrying:
     error with ``attempts`` and ``retried_seconds`` set, so callers can tell a call that
     may have been applied although it reported failure. A call that is paced and
     throttled waits the base delay (or the store's ``Retry-After``) and then its turn at
-    the rate again, rather than backing off further each time: the rate spaces calls.
+    the rate again, rather than backing off further each time: the rate spaces calls. A
+    ``Retry-After`` raises one wait; the backoff grows from its own delays, not from it.
     """
 
     __slots__ = ("meter", "policy", "sleep")
@@ -69,7 +70,10 @@ class Retrying:
             error.attempts = tries.attempt
             error.retried_seconds = max(1e-9, policy.clock() - tries.started)
             raise error
-        tries.delay = 0.0 if in_line else delay
+        # the store's Retry-After is a floor for this wait, not a step of the backoff's
+        # growth: a throttle at random with Retry-After: 1 would otherwise start the next
+        # wait's range at 3 s, the one after at 9 s (a long tail for one unlucky call)
+        tries.delay = 0.0 if in_line else min(delay, policy.growth_bound(tries.delay))
         self.meter.backoff(delay)
         await self.sleep(delay)
 

@@ -239,3 +239,15 @@ def check_clean(path: str) -> None:
     segments = path.split("/")[1:]
     if path != "/" and any(s in ("", ".", "..") for s in segments):
         raise InvalidInput(f"path has an empty, '.' or '..' segment: {path!r}")
+
+
+async def missing_container(store: Store) -> str | None:
+    """What is missing when a path of a cloud store is not found and its bucket or
+    filesystem is not there either (``bucket 'x' does not exist``, from the store's own
+    ``missing_container`` probe); None otherwise (it exists, the store has no such
+    probe, or the answer says nothing)."""
+    probe = getattr(store, "missing_container", None)
+    if probe is None:
+        return None
+    found: str | None = await probe()
+    return found

@@ -40,10 +40,11 @@ from aiocommit.committers.common.commit_plan import (
 )
 from aiocommit.committers.common.context import StageContext, stage
 from aiocommit.committers.common.save_success import read_finished, read_success
-from aiocommit.errors import JobNotFound, NotFound
+from aiocommit.errors import ContainerNotFound, JobNotFound, NotFound
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.protocol.pending import magic_job_dir
+from aiocommit.stores.base import missing_container
 from aiocommit.stores.multipart import supports_multipart
 
 JobState = Literal["set up", "committing", "committed", "aborted", "refused"]
@@ -115,14 +116,19 @@ async def require_job(context: StageContext, operation: str) -> JobPresence:
 
     pre:  none; reads only.
     post: nothing changed.
-    fail: ``JobNotFound`` naming the destination and job ID for any other job; a store
-          error as ``CommitError`` of stage ``job_stage_find_committer``.
+    fail: ``ContainerNotFound`` naming the bucket or filesystem when the destination's
+          is missing; ``JobNotFound`` naming the destination and job ID for any other
+          job; a store error as ``CommitError`` of stage ``job_stage_find_committer``.
     """
     async with stage(context, S.JOB_STAGE_FIND_COMMITTER):
         presence = await _presence(context)
     if presence is None:
         layout = context.layout
-        raise JobNotFound(context.qualify(layout.dest), layout.job_id, operation=operation)
+        dest = context.qualify(layout.dest)
+        missing = await missing_container(context.ops.store)
+        if missing is not None:
+            raise ContainerNotFound(dest, missing, operation=operation)
+        raise JobNotFound(dest, layout.job_id, operation=operation)
     return presence
 
 

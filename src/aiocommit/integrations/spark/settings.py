@@ -27,6 +27,7 @@ from aiocommit.options import (
     CommitOptions,
     UnknownOption,
     closest_key,
+    command_line_defaults,
 )
 
 FORMATS = ("parquet", "csv", "json")
@@ -239,7 +240,9 @@ class WriteSettings:
             )
         on_s3 = url.partition("://")[0].lower() in S3_SCHEMES
         commit = CommitOptions.from_mapping(
-            hadoop_view(lowered, url), handled_prefixes=(TEST_PREFIX, *WRITE_OPTIONS)
+            hadoop_view(lowered, url),
+            handled_prefixes=(TEST_PREFIX, *WRITE_OPTIONS),
+            defaults=command_line_defaults(),  # the driver exists to commit
         )
         per_partition = on_s3 and bool(partition_by) and commit.committer.name != "directory"
         committer = commit.committer.name or "staging"

@@ -1,0 +1,160 @@
+"""Job commit through a front that throttles a fixed share of requests at random (issue 37).
+
+``aiocommit stress bench random-throttle``: on each store (ADLS emulator, fake-gcs-server,
+moto), each behind its own chaos proxy, jobs of ``files`` files are prepared past the proxy;
+then, for each share (0, then 20 % and 30 % by default), one job per store is committed
+through its proxy with default options, the stores in parallel (the load of the issue's
+run: three commits and three emulators at once). The proxy answers that share of requests
+at random with the store's own throttling response (ADLS ``503 ServerBusy``, GCS ``429`` /
+``503``, S3 ``503 SlowDown``; ``retry_after_share`` of them with ``Retry-After: 1``),
+independent of the pace: cutting
+concurrency or the rate does not cut the share.
+
+Prints, per store and share, the commit's seconds and its ratio to the same store's
+unthrottled commit in the same run; the target is at most ``target`` (3×). The output is
+checked directly.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from contextlib import AsyncExitStack
+from typing import Any
+
+import anyio
+
+from aiocommit.client.job import commit_job
+from aiocommit.options import CommitOptions
+from aiocommit.protocol import statistics as S
+from aiocommit_stress.chaos import ChaosTarget, chaos_target, check_destination
+from aiocommit_stress.throttled import PARTITIONS, _names, _prepare
+from aiocommit_testing.chaos_proxy import KINDS, Chaos, StoreKind
+
+#: the issue's throttled shares
+SHARES = (0.2, 0.3)
+#: most seconds a throttled commit may take, as a multiple of the unthrottled one
+TARGET = 3.0
+
+
+async def _commit(target: ChaosTarget, dest: str, job_id: str) -> tuple[float, dict[str, int]]:
+    """Commit through the proxy with default options: seconds, and the job's counters."""
+    target.proxy.counts.clear()
+    begin = time.perf_counter()
+    summary = await commit_job(dest, job_id, store=target.store, options=CommitOptions())
+    seconds = time.perf_counter() - begin
+    return seconds, dict(summary.iostatistics.counters)
+
+
+async def random_throttle_bench(
+    *,
+    stores: tuple[StoreKind, ...] = KINDS,
+    shares: tuple[float, ...] = SHARES,
+    files: int = 1000,
+    tasks: int = 10,
+    target: float = TARGET,
+    seed: int = 0,
+    retry_after_share: float = 0.5,
+    reporter: Any,
+) -> dict[str, Any]:
+    """Run the bench (see the module docstring); ``retry_after_share``: the share of
+    throttle answers carrying ``Retry-After: 1`` (the proxy's default, half)."""
+    levels = (0.0, *shares)
+    chaoses = {
+        kind: Chaos(seed=seed, enforce=True, retry_after_share=retry_after_share) for kind in stores
+    }
+    expected = {name: data.encode() for name, data in _names(tasks, files, PARTITIONS).items()}
+    rows: list[dict[str, Any]] = []
+    problems: list[str] = []
+    async with AsyncExitStack() as stack:
+        targets: dict[StoreKind, ChaosTarget] = {}
+        for kind in stores:
+            targets[kind] = await stack.enter_async_context(chaos_target(kind, chaoses[kind]))
+        await _run(
+            targets, chaoses, levels, files, tasks, target, expected, rows, problems, reporter
+        )
+    verdict = "PASS" if not problems else "FAIL: " + "; ".join(problems)
+    reporter.figure(f"random throttles, {files} files per commit: {verdict}")
+    return {
+        "scenario": "bench random-throttle",
+        "ok": not problems,
+        "figures": {"files": files, "target": target, "rows": rows, "problems": problems},
+    }
+
+
+async def _run(
+    targets: dict[StoreKind, ChaosTarget],
+    chaoses: dict[StoreKind, Chaos],
+    levels: tuple[float, ...],
+    files: int,
+    tasks: int,
+    target: float,
+    expected: dict[str, bytes],
+    rows: list[dict[str, Any]],
+    problems: list[str],
+    reporter: Any,
+) -> None:
+    """Prepare the jobs, then commit them one share at a time, the stores in parallel;
+    appends a row per commit to ``rows`` and what failed to ``problems``."""
+    stores = tuple(targets)
+    jobs: dict[tuple[StoreKind, float], tuple[str, str]] = {}
+
+    async def prepare(kind: StoreKind) -> None:
+        for share in levels:
+            dest = f"/random-throttle/{int(share * 100)}"
+            job_id = await _prepare(kind, targets[kind].direct, dest, tasks, files, PARTITIONS)
+            jobs[kind, share] = (dest, job_id)
+
+    reporter.log(
+        f"preparing {len(levels)} jobs of {files} files on {', '.join(stores)} (in parallel)"
+    )
+    async with anyio.create_task_group() as group:
+        for kind in stores:
+            group.start_soon(prepare, kind)
+    base: dict[StoreKind, float] = {}
+    for share in levels:
+        load = os.getloadavg()[0]
+        done: dict[StoreKind, tuple[float, dict[str, int], dict[str, int]]] = {}
+
+        async def commit(kind: StoreKind, share: float, done: dict[StoreKind, Any]) -> None:
+            chaoses[kind].throttle = share
+            dest, job_id = jobs[kind, share]
+            seconds, counters = await _commit(targets[kind], dest, job_id)
+            chaoses[kind].throttle = 0.0
+            done[kind] = (seconds, counters, dict(targets[kind].proxy.counts))
+
+        async with anyio.create_task_group() as group:
+            for kind in stores:
+                group.start_soon(commit, kind, share, done)
+        for kind in stores:
+            seconds, counters, counts = done[kind]
+            dest, _ = jobs[kind, share]
+            found = await check_destination(targets[kind], dest, expected)
+            problems += [f"{kind} {share:.0%}: {problem}" for problem in found]
+            if share == 0.0:
+                base[kind] = seconds
+            ratio = seconds / base[kind]
+            requests = counts.get("requests", 0)
+            row = {
+                "store": kind,
+                "share": share,
+                "seconds": round(seconds, 2),
+                "ratio": round(ratio, 2),
+                "files_per_second": round(len(expected) / seconds, 1),
+                "requests": requests,
+                "throttled": counts.get("throttled", 0),
+                "retries": counters.get(S.STORE_IO_RETRY, 0),
+                "concurrency_decreases": counters.get(S.STORE_IO_CONCURRENCY_DECREASED, 0),
+                "rate_decreases": counters.get(S.STORE_IO_RATE_DECREASED, 0),
+                "load": round(load, 1),
+            }
+            rows.append(row)
+            if share and ratio > target:
+                problems.append(f"{kind} at {share:.0%} throttled: {ratio:.2f}x > {target}x")
+            reporter.figure(
+                f"{kind} {share:.0%} throttled: {seconds:.2f} s ({ratio:.2f}x unthrottled), "
+                f"{row['files_per_second']} files/s, {row['throttled']} of {requests} "
+                f"requests throttled, {row['retries']} retries, "
+                f"{row['concurrency_decreases']} concurrency / {row['rate_decreases']} rate "
+                f"decreases (load {load:.1f})"
+            )
