@@ -52,12 +52,12 @@ esac
 test -f "$work/relative-demo/_SUCCESS"
 echo "wheel_check: [all] ok: --help, stress --help, --version, demo, show, stress job, the emulators"
 
-# the docs' examples (tests/docs/test_examples.py), each run by the fresh venv's aiocommit
+# the docs' examples (tests/docs/test_examples.py, slow tier: -m selects them), each run by the fresh venv's aiocommit
 # and python; the test module itself runs from the checkout's test venv (scripts/test.sh
 # makes it: pytest and the test fixtures), when there is one
 if [ -x "$checkout/.venv/bin/python" ]; then
     (cd "$checkout" && AIOCOMMIT_DOCS_BIN="$work/all/bin" "$checkout/.venv/bin/python" \
-        -m pytest -q -p no:cacheprovider tests/docs/test_examples.py)
+        -m pytest -q -p no:cacheprovider -m docs_examples tests/docs/test_examples.py)
     echo "wheel_check: the docs' examples ran from the wheel"
 fi
 

@@ -18,9 +18,10 @@ what a test imports and starts, not by its folder:
 
 Plain ``pytest`` runs the unit tier: every test with none of those marks. ``-m EXPR``
 selects by marks instead (``-m emulator``, ``-m "spark or slow"``) and ``--all`` runs
-every tier. Where pyspark is not installed, the test modules that import it when loaded
-are not collected (they are all ``spark``), so the unit tier needs no Spark; the same for
-the engines' packages (a module importing one that is missing is not collected).
+every tier. Where pyspark is not installed, and when only the unit tier runs, the test
+modules that import it when loaded are not collected (they are all ``spark``), so the
+unit tier needs no Spark; the same for the engines' packages (a module importing one that
+is missing, or any, when only the unit tier runs, is not collected).
 """
 
 from __future__ import annotations
@@ -70,15 +71,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """Without pyspark, a test module that imports it when loaded is not collected; nor
-    one that imports an engine package that is not installed."""
+    """A test module that imports pyspark when loaded (all its tests are ``spark``) is not
+    collected without pyspark, nor when only the unit tier runs (loading pyspark would
+    slow the unit tier for tests it deselects); the same for an engine package."""
     if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
         return None
     loaded = _imports(collection_path).loaded
-    if any(missing_engines(name) for name in loaded):
+    unit_only = not (config.getoption("all_tiers") or config.getoption("markexpr"))
+    if any(missing_engines(name) for name in loaded) or (
+        unit_only and any(_needs_engine_module(name) for name in loaded)
+    ):
         _not_collected_engines.append(collection_path)
         return True
-    if spark_installed() or not _spark_names(loaded):
+    if (spark_installed() and not unit_only) or not _spark_names(loaded):
         return None
     _not_collected.append(collection_path)
     return True
@@ -113,14 +118,14 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if _not_collected:
+        why = "the unit tier" if spark_installed() else "pyspark is not installed"
         terminalreporter.write_line(
-            f"tiers: pyspark is not installed: {len(_not_collected)} spark test modules "
-            "not collected"
+            f"tiers: {why}: {len(_not_collected)} spark test modules not collected"
         )
     if _not_collected_engines:
         terminalreporter.write_line(
-            f"tiers: an engine package is not installed: {len(_not_collected_engines)} "
-            "engines test modules not collected"
+            f"tiers: an engine package is not installed, or the unit tier: "
+            f"{len(_not_collected_engines)} engines test modules not collected"
         )
 
 

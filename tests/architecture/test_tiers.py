@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -80,5 +81,9 @@ def test_a_module_needing_a_missing_engine_is_not_collected(
     ray_tests = Path(tiers.ROOT, "tests/integrations/test_ray_write.py")
     dask_tests = Path(tiers.ROOT, "tests/integrations/test_dask_write.py")
     assert tiers.missing_engines("aiocommit.integrations.ray") == {"ray"}
-    assert tiers.pytest_ignore_collect(ray_tests, None) is True  # type: ignore[arg-type]
-    assert tiers.pytest_ignore_collect(dask_tests, None) is None  # type: ignore[arg-type]
+    every_tier = SimpleNamespace(getoption=lambda name: name == "all_tiers")
+    unit_tier = SimpleNamespace(getoption=lambda name: None)
+    assert tiers.pytest_ignore_collect(ray_tests, every_tier) is True  # type: ignore[arg-type]
+    assert tiers.pytest_ignore_collect(dask_tests, every_tier) is None  # type: ignore[arg-type]
+    # the unit tier deselects engines tests: it does not load their packages either
+    assert tiers.pytest_ignore_collect(dask_tests, unit_tier) is True  # type: ignore[arg-type]

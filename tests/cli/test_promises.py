@@ -154,12 +154,12 @@ def _renamed(root: Path) -> int:
 
 
 def _interrupted_commit(root: Path, sent: signal.Signals) -> tuple[str, int, str]:
-    """A commit of 400 files at 20 renames a second, sent ``sent`` once 70 files are in
+    """A commit of 400 files at 60 store calls a second, sent ``sent`` once 70 files are in
     place; returns (job ID, exit code, stderr)."""
     root.mkdir()
     job_id, _ = anyio.run(lambda: run_tasks(LocalStore(), str(root), 4, 100))
     process = _popen(
-        "-v", "commit", str(root), "--job-id", job_id, "--processes", "1", "--rate-limit", "20"
+        "-v", "commit", str(root), "--job-id", job_id, "--processes", "1", "--rate-limit", "60"
     )
     deadline = time.monotonic() + 60
     while _renamed(root) < 70 and time.monotonic() < deadline and process.poll() is None:

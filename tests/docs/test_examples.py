@@ -6,7 +6,8 @@ traceback.
 Each example runs in a new process: ``aiocommit`` and ``python`` from this interpreter's
 directory, or from ``AIOCOMMIT_DOCS_BIN`` (``scripts/wheel_check.sh`` points it at the
 fresh venv the wheel was installed into, outside the checkout). It starts no emulator:
-the cloud examples are in ``SKIPPED``.
+the cloud examples are in ``SKIPPED``. In the slow tier (``pytest -m docs_examples`` runs
+just these).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 SHELLS = ("bash", "sh", "shell", "console")
 PYTHONS = ("python", "py")
-pytestmark = pytest.mark.docs_examples
+#: the slow tier: a new process per example, tens of seconds in all
+pytestmark = [pytest.mark.docs_examples, pytest.mark.slow]
 
 BIN = Path(os.environ.get("AIOCOMMIT_DOCS_BIN") or Path(sys.executable).parent)
 

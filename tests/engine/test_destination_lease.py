@@ -4,6 +4,8 @@ if one after another (issue 33, behaviour 5), a dead holder's lease is taken ove
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import anyio
 import msgspec
@@ -22,8 +24,11 @@ from aiocommit.committers.common.lease import LEASE_NAME, LeaseRecord
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.memory import MemoryStore
+from aiocommit.stores.wrapper import StoreWrapper
 from tests.engine.test_job_states import part_way_commit
 from tests.helpers import MANIFEST, exists, output, write_task
+
+T = TypeVar("T")
 
 ROUNDS = 6
 
@@ -89,15 +94,37 @@ async def test_two_jobs_replacing_one_partition_leave_one_job_in_it(
         assert left in ({"p=0/j0.dat": b"0"}, {"p=0/j1.dat": b"1"}), left
 
 
+class LeaseLooks(StoreWrapper):
+    """Sets ``looked`` once the lease at ``lease`` was read ``looks`` times."""
+
+    def __init__(self, inner: Store, lease: str, looks: int):
+        super().__init__(inner)
+        self.lease = lease
+        self.left = looks
+        self.looked = anyio.Event()
+
+    async def intercept(self, operation: str, path: str, call: Callable[[], Awaitable[T]]) -> T:
+        result = await call()
+        if operation == "read_bytes" and path == self.lease:
+            self.left -= 1
+            if self.left <= 0:
+                self.looked.set()
+        return result
+
+
 async def test_a_live_lease_makes_a_commit_wait(store_root: tuple[Store, str]) -> None:
     store, root = store_root
     dest = join(root, "out")
     job_id = await _job(store, dest, {"a.dat": b"a"})
     live = LeaseRecord(job_id="job_other_0001", token="t0", expires=time.time() + 60)
     await store.write_bytes(join(dest, LEASE_NAME), msgspec.json.encode(live))
-    with anyio.move_on_after(0.5) as waited:
-        await commit_job(dest, job_id, store=store)
-    assert waited.cancelled_caught
+    watched = LeaseLooks(store, join(dest, LEASE_NAME), looks=3)
+    with anyio.move_on_after(30) as waited:
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: commit_job(dest, job_id, store=watched))
+            await watched.looked.wait()  # the commit looked at the live lease three times
+            group.cancel_scope.cancel()
+    assert not waited.cancelled_caught and watched.looked.is_set()
     assert await output(store, dest, ignore=("_SUCCESS", LEASE_NAME)) == {}
     await store.delete(join(dest, LEASE_NAME))  # the holder releases it
     await commit_job(dest, job_id, store=store)

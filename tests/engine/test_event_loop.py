@@ -9,7 +9,6 @@ import gc
 import itertools
 import os
 import shutil
-import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -388,26 +387,20 @@ async def test_many_task_commits_share_one_bounded_set_of_threads(tmp_path: Path
     assert peak - before <= THREADS + 8, f"{peak - before} threads"
 
 
-@pytest.mark.xfail(
-    sys.version_info >= (3, 12),
-    strict=False,
-    reason="known, open: on Python 3.12+ the caller's progress callback sees frozen objects "
-    "(gc.get_freeze_count() > 0) while the rename worker processes run; it fails the same "
-    "way on 691de7f, whose 3.12 runs did not include this test",
-)
 async def test_a_commit_leaves_the_garbage_collector_alone(tmp_path: Path) -> None:
     """With every core renaming (``processes=0``), the caller's garbage collector is not
-    frozen or retuned unless it asks (``tune_gc``)."""
+    frozen or retuned unless it asks (``tune_gc``): as it was before the commit (Python
+    3.12.1 starts with objects of its own frozen, so not always none)."""
     dest, job_id = await _prepared_job(tmp_path, 40, 50)
-    threshold = gc.get_threshold()
+    before = (gc.get_freeze_count(), gc.get_threshold())
     seen: set[tuple[int, tuple[int, int, int]]] = set()
 
     def progress(event: Progress) -> None:
         seen.add((gc.get_freeze_count(), gc.get_threshold()))
 
     await commit_job(dest, job_id, options=CommitOptions(processes=0), progress=progress)
-    assert seen == {(0, threshold)}
-    assert gc.get_freeze_count() == 0
+    assert seen == {before}
+    assert (gc.get_freeze_count(), gc.get_threshold()) == before
 
 
 async def test_tune_gc_is_the_callers_choice(tmp_path: Path) -> None:

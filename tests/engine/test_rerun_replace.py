@@ -211,6 +211,7 @@ async def test_replace_with_overlapping_names_killed_anywhere(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)  # 16 commits and checks on moto: slow on a loaded machine
 @pytest.mark.parametrize("partitioned", [False, True], ids=["replace", "replace_partitions"])
 async def test_replace_with_overlapping_names_killed_anywhere_on_the_emulators(
     cloud_store_root: tuple[Store, str], partitioned: bool

@@ -22,6 +22,21 @@ FAST_RETRIES = CommitOptions(
 
 @pytest.mark.parametrize("seed", range(8))
 async def test_commit_under_heavy_faults(seed: int) -> None:
+    """Exactly the output, every fault counted and recovered; adaptive concurrency off,
+    so the time does not hang on how the rate pacing reads random throttles (the slow
+    tier runs the same with it on)."""
+    await _commit_under_heavy_faults(seed, adaptive=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(8))
+async def test_commit_under_heavy_faults_adapting(seed: int) -> None:
+    """The same with adaptive concurrency on (the default): random throttles may engage
+    the rate pacing, which then paces the rest of the commit (seconds, seldom tens)."""
+    await _commit_under_heavy_faults(seed, adaptive=True)
+
+
+async def _commit_under_heavy_faults(seed: int, *, adaptive: bool) -> None:
     store = MemoryStore(f"faults-{seed}")
     dest = "/dest"
     job_id, expected = await run_tasks(store, dest, tasks=12, files_per_task=40)
@@ -34,7 +49,8 @@ async def test_commit_under_heavy_faults(seed: int) -> None:
             transient_probability=0.05,
         ),
     )
-    summary = await commit_job(dest, job_id, store=faulty, options=FAST_RETRIES)
+    options = FAST_RETRIES.with_values(adaptive_concurrency=adaptive)
+    summary = await commit_job(dest, job_id, store=faulty, options=options)
     assert await output(store, dest) == expected
     counters = summary.iostatistics.counters
     assert counters[S.COMMITTER_FILES_COMMITTED] == 480

@@ -8,6 +8,7 @@ Where pyspark is not installed, the modules that import it are not collected
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import socket
 import sys
@@ -34,16 +35,17 @@ def pytest_configure(config: pytest.Config) -> None:
     """Warnings of older pyspark releases themselves, not errors here: before 4.3 it
     leaves a py4j result socket to the garbage collector (a ``ResourceWarning`` pytest
     reports as unraisable); 3.5 checks pandas' version with ``distutils``."""
-    try:
-        from aiocommit.integrations.spark import seam
-    except ImportError:
+    try:  # the installed release, read without importing pyspark (the unit tier needs none)
+        major, minor = importlib.metadata.version("pyspark").split(".")[:2]
+    except importlib.metadata.PackageNotFoundError:
         return
-    if seam.PYSPARK < (4, 3):
+    release = (int(major), int("".join(c for c in minor if c.isdigit()) or 0))
+    if release < (4, 3):
         config.addinivalue_line(
             "filterwarnings",
             "ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning",
         )
-    if seam.PYSPARK < (4, 0):
+    if release < (4, 0):
         config.addinivalue_line(
             "filterwarnings", "ignore:distutils Version classes are deprecated:DeprecationWarning"
         )

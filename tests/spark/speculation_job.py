@@ -2,11 +2,13 @@
 cluster: exactly-once output whichever attempt wins.
 
     .venv/bin/python tests/spark/speculation_job.py [--scenario late-loser|kill] [--rows N]
-        [--via format|write|jvm]
+        [--via format,write,jvm]
 
 Spark only speculates across hosts, so this starts a standalone master on 127.0.0.1
 and two workers (2 cores each) bound to the loopback addresses 127.0.0.2 and
-127.0.0.3, using pyspark's bundled ``spark-class``. Start-up takes about a minute.
+127.0.0.3, using pyspark's bundled ``spark-class``. Start-up takes about a minute;
+each ``--via`` named (comma-separated) then writes in a Spark application of its own on
+that one cluster, its report lines prefixed ``[via]``.
 
 Scenarios (partition 0's first attempt is the slow one; every task logs its timeline):
 
@@ -27,7 +29,7 @@ is one attempt's files per partition and every row once. ``--via jvm`` writes wi
 commit, aiocommit's job commit): Spark's file names carry no attempt ID, so the check is
 every row once and ``_SUCCESS``.
 
-The destination is a **relative** path (``out``, the driver's working directory is the
+The destination is a **relative** path (``out-VIA``, the driver's working directory is the
 run's work directory): the driver must qualify it, or each executor would write under
 its own working directory. The write must succeed (cleanup after ``_SUCCESS`` never
 fails it, even while a loser is still writing). It then reads the destination back and
@@ -231,14 +233,14 @@ def slow_udf(scenario: str, deadline: float, timeline: str) -> Any:
     return identity
 
 
-def coordinator_decisions(work: Path) -> dict[int, dict[str, str]]:
+def coordinator_decisions(work: Path, application: str) -> dict[int, dict[str, str]]:
     """Partition -> {Spark task attempt id: "authorized" or "denied"} for the measured
-    write, from the executors' logs (``DataWritingSparkTask``)."""
+    write of ``application``, from its executors' logs (``DataWritingSparkTask``)."""
     pattern = re.compile(
         r"Commit (authorized|denied) for partition (\d+) \(task (\d+), .*stage (\d+)"
     )
     decisions: dict[int, dict[str, str]] = {}
-    for log in work.glob("worker*/app-*/*/stderr"):
+    for log in work.glob(f"worker*/{application}/*/stderr"):
         for match in pattern.finditer(log.read_text(errors="replace")):
             verdict, partition, tid, stage = match.groups()
             if stage != "0":  # stage 0 is the warm-up write
@@ -272,84 +274,35 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scenario", choices=("late-loser", "kill"), default="late-loser")
     parser.add_argument("--rows", type=int, default=60_000)
     parser.add_argument("--keep", action="store_true")
-    parser.add_argument("--via", choices=("format", "write", "jvm"), default="format")
+    parser.add_argument(
+        "--via",
+        default="format",
+        help="comma-separated, of format, write, jvm: each a write of its own, one after "
+        "another on one cluster",
+    )
     args = parser.parse_args(argv)
-
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import LongType
-
-    from aiocommit.integrations.spark import register, seam, write
+    vias = args.via.split(",")
+    unknown = sorted(set(vias) - set(VIAS))
+    if unknown:
+        parser.error(f"--via: unknown {', '.join(unknown)} (choose from {', '.join(VIAS)})")
 
     work = Path(tempfile.mkdtemp(prefix="aiocommit-speculation-"))
-    dest = work / "out"
-    # the driver JVM starts in this process and keeps its working directory: "out"
+    # the driver JVM starts in this process and keeps its working directory: "out-VIA"
     # below is relative to it, as a user's relative destination would be
     # SIGTERM (a test's timeout) unwinds through the finally below: the cluster stops
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     previous_cwd = os.getcwd()
     os.chdir(work)
-    timeline = work / "timeline.jsonl"
     cluster = Cluster(work)
     t0 = time.monotonic()
+    failed: list[str] = []
     try:
         cluster.start()
         print(f"cluster up in {time.monotonic() - t0:.0f} s: {cluster.url}", flush=True)
-        spark = session(cluster, work)
-        if seam.HAS_DATA_SOURCES:
-            register(spark)
-        df = spark.range(args.rows, numPartitions=PARTITIONS).selectExpr("id", "id % 7 AS k")
-        # warm up the executors' Python workers so the timings below mean something
-        engine = "jvm" if args.via == "jvm" else "python"
-        if args.via in ("write", "jvm"):
-            warmup = str(work / "warmup")
-            write(spark.range(100, numPartitions=4), warmup, mode="append", engine=engine)
-        else:
-            spark.range(100, numPartitions=4).write.format("aiocommit").mode("append").save(
-                str(work / "warmup")
-            )
-        deadline = time.time() + 15.0
-        delay = F.udf(slow_udf(args.scenario, deadline, str(timeline)), LongType())
-        slow = df.select(delay("id").alias("id"), "k")
-        started = time.monotonic()
-        if args.via in ("write", "jvm"):
-            write(slow, "out", mode="append", partition_by="k", engine=engine)
-        else:
-            slow.write.format("aiocommit").mode("append").option("partitionBy", "k").save("out")
-        print(f"write took {time.monotonic() - started:.1f} s", flush=True)
-
-        ids = [row["id"] for row in spark.read.parquet(str(dest)).select("id").collect()]
-        duplicates = [i for i, n in Counter(ids).items() if n > 1]
-        events = [json.loads(line) for line in timeline.read_text().splitlines()]
-        for event in sorted(events, key=lambda e: (e["partition"], e["attempt"])):
-            print("task", event)
-        finished = {str(e["tid"]): e["attempt"] for e in events if e["partition"] == 0}
-        print(f"rows read back {len(ids)} of {args.rows}; distinct {len(set(ids))}")
-        print(f"partition 0 attempts that got past the sleep: {finished}")
-        leftovers = list((dest / "_temporary").rglob("*")) if (dest / "_temporary").exists() else []
-        print(f"left under _temporary: {len(leftovers)} entries")
-        decisions = coordinator_decisions(work)
-        # Spark's own file names carry no attempt ID
-        committed = committed_tids(dest) if args.via != "jvm" else {}
-        success = (dest / "_SUCCESS").exists()
-        print(f"_SUCCESS saved: {success}")
-        ok = len(ids) == args.rows and not duplicates and success
-        for partition in range(PARTITIONS):
-            accepted = {t for t, v in decisions.get(partition, {}).items() if v == "authorized"}
-            if args.via == "jvm":  # every row once (above) is the check
-                right = True
-            elif args.via == "write":  # no coordinator: the attempt collect() kept
-                right = len(committed.get(partition, set())) == 1
-            else:
-                right = committed.get(partition) == accepted
-            ok = ok and right
-            print(
-                f"partition {partition}: coordinator {decisions.get(partition)}, "
-                f"committed files from {sorted(committed.get(partition, set()))}"
-                + ("" if right else "  <-- NOT the accepted attempt")
-            )
-        print("EXACTLY ONCE: " + ("yes" if ok else f"NO (duplicates: {duplicates[:5]})"))
-        spark.stop()
-        if not ok:
+        for via in vias:
+            if not scenario(cluster, work, via, args.scenario, args.rows):
+                failed.append(via)
+        if failed:
             raise SystemExit(1)
     finally:
         cluster.stop()
@@ -357,6 +310,84 @@ def main(argv: list[str] | None = None) -> None:
         print(f"logs in {work}" if args.keep else "", end="")
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+#: the ways to write, each checked in its own Spark application on the shared cluster
+VIAS = ("format", "write", "jvm")
+
+
+def scenario(cluster: Cluster, work: Path, via: str, name: str, rows: int) -> bool:
+    """One write ``via`` a way of writing, in a Spark application of its own (its own
+    executors, so its own coordinator log), checked; its report lines start ``[via]``.
+    True when it committed every row exactly once."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType
+
+    from aiocommit.integrations.spark import register, seam, write
+
+    def say(line: str) -> None:
+        print(f"[{via}] {line}", flush=True)
+
+    out = f"out-{via}"
+    dest = work / out
+    timeline = work / f"timeline-{via}.jsonl"
+    spark = session(cluster, work)
+    try:
+        application = spark.sparkContext.applicationId
+        if seam.HAS_DATA_SOURCES:
+            register(spark)
+        df = spark.range(rows, numPartitions=PARTITIONS).selectExpr("id", "id % 7 AS k")
+        # warm up the executors' Python workers so the timings below mean something
+        engine = "jvm" if via == "jvm" else "python"
+        warmup = str(work / f"warmup-{via}")
+        if via in ("write", "jvm"):
+            write(spark.range(100, numPartitions=4), warmup, mode="append", engine=engine)
+        else:
+            spark.range(100, numPartitions=4).write.format("aiocommit").mode("append").save(warmup)
+        deadline = time.time() + 15.0
+        delay = F.udf(slow_udf(name, deadline, str(timeline)), LongType())
+        slow = df.select(delay("id").alias("id"), "k")
+        started = time.monotonic()
+        if via in ("write", "jvm"):
+            write(slow, out, mode="append", partition_by="k", engine=engine)
+        else:
+            slow.write.format("aiocommit").mode("append").option("partitionBy", "k").save(out)
+        say(f"write took {time.monotonic() - started:.1f} s")
+
+        ids = [row["id"] for row in spark.read.parquet(str(dest)).select("id").collect()]
+    finally:
+        spark.stop()
+    duplicates = [i for i, n in Counter(ids).items() if n > 1]
+    events = [json.loads(line) for line in timeline.read_text().splitlines()]
+    for event in sorted(events, key=lambda e: (e["partition"], e["attempt"])):
+        say(f"task {event}")
+    finished = {str(e["tid"]): e["attempt"] for e in events if e["partition"] == 0}
+    say(f"rows read back {len(ids)} of {rows}; distinct {len(set(ids))}")
+    say(f"partition 0 attempts that got past the sleep: {finished}")
+    leftovers = list((dest / "_temporary").rglob("*")) if (dest / "_temporary").exists() else []
+    say(f"left under _temporary: {len(leftovers)} entries")
+    decisions = coordinator_decisions(work, application)
+    # Spark's own file names carry no attempt ID
+    committed = committed_tids(dest) if via != "jvm" else {}
+    success = (dest / "_SUCCESS").exists()
+    say(f"_SUCCESS saved: {success}")
+    ok = len(ids) == rows and not duplicates and success
+    for partition in range(PARTITIONS):
+        accepted = {t for t, v in decisions.get(partition, {}).items() if v == "authorized"}
+        if via == "jvm":  # every row once (above) is the check
+            right = True
+        elif via == "write":  # no coordinator: the attempt collect() kept
+            right = len(committed.get(partition, set())) == 1
+        else:
+            right = committed.get(partition) == accepted
+        ok = ok and right
+        say(
+            f"partition {partition}: coordinator {decisions.get(partition)}, "
+            f"committed files from {sorted(committed.get(partition, set()))}"
+            + ("" if right else "  <-- NOT the accepted attempt")
+        )
+    say("EXACTLY ONCE: " + ("yes" if ok else f"NO (duplicates: {duplicates[:5]})"))
+    return ok
 
 
 if __name__ == "__main__":

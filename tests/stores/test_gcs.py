@@ -16,7 +16,7 @@ import contextlib
 import re
 import socket
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
@@ -43,7 +43,7 @@ from aiocommit.runtime.loop_turns import STARTS_PER_TURN
 from aiocommit.stores.base import FileStatus, join
 from aiocommit.stores.gcs import GcsStore
 from aiocommit.stores.registry import open_store
-from aiocommit_testing.gcs_emulator import FakeGcsServer, create_bucket
+from aiocommit_testing.gcs_emulator import create_bucket
 
 from .gcs_fixtures import fresh_bucket_name, gcs_store_factory
 from .turn_counts import starts_per_turn
@@ -52,12 +52,10 @@ MOCK = "http://gcs.test"
 OBJECTS = f"{MOCK}/storage/v1/b/bk/o"
 
 
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    server = FakeGcsServer()
-    server.start()
-    yield server.endpoint
-    server.stop()
+@pytest.fixture
+def endpoint(gcs_endpoint: str) -> str:
+    """The run's one fake-gcs-server (``tests/conftest.py``); each store a fresh bucket."""
+    return gcs_endpoint
 
 
 @pytest.fixture
