@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import anyio
+import anyio.abc
 import msgspec
 
 from aiocommit import (
@@ -110,6 +111,61 @@ class LeaseLooks(StoreWrapper):
             if self.left <= 0:
                 self.looked.set()
         return result
+
+
+class RenewalsInFlight(StoreWrapper):
+    """Every lease write after the first (the renewals) is a request in flight for
+    ``FLIGHT`` seconds that lands even when its caller stops waiting for it (as a sent
+    request does); the first rename waits until a renewal is in flight."""
+
+    FLIGHT = 0.5
+
+    def __init__(self, inner: Store, lease: str, landings: anyio.abc.TaskGroup) -> None:
+        super().__init__(inner)
+        self.lease = lease
+        self.landings = landings
+        self.lease_writes = 0
+        self.renewal_sent = anyio.Event()
+
+    async def intercept(self, operation: str, path: str, call: Callable[[], Awaitable[T]]) -> T:
+        if operation == "rename":
+            await self.renewal_sent.wait()
+        if operation != "write_bytes" or path != self.lease:
+            return await call()
+        self.lease_writes += 1
+        if self.lease_writes == 1:
+            return await call()
+        landed: list[T] = []
+        done = anyio.Event()
+
+        async def land() -> None:
+            await anyio.sleep(self.FLIGHT)
+            landed.append(await call())
+            done.set()
+
+        self.landings.start_soon(land)
+        self.renewal_sent.set()
+        await done.wait()
+        return landed[0]
+
+
+async def test_a_renewal_in_flight_never_outlives_the_release(
+    store_root: tuple[Store, str],
+) -> None:
+    """The commit ends while a renewal of its lease is in flight: the release waits for
+    it, so no lease is left behind (a left lease holds the next job off until expiry)."""
+    store, root = store_root
+    dest = join(root, "out")
+    lease = join(dest, LEASE_NAME)
+    job_id = await _job(store, dest, {"a.dat": b"a"})
+    options = CommitOptions(lease_seconds=0.3)
+    async with anyio.create_task_group() as landings:
+        renewing = RenewalsInFlight(store, lease, landings)
+        with anyio.fail_after(10):
+            await commit_job(dest, job_id, store=renewing, options=options)
+    assert renewing.lease_writes >= 2  # a renewal was in flight as the commit ended
+    assert await output(store, dest) == {"a.dat": b"a"}
+    assert not await exists(store, lease)
 
 
 async def test_a_live_lease_makes_a_commit_wait(store_root: tuple[Store, str]) -> None:

@@ -333,7 +333,8 @@ async def _renew(context: StageContext, held: HeldLease) -> None:
         record = held.record
         renewed = msgspec.structs.replace(record, expires=_expiry(context))
         try:
-            await _checked_write(context, renewed)
+            # to its end: a write cut short may still land after the release's delete
+            await run_to_end(lambda: _checked_write(context, renewed))  # noqa: B023
         except LeaseError:
             raise
         except StoreError as error:
