@@ -21,7 +21,7 @@ from aiocommit import (
     list_jobs,
     setup_job,
 )
-from aiocommit.committers.common.lease import LEASE_NAME, LeaseRecord
+from aiocommit.committers.common.lease import CLAIM_INFIX, LEASE_NAME, LeaseRecord
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.memory import MemoryStore
@@ -209,6 +209,32 @@ async def test_an_expired_lease_is_taken_over_and_its_commit_aborted(
     assert await output(store, dest) == {"part=9/live.dat": b"live"}
     assert [job.job_id for job in await list_jobs(dest, store=store)] == []
     assert not await exists(store, lease)
+
+
+async def test_claims_a_killed_take_over_left_are_deleted(store_root: tuple[Store, str]) -> None:
+    """A take-over killed between its claim and the claim's delete leaves a claim file: a
+    killed abort of the lease's own job, before it wrote its lease (the abort's re-run
+    deletes it), and a killed taker after it wrote its lease (the next taker deletes it)."""
+    store, root = store_root
+    dest = join(root, "out")
+    lease = join(dest, LEASE_NAME)
+    dead = await _job(store, dest, {f"part={n}/dead.dat": b"dead" for n in range(3)})
+    await part_way_commit(store, dest, dead)  # its lease left abandoned
+    record = msgspec.json.decode(await store.read_bytes(lease), type=LeaseRecord)
+    killed_abort = msgspec.structs.replace(record, token="t-abort", expires=time.time() + 60)
+    await store.write_bytes(
+        f"{lease}{CLAIM_INFIX}{record.token}", msgspec.json.encode(killed_abort)
+    )
+    await abort_job(dest, dead, store=store)
+    assert await output(store, dest) == {}  # neither the lease nor the claim is left
+
+    other = LeaseRecord(job_id="job_other_0001", token="t2", expires=time.time() - 1)
+    killed_taker = msgspec.structs.replace(other, token="t3", claimed="t2")
+    await store.write_bytes(f"{lease}{CLAIM_INFIX}t2", msgspec.json.encode(killed_taker))
+    await store.write_bytes(lease, msgspec.json.encode(killed_taker))  # expired, its claim left
+    live = await _job(store, dest, {"a.dat": b"a"})
+    await commit_job(dest, live, store=store)
+    assert await output(store, dest) == {"a.dat": b"a"}
 
 
 async def test_a_cancelled_commit_is_finished_by_its_rerun(store_root: tuple[Store, str]) -> None:

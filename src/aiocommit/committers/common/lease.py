@@ -92,6 +92,8 @@ class LeaseRecord(msgspec.Struct, forbid_unknown_fields=False):
     state: LeaseState = "publishing"
     recover: list[str] = msgspec.field(default_factory=list)
     version: int = 1
+    #: the token of the lease this one took over: its claim file's name
+    claimed: str = ""
 
 
 def register_recovery(recovery: Recovery) -> None:
@@ -264,8 +266,9 @@ async def _take_over(context: StageContext, current: LeaseRecord, mine: LeaseRec
     except AlreadyExists:
         stale = await _read(context, claim)
         if stale is None or stale.token != mine.token:  # another claimant's
-            if stale is not None and stale.expires < time.time():
-                await context.ops.delete(claim)  # its claimant died: the next look may claim
+            if stale is not None and (stale.expires < time.time() or stale.job_id == mine.job_id):
+                # its claimant died (or was this job's earlier run): the next look may claim
+                await context.ops.delete(claim)
             return False
         # our own create went through, its answer was lost and the retry found it
     try:
@@ -276,7 +279,10 @@ async def _take_over(context: StageContext, current: LeaseRecord, mine: LeaseRec
         if current.job_id != mine.job_id:
             inherited.append(current.job_id)
         mine.recover = sorted(set(inherited) - {mine.job_id})
+        mine.claimed = current.token
         await _write(context, path, mine, create=False)
+        if current.claimed:  # its taker's claim, left if that taker was killed holding it
+            await context.ops.delete(path + CLAIM_INFIX + current.claimed)
         context.log.warning(
             "took over job %s's %s lease on the destination",
             current.job_id,
@@ -370,11 +376,21 @@ async def release_stale_lease(context: StageContext) -> None:
     killed (nobody else holds it then).
 
     pre:  the job's commit reached its commit point, or the job is being aborted.
-    post: no lease of this job is left at the destination.
+    post: no lease of this job, nor a claim of it on the lease it names, is left at the
+          destination.
     """
     path = lease_path(context.layout.dest)
     current = await _read(context, path)
-    if current is not None and current.job_id == context.layout.job_id:
+    if current is None:
+        return
+    job_id = context.layout.job_id
+    # a claim this job's killed run left: on the lease it was taking over, or (once it
+    # held the lease) on the one its lease took over
+    for token in {current.token, current.claimed if current.job_id == job_id else ""} - {""}:
+        claim = await _read(context, path + CLAIM_INFIX + token)
+        if claim is not None and claim.job_id == job_id:
+            await context.ops.delete(path + CLAIM_INFIX + token)
+    if current.job_id == job_id:
         await context.ops.delete(path)
 
 
