@@ -3,6 +3,7 @@ sources, so the rule holds where pyspark is not installed)."""
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 from pathlib import Path
 from types import SimpleNamespace
@@ -76,7 +77,12 @@ def test_a_module_needing_a_missing_engine_is_not_collected(
     monkeypatch.setattr(
         importlib.util,
         "find_spec",
-        lambda name, *args: None if name == "ray" else real(name, *args),
+        # ray missing; dask installed (whether it is here or not)
+        lambda name, *args: (
+            None
+            if name == "ray"
+            else real(name, *args) or importlib.machinery.ModuleSpec(name, None)
+        ),
     )
     ray_tests = Path(tiers.ROOT, "tests/integrations/test_ray_write.py")
     dask_tests = Path(tiers.ROOT, "tests/integrations/test_dask_write.py")
@@ -84,6 +90,8 @@ def test_a_module_needing_a_missing_engine_is_not_collected(
     every_tier = SimpleNamespace(getoption=lambda name: name == "all_tiers")
     unit_tier = SimpleNamespace(getoption=lambda name: None)
     assert tiers.pytest_ignore_collect(ray_tests, every_tier) is True  # type: ignore[arg-type]
-    assert tiers.pytest_ignore_collect(dask_tests, every_tier) is None  # type: ignore[arg-type]
+    tiers.pytest_ignore_collect(dask_tests, every_tier)  # type: ignore[arg-type]
+    assert tiers._not_collected_engines == [ray_tests]  # not Dask's: its engine is here
     # the unit tier deselects engines tests: it does not load their packages either
     assert tiers.pytest_ignore_collect(dask_tests, unit_tier) is True  # type: ignore[arg-type]
+    assert tiers._not_collected_engines == [ray_tests, dask_tests]

@@ -109,8 +109,12 @@ def resolves(dotted: str) -> bool:
                 return True  # and an engine's where its packages are
             value: object = importlib.import_module(module_name)
             for attribute in parts[cut:]:
-                if not hasattr(value, attribute):
-                    return False
+                try:
+                    if not hasattr(value, attribute):
+                        return False
+                except ModuleNotFoundError as error:  # a lazy name of a missing package's
+                    missing = (error.name or "").split(".")[0]
+                    return missing in tiers.SPARK_PACKAGES | tiers.ENGINE_PACKAGES
                 value = getattr(value, attribute)
             return True
     return False
