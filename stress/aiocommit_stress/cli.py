@@ -950,19 +950,28 @@ def bench_versus(**kw: Any) -> None:
 @click.option("--files", type=int, default=20_000, show_default=True, help="Files per job.")
 @click.option("--tasks", type=int, default=20, show_default=True, help="Tasks per job.")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None)
+@click.option(
+    "--drivers",
+    type=click.Choice(["processes", "loop"]),
+    default="processes",
+    show_default=True,
+    help="processes: each job's commit in a process of its own; loop: all in this "
+    "process's event loop.",
+)
 @output_options
 def bench_concurrent_jobs(**kw: Any) -> None:
     """Jobs into disjoint partitions of one local destination: committed together
     against one after another, both in this run (ratio: together / one after another)."""
     from aiocommit_stress.concurrent_jobs import concurrent_jobs_bench
 
-    jobs, files, tasks, workdir = (
+    jobs, files, tasks, workdir, drivers = (
         kw.pop("jobs"),
         kw.pop("files"),
         kw.pop("tasks"),
         kw.pop("workdir"),
+        kw.pop("drivers"),
     )
-    _run(kw, lambda r: concurrent_jobs_bench(jobs, files, tasks, workdir, r))
+    _run(kw, lambda r: concurrent_jobs_bench(jobs, files, tasks, workdir, r, drivers))
 
 
 @bench.command("cpu")

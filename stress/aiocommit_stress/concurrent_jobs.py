@@ -4,6 +4,11 @@ committed together against the same jobs committed one after another, in one run
 Only the publish step of a job commit (resolve conflicts, renames, ``_SUCCESS``) is
 serialised per destination by its lease; loading and checking the manifests overlap, so
 committing together should take no longer than one after another (ratio <= 1).
+
+``drivers``: where the commits run. ``processes``: each job's ``commit_job`` in a process
+of its own (a driver per job, as separate pipelines or Spark applications commit), both
+ways; ``loop``: every commit in this process's one event loop (an async service), where
+the CPU-bound part of the commits shares one core whichever way they run.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import sys
 import tempfile
 import time
 from typing import Any
@@ -50,6 +56,18 @@ async def _prepare(store: LocalStore, dest: str, job: int, files: int, tasks: in
     return job_id
 
 
+#: one job's commit, in a process of its own
+DRIVER = (
+    "import asyncio, sys\n"
+    "from aiocommit import commit_job\n"
+    "asyncio.run(commit_job(sys.argv[1], sys.argv[2]))\n"
+)
+
+
+async def _drive(dest: str, job_id: str) -> None:
+    await anyio.run_process([sys.executable, "-c", DRIVER, dest, job_id], check=True)
+
+
 def _count_files(dest: str) -> tuple[int, bool]:
     """(files a reader sees, whether anything of the commit protocol is left)."""
     seen = 0
@@ -63,7 +81,12 @@ def _count_files(dest: str) -> tuple[int, bool]:
 
 
 async def concurrent_jobs_bench(
-    jobs: int, files: int, tasks: int, workdir: str | None, reporter: Reporter
+    jobs: int,
+    files: int,
+    tasks: int,
+    workdir: str | None,
+    reporter: Reporter,
+    drivers: str = "processes",
 ) -> dict[str, Any]:
     """Commit ``jobs`` jobs of ``files`` files each one after another into one local
     destination, then the same into another destination all at once; the wall times and
@@ -77,15 +100,17 @@ async def concurrent_jobs_bench(
         serial_jobs = [await _prepare(store, serial_dest, j, files, tasks) for j in range(jobs)]
         together_jobs = [await _prepare(store, together_dest, j, files, tasks) for j in range(jobs)]
 
+        in_loop = functools.partial(commit_job, store=store)
+        commit = _drive if drivers == "processes" else in_loop
         started = time.monotonic()
         for job_id in serial_jobs:
-            await commit_job(serial_dest, job_id, store=store)
+            await commit(serial_dest, job_id)
         serial = time.monotonic() - started
 
         started = time.monotonic()
         async with anyio.create_task_group() as group:
             for job_id in together_jobs:
-                group.start_soon(functools.partial(commit_job, together_dest, job_id, store=store))
+                group.start_soon(commit, together_dest, job_id)
         together = time.monotonic() - started
 
         counts = [
@@ -98,13 +123,15 @@ async def concurrent_jobs_bench(
     ratio = together / serial
     load = os.getloadavg()
     reporter.figure(
-        f"concurrent-jobs: {jobs} jobs x {files:,} files into disjoint partitions of one "
-        f"local destination: together {together:.2f} s, one after another {serial:.2f} s, "
+        f"concurrent-jobs ({drivers}): {jobs} jobs x {files:,} files into disjoint "
+        f"partitions of one local destination: together {together:.2f} s, "
+        f"one after another {serial:.2f} s, "
         f"ratio {ratio:.2f} (target <= 1); load average {load[0]:.2f}; "
         f"verification {verdict(ok)}"
     )
     return {
         "benchmark": "concurrent-jobs",
+        "drivers": drivers,
         "jobs": jobs,
         "files_per_job": files,
         "tasks_per_job": tasks,

@@ -64,7 +64,7 @@ LEASE_NAME = LEASE
 CLAIM_INFIX = ".claim-"
 #: first and longest wait between two looks at a held lease
 FIRST_POLL_SECONDS = 0.02
-MAX_POLL_SECONDS = 0.5
+MAX_POLL_SECONDS = 0.1
 
 LeaseState = Literal["publishing", "abandoned"]
 
