@@ -184,6 +184,11 @@ def check_format(format: str) -> str:
     return format
 
 
+def partition_columns(partition_by: str | Sequence[str]) -> list[str]:
+    """The partition columns of an engine's ``partition_by`` (one name or several)."""
+    return [partition_by] if isinstance(partition_by, str) else list(partition_by)
+
+
 def write_table(
     attempt: WorkerAttempt,
     table: pa.Table,

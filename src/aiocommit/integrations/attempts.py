@@ -56,6 +56,15 @@ MODES: dict[str, tuple[str, bool]] = {
     "overwrite": ("replace", False),
     "overwrite_partitions": ("replace", True),
 }
+
+
+def check_mode(mode: str) -> str:
+    """``mode``, if it is one of ``MODES``; else ``InvalidInput``."""
+    if mode not in MODES:
+        raise InvalidInput(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    return mode
+
+
 #: the option prefix of the test-only fault hooks (``WriterHooks``)
 TEST_PREFIX = "aiocommit.test."
 #: the buffer of a file object opened by ``WorkerAttempt.open`` (writes below it are
@@ -351,10 +360,8 @@ class EngineJob:
     ) -> EngineJob:
         """Set a job up for a write in ``mode`` (``MODES``); ``options``: commit options
         by any of their names, and the test hooks. Blocking."""
-        if mode not in MODES:
-            raise InvalidInput(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        conflict, per_partition = MODES[check_mode(mode)]
         given = dict(options or {})
-        conflict, per_partition = MODES[mode]
         commit_options = CommitOptions.from_mapping(
             given,
             handled_prefixes=(TEST_PREFIX,),

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from dask.delayed import delayed
 
-from aiocommit.integrations.arrow import check_format, write_table
+from aiocommit.integrations.arrow import check_format, partition_columns, write_table
 from aiocommit.integrations.attempts import AttemptHandle, EngineJob, commit_job_blocking
 from aiocommit.protocol.success import SuccessData
 
@@ -57,7 +57,7 @@ def write(
     Computes on the current Dask scheduler (``distributed.Client`` if one is active).
     On failure the job is aborted and the task's error raised."""
     check_format(format)
-    columns = [partition_by] if isinstance(partition_by, str) else list(partition_by)
+    columns = partition_columns(partition_by)
     job = EngineJob.setup(dest, mode=mode, options=options)
     try:
         parts = ddf.to_delayed()

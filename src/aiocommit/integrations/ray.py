@@ -25,8 +25,8 @@ from ray.data import Datasink
 from ray.data.block import BlockAccessor
 
 from aiocommit.errors import InvalidInput
-from aiocommit.integrations.arrow import check_format, write_table
-from aiocommit.integrations.attempts import MODES, EngineJob
+from aiocommit.integrations.arrow import check_format, partition_columns, write_table
+from aiocommit.integrations.attempts import EngineJob, check_mode
 from aiocommit.protocol.success import SuccessData
 
 if TYPE_CHECKING:
@@ -61,12 +61,10 @@ class AiocommitDatasink(Datasink[str]):
         writer_options: Mapping[str, Any] | None = None,
     ):
         check_format(format)
-        if mode not in MODES:
-            raise InvalidInput(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         self.dest = dest
         self.format = format
-        self.mode = mode
-        self.partition_by = [partition_by] if isinstance(partition_by, str) else list(partition_by)
+        self.mode = check_mode(mode)
+        self.partition_by = partition_columns(partition_by)
         self.options = dict(options or {})
         self.writer_options = dict(writer_options or {})
         self.job: EngineJob | None = None
