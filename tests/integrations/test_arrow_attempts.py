@@ -18,6 +18,7 @@ from aiocommit.integrations.arrow import write_table
 from aiocommit.integrations.attempts import EngineJob
 from aiocommit.stores.memory import MemoryStore
 from tests.helpers import walk
+from tests.integrations.helpers import s3_files
 
 TABLE = pa.table(
     {
@@ -131,7 +132,6 @@ def test_write_dataset_through_the_s3_committers_is_byte_identical(
 ) -> None:
     """Staging: Arrow's local streams below the attempt's local directory; magic: each
     file streams to a pending multipart upload."""
-    from aiocommit.stores.s3 import S3Store
     from aiocommit_testing.s3_emulator import create_bucket
 
     arguments = {
@@ -156,13 +156,6 @@ def test_write_dataset_through_the_s3_committers_is_byte_identical(
         record = attempt.commit()
     job.commit([record])
 
-    async def read() -> dict[str, bytes]:
-        store = S3Store(bucket, endpoint_url=s3_endpoint)
-        try:
-            return await walk(store, "/out")
-        finally:
-            await store.aclose()
-
-    files = anyio.run(read)
+    files = s3_files(s3_endpoint, bucket)
     assert files.pop("_SUCCESS")
     assert files == _plain(plain)

@@ -18,6 +18,7 @@ from aiocommit.integrations.attempts import AttemptHandle, EngineJob, InjectedTa
 from aiocommit.stores.memory import MemoryStore
 from aiocommit_testing.s3_emulator import create_bucket
 from tests.helpers import walk
+from tests.integrations.helpers import s3_files
 
 SIZE = 3 * 1024 * 1024  # several buffered writes of the file object
 
@@ -133,16 +134,7 @@ def test_s3_committers_write_through_a_handle(
     _write_task(job.handle(1), str(tmp_path))  # a retry whose record is never committed
     job.commit(records)
 
-    async def listing() -> dict[str, bytes]:
-        from aiocommit.stores.s3 import S3Store
-
-        store = S3Store(bucket, endpoint_url=s3_endpoint)
-        try:
-            return await walk(store, "/out")
-        finally:
-            await store.aclose()
-
-    files = anyio.run(listing)
+    files = s3_files(s3_endpoint, bucket)
     assert sorted(files) == [
         "_SUCCESS",
         *(f"t{t}/{n}" for t in (0, 1) for n in ("big.bin", "copied.bin", "small.txt")),

@@ -26,6 +26,7 @@ from aiocommit.integrations.attempts import InjectedTaskFailure
 from aiocommit.stores.memory import MemoryStore
 from aiocommit_testing.s3_emulator import create_bucket
 from tests.helpers import walk
+from tests.integrations.helpers import s3_files
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -254,16 +255,7 @@ def test_killed_first_attempts_write_exactly_once_on_s3(
         },
     )
 
-    async def read() -> dict[str, bytes]:
-        from aiocommit.stores.s3 import S3Store
-
-        store = S3Store(bucket, endpoint_url=s3_endpoint)
-        try:
-            return await walk(store, "/out")
-        finally:
-            await store.aclose()
-
-    files = anyio.run(read)
+    files = s3_files(s3_endpoint, bucket)
     assert len(os.listdir(marks)) == PARTITIONS
     local = tmp_path / "copy"
     for name, data in files.items():

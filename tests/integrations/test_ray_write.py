@@ -21,7 +21,7 @@ import ray
 
 from aiocommit.integrations import ray as aiocommit_ray
 from aiocommit_testing.s3_emulator import create_bucket
-from tests.helpers import walk
+from tests.integrations.helpers import s3_files
 from tests.tiers import ROOT
 
 pytestmark = [
@@ -191,16 +191,7 @@ def test_killed_first_attempts_write_exactly_once_on_s3(
         },
     )
 
-    async def read() -> dict[str, bytes]:
-        from aiocommit.stores.s3 import S3Store
-
-        store = S3Store(bucket, endpoint_url=s3_endpoint)
-        try:
-            return await walk(store, "/out")
-        finally:
-            await store.aclose()
-
-    files = anyio.run(read)
+    files = s3_files(s3_endpoint, bucket)
     assert len(os.listdir(marks)) == BLOCKS
     local = tmp_path / "copy"
     for name, data in files.items():
