@@ -16,9 +16,7 @@ import pytest
 from aiocommit.errors import ReservedName
 from aiocommit.integrations.arrow import write_table
 from aiocommit.integrations.attempts import EngineJob
-from aiocommit.stores.memory import MemoryStore
-from tests.helpers import walk
-from tests.integrations.helpers import s3_files
+from tests.integrations.helpers import committed_files, destination, s3_files
 
 TABLE = pa.table(
     {
@@ -29,25 +27,8 @@ TABLE = pa.table(
 )
 
 
-def _dest(kind: str, tmp_path: Path) -> str:
-    if kind == "local":
-        return str(tmp_path / "out")
-    return f"memory://arrow-{uuid.uuid4().hex}/out"
-
-
-def _files(dest: str) -> dict[str, bytes]:
-    if dest.startswith("memory://"):
-        return anyio.run(walk, MemoryStore.named(dest.split("/")[2]), "/out")
-    found: dict[str, bytes] = {}
-    for root, _, names in os.walk(dest):
-        for name in names:
-            path = os.path.join(root, name)
-            found[os.path.relpath(path, dest)] = Path(path).read_bytes()
-    return found
-
-
 def _plain(directory: Path) -> dict[str, bytes]:
-    return _files(str(directory))
+    return committed_files(str(directory))
 
 
 @pytest.mark.parametrize("kind", ["local", "memory"])
@@ -62,13 +43,13 @@ def test_write_dataset_through_an_attempt_is_byte_identical(kind: str, tmp_path:
     }
     plain = tmp_path / "plain"
     pads.write_dataset(TABLE, str(plain), **arguments)
-    dest = _dest(kind, tmp_path)
+    dest = destination(kind, tmp_path)
     job = EngineJob.setup(dest, mode="error")
     with job.handle(0).open() as attempt:
         pads.write_dataset(TABLE, "", filesystem=attempt.arrow_filesystem(), **arguments)
         record = attempt.commit()
     job.commit([record])
-    through = _files(dest)
+    through = committed_files(dest)
     assert through.pop("_SUCCESS")
     expected = _plain(plain)
     assert "k=d%20b/part-0.parquet" in expected
@@ -78,7 +59,7 @@ def test_write_dataset_through_an_attempt_is_byte_identical(kind: str, tmp_path:
 @pytest.mark.parametrize("kind", ["local", "memory"])
 def test_write_table_to_the_filesystem_and_a_file_object(kind: str, tmp_path: Path) -> None:
     pq.write_table(TABLE, tmp_path / "plain.parquet", row_group_size=1000)
-    dest = _dest(kind, tmp_path)
+    dest = destination(kind, tmp_path)
     job = EngineJob.setup(dest, mode="error")
     with job.handle(0).open() as attempt:
         pq.write_table(
@@ -88,7 +69,7 @@ def test_write_table_to_the_filesystem_and_a_file_object(kind: str, tmp_path: Pa
             pq.write_table(TABLE, file, row_group_size=1000)
         record = attempt.commit()
     job.commit([record])
-    files = _files(dest)
+    files = committed_files(dest)
     expected = (tmp_path / "plain.parquet").read_bytes()
     assert files["a/by-path.parquet"] == expected
     assert files["b/by-file.parquet"] == expected
@@ -96,7 +77,7 @@ def test_write_table_to_the_filesystem_and_a_file_object(kind: str, tmp_path: Pa
 
 @pytest.mark.parametrize("kind", ["local", "memory"])
 def test_the_view_refuses_reads_and_deletes(kind: str, tmp_path: Path) -> None:
-    job = EngineJob.setup(_dest(kind, tmp_path), mode="error")
+    job = EngineJob.setup(destination(kind, tmp_path), mode="error")
     with job.handle(0).open() as attempt:
         # local: Arrow's own output streams below the attempt directory
         assert (attempt.local_dir is not None) == (kind == "local")
@@ -118,7 +99,7 @@ def test_write_table_partitions_as_hive_directories(format: str, tmp_path: Path)
         write_table(attempt, TABLE, format=format, partition_by=["k"])
         record = attempt.commit()
     job.commit([record])
-    names = sorted(name for name in _files(dest) if name != "_SUCCESS")
+    names = sorted(name for name in committed_files(dest) if name != "_SUCCESS")
     stem = f"part-00003-{job.job_id.removeprefix('job_')}"
     suffix = "-0" if format != "json" else ""
     assert names == [f"k={k}/{stem}{suffix}.{format}" for k in ("a", "b", "c", "d%20b")]

@@ -15,31 +15,10 @@ import pytest
 
 from aiocommit.errors import InvalidInput
 from aiocommit.integrations.attempts import AttemptHandle, EngineJob, InjectedTaskFailure
-from aiocommit.stores.memory import MemoryStore
 from aiocommit_testing.s3_emulator import create_bucket
-from tests.helpers import walk
-from tests.integrations.helpers import s3_files
+from tests.integrations.helpers import committed_files, destination, s3_files
 
 SIZE = 3 * 1024 * 1024  # several buffered writes of the file object
-
-
-def _dest(kind: str, tmp_path: Path) -> str:
-    if kind == "local":
-        return str(tmp_path / "out")
-    return f"memory://handle-{uuid.uuid4().hex}/out"
-
-
-def _files(dest: str) -> dict[str, bytes]:
-    """The committed files of ``dest`` (local path or memory URL), by relative name."""
-    if dest.startswith("memory://"):
-        name = dest.removeprefix("memory://").split("/")[0]
-        return anyio.run(walk, MemoryStore.named(name), "/out")
-    found: dict[str, bytes] = {}
-    for root, _, names in os.walk(dest):
-        for name in names:
-            path = os.path.join(root, name)
-            found[os.path.relpath(path, dest)] = Path(path).read_bytes()
-    return found
 
 
 def _write_task(handle: AttemptHandle, tmp: str) -> str:
@@ -70,14 +49,14 @@ def test_a_handle_pickles_and_holds_no_credentials(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kind", ["local", "memory"])
 def test_committed_records_only_land_exactly_once(kind: str, tmp_path: Path) -> None:
-    dest = _dest(kind, tmp_path)
+    dest = destination(kind, tmp_path)
     job = EngineJob.setup(dest, mode="error")
     first = _write_task(job.handle(0), str(tmp_path))
     lost = _write_task(job.handle(1), str(tmp_path))  # an execution whose result was lost
     retried = _write_task(job.handle(1), str(tmp_path))
     assert lost != retried
     job.commit([first, retried])
-    files = _files(dest)
+    files = committed_files(dest)
     assert sorted(files) == [
         "_SUCCESS",
         *(f"t{t}/{n}" for t in (0, 1) for n in ("big.bin", "copied.bin", "small.txt")),
@@ -88,7 +67,7 @@ def test_committed_records_only_land_exactly_once(kind: str, tmp_path: Path) -> 
 
 @pytest.mark.parametrize("kind", ["local", "memory"])
 def test_an_attempt_that_raises_is_aborted_and_never_committed(kind: str, tmp_path: Path) -> None:
-    dest = _dest(kind, tmp_path)
+    dest = destination(kind, tmp_path)
     marks = tmp_path / "marks"
     marks.mkdir()
     job = EngineJob.setup(dest, mode="append", options={"aiocommit.test.failOnceDir": marks})
@@ -96,7 +75,12 @@ def test_an_attempt_that_raises_is_aborted_and_never_committed(kind: str, tmp_pa
         _write_task(job.handle(0), str(tmp_path))
     record = _write_task(job.handle(0), str(tmp_path))  # the retry
     job.commit([record])
-    assert sorted(_files(dest)) == ["_SUCCESS", "t0/big.bin", "t0/copied.bin", "t0/small.txt"]
+    assert sorted(committed_files(dest)) == [
+        "_SUCCESS",
+        "t0/big.bin",
+        "t0/copied.bin",
+        "t0/small.txt",
+    ]
 
 
 def test_a_job_aborted_leaves_nothing_and_old_output_untouched(tmp_path: Path) -> None:
@@ -106,7 +90,7 @@ def test_a_job_aborted_leaves_nothing_and_old_output_untouched(tmp_path: Path) -
     job = EngineJob.setup(str(dest), mode="overwrite")
     _write_task(job.handle(0), str(tmp_path))
     job.abort()
-    assert _files(str(dest)) == {"old.txt": b"old"}
+    assert committed_files(str(dest)) == {"old.txt": b"old"}
 
 
 def test_a_worker_process_opens_the_handle(tmp_path: Path) -> None:
@@ -117,7 +101,7 @@ def test_a_worker_process_opens_the_handle(tmp_path: Path) -> None:
     with context.Pool(1) as pool:
         records = pool.starmap(_write_task, [(job.handle(t), str(tmp_path)) for t in (0, 1)])
     job.commit(records)
-    assert len(_files(dest)) == 7
+    assert len(committed_files(dest)) == 7
 
 
 @pytest.mark.parametrize("committer", ["staging", "magic"])
@@ -160,4 +144,4 @@ def test_a_process_reads_a_jobs_committer_record_once(tmp_path: Path) -> None:
         _write_task(job.handle(2), str(tmp_path))
     records[0].write_bytes(saved)
     job.commit([first, second])
-    assert len(_files(str(dest))) == 7
+    assert len(committed_files(str(dest))) == 7
