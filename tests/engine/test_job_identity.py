@@ -123,3 +123,19 @@ async def test_a_committed_and_cleaned_job_is_still_recognised(
         info = await job_info(dest, job_id, store=store)
         assert info.state == "committed"
         assert await snapshot(store, dest) == before, committer
+
+
+async def test_a_job_with_its_committer_record_is_found_by_that_read_alone(
+    store_root: tuple[Store, str],
+) -> None:
+    """The commit of a job this library set up finds the job and its committer in one
+    stage reading one object (the committer record), no listing of ``_temporary/JOB``
+    before it: one store call of latency ahead of the job's work."""
+    store, root = store_root
+    dest = join(root, "out")
+    job_id = await one_task_job(store, dest, "manifest", {"a.csv": b"a"})
+    summary = await commit_job(dest, job_id, store=store)
+    counters = summary.iostatistics.counters
+    assert counters["job_stage_find_committer"] == 1
+    assert counters["op_load_committer_record"] == 1
+    assert await output(store, dest) == {"a.csv": b"a"}

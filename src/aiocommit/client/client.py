@@ -36,11 +36,11 @@ from aiocommit.client.inventory import JobInfo, job_in, jobs_in
 from aiocommit.committers.common.cleanup import remove_if_empty
 from aiocommit.committers.common.committer import Committer, TaskAttempt, name_attempt
 from aiocommit.committers.common.context import ProgressCallback, StageContext
-from aiocommit.committers.common.job_state import require_job
 from aiocommit.committers.common.session import open_context, open_operations
 from aiocommit.committers.factory import (
     choose_committer,
     earlier_committer,
+    find_job,
     job_committer,
     save_committer,
 )
@@ -355,8 +355,8 @@ class Job:
         (manifests or pending sets); ``manifests``: its deprecated name."""
         task_records = renamed("manifests", manifests, "task_records", task_records, None)
         async with self.context(progress=progress, job_id_source=job_id_source) as context:
-            await require_job(context, "commit_job")
-            committer = await job_committer(context, context.options)
+            _, committer = await find_job(context, "commit_job")
+            committer = committer or await job_committer(context, context.options)
             summary = await committer.commit_job(context, task_records)
         # a service commits job after job: its heap's free pages go back, not kept per thread
         await release_free_memory()
@@ -374,19 +374,21 @@ class Job:
         data; the old files a ``replace`` deleted that cannot be restored."""
         undo = renamed("undo_renames", undo_renames, "undo", undo, True)
         async with self.context(progress=progress) as context:
-            if await require_job(context, "abort_job") == "committed":
+            presence, committer = await find_job(context, "abort_job")
+            if presence == "committed":
                 await _finish_cleanup(context)
                 return []
-            committer = await job_committer(context, context.options)
+            committer = committer or await job_committer(context, context.options)
             return await committer.abort_job(context, undo=undo)
 
     async def cleanup(self, *, progress: ProgressCallback | None = None) -> None:
         """Delete the job's temporary data (``cleanup_job``); never committed output."""
         async with self.context(progress=progress) as context:
-            if await require_job(context, "cleanup_job") == "committed":
+            presence, committer = await find_job(context, "cleanup_job")
+            if presence == "committed":
                 await _finish_cleanup(context)
                 return
-            committer = await job_committer(context, context.options)
+            committer = committer or await job_committer(context, context.options)
             await committer.cleanup_job(context)
 
     async def info(self) -> JobInfo:

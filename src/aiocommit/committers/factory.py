@@ -35,7 +35,7 @@ from aiocommit.committers.common.committer import (
     TaskAttempt,
 )
 from aiocommit.committers.common.context import StageContext, stage
-from aiocommit.committers.common.job_state import read_job_record
+from aiocommit.committers.common.job_state import JobPresence, read_job_record, require_job
 from aiocommit.committers.common.lease import register_recovery
 from aiocommit.committers.common.resolve_conflicts import lost_by_abort
 from aiocommit.committers.common.save_success import save_finished
@@ -196,6 +196,28 @@ async def job_committer(context: StageContext, options: CommitOptions) -> Commit
         committer = await recorded_committer(context)
         if committer is None:
             committer = await _recognised(context, asked, options)
+    return _refuse_another(context, asked, committer)
+
+
+async def find_job(context: StageContext, operation: str) -> tuple[JobPresence, Committer | None]:
+    """``require_job`` and, when the job recorded one, its committer (as ``job_committer``
+    finds it), reading the committer record first: a job with a record is ``recorded``
+    (the record is under ``_temporary/JOB``), so a job-side call on a job set up by this
+    library reads one object before its work, not also a listing.
+
+    pre:  none; reads only.
+    post: nothing changed; the committer is None when the job recorded none (the caller
+          asks ``job_committer``, which recognises it by its files).
+    fail: as ``require_job``; as ``job_committer`` for a recorded committer.
+    """
+    async with stage(context, S.JOB_STAGE_FIND_COMMITTER):
+        committer = await recorded_committer(context)
+    if committer is None:
+        return await require_job(context, operation), None
+    return "recorded", _refuse_another(context, _asked(context.options), committer)
+
+
+def _refuse_another(context: StageContext, asked: str | None, committer: Committer) -> Committer:
     staging = ("staging", "partitioned")  # one committer; the scope of its conflict mode
     if asked not in (None, committer.name) and not (asked in staging and committer.name in staging):
         raise CommitError(
