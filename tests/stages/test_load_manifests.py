@@ -84,3 +84,26 @@ async def test_a_job_without_manifests_directory(job: Job) -> None:
         await job.store.delete(context.layout.manifests_dir, recursive=True)
         with pytest.raises(ManifestError, match="no manifests directory"):
             await list_manifest_names(context)
+
+
+async def test_the_parents_are_every_destinations_directory() -> None:
+    """``LoadedJob.parents`` is exactly the directory of each file the job commits, the
+    destination's own included: the conflict check lists those instead of passing over
+    every file again."""
+    from aiocommit import commit_task, setup_job
+    from aiocommit.stores.base import parent_of
+    from tests.stages.conftest import memory_store
+
+    store = memory_store()
+    job_id = await setup_job("/out", store=store)
+    files = {"top.csv": b"t", "a/b/c.csv": b"c", "a/d.csv": b"d", "a/b/e.csv": b"e"}
+    await commit_task(await write_task(store, "/out", job_id, 0, 0, files), store=store)
+    async with Job(store, "/out", job_id, files).context() as context:
+        loaded = await load(context)
+        try:
+            targets = {t for m in loaded.manifests for _, t, _, _ in loaded.entries(m, "/out")}
+            assert (
+                loaded.parents == {parent_of(t) for t in targets} == {"/out", "/out/a", "/out/a/b"}
+            )
+        finally:
+            loaded.close()

@@ -55,7 +55,7 @@ finishes the job's commit instead when it would not be.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Collection, Container, Iterable
 
 import anyio
 import anyio.to_thread
@@ -124,8 +124,13 @@ def _scope(partitioned: bool) -> str:
 def partition_roots(dest: str, targets: Iterable[str]) -> list[str]:
     """The partitions of a job that writes ``targets`` (store paths): the directory each
     file lands in, outermost only, sorted."""
+    return _outermost(dest, {parent_of(t) for t in targets})
+
+
+def _outermost(dest: str, directories: Iterable[str]) -> list[str]:
+    """The outermost of ``directories`` (``dest`` alone when it is one of them), sorted."""
     kept: list[str] = []
-    for directory in sorted({parent_of(t) for t in targets}):
+    for directory in sorted(directories):
         if not any(is_under(directory, outer) for outer in kept):
             kept.append(directory)
     if any(d == dest.rstrip("/") for d in kept):
@@ -141,12 +146,15 @@ async def resolve_conflicts_stage(
     partitioned: bool,
     targets: Callable[[], Iterable[str]],
     ours: Container[str] = (),
+    target_directories: Collection[str] | None = None,
 ) -> ConflictRecord:
     """Decide (or take the recorded decision of) the plan's conflict resolution; nothing
     in the destination changes. ``targets()`` yields the store paths the job writes
     (asked while deciding); ``ours``: paths that are the job's own output (a re-run after
-    some arrived), never counted as old. A refusal is recorded in the plan (``refused``)
-    before ``OutputConflict`` is raised."""
+    some arrived), never counted as old; ``target_directories``, when the caller knows
+    them: the parent of every path ``targets()`` yields (``parent_of``), and no other,
+    which spares a pass over every file when ``ours`` is empty. A refusal is recorded in
+    the plan (``refused``) before ``OutputConflict`` is raised."""
     if mode not in CONFLICT_MODES:
         raise InvalidInput(f"conflict mode must be one of {CONFLICT_MODES}, not {mode!r}")
     record = plan.conflicts
@@ -154,7 +162,8 @@ async def resolve_conflicts_stage(
         return record
     async with stage(context, S.JOB_STAGE_RESOLVE_CONFLICTS):
         try:
-            record = await _decide(context, mode, partitioned, targets, ours)
+            known = None if ours else target_directories
+            record = await _decide(context, mode, partitioned, targets, ours, known)
         except OutputConflict:
             plan.state = REFUSED
             plan.conflicts = ConflictRecord(mode=mode, partitioned=partitioned)
@@ -203,9 +212,17 @@ async def _decide(
     partitioned: bool,
     targets: Callable[[], Iterable[str]],
     ours: Container[str],
+    target_directories: Collection[str] | None,
 ) -> ConflictRecord:
+    """``target_directories``: the parent of every target, when known and ``ours`` is
+    empty."""
     dest = context.layout.dest.rstrip("/") or "/"
-    roots = partition_roots(dest, targets()) if partitioned else [dest]
+    if not partitioned:
+        roots = [dest]
+    elif target_directories is not None:
+        roots = _outermost(dest, target_directories)
+    else:
+        roots = partition_roots(dest, targets())
     record = ConflictRecord(
         mode=mode,
         partitioned=partitioned,
@@ -215,7 +232,7 @@ async def _decide(
     if not roots:
         return record
     if mode == "append":
-        await _refuse_clashes(context, targets, ours)
+        await _refuse_clashes(context, targets, ours, target_directories)
         return record
     hidden = {join(dest, TEMPORARY), join(dest, MAGIC)}
     files: list[str] = []
@@ -257,16 +274,22 @@ def _directories_of(
     """The directories the job writes files into (not counting ``ours``), and the
     directories on the way to them below ``dest``."""
     wanted: set[str] = set()
-    on_the_way: set[str] = set()
     for target in targets():
         directory = parent_of(target)
         if directory in wanted or target in ours:
             continue
         wanted.add(directory)
+    return wanted, _on_the_way(wanted, dest)
+
+
+def _on_the_way(wanted: Iterable[str], dest: str) -> set[str]:
+    """The directories from ``dest`` (excluded) down to each of ``wanted`` (included)."""
+    on_the_way: set[str] = set()
+    for directory in wanted:
         while directory not in on_the_way and is_under(directory, dest) and directory != dest:
             on_the_way.add(directory)
             directory = parent_of(directory)
-    return wanted, on_the_way
+    return on_the_way
 
 
 def _clashes(
@@ -282,7 +305,10 @@ def _clashes(
 
 
 async def _refuse_clashes(
-    context: StageContext, targets: Callable[[], Iterable[str]], ours: Container[str]
+    context: StageContext,
+    targets: Callable[[], Iterable[str]],
+    ours: Container[str],
+    target_directories: Collection[str] | None,
 ) -> None:
     """Append: ``OutputConflict`` when a path the job writes holds a directory, or a file
     (unless ``delete_target_files``). Lists the destination and, below it, only the
@@ -290,8 +316,12 @@ async def _refuse_clashes(
     fresh destination costs one). Holds the directories and the names already in them,
     never the job's file list (``targets()`` is read twice)."""
     dest = context.layout.dest.rstrip("/") or "/"
-    # a pass over every file of the job: in a worker thread, off the caller's loop
-    wanted, on_the_way = await anyio.to_thread.run_sync(_directories_of, targets, ours, dest)
+    if target_directories is not None:
+        wanted = set(target_directories)
+        on_the_way = _on_the_way(wanted, dest)
+    else:
+        # a pass over every file of the job: in a worker thread, off the caller's loop
+        wanted, on_the_way = await anyio.to_thread.run_sync(_directories_of, targets, ours, dest)
     if not wanted:
         return
     existing: dict[str, bool] = {}  # path -> is a directory, in the wanted directories

@@ -253,7 +253,14 @@ class _ManifestJobCommit:
                 for _, target, _, _ in loaded.entries(manifest, context.layout.dest):
                     yield target
 
-        await resolve_conflicts_stage(context, plan, mode, partitioned=partitioned, targets=targets)
+        await resolve_conflicts_stage(
+            context,
+            plan,
+            mode,
+            partitioned=partitioned,
+            targets=targets,
+            target_directories=loaded.parents,
+        )
 
     async def publish(self, context: StageContext, summary: SuccessData) -> None:
         loaded, plan, workers = self.loaded, self.plan, self.workers

@@ -73,6 +73,9 @@ class LoadedJob:
     manifests: list[LoadedManifest] = field(default_factory=list)
     #: destination dir -> True when some manifest did not see it as an existing directory
     directories: dict[str, bool] = field(default_factory=dict)
+    #: the directories the job's files go into (each file's parent store path, the
+    #: destination's own included): ``parent_of`` of every ``entries`` destination
+    parents: set[str] = field(default_factory=set)
     file_count: int = 0
     total_size: int = 0
     filenames: list[str] = field(default_factory=list)
@@ -226,6 +229,7 @@ async def _load_all(
         loaded.file_count += len(checked.entries)
         loaded.total_size += checked.total_size
         hashes.add(checked.hashes)
+        loaded.parents |= checked.parents
         for directory, needs_create in checked.directories.items():
             loaded.directories[directory] = loaded.directories.get(directory, False) or needs_create
         room = 100 - len(loaded.filenames)
@@ -255,6 +259,7 @@ class _CheckedManifest:
     hashes: array[int]
     directories: dict[str, bool]
     total_size: int
+    parents: set[str]
 
 
 def _check_manifest(context: StageContext, manifest: TaskManifest, path: str) -> _CheckedManifest:
@@ -312,6 +317,7 @@ def _check_manifest(context: StageContext, manifest: TaskManifest, path: str) ->
     entries: list[SpilledEntry] = []
     hashes: array[int] = array("q")
     directories: dict[str, bool] = {}
+    parents: set[str] = set()
     total = 0
     # the fast path: a URI that is its directory's URI plus a plain relative path is
     # that directory's path plus the same relative path (checked once per manifest)
@@ -352,13 +358,15 @@ def _check_manifest(context: StageContext, manifest: TaskManifest, path: str) ->
         total += entry.size
         cut = dest.rfind("/")
         parent = dest[:cut] if cut > 0 else "/"
-        if parent != root and parent not in directories:
-            directories[parent] = True
+        if parent not in parents:
+            parents.add(parent)
+            if parent != root:
+                directories[parent] = True
     for dir_entry in manifest.directories:
         directory = local(dir_entry.dest, "directory")
         check_dest(directory, "directory")
         directories[directory] = dir_entry.state != DirState.DIR
-    return _CheckedManifest(attempt_dir, entries, hashes, directories, total)
+    return _CheckedManifest(attempt_dir, entries, hashes, directories, total, parents)
 
 
 #: destination names that take the general path (which refuses them, or their children)
