@@ -113,6 +113,10 @@ def _translate(error: OSError, path: str, operation: str) -> StoreError:
     return StoreError(message, path=path, operation=operation)
 
 
+#: with ``inline_metadata``, a write of at most this many bytes runs on the event loop
+INLINE_WRITE_BYTES = 64 * 1024
+
+
 class LocalStore:
     """Files on a local (or mounted) filesystem.
 
@@ -128,7 +132,9 @@ class LocalStore:
     ``runtime.blocking.dedicate_loop()`` (a rename worker), makes metadata calls on the
     event loop itself (fastest for a process that does nothing else, but it holds the
     loop while it runs). Batched, it takes twice the calls its batches run at once
-    (``max_in_flight``: 256 by default); more would only wait in its queue.
+    (``max_in_flight``: 256 by default); more would only wait in its queue. With
+    ``inline_metadata``, small writes (``INLINE_WRITE_BYTES``: a manifest, a marker) run
+    on the loop too.
     """
 
     def __init__(
@@ -323,6 +329,8 @@ class LocalStore:
                 out.write(data)
             return self._publish(temporary, path, overwrite)
 
+        if self.inline_metadata and len(data) <= INLINE_WRITE_BYTES:
+            return await self._metadata(path, "write_bytes", write)
         return await self._run(write, path, "write_bytes")
 
     async def upload_file(
