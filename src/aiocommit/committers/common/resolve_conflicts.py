@@ -55,6 +55,7 @@ finishes the job's commit instead when it would not be.
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Callable, Container, Iterable
 
 import anyio
@@ -141,12 +142,15 @@ async def resolve_conflicts_stage(
     partitioned: bool,
     targets: Callable[[], Iterable[str]],
     ours: Container[str] = (),
+    swap: bool = False,
 ) -> ConflictRecord:
     """Decide (or take the recorded decision of) the plan's conflict resolution; nothing
     in the destination changes. ``targets()`` yields the store paths the job writes
     (asked while deciding); ``ours``: paths that are the job's own output (a re-run after
-    some arrived), never counted as old. A refusal is recorded in the plan (``refused``)
-    before ``OutputConflict`` is raised."""
+    some arrived), never counted as old. ``swap``: the caller can swap a partition's
+    directory whole (``ConflictRecord.swapped``): a partitioned replace moving old files
+    aside records the partitions that hold old files to swap. A refusal is recorded in
+    the plan (``refused``) before ``OutputConflict`` is raised."""
     if mode not in CONFLICT_MODES:
         raise InvalidInput(f"conflict mode must be one of {CONFLICT_MODES}, not {mode!r}")
     record = plan.conflicts
@@ -155,6 +159,8 @@ async def resolve_conflicts_stage(
     async with stage(context, S.JOB_STAGE_RESOLVE_CONFLICTS):
         try:
             record = await _decide(context, mode, partitioned, targets, ours)
+            if swap and record.partitioned and record.aside and "" not in record.roots:
+                record.swapped = _roots_holding(record.roots, record.replaced)
         except OutputConflict:
             plan.state = REFUSED
             plan.conflicts = ConflictRecord(mode=mode, partitioned=partitioned)
@@ -166,6 +172,19 @@ async def resolve_conflicts_stage(
         plan.conflicts = record
         await save_plan(context, plan)  # recorded before anything changes
     return record
+
+
+def _roots_holding(roots: list[str], files: list[str]) -> list[str]:
+    """The roots (relative paths) that hold one of ``files`` (relative paths)."""
+    wanted = set(roots)
+    holding: set[str] = set()
+    for file in files:
+        directory = posixpath.dirname(file)
+        while directory and directory not in wanted:
+            directory = posixpath.dirname(directory)
+        if directory:
+            holding.add(directory)
+    return sorted(holding)
 
 
 async def clear_conflicts_stage(context: StageContext, plan: CommitPlan) -> None:
