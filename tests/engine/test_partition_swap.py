@@ -27,15 +27,18 @@ FILES = 25
 REPLACE_PARTITIONS = CommitOptions(conflict_mode="replace", replace_partitions=True)
 
 
-def files_of(tag: str, partitions: range, files: int = FILES) -> dict[str, bytes]:
+def files_of(
+    tag: str, partitions: range, files: int = FILES, *, shared: bool = True
+) -> dict[str, bytes]:
     """``files`` files per partition, named by ``tag`` (old and new never share a name
-    but one: ``shared.dat``, which both write)."""
+    but one, with ``shared``: ``shared.dat``, which both write)."""
     found = {
         f"p={p}/{tag}-{n:03d}.dat": f"{tag} {p} {n}".encode()
         for p in partitions
         for n in range(files)
     }
-    found.update({f"p={p}/shared.dat": f"{tag} shared {p}".encode() for p in partitions})
+    if shared:
+        found.update({f"p={p}/shared.dat": f"{tag} shared {p}".encode() for p in partitions})
     return found
 
 
@@ -87,11 +90,12 @@ class PartitionReader:
         self._thread.join()
 
 
-async def test_a_reader_never_sees_a_partition_mixed_or_empty(tmp_path: Path) -> None:
+@pytest.mark.parametrize("shared", [True, False], ids=["a-name-in-common", "no-name-in-common"])
+async def test_a_reader_never_sees_a_partition_mixed_or_empty(tmp_path: Path, shared: bool) -> None:
     store = LocalStore()
     dest = str(tmp_path / "out")
-    await committed(store, dest, files_of("old", range(PARTITIONS)))
-    new = files_of("new", range(PARTITIONS))
+    await committed(store, dest, files_of("old", range(PARTITIONS), shared=shared))
+    new = files_of("new", range(PARTITIONS), shared=shared)
     job_id = await task_committed(store, dest, new)
     with PartitionReader(dest, range(PARTITIONS)) as reader:
         await commit_job(dest, job_id, store=store, options=REPLACE_PARTITIONS)

@@ -167,7 +167,7 @@ async def resolve_conflicts_stage(
             await save_plan(context, plan)
             raise
         record.done = not record.replaced  # fail and append change nothing
-        record.cleared = not record.collisions
+        record.cleared = not record.collisions and not record.swapped
         plan.state = COMMITTING
         plan.conflicts = record
         await save_plan(context, plan)  # recorded before anything changes
