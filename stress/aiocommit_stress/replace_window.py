@@ -29,7 +29,7 @@ import anyio
 
 from aiocommit.client.job import commit_job, setup_job
 from aiocommit.client.task import commit_task, setup_task
-from aiocommit.errors import NotFound
+from aiocommit.errors import NotFound, Transient
 from aiocommit.options import CommitOptions
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.local import LocalStore
@@ -84,7 +84,9 @@ async def _commit(
     return job_id
 
 
-async def _names(store: Store, directory: str) -> list[str]:
+async def _names(store: Store, directory: str) -> list[str] | None:
+    """The file names in ``directory``; None when the listing failed (a transient store
+    error: the reader lists again)."""
     try:
         return [
             status.path.rsplit("/", 1)[-1]
@@ -93,6 +95,8 @@ async def _names(store: Store, directory: str) -> list[str]:
         ]
     except NotFound:
         return []
+    except Transient:
+        return None
 
 
 async def measure(store: Store, dest: str, scope: str, partitions: int, files: int) -> Window:
@@ -110,6 +114,8 @@ async def measure(store: Store, dest: str, scope: str, partitions: int, files: i
         while not done.is_set():
             for p in range(partitions):
                 names = await _names(store, join(dest, f"p={p}"))
+                if names is None:
+                    continue
                 ended = time.perf_counter()
                 listings += 1
                 tags = {name.split("-")[0] for name in names}
