@@ -180,3 +180,37 @@ def test_a_process_keeps_one_store_client_per_destination(kind: str, tmp_path: P
         assert clients[0].closed and clients[1].closed
     job.commit(records)
     assert sorted(committed_files(dest)) == ["_SUCCESS", "part-0.txt", "part-1.txt"]
+
+
+#: the clients the test's process kept, seen again by its forked child
+_parent_clients: list[object] = []
+
+
+def _forked_task(handle: AttemptHandle, tmp: str) -> tuple[str, bool]:
+    """``_write_task`` in a forked child: its record, and whether it kept none of the
+    parent's clients."""
+    from aiocommit.integrations import attempts
+
+    record = _write_task(handle, tmp)
+    kept = list(attempts._worker_clients.values())
+    return record, bool(kept) and not any(c is p for c in kept for p in _parent_clients)
+
+
+def test_a_forked_worker_opens_its_own_store_client(tmp_path: Path) -> None:
+    """A worker forked after its parent wrote through a handle (as Spark's Python workers
+    fork from their daemon) does not use the parent's kept client, which is bound to the
+    parent's task loop."""
+    from aiocommit.integrations import attempts
+
+    dest = str(tmp_path / "out")
+    job = EngineJob.setup(dest, mode="error")
+    first = _write_task(job.handle(0), str(tmp_path))
+    _parent_clients[:] = attempts._worker_clients.values()
+    assert _parent_clients
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        second, own = pool.apply(_forked_task, (job.handle(1), str(tmp_path)))
+    _parent_clients.clear()
+    assert own
+    job.commit([first, second])
+    assert len(committed_files(dest)) == 7

@@ -191,6 +191,9 @@ KEPT_COMMITTERS = 64
 _worker_clients: dict[tuple[str, str, tuple[tuple[str, str], ...]], Client] = {}
 #: how many store clients a process keeps open (the oldest is closed beyond it)
 KEPT_CLIENTS = 8
+#: the process ``_worker_clients`` belong to: a forked child (a Spark Python worker)
+#: starts a task loop of its own, where its parent's clients do not work
+_clients_pid = os.getpid()
 
 
 async def _worker_client(handle: AttemptHandle) -> tuple[Client, bool]:
@@ -201,6 +204,10 @@ async def _worker_client(handle: AttemptHandle) -> tuple[Client, bool]:
     rename) run on the task loop itself: the loop runs nothing but the commit steps of
     this process's tasks, and a thread hop per call would cost more than the call (most
     on a busy machine)."""
+    global _clients_pid
+    if _clients_pid != os.getpid():
+        _worker_clients.clear()  # the parent's, bound to the parent's task loop
+        _clients_pid = os.getpid()
     key = (handle.dest, handle.committer, tuple(sorted(handle.options.items())))
     client = _worker_clients.pop(key, None)
     if client is None or client.closed:
