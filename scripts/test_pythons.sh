@@ -4,7 +4,9 @@
 # its own venv (.venv-3.12, .venv-3.13) with the `test` extra, which has no pyspark.
 # The interpreters come from pyenv ($PYENV_ROOT/versions/3.12.*), or PYTHON_3_12=/path/to/python3.12 (likewise 3.13).
 # Usage: scripts/test_pythons.sh [VERSION...] [-- PYTEST ARGS]   (default: 3.12 3.13)
-# Env: AIOCOMMIT_PY_TESTS, the test paths (default: the testpaths, unit tier).
+# Env: AIOCOMMIT_PY_TESTS, the test paths (default: the testpaths, unit tier);
+# AIOCOMMIT_PY_EXTRAS, the extras installed (default: test; scripts/test_engines_pythons.sh
+# adds the engines'), each set of extras in a venv of its own (.venv-3.12-engines...).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -43,15 +45,17 @@ status=0
 for version in "${versions[@]}"; do
     started=$SECONDS
     python="$(find_python "$version")"
+    extras="${AIOCOMMIT_PY_EXTRAS:-test}"
     venv=".venv-$version"
+    [ "$extras" = test ] || venv="$venv-${AIOCOMMIT_PY_VENV_SUFFIX:-extras}"
     if [ ! -x "$venv/bin/python" ]; then
         "$python" -m venv "$venv"
     fi
     stamp="$venv/.aiocommit-installed"
-    if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$(cat "$stamp")" != "$extras" ]; then
         "$venv/bin/python" -m pip install --quiet --upgrade pip
-        "$venv/bin/python" -m pip install --quiet -e ./testing -e ./stress -e '.[test]'
-        touch "$stamp"
+        "$venv/bin/python" -m pip install --quiet -e ./testing -e ./stress -e ".[$extras]"
+        echo "$extras" > "$stamp"
     fi
     echo "test_pythons: $("$venv/bin/python" --version) in $venv (ready in $((SECONDS - started)) s)"
     if "$venv/bin/python" -m pytest -q -p no:cacheprovider --durations=15 "${paths[@]}" "$@"; then

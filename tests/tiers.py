@@ -71,9 +71,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """A test module that imports pyspark when loaded (all its tests are ``spark``) is not
-    collected without pyspark, nor when only the unit tier runs (loading pyspark would
-    slow the unit tier for tests it deselects); the same for an engine package."""
+    """A test module that imports a Spark package when loaded (all its tests are
+    ``spark``) is not collected without it (a module loading only pyarrow or pandas, as
+    the engines' tests do, is collected where those are installed, pyspark or not), nor
+    when only the unit tier runs (loading pyspark would slow the unit tier for tests it
+    deselects); the same for an engine package."""
     if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
         return None
     loaded = _imports(collection_path).loaded
@@ -83,8 +85,10 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     ):
         _not_collected_engines.append(collection_path)
         return True
-    if (spark_installed() and not unit_only) or not _spark_names(loaded):
+    if not _spark_names(loaded):
         return None
+    if not unit_only and not any(missing_spark(name) for name in loaded):
+        return None  # every Spark package it loads is here (pyarrow alone: the engines')
     _not_collected.append(collection_path)
     return True
 
@@ -118,7 +122,7 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if _not_collected:
-        why = "the unit tier" if spark_installed() else "pyspark is not installed"
+        why = "the unit tier" if spark_installed() else "a Spark package is not installed"
         terminalreporter.write_line(
             f"tiers: {why}: {len(_not_collected)} spark test modules not collected"
         )
@@ -182,6 +186,12 @@ def _needs_spark_module(name: str) -> bool:
 def _needs_engine_module(name: str) -> bool:
     """Loading module ``name`` loads an engine package."""
     return bool(_loaded_packages(name) & ENGINE_PACKAGES)
+
+
+def missing_spark(name: str) -> set[str]:
+    """The Spark packages loading module ``name`` needs that are not installed."""
+    needed = _loaded_packages(name) & SPARK_PACKAGES
+    return {package for package in needed if importlib.util.find_spec(package) is None}
 
 
 def missing_engines(name: str) -> set[str]:

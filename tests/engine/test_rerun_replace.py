@@ -31,7 +31,17 @@ T = TypeVar("T")
 
 #: the store calls that change something
 MUTATIONS = frozenset(
-    {"rename", "delete", "write_bytes", "upload_file", "mkdirs", "complete_upload"}
+    {
+        "rename",
+        "delete",
+        "write_bytes",
+        "upload_file",
+        "mkdirs",
+        "complete_upload",
+        "link",
+        "exchange",
+        "move_directory",
+    }
 )
 #: interruption points per store and mode
 POINTS = 8

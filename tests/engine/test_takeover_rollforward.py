@@ -41,7 +41,7 @@ from aiocommit.errors import UnfinishedCommit
 from aiocommit.protocol.layout import JobLayout
 from aiocommit.protocol.pending import pendingsets_dir
 from aiocommit.protocol.success import decode_success
-from aiocommit.stores.base import Store, StoreCapabilities, join
+from aiocommit.stores.base import Store, StoreCapabilities, join, relative_to
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.memory import MemoryStore
 from aiocommit.stores.wrapper import StoreWrapper
@@ -219,11 +219,16 @@ async def test_a_rerun_waiting_while_the_taker_finishes_it_only_cleans_up(
 async def test_a_dead_replace_an_abort_undoes_exactly_is_aborted(
     store: Store, tmp_path: Path
 ) -> None:
-    """On a rename store the old ``part-0.dat`` went aside, not away: the taker aborts the
-    dead commit (the old output comes back), and the dead job's re-run is refused."""
+    """On a rename store the old ``part-0.dat`` went aside, not away (on the local
+    filesystem with its partition, swapped whole): the taker aborts the dead commit (the
+    old output comes back), and the dead job's re-run is refused."""
     wrapped, dest, dead = await _scene(store, tmp_path, Renaming)
     aside = join(JobLayout(dest, dead).replaced_dir, "p=0/part-0.dat")
-    await _killed_after(wrapped, dest, dead, "rename", "p=0/part-0.dat")
+    if isinstance(store, LocalStore):  # partition p=0 is swapped whole, then moved aside
+        swapped = relative_to(join(JobLayout(dest, dead).job_attempt_dir, "swap/p=0"), dest)
+        await _killed_after(wrapped, dest, dead, "move_directory", swapped)
+    else:
+        await _killed_after(wrapped, dest, dead, "rename", "p=0/part-0.dat")
     assert await exists(wrapped, aside)
     live = await _job(wrapped, dest, {"p=5/b.dat": b"b"})
     await commit_job(dest, live, store=wrapped)
@@ -278,3 +283,60 @@ async def test_a_dead_replace_that_cannot_be_finished_blocks_the_destination(
     }
     assert not await exists(wrapped, join(dest, LEASE_NAME))
     await memory.aclose()
+
+
+APPEND_OVERWRITING = CommitOptions(conflict_mode="append", delete_target_files=True, max_attempts=1)
+
+
+async def test_a_dead_append_that_overwrote_old_files_is_finished_by_the_taker(
+    store: Store, tmp_path: Path
+) -> None:
+    """An append with ``delete_target_files`` killed right after it overwrote the old
+    ``p=0/part-0.dat`` (memory through the staging committer, as on S3: an upload
+    completed over it; local through the manifest committer: deleted before the rename):
+    no abort brings that file back, so the taker finishes the dead commit first. The
+    destination is the serial order: old, dead job, neighbour."""
+    staging = isinstance(store, MemoryStore)
+    wrapped = NoRename(store) if staging else Renaming(store)
+    dest = _dest(store, tmp_path)
+    await commit_job(dest, await _job(wrapped, dest, OLD), store=wrapped)
+    dead = await _job(wrapped, dest, DEAD)
+    live = await _job(wrapped, dest, {"p=5/b.dat": b"b"})
+    operation = "complete_upload" if staging else "delete"
+    with anyio.CancelScope() as scope:
+        wrapped.kill = (operation, join(dest, "p=0/part-0.dat"), scope)
+        await commit_job(dest, dead, store=wrapped, options=APPEND_OVERWRITING)
+    assert scope.cancelled_caught, "the commit ended before the kill point"
+    lease = join(dest, LEASE_NAME)
+    record = msgspec.json.decode(await wrapped.read_bytes(lease), type=LeaseRecord)
+    expired = msgspec.structs.replace(record, state="publishing", expires=time.time() - 1)
+    await wrapped.write_bytes(lease, msgspec.json.encode(expired))
+
+    await commit_job(dest, live, store=wrapped)
+    assert await output(wrapped, dest) == {**OLD, **DEAD, "p=5/b.dat": b"b"}
+    assert (await job_info(dest, dead, store=wrapped)).state == "committed"
+
+
+async def test_a_dead_append_before_it_overwrote_anything_is_aborted(
+    store: Store, tmp_path: Path
+) -> None:
+    """The same append killed before its first change (the old ``_SUCCESS`` set aside):
+    the old files are all there with their etags, so the taker aborts it."""
+    wrapped = Renaming(store)
+    dest = _dest(store, tmp_path)
+    await commit_job(dest, await _job(wrapped, dest, OLD), store=wrapped)
+    dead = await _job(wrapped, dest, DEAD)
+    live = await _job(wrapped, dest, {"p=5/b.dat": b"b"})
+    with anyio.CancelScope() as scope:
+        wrapped.kill = ("delete", join(dest, "_SUCCESS"), scope)
+        await commit_job(dest, dead, store=wrapped, options=APPEND_OVERWRITING)
+    assert scope.cancelled_caught, "the commit ended before the kill point"
+    lease = join(dest, LEASE_NAME)
+    record = msgspec.json.decode(await wrapped.read_bytes(lease), type=LeaseRecord)
+    expired = msgspec.structs.replace(record, state="publishing", expires=time.time() - 1)
+    await wrapped.write_bytes(lease, msgspec.json.encode(expired))
+
+    await commit_job(dest, live, store=wrapped)
+    assert await output(wrapped, dest) == {**OLD, "p=5/b.dat": b"b"}
+    with pytest.raises(JobNotFound):
+        await commit_job(dest, dead, store=wrapped)

@@ -145,3 +145,72 @@ def test_a_process_reads_a_jobs_committer_record_once(tmp_path: Path) -> None:
     records[0].write_bytes(saved)
     job.commit([first, second])
     assert len(committed_files(str(dest))) == 7
+
+
+@pytest.mark.parametrize("kind", ["local", "memory"])
+def test_a_process_keeps_one_store_client_per_destination(kind: str, tmp_path: Path) -> None:
+    """A worker's attempts of one destination share one open client (closed only when the
+    process keeps too many); a memory store's client, whose data lives in this process,
+    is closed with its attempt."""
+    from aiocommit.integrations import attempts
+    from aiocommit.stores.local import LocalStore
+
+    dest = destination(kind, tmp_path)
+    job = EngineJob.setup(dest, mode="error")
+    records = []
+    clients = []
+    for task in range(2):
+        with job.handle(task).open() as attempt:
+            attempt.write_bytes(f"part-{task}.txt", b"x")
+            records.append(attempt.commit())
+            clients.append(attempt._client)
+    if kind == "local":
+        assert clients[0] is clients[1]
+        assert not clients[0].closed
+        store = clients[0].store
+        assert isinstance(store, LocalStore) and store.inline_metadata
+        # another destination's clients push the oldest out, which is closed then
+        for other in range(attempts.KEPT_CLIENTS):
+            other_job = EngineJob.setup(str(tmp_path / f"other-{other}"), mode="error")
+            with other_job.handle(0).open() as attempt:
+                attempt.commit()
+        assert clients[0].closed
+    else:
+        assert clients[0] is not clients[1]
+        assert clients[0].closed and clients[1].closed
+    job.commit(records)
+    assert sorted(committed_files(dest)) == ["_SUCCESS", "part-0.txt", "part-1.txt"]
+
+
+#: the clients the test's process kept, seen again by its forked child
+_parent_clients: list[object] = []
+
+
+def _forked_task(handle: AttemptHandle, tmp: str) -> tuple[str, bool]:
+    """``_write_task`` in a forked child: its record, and whether it kept none of the
+    parent's clients."""
+    from aiocommit.integrations import attempts
+
+    record = _write_task(handle, tmp)
+    kept = list(attempts._worker_clients.values())
+    return record, bool(kept) and not any(c is p for c in kept for p in _parent_clients)
+
+
+def test_a_forked_worker_opens_its_own_store_client(tmp_path: Path) -> None:
+    """A worker forked after its parent wrote through a handle (as Spark's Python workers
+    fork from their daemon) does not use the parent's kept client, which is bound to the
+    parent's task loop."""
+    from aiocommit.integrations import attempts
+
+    dest = str(tmp_path / "out")
+    job = EngineJob.setup(dest, mode="error")
+    first = _write_task(job.handle(0), str(tmp_path))
+    _parent_clients[:] = attempts._worker_clients.values()
+    assert _parent_clients
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        second, own = pool.apply(_forked_task, (job.handle(1), str(tmp_path)))
+    _parent_clients.clear()
+    assert own
+    job.commit([first, second])
+    assert len(committed_files(dest)) == 7

@@ -54,3 +54,26 @@ def test_every_size_reads_whole(tmp_path: Path, size: int) -> None:
 def test_a_missing_file_is_not_found(tmp_path: Path) -> None:
     with pytest.raises(NotFound):
         anyio.run(LocalStore().read_bytes, str(tmp_path / "missing"))
+
+
+@pytest.mark.parametrize("size", [10, 64 * 1024 + 1])
+def test_an_inline_store_writes_small_files_on_the_loop(
+    tmp_path: Path, size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``inline_metadata``, a write of at most ``INLINE_WRITE_BYTES`` runs on the
+    event loop's own thread; a larger one in a worker thread."""
+    threads: list[int] = []
+    original = local._create_temporary
+
+    def recording(directory: str) -> tuple[int, str]:
+        threads.append(threading.get_ident())
+        return original(directory)
+
+    monkeypatch.setattr(local, "_create_temporary", recording)
+
+    async def main() -> None:
+        await LocalStore(inline_metadata=True).write_bytes(str(tmp_path / "d" / "f"), b"y" * size)
+        assert (threads == [threading.get_ident()]) == (size <= local.INLINE_WRITE_BYTES)
+
+    anyio.run(main)
+    assert (tmp_path / "d" / "f").read_bytes() == b"y" * size

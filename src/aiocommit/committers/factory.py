@@ -328,7 +328,8 @@ async def recover_unfinished_commit(context: StageContext, job_id: str) -> None:
       replace's old files moved aside come back, completed uploads deleted).
     * Finish it (roll forward, with the settings its plan recorded) when it committed,
       or when an abort would lose old files (``lost_by_abort``: a replace on a store
-      without atomic rename, S3 and flat GCS, deleted them). The finished job's summary
+      without atomic rename, S3 and flat GCS, deleted them; an append with
+      ``delete_target_files`` overwrote them, on any store). The finished job's summary
       is saved with it (``save_finished``): its re-run then reports it committed.
     * A job that left nothing (no directory) has nothing to settle.
 
@@ -356,6 +357,11 @@ async def recover_unfinished_commit(context: StageContext, job_id: str) -> None:
         attempt_context = dataclasses.replace(dead, layout=attempt)
         if lost := await lost_by_abort(attempt_context, plan):
             dead = attempt_context  # the attempt to finish
+            if plan.conflicts is not None and plan.conflicts.overwritten:
+                # its append overwrote old files: finishing it overwrites the rest
+                dead = dataclasses.replace(
+                    dead, options=dead.options.with_values(delete_target_files=True)
+                )
             break
     for attempt, _ in record.layouts(layout.dest, job_id, COMMITTED)[:1]:
         dead = dataclasses.replace(dead, layout=attempt)

@@ -39,6 +39,7 @@ from aiocommit.integrations.task_loop import run_in_task_loop, task_portal
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.success import SuccessData
 from aiocommit.stores.local import LocalStore
+from aiocommit.stores.memory import MemoryStore
 
 if TYPE_CHECKING:
     import pyarrow.fs
@@ -184,17 +185,58 @@ def new_attempt_number() -> int:
 _job_committers: dict[tuple[str, str, int], Committer] = {}
 #: how many jobs' committers a process keeps
 KEPT_COMMITTERS = 64
+#: the store clients this process's task attempts write through, by destination and
+#: options, newest last: an engine worker runs task after task of a job, and each one
+#: opening and closing a client of its own would pay for it every time
+_worker_clients: dict[tuple[str, str, tuple[tuple[str, str], ...]], Client] = {}
+#: how many store clients a process keeps open (the oldest is closed beyond it)
+KEPT_CLIENTS = 8
+#: the process ``_worker_clients`` belong to: a forked child (a Spark Python worker)
+#: starts a task loop of its own, where its parent's clients do not work
+_clients_pid = os.getpid()
+
+
+async def _worker_client(handle: AttemptHandle) -> tuple[Client, bool]:
+    """The process's open client for ``handle``'s destination and options, and whether
+    it is kept open for the next attempts (``KEPT_CLIENTS``; not the client of a store
+    that lives in this process only, such as ``memory://``, which a newer store of the
+    same name replaces). On the local filesystem its metadata calls (stat, mkdirs,
+    rename) run on the task loop itself: the loop runs nothing but the commit steps of
+    this process's tasks, and a thread hop per call would cost more than the call (most
+    on a busy machine)."""
+    global _clients_pid
+    if _clients_pid != os.getpid():
+        _worker_clients.clear()  # the parent's, bound to the parent's task loop
+        _clients_pid = os.getpid()
+    key = (handle.dest, handle.committer, tuple(sorted(handle.options.items())))
+    client = _worker_clients.pop(key, None)
+    if client is None or client.closed:
+        client = Client(handle.dest, options=handle.commit_options())
+        if isinstance(client.store, LocalStore):
+            await client.aclose()
+            client = Client(
+                handle.dest,
+                options=client.options,
+                store=LocalStore(inline_metadata=True),
+            )
+        elif isinstance(client.store, MemoryStore):
+            return client, False
+    _worker_clients[key] = client
+    while len(_worker_clients) > KEPT_CLIENTS:
+        await _worker_clients.pop(next(iter(_worker_clients))).aclose()
+    return client, True
 
 
 async def _open_attempt(handle: AttemptHandle) -> WorkerAttempt:
-    client = Client(handle.dest, options=handle.commit_options())
+    client, kept = await _worker_client(handle)
     key = (handle.dest, handle.job_id, handle.job_attempt)
+    job = client.job(handle.job_id, attempt=handle.job_attempt)
+    known = _job_committers.get(key)
     try:
-        job = client.job(handle.job_id, attempt=handle.job_attempt)
-        known = _job_committers.get(key)
         attempt = await job.setup_task(handle.task, handle.attempt, committer=known)
     except BaseException:
-        await client.aclose()
+        if not kept:
+            await client.aclose()
         raise
     if known is None:
         _job_committers[key] = attempt.committer
@@ -205,7 +247,7 @@ async def _open_attempt(handle: AttemptHandle) -> WorkerAttempt:
         # the manifest committer lists its attempt directory at task commit: on the local
         # filesystem, writers may write there themselves
         local_dir = attempt.work_dir if isinstance(client.store, LocalStore) else None
-    return WorkerAttempt(handle, client, attempt, local_dir)
+    return WorkerAttempt(handle, client, attempt, local_dir, owns_client=not kept)
 
 
 class WorkerAttempt:
@@ -220,8 +262,11 @@ class WorkerAttempt:
         client: Client,
         attempt: TaskAttempt,
         local_dir: str | None = None,
+        *,
+        owns_client: bool = True,
     ):
         self.handle = handle
+        self._owns_client = owns_client
         self.attempt = attempt
         self._client = client
         #: the local directory the attempt's files go below, when it has one (the staging
@@ -305,8 +350,10 @@ class WorkerAttempt:
         return found
 
     def close(self) -> None:
-        """Close the attempt's store client (idempotent)."""
-        self._call(self._client.aclose)
+        """Done with the attempt (idempotent): its store client is closed, unless the
+        process keeps it for its next attempts (``KEPT_CLIENTS``)."""
+        if self._owns_client and not self._client.closed:
+            self._call(self._client.aclose)
 
 
 class _AttemptRawFile(io.RawIOBase):

@@ -44,13 +44,15 @@ from aiocommit.stores.base import (
 T = TypeVar("T")
 
 _RENAME_NOREPLACE = 1
+_RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 #: tries of a ``mkdirs`` whose new parent another caller removes while it was still empty
 MAKE_DIRS_ATTEMPTS = 8
 
 
-def _load_renameat2() -> Callable[[str, str], None] | None:
-    """``renameat2(RENAME_NOREPLACE)``: an atomic no-overwrite rename (Linux, glibc 2.28+)."""
+def _load_renameat2(flags: int = _RENAME_NOREPLACE) -> Callable[[str, str], None] | None:
+    """``renameat2(flags)``: by default ``RENAME_NOREPLACE``, an atomic no-overwrite
+    rename; ``RENAME_EXCHANGE`` swaps two paths atomically (Linux, glibc 2.28+)."""
     name = ctypes.util.find_library("c")
     if name is None:
         return None
@@ -69,9 +71,7 @@ def _load_renameat2() -> Callable[[str, str], None] | None:
     function.restype = ctypes.c_int
 
     def rename_noreplace(source: str, dest: str) -> None:
-        result = function(
-            _AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(dest), _RENAME_NOREPLACE
-        )
+        result = function(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(dest), flags)
         if result != 0:
             code = ctypes.get_errno()
             raise OSError(code, os.strerror(code), source, None, dest)
@@ -80,6 +80,7 @@ def _load_renameat2() -> Callable[[str, str], None] | None:
 
 
 _renameat2 = _load_renameat2()
+_exchange = _load_renameat2(_RENAME_EXCHANGE)
 
 
 def _etag(info: os.stat_result) -> str:
@@ -113,6 +114,10 @@ def _translate(error: OSError, path: str, operation: str) -> StoreError:
     return StoreError(message, path=path, operation=operation)
 
 
+#: with ``inline_metadata``, a write of at most this many bytes runs on the event loop
+INLINE_WRITE_BYTES = 64 * 1024
+
+
 class LocalStore:
     """Files on a local (or mounted) filesystem.
 
@@ -128,7 +133,9 @@ class LocalStore:
     ``runtime.blocking.dedicate_loop()`` (a rename worker), makes metadata calls on the
     event loop itself (fastest for a process that does nothing else, but it holds the
     loop while it runs). Batched, it takes twice the calls its batches run at once
-    (``max_in_flight``: 256 by default); more would only wait in its queue.
+    (``max_in_flight``: 256 by default); more would only wait in its queue. With
+    ``inline_metadata``, small writes (``INLINE_WRITE_BYTES``: a manifest, a marker) run
+    on the loop too.
     """
 
     def __init__(
@@ -267,6 +274,52 @@ class LocalStore:
         check_clean(dest)
         await self._metadata(source, "rename", _move, source, dest, overwrite, source_etag)
 
+    # -- directory swaps (local only: ``committers.manifest.swap_partitions``)
+
+    def can_swap_directories(self, scratch: str) -> bool:
+        """Whether ``exchange_directories`` works on the filesystem of ``scratch`` (an
+        existing directory): two empty directories made in it are swapped and removed."""
+        if _exchange is None:
+            return False
+        first, second = (
+            os.path.join(scratch, ".swap-probe-a"),
+            os.path.join(scratch, ".swap-probe-b"),
+        )
+        try:
+            for path in (first, second):
+                os.makedirs(path, exist_ok=True)
+            _exchange(first, second)
+            return True
+        except OSError:
+            return False
+        finally:
+            for path in (first, second):
+                with contextlib.suppress(OSError):
+                    os.rmdir(path)
+
+    async def exchange_directories(self, first: str, second: str) -> None:
+        """Swap two existing directories in one atomic step (``renameat2``
+        ``RENAME_EXCHANGE``): a reader sees either both as they were or both swapped.
+        ``StoreError`` where the filesystem cannot (``can_swap_directories``)."""
+        if _exchange is None:
+            raise StoreError(
+                "this system cannot swap directories", path=first, operation="exchange"
+            )
+        await self._metadata(first, "exchange", _exchange, first, second)
+
+    async def move_directory(self, source: str, dest: str) -> None:
+        """Rename the directory ``source`` to ``dest``, which must not exist (its parent
+        is made); ``AlreadyExists`` if it does."""
+        check_clean(dest)
+        await self._metadata(source, "move_directory", _move_directory, source, dest)
+
+    async def link(self, source: str, dest: str) -> None:
+        """A hard link ``dest`` to the file ``source`` (the same file, so the same etag;
+        parents made); a link to the same file already at ``dest`` is kept,
+        ``AlreadyExists`` for another file there."""
+        check_clean(dest)
+        await self._metadata(source, "link", _link, source, dest)
+
     def rename_batcher(self) -> RenameBatch:
         """Renames in one call (``stores.base.RenameBatch``): on the event loop where
         metadata calls run there, else in one worker thread."""
@@ -323,6 +376,8 @@ class LocalStore:
                 out.write(data)
             return self._publish(temporary, path, overwrite)
 
+        if self.inline_metadata and len(data) <= INLINE_WRITE_BYTES:
+            return await self._metadata(path, "write_bytes", write)
         return await self._run(write, path, "write_bytes")
 
     async def upload_file(
@@ -456,6 +511,25 @@ def _remove_small_tree(path: str) -> bool | None:
         with contextlib.suppress(FileNotFoundError):
             os.rmdir(directory)
     return True
+
+
+def _move_directory(source: str, dest: str) -> None:
+    os.makedirs(parent_of(dest), exist_ok=True)
+    if _renameat2 is not None:
+        _renameat2(source, dest)
+    elif os.path.lexists(dest):
+        raise FileExistsError(errno.EEXIST, "destination exists", dest)
+    else:
+        os.rename(source, dest)
+
+
+def _link(source: str, dest: str) -> None:
+    os.makedirs(parent_of(dest), exist_ok=True)
+    try:
+        os.link(source, dest)
+    except FileExistsError:
+        if not os.path.samestat(os.stat(source), os.stat(dest)):
+            raise
 
 
 def _move(source: str, dest: str, overwrite: bool, source_etag: str | None) -> None:

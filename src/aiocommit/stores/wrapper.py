@@ -91,6 +91,29 @@ class StoreWrapper:
             lambda: self.inner.rename(source, dest, overwrite=overwrite, source_etag=source_etag),
         )
 
+    # -- directory swaps, where the inner store has them (``LocalStore``)
+
+    def can_swap_directories(self, scratch: str) -> bool:
+        probe = getattr(self.inner, "can_swap_directories", None)
+        return bool(probe(scratch)) if probe is not None else False
+
+    async def exchange_directories(self, first: str, second: str) -> None:
+        await self.intercept(
+            "exchange",
+            first,
+            lambda: self.inner.exchange_directories(first, second),  # type: ignore[attr-defined]
+        )
+
+    async def move_directory(self, source: str, dest: str) -> None:
+        await self.intercept(
+            "move_directory",
+            source,
+            lambda: self.inner.move_directory(source, dest),  # type: ignore[attr-defined]
+        )
+
+    async def link(self, source: str, dest: str) -> None:
+        await self.intercept("link", source, lambda: self.inner.link(source, dest))  # type: ignore[attr-defined]
+
     async def read_bytes(self, path: str) -> bytes:
         return await self.intercept("read_bytes", path, lambda: self.inner.read_bytes(path))
 

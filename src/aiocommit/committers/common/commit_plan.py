@@ -66,6 +66,14 @@ class ConflictRecord(msgspec.Struct):
     cleared: bool = False
     #: every old file is aside or deleted (a re-run skips the stage)
     done: bool = False
+    #: replace per partition on the local filesystem: the partitions (relative to the
+    #: destination) whose old directory is swapped for the new one in one step
+    #: (``committers.manifest.swap_partitions``) instead of file by file
+    swapped: list[str] = msgspec.field(default_factory=list)
+    #: append with ``delete_target_files``: the old files the job's files overwrite
+    #: (relative to the destination) with their etags ("" where the store gives none),
+    #: which no abort restores once overwritten
+    overwritten: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class CommitPlan(msgspec.Struct):

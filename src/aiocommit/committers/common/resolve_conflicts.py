@@ -55,6 +55,7 @@ finishes the job's commit instead when it would not be.
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Callable, Collection, Container, Iterable
 
 import anyio
@@ -147,13 +148,16 @@ async def resolve_conflicts_stage(
     targets: Callable[[], Iterable[str]],
     ours: Container[str] = (),
     target_directories: Collection[str] | None = None,
+    swap: bool = False,
 ) -> ConflictRecord:
     """Decide (or take the recorded decision of) the plan's conflict resolution; nothing
     in the destination changes. ``targets()`` yields the store paths the job writes
     (asked while deciding); ``ours``: paths that are the job's own output (a re-run after
     some arrived), never counted as old; ``target_directories``, when the caller knows
     them: the parent of every path ``targets()`` yields (``parent_of``), and no other,
-    which spares a pass over every file when ``ours`` is empty. A refusal is recorded in
+    which spares a pass over every file when ``ours`` is empty. ``swap``: the caller can
+    swap a partition's directory whole (``ConflictRecord.swapped``): a partitioned replace
+    moving old files aside records the partitions that hold old files to swap. A refusal is recorded in
     the plan (``refused``) before ``OutputConflict`` is raised."""
     if mode not in CONFLICT_MODES:
         raise InvalidInput(f"conflict mode must be one of {CONFLICT_MODES}, not {mode!r}")
@@ -164,17 +168,32 @@ async def resolve_conflicts_stage(
         try:
             known = None if ours else target_directories
             record = await _decide(context, mode, partitioned, targets, ours, known)
+            if swap and record.partitioned and record.aside and "" not in record.roots:
+                record.swapped = _roots_holding(record.roots, record.replaced)
         except OutputConflict:
             plan.state = REFUSED
             plan.conflicts = ConflictRecord(mode=mode, partitioned=partitioned)
             await save_plan(context, plan)
             raise
         record.done = not record.replaced  # fail and append change nothing
-        record.cleared = not record.collisions
+        record.cleared = not record.collisions and not record.swapped
         plan.state = COMMITTING
         plan.conflicts = record
         await save_plan(context, plan)  # recorded before anything changes
     return record
+
+
+def _roots_holding(roots: list[str], files: list[str]) -> list[str]:
+    """The roots (relative paths) that hold one of ``files`` (relative paths)."""
+    wanted = set(roots)
+    holding: set[str] = set()
+    for file in files:
+        directory = posixpath.dirname(file)
+        while directory and directory not in wanted:
+            directory = posixpath.dirname(directory)
+        if directory:
+            holding.add(directory)
+    return sorted(holding)
 
 
 async def clear_conflicts_stage(context: StageContext, plan: CommitPlan) -> None:
@@ -232,7 +251,8 @@ async def _decide(
     if not roots:
         return record
     if mode == "append":
-        await _refuse_clashes(context, targets, ours, target_directories)
+        clashes = await _refuse_clashes(context, targets, ours, target_directories)
+        record.overwritten = {relative_to(f, dest): etag or "" for f, etag in clashes.items()}
         return record
     hidden = {join(dest, TEMPORARY), join(dest, MAGIC)}
     files: list[str] = []
@@ -309,9 +329,10 @@ async def _refuse_clashes(
     targets: Callable[[], Iterable[str]],
     ours: Container[str],
     target_directories: Collection[str] | None,
-) -> None:
+) -> dict[str, str | None]:
     """Append: ``OutputConflict`` when a path the job writes holds a directory, or a file
-    (unless ``delete_target_files``). Lists the destination and, below it, only the
+    (unless ``delete_target_files``); else the old files the job's files overwrite (store
+    paths, with their listed etags). Lists the destination and, below it, only the
     existing directories on the way to those the job writes into (one listing each; a
     fresh destination costs one). Holds the directories and the names already in them,
     never the job's file list (``targets()`` is read twice)."""
@@ -323,8 +344,9 @@ async def _refuse_clashes(
         # a pass over every file of the job: in a worker thread, off the caller's loop
         wanted, on_the_way = await anyio.to_thread.run_sync(_directories_of, targets, ours, dest)
     if not wanted:
-        return
+        return {}
     existing: dict[str, bool] = {}  # path -> is a directory, in the wanted directories
+    etags: dict[str, str | None] = {}
 
     async def check(directory: str) -> None:
         below: list[str] = []
@@ -333,6 +355,7 @@ async def _refuse_clashes(
                 for status in page:
                     if directory in wanted:
                         existing[status.path] = status.is_dir
+                        etags[status.path] = status.etag
                     if status.is_dir and status.path in on_the_way:
                         below.append(status.path)
         except NotFound:
@@ -341,7 +364,7 @@ async def _refuse_clashes(
 
     await check(dest)
     if not existing:
-        return
+        return {}
     files, directories = await anyio.to_thread.run_sync(_clashes, targets, ours, existing)
     if directories:
         raise OutputConflict(
@@ -357,6 +380,7 @@ async def _refuse_clashes(
             operation="resolve_conflicts",
             path=context.qualify(min(files)),
         )
+    return {f: etags[f] for f in files}
 
 
 async def walk_tree(
@@ -483,15 +507,21 @@ async def unrestorable(context: StageContext, plan: CommitPlan) -> list[str]:
 async def lost_by_abort(context: StageContext, plan: CommitPlan) -> list[str]:
     """The store paths of old files an abort of ``plan``'s commit could not restore, as
     the destination stands now (before any abort): none when the plan is not
-    ``committing``, when its replace moves old files aside (rename stores: an abort
-    moves them back) or has none; else the collisions once ``cleared`` (their names may
-    hold the job's own files now) and every other recorded old file that is gone.
+    ``committing``; for an append with ``delete_target_files``, the old files it
+    overwrites that are gone or changed (any, where the store gives no etag); none when
+    its replace moves old files aside (rename stores: an abort moves them back) or has
+    none; else the collisions once ``cleared`` (their names may hold the job's own files
+    now) and every other recorded old file that is gone.
 
     pre:  no other job changes the destination (the caller holds its lease).
     post: nothing changed.
     """
     record = plan.conflicts
-    if plan.state != COMMITTING or record is None or record.aside or not record.replaced:
+    if plan.state != COMMITTING or record is None:
+        return []
+    if record.overwritten:
+        return await _overwritten_now(context, record.overwritten)
+    if record.aside or not record.replaced:
         return []
     dest = context.layout.dest
     gone = set(record.collisions) if record.cleared else set()
@@ -502,3 +532,19 @@ async def lost_by_abort(context: StageContext, plan: CommitPlan) -> list[str]:
 
     await parallel(record.replaced, check, workers=context.ops.workers)
     return sorted(join(dest, relative) for relative in gone)
+
+
+async def _overwritten_now(context: StageContext, old: dict[str, str]) -> list[str]:
+    """The store paths of the old files ``old`` (relative path -> etag, "" unknown) an
+    append with ``delete_target_files`` deleted or overwrote so far: gone, or with
+    another etag (or any file, where the etag is unknown)."""
+    dest = context.layout.dest
+    lost: list[str] = []
+
+    async def check(relative: str) -> None:
+        status = await context.ops.stat_or_none(join(dest, relative))
+        if status is None or not old[relative] or status.etag != old[relative]:
+            lost.append(join(dest, relative))
+
+    await parallel(sorted(old), check, workers=context.ops.workers)
+    return sorted(lost)

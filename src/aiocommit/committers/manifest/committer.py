@@ -72,6 +72,7 @@ from aiocommit.committers.manifest.load_manifests import (
 from aiocommit.committers.manifest.plan_copies import save_copies
 from aiocommit.committers.manifest.rename_files import rename_files_stage
 from aiocommit.committers.manifest.rename_workers import RenameWorkers, job_commit_collections
+from aiocommit.committers.manifest.swap_partitions import swap_partitions_stage, swapping_store
 from aiocommit.committers.manifest.task import abort_task_stage, commit_task_stage, setup_task_stage
 from aiocommit.committers.manifest.validate import validate_output_stage
 from aiocommit.errors import CommitError, ManifestError
@@ -260,12 +261,16 @@ class _ManifestJobCommit:
             partitioned=partitioned,
             targets=targets,
             target_directories=loaded.parents,
+            swap=mode == "replace" and partitioned and swapping_store(context) is not None,
         )
 
     async def publish(self, context: StageContext, summary: SuccessData) -> None:
         loaded, plan, workers = self.loaded, self.plan, self.workers
         assert loaded is not None and plan is not None and workers is not None
-        await clear_conflicts_stage(context, plan)
+        if plan.conflicts is not None and plan.conflicts.swapped:
+            await swap_partitions_stage(context, plan, loaded)
+        else:
+            await clear_conflicts_stage(context, plan)
         await create_directories_stage(context, loaded.directories)
         await rename_files_stage(context, loaded, workers)
         if context.options.validate_output:
