@@ -157,8 +157,8 @@ async def resolve_conflicts_stage(
     them: the parent of every path ``targets()`` yields (``parent_of``), and no other,
     which spares a pass over every file when ``ours`` is empty. ``swap``: the caller can
     swap a partition's directory whole (``ConflictRecord.swapped``): a partitioned replace
-    moving old files aside records the partitions that hold old files to swap. A refusal is recorded in
-    the plan (``refused``) before ``OutputConflict`` is raised."""
+    moving old files aside records the partitions that hold old files to swap. A refusal
+    is recorded in the plan (``refused``) before ``OutputConflict`` is raised."""
     if mode not in CONFLICT_MODES:
         raise InvalidInput(f"conflict mode must be one of {CONFLICT_MODES}, not {mode!r}")
     record = plan.conflicts
