@@ -113,7 +113,9 @@ def kill_plan(seed: int, batches: int, kills: int) -> list[KillPoint]:
     plan = []
     for batch in chosen:
         phase = chance.choice(PHASES)
-        delay = chance.uniform(0.0, 0.8 if phase == "planned" else 0.02)
+        delay = {"planned": chance.uniform(0.0, 0.8), "committing": 0.0}.get(
+            phase, chance.uniform(0.0, 0.02)
+        )
         plan.append(KillPoint(batch, phase, round(delay, 3)))
     return plan
 
@@ -168,10 +170,10 @@ class Phases:
         if self.sink == "aiocommit":
             if point.phase == "writing":
                 return any(marker.search(p.name) for p in _temporary_files(self.dest))
-            if point.phase == "committing":
-                return not _success_names_batch(self.dest, batch) and any(
+            if point.phase == "committing":  # files first: _SUCCESS is written after them
+                return any(
                     marker.search(p.name) for p in _visible_files(self.dest)
-                )
+                ) and not _success_names_batch(self.dest, batch)
             return _success_names_batch(self.dest, batch)
         if point.phase == "writing":
             return len(_visible_files(self.dest)) > self.visible_at_plan[batch]
