@@ -72,3 +72,49 @@ def test_sql_and_write_to_errors_are_cause_first(spark: SparkSession, tmp_path: 
     with pytest.raises(Exception, match="TABLE_OR_VIEW_NOT_FOUND") as missing:
         spark.sql("SELECT * FROM cause_first_no_such_table")
     assert str(missing.value).startswith("[TABLE_OR_VIEW_NOT_FOUND]")
+
+
+def test_spark_connect_errors_are_cause_first(spark: SparkSession, tmp_path: Path) -> None:
+    """The same errors through Spark Connect (a server in the test session's driver, a
+    client in its own process, ``tests/spark/connect_errors_client.py``): the client's
+    error keeps its type and Spark's whole message, after the cause's line."""
+    import json
+    import subprocess
+    import sys
+
+    from aiocommit.integrations.spark.settings import CONNECT_TABLE_WRITES_REFUSED
+
+    pytest.importorskip("grpc")  # the spark-connect extra (in dev) installs the client
+    port = spark.conf.get("spark.connect.grpc.binding.port")
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.spark.connect_errors_client", str(port), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).parents[2],
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    first = {case: error["text"].splitlines()[0] for case, error in seen.items()}
+    assert all(len(line) <= LIMIT for line in first.values()), first
+    assert first["misspelt option"] == (
+        "aiocommit: UnknownOption: unknown option(s) for aiocommit: 'compresion' "
+        "(did you mean 'compression'?)"
+    )
+    assert first["bad conflict mode"] == (
+        "aiocommit: InvalidInput: conflict_mode must be one of fail, append, replace, "
+        "not 'sideways'"
+    )
+    assert seen["misspelt option"]["type"] == "AnalysisException"
+    assert "[PYTHON_DATA_SOURCE_ERROR]" in seen["misspelt option"]["text"]
+    assert first["failing task"].startswith(
+        "aiocommit: InjectedTaskFailure: aiocommit.test hook: partition"
+    )
+    assert seen["failing task"]["type"] == "PythonException"
+    assert first["SQL INSERT"].startswith(
+        "aiocommit: InvalidInput: aiocommit cannot write through SQL INSERT/CTAS"
+    )
+    assert first["writeTo"].startswith("aiocommit cannot write through SQL INSERT/CTAS")
+    assert first["saveAsTable"] == CONNECT_TABLE_WRITES_REFUSED
+    # Spark's own refusal, made by the Connect client before any aiocommit code runs
+    assert first["bad save mode"] == "[UNSUPPORTED_OPERATION] sideways is not supported."

@@ -61,6 +61,31 @@ def test_a_batch_is_committed_or_aborted_and_rewritten(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
+def test_a_committed_batch_killed_before_its_cleanup_leaves_nothing(tmp_path: Path) -> None:
+    """The query killed after a batch's ``_SUCCESS`` and before its job's directory was
+    removed: the replay recognises the batch as committed and removes what is left under
+    ``_temporary`` (it stayed there for good before)."""
+    dest = tmp_path / "dest"
+    settings = WriteSettings.from_options({"path": str(dest)})
+    stopped = WriteSettings.from_options({"path": str(dest), "cleanup_skip": "true"})
+
+    async def scenario() -> None:
+        job_id, _ = await prepare_stream_batch(settings, QUERY, 5)
+        opened = await open_task_attempt(settings, job_id, partition=0, attempt_number=0)
+        try:
+            done = await commit_task_files(
+                settings, opened, partition=0, attempt_number=0, files=[]
+            )
+        finally:
+            await close_task_attempt(opened)
+        await commit_write(stopped, job_id, False, [done])  # _SUCCESS, then the kill
+        assert [j.job_id for j in await list_jobs(str(dest))] == [job_id]
+        assert await prepare_stream_batch(settings, QUERY, 5) == (job_id, True)
+        assert await list_jobs(str(dest)) == []
+
+    asyncio.run(scenario())
+
+
 def _rows(dest: Path) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
     for name in data_files(dest):

@@ -303,6 +303,17 @@ async def abort_write(settings: WriteSettings, job_id: str, overwriting: bool) -
             await store.aclose()
 
 
+async def clean_up_write(settings: WriteSettings, job_id: str) -> bool:
+    """Driver side: remove a committed job's ``_temporary/JOB`` (``clean_up_committed``);
+    for a job killed between its ``_SUCCESS`` and that cleanup. Never raises."""
+    store, dest = _open(settings)
+    try:
+        return await clean_up_committed(store, dest, job_id, settings.commit)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await store.aclose()
+
+
 async def clean_up_committed(
     store: Store, dest: str, job_id: str, options: CommitOptions, pauses: Sequence[float] = ()
 ) -> bool:

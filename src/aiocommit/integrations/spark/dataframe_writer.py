@@ -43,6 +43,7 @@ from aiocommit.errors import InvalidInput
 from aiocommit.integrations.spark import seam, tables
 from aiocommit.integrations.spark.schema import sparks_refusal
 from aiocommit.integrations.spark.settings import (
+    CONNECT_TABLE_WRITES_REFUSED,
     JAVA_VERSION_OPTION,
     SAVE_MODE_OPTION,
     STREAM_APPEND_ONLY,
@@ -123,7 +124,8 @@ def install() -> None:
     for stream_writer in seam.stream_writer_classes():
         _refuse_streaming(stream_writer)
     # SQL INSERT/CTAS into a table USING aiocommit fail in writer(): cause first there too
-    install_cause_first(seam.classic_session_class(), ("sql",))
+    for session_class in seam.session_classes():
+        install_cause_first(session_class, ("sql",))
 
 
 def _refuse_using_aiocommit(writer_class: type[Any]) -> None:
@@ -185,6 +187,22 @@ def _refusing(original: Callable[..., Any]) -> Callable[..., Any]:
             if mode.strip().lower() != "append":
                 raise InvalidInput(STREAM_APPEND_ONLY)
         return original(self, *args, **kwargs)
+
+    return method
+
+
+def _refusing_connect_tables(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A Connect writer's ``saveAsTable``/``insertInto``: refused in one line when the
+    format is aiocommit (Spark would fail in ``writer()``, naming no cause on line 1),
+    else Spark's own with an aiocommit error put cause first."""
+    spark_table_write = cause_first(original)
+
+    @functools.wraps(original)
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        fmt = kwargs.get("format") or _recorded(self).format
+        if str(fmt or "").strip().lower() == SOURCE_NAME:
+            raise InvalidInput(CONNECT_TABLE_WRITES_REFUSED)
+        return spark_table_write(self, *args, **kwargs)
 
     return method
 
@@ -300,6 +318,9 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
         writer_class.insertInto = insertInto  # type: ignore[method-assign]
         writer_class.bucketBy = bucketBy  # type: ignore[method-assign]
         writer_class.sortBy = sortBy  # type: ignore[method-assign]
+    else:  # Spark Connect's: refused at once for aiocommit (the server has no path)
+        for name in seam.TABLE_METHODS:
+            setattr(writer_class, name, _refusing_connect_tables(getattr(writer_class, name)))
     writer_class.format = format  # type: ignore[method-assign]
     writer_class.mode = mode  # type: ignore[method-assign]
     writer_class.partitionBy = partitionBy  # type: ignore[method-assign]

@@ -364,25 +364,40 @@ def has_data_source(spark: SparkSession, name: str) -> bool | None:
     return bool(state.dataSourceManager().dataSourceExists(name))
 
 
+#: the module of Spark Connect's client errors (not imported here: it needs grpcio)
+CONNECT_ERRORS_MODULE = "pyspark.errors.exceptions.connect"
+
+
+def _is_connect_error(error: BaseException) -> bool:
+    """Whether ``error`` is a Spark Connect client's error (its text is ``_message``)."""
+    return any(kind.__module__ == CONNECT_ERRORS_MODULE for kind in type(error).__mro__)
+
+
 def error_text(error: BaseException) -> str | None:
-    """The message text of a pyspark captured error (``_desc``), else None."""
-    text = getattr(error, "_desc", None)
+    """The message text of a pyspark captured error (``_desc``) or of a Spark Connect
+    client's error (``_message``, as the server sent it), else None."""
+    text = getattr(error, "_message" if _is_connect_error(error) else "_desc", None)
     return text if isinstance(text, str) else None
 
 
 def set_error_text(error: BaseException, text: str) -> None:
-    """Replace a pyspark captured error's message text (``str(error)`` shows it)."""
-    error._desc = text  # type: ignore[attr-defined]
+    """Replace a pyspark captured or Connect error's message text (``str(error)`` shows
+    it)."""
+    if _is_connect_error(error):
+        error._message = text  # type: ignore[attr-defined]
+    else:
+        error._desc = text  # type: ignore[attr-defined]
 
 
 def prepend_error_line(error: BaseException, line: str) -> None:
-    """Put ``line`` first in a pyspark captured error's message (``_desc``), or in a
-    py4j ``Py4JJavaError``'s (``errmsg``, which its text starts with)."""
+    """Put ``line`` first in a pyspark captured or Connect error's message (``_desc``,
+    ``_message``), or in a py4j ``Py4JJavaError``'s (``errmsg``, which its text starts
+    with)."""
     text = error_text(error)
     if text is not None:
         from pyspark.errors.exceptions.captured import CapturedException
 
-        if type(error).__str__ is CapturedException.__str__:
+        if _is_connect_error(error) or type(error).__str__ is CapturedException.__str__:
             set_error_text(error, f"{line}\n{text}")
         else:  # PythonException (a task's failure) words its text from the JVM's parameters
             _prefix_text(error, line)
@@ -438,6 +453,18 @@ def classic_session_class() -> type[Any]:
     from pyspark.sql.session import SparkSession
 
     return SparkSession
+
+
+def session_classes() -> list[type[Any]]:
+    """pyspark's ``SparkSession`` classes (their ``sql`` is wrapped): classic, and Spark
+    Connect's where its client is installed."""
+    classes: list[type[Any]] = [classic_session_class()]
+    try:
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+    except ImportError:  # the Connect client's dependencies (grpcio, pandas) are optional
+        return classes
+    classes.append(ConnectSession)
+    return classes
 
 
 # --- modules outside the documented API ---------------------------------------------

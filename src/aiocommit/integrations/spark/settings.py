@@ -60,6 +60,14 @@ TABLE_WRITES_REFUSED = (
     'source no path there): use df.write.format("aiocommit").saveAsTable(name) or .save(path)'
 )
 
+#: saveAsTable/insertInto on a Spark Connect session (its writer holds a plan, not a
+#: DataFrame, so the table write cannot be routed to a path)
+CONNECT_TABLE_WRITES_REFUSED = (
+    "aiocommit cannot write tables through Spark Connect (saveAsTable/insertInto): "
+    'write to a path with df.write.format("aiocommit").save(path), then CREATE TABLE '
+    "... USING parquet LOCATION path"
+)
+
 
 def streaming_refused(release: str) -> str:
     """Why ``writeStream.format("aiocommit")`` fails on a pyspark without Spark's Python

@@ -6,7 +6,8 @@ checkpoint: it survives restarts) and the batch ID, plus a generation:
 ``streamWriter()`` before each batch's tasks, on the driver (``prepare_stream_batch``):
 
 * the destination's ``_SUCCESS`` names a job of this batch: the batch committed before a
-  restart (Spark had not recorded it): its replay writes nothing and commits nothing;
+  restart (Spark had not recorded it): its replay writes nothing and commits nothing; what
+  the job left under ``_temporary`` (the query stopped before its cleanup) is removed;
 * a job of this batch is under ``_temporary`` (the query stopped while its tasks ran,
   or while it committed): it is aborted (``abort_job`` undoes a partly-run commit), and
   the batch is written again as the next generation;
@@ -24,7 +25,7 @@ import re
 import anyio
 
 from aiocommit.errors import InvalidInput, NotFound
-from aiocommit.integrations.spark.committer import abort_write, prepare_job
+from aiocommit.integrations.spark.committer import abort_write, clean_up_write, prepare_job
 from aiocommit.integrations.spark.settings import WriteSettings
 from aiocommit.protocol.success import decode_success
 from aiocommit.stores.registry import open_store
@@ -113,6 +114,11 @@ async def prepare_stream_batch(
     the module docstring. Idempotent across restarts."""
     committed, open_jobs = await _committed_and_open(settings, query_id, batch_id)
     if committed is not None:
+        for job_id in sorted(open_jobs):  # stopped before its cleanup
+            if job_id == committed:
+                await clean_up_write(settings, job_id)
+            else:
+                await abort_write(settings, job_id, False)
         return committed, True
     for job_id in sorted(open_jobs):  # stopped part-way: undone, then written again
         await abort_write(settings, job_id, False)
