@@ -267,6 +267,21 @@ def hadoop_version(spark: SparkSession) -> str | None:
     return None if row is None else str(row[0])
 
 
+def hadoop_has_filesystem(spark: SparkSession, scheme: str) -> bool:
+    """Whether Hadoop in a classic session's JVM has a filesystem for ``scheme`` (its
+    connector on the class path); False for Spark Connect (not asked)."""
+    view = jvm(spark)
+    if view is None:
+        return False
+    use = "to ask Hadoop for a filesystem"
+    conf = _get(spark.sparkContext, "_jsc", use).hadoopConfiguration()
+    try:
+        view.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, conf)
+    except Exception:
+        return False
+    return True
+
+
 def class_loadable(spark: SparkSession, name: str) -> bool:
     """Whether the driver's class loader (a classic session's, or a Connect server's)
     finds the class ``name``."""
