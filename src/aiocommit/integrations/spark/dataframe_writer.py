@@ -248,11 +248,11 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
         if _recorded(self).format != SOURCE_NAME:
             original_save(self, path)
             return
+        spark = seam.writer_session(self)
+        ensure_registered(spark, connect=False)  # a session made after register()
         if _saved_on_the_jvm(self, path):
             return
         _prepare(self, original_partition_by, original_option, original_mode)
-        spark = seam.writer_session(self)
-        ensure_registered(spark, connect=False)  # a session made after register()
         try:
             # the JVM looks the source up in the thread's active session
             with seam.active(spark), lifted_arrow_byte_cap(spark):
@@ -349,7 +349,13 @@ def _saved_on_the_jvm(writer: DataFrameWriter, path: str | None) -> bool:
                 options=options,
             )
     except Exception as error:
-        _put_cause_first(error)
+        if seam.error_text(error) is None and not hasattr(error, "java_exception"):
+            # raised here, by aiocommit's checks or job commit: cause-first as on the
+            # Python writer's path
+            cause = str(error).splitlines()[0] if str(error) else ""
+            seam.prefix_first_line(error, cause_line(f"{type(error).__name__}: {cause}"))
+        else:
+            _put_cause_first(error)
         raise
     return True
 

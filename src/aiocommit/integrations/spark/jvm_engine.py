@@ -49,6 +49,7 @@ from aiocommit.integrations.spark.dataframe_writer import (
     _all_confs,
     hadoop_session_options,
     option_text,
+    qualified_path,
     session_conf,
 )
 from aiocommit.integrations.spark.settings import (
@@ -56,7 +57,7 @@ from aiocommit.integrations.spark.settings import (
     WriteSettings,
     is_commit_option,
 )
-from aiocommit.integrations.spark.source import qualify_on_driver
+from aiocommit.integrations.spark.source import qualify_on_driver, resolve_partition_columns
 from aiocommit.integrations.spark.spark_jvm import SparkCondition, sparks_exception
 from aiocommit.integrations.spark.text_options import COMMON_OPTIONS, CSV_OPTIONS, JSON_OPTIONS
 from aiocommit.options import S3A_PREFIX
@@ -90,6 +91,8 @@ MANIFEST_HADOOP = (3, 3, 5)
 #: the option choosing the engine of ``format("aiocommit")`` and ``write()``
 ENGINE_OPTION = "engine"
 ENGINES = ("auto", "jvm", "python")
+#: the engine of a write that does not set the option
+DEFAULT_ENGINE = "auto"
 #: the options of a write that Spark's own file writers honour as the Python writer
 #: does (lower-cased); besides them, aiocommit's commit options and Hadoop's ``fs.s3a.*``
 #: keys (the job commit's). A write with any other option runs the Python writer under
@@ -119,8 +122,9 @@ _FILESYSTEMS: weakref.WeakKeyDictionary[Any, dict[str, bool]] = weakref.WeakKeyD
 
 
 def requested_engine(options: Mapping[str, str]) -> str:
-    """The ``engine`` option (``auto`` when unset); ``InvalidInput`` for another value."""
-    requested = str(options.get(ENGINE_OPTION, "auto")).strip().lower()
+    """The ``engine`` option (``DEFAULT_ENGINE`` when unset); ``InvalidInput`` for a
+    value not in ``ENGINES``."""
+    requested = str(options.get(ENGINE_OPTION, DEFAULT_ENGINE)).strip().lower()
     if requested not in ENGINES:
         raise InvalidInput(f"engine must be one of {', '.join(ENGINES)}, not {requested!r}")
     return requested
@@ -230,6 +234,7 @@ def write_jvm(
     refusal = jvm_refusal(spark, dest, {"format": fmt}, every_option=False)
     if refusal is not None:
         raise refusal
+    resolve_partition_columns(df.schema, tuple(partition_by))  # the Python writer's check
     given = {
         str(k): option_text(v) for k, v in options.items() if str(k).lower() not in PYTHON_ONLY
     }
@@ -244,7 +249,7 @@ def write_jvm(
     if checked and asyncio.run(destination_exists(settings)):
         if mode == "ignore":
             return
-        found = SparkCondition("PATH_ALREADY_EXISTS", {"outputPath": settings.url})
+        found = SparkCondition("PATH_ALREADY_EXISTS", {"outputPath": qualified_path(dest)})
         raise sparks_exception(spark, found)
     ensure_committer(spark)
     overwrite = mode == "overwrite"

@@ -65,7 +65,7 @@ def write(
     mode: str = "errorifexists",
     partition_by: str | Sequence[str] = (),
     options: Mapping[str, Any] | None = None,
-    engine: str = "auto",
+    engine: str | None = None,
 ) -> None:
     """Write ``df`` to ``dest`` through aiocommit's committer, as
     ``df.write.format("aiocommit").option("format", format).mode(mode)
@@ -79,15 +79,18 @@ def write(
     csv, json, orc, text; ``options``: Spark's writer options, and aiocommit's commit
     options) writes the tasks' files, and aiocommit commits the job
     (``jvm_engine``): much faster for many small tasks, no Python worker per task.
-    ``engine="auto"`` (the default) runs it wherever it can write the destination and
-    the options (``jvm_engine.chosen_engine``), else the Python writer; ``"python"``
-    always the Python writer."""
+    ``engine="auto"`` (the default, ``jvm_engine.DEFAULT_ENGINE``) runs it wherever it
+    can write the destination and the options (``jvm_engine.chosen_engine``), else the
+    Python writer; ``"python"`` always the Python writer."""
     mode = (mode or "errorifexists").strip().lower()
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     columns = [partition_by] if isinstance(partition_by, str) else list(partition_by)
     given = {str(k).lower(): option_text(v) for k, v in (options or {}).items()}
-    chosen = chosen_engine(df.sparkSession, dest, {**given, "format": format, "engine": engine})
+    asked = {**given, "format": format}
+    if engine is not None:
+        asked["engine"] = engine
+    chosen = chosen_engine(df.sparkSession, dest, asked)
     if chosen == "jvm":
         write_jvm(df, dest, format=format, mode=mode, partition_by=columns, options=options or {})
         return

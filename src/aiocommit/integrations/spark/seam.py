@@ -411,6 +411,13 @@ def prepend_error_line(error: BaseException, line: str) -> None:
 _PREFIXED: dict[type[BaseException], type[BaseException]] = {}
 
 
+def prefix_first_line(error: BaseException, line: str) -> None:
+    """Make ``str(error)`` of an error raised in this process (not Spark's) start with
+    ``line``, keeping its class for ``except``."""
+    if not has_first_line(error):
+        _prefix_text(error, line)
+
+
 def _prefix_text(error: BaseException, line: str) -> None:
     """Make ``str(error)`` start with ``line``: the error becomes an instance of a
     subclass of its class (``isinstance`` and ``except`` still match) that prints it."""
