@@ -134,9 +134,14 @@ def chosen_engine(spark: SparkSession, dest: str | None, options: Mapping[str, s
     """``"jvm"`` or ``"python"`` for a write of ``options`` (lower-cased keys, ``format``
     among them) to ``dest``. ``engine=python`` is the Python writer; ``engine=jvm`` this
     engine, or the reason it cannot write (``jvm_refusal``) raised; ``engine=auto`` this
-    engine where nothing speaks against it, else the Python writer."""
+    engine on a classic session where nothing speaks against it, else the Python
+    writer."""
     requested = requested_engine(options)
-    if requested == "python" or (dest is None and requested == "auto"):
+    if requested == "python":
+        return "python"
+    if requested == "auto" and (dest is None or seam.jvm(spark) is None):
+        # Spark Connect: the job commit would run in this client, which may not see
+        # the server's filesystem; engine=jvm there is the user's call
         return "python"
     if dest is None:
         raise InvalidInput('engine="jvm" needs a destination path')
