@@ -353,7 +353,10 @@ def _saved_on_the_jvm(writer: DataFrameWriter, path: str | None) -> bool:
             # raised here, by aiocommit's checks or job commit: cause-first as on the
             # Python writer's path
             cause = str(error).splitlines()[0] if str(error) else ""
-            seam.prefix_first_line(error, cause_line(f"{type(error).__name__}: {cause}"))
+            line = cause_line(f"{type(error).__name__}: {cause}")
+            prefixed = seam.prefix_first_line(error, line)
+            if prefixed is not error:
+                raise prefixed from error
         else:
             _put_cause_first(error)
         raise

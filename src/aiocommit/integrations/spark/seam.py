@@ -411,11 +411,23 @@ def prepend_error_line(error: BaseException, line: str) -> None:
 _PREFIXED: dict[type[BaseException], type[BaseException]] = {}
 
 
-def prefix_first_line(error: BaseException, line: str) -> None:
-    """Make ``str(error)`` of an error raised in this process (not Spark's) start with
-    ``line``, keeping its class for ``except``."""
-    if not has_first_line(error):
+def prefix_first_line(error: BaseException, line: str) -> BaseException:
+    """The error to raise for ``error`` (raised in this process, not Spark's), its text
+    starting with ``line``, of its class (``except`` still matches): ``error`` itself,
+    or for a built-in class (whose instances' class cannot change) a new one of it,
+    chained from ``error``."""
+    if has_first_line(error):
+        return error
+    try:
         _prefix_text(error, line)
+    except TypeError:
+        try:
+            fresh = type(error)(f"{line}\n{error}")
+        except Exception:  # a constructor of other arguments: left as it is
+            return error
+        fresh.__cause__ = error
+        return fresh
+    return error
 
 
 def _prefix_text(error: BaseException, line: str) -> None:
