@@ -65,7 +65,8 @@ def test_a_local_destination_is_written_by_the_jvm_engine(
     spark: SparkSession, tmp_path: Path, jvm_writes: list[str]
 ) -> None:
     dest = tmp_path / "out"
-    frame(spark).write.format("aiocommit").partitionBy("k").save(str(dest))
+    many = frame(spark).repartition(12)  # more tasks than FEW_TASKS_PER_CORE x 2 cores
+    many.write.format("aiocommit").partitionBy("k").save(str(dest))
     assert jvm_writes == [str(dest)]
     assert engine_of(dest) == "jvm"
     assert ids(spark, dest) == list(range(40))
@@ -82,6 +83,18 @@ def test_the_engine_option_overrides_the_choice(
     assert engine_of(dest) == engine
     assert jvm_writes == ([str(dest)] if engine == "jvm" else [])
     assert ids(spark, dest) == list(range(40))
+
+
+def test_a_partitioned_write_of_few_tasks_is_left_to_the_python_writer(
+    spark: SparkSession, tmp_path: Path, jvm_writes: list[str]
+) -> None:
+    """Four tasks on two cores: large tasks, which Spark's writer would sort by the
+    partition column; a flat write of them still runs the JVM engine."""
+    frame(spark).write.format("aiocommit").partitionBy("k").save(str(tmp_path / "parted"))
+    frame(spark).write.format("aiocommit").save(str(tmp_path / "flat"))
+    assert jvm_writes == [str(tmp_path / "flat")]
+    assert engine_of(tmp_path / "parted") == "python"
+    assert ids(spark, tmp_path / "parted") == list(range(40))
 
 
 def test_an_option_only_the_python_writer_honours_picks_it(
@@ -144,8 +157,9 @@ def test_s3_is_written_by_the_python_writer(
 def test_write_picks_the_engine_too(
     spark: SparkSession, tmp_path: Path, jvm_writes: list[str]
 ) -> None:
-    write(frame(spark), str(tmp_path / "auto"), partition_by="k")
-    write(frame(spark), str(tmp_path / "python"), partition_by="k", engine="python")
+    many = frame(spark).repartition(12)
+    write(many, str(tmp_path / "auto"), partition_by="k")
+    write(many, str(tmp_path / "python"), partition_by="k", engine="python")
     assert jvm_writes == [str(tmp_path / "auto")]
     assert engine_of(tmp_path / "auto") == "jvm"
     assert engine_of(tmp_path / "python") == "python"

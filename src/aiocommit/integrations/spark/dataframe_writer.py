@@ -329,13 +329,13 @@ def _saved_on_the_jvm(writer: DataFrameWriter, path: str | None) -> bool:
         return False
     dest = path if path is not None else options.get("path")
     spark = seam.writer_session(writer)
+    columns = state.partition_by or [
+        c.strip() for c in options.get("partitionby", "").split(",") if c.strip()
+    ]
     try:
-        if chosen_engine(spark, dest, options) != "jvm":
+        if chosen_engine(spark, dest, options, df=df, partitioned=bool(columns)) != "jvm":
             return False
         assert dest is not None  # chosen_engine picks the JVM only for a path
-        columns = state.partition_by or [
-            c.strip() for c in options.get("partitionby", "").split(",") if c.strip()
-        ]
         fmt = options.pop("format", "parquet")
         for key in ("path", "partitionby"):
             options.pop(key, None)

@@ -113,6 +113,12 @@ JVM_OPTIONS = frozenset(
         *JSON_OPTIONS,
     )
 )
+#: under ``engine=auto`` a partitioned write of at most this many tasks per core of the
+#: session (``defaultParallelism``) runs the Python writer: such tasks are large, Spark's
+#: writer sorts each task's rows by the partition columns, the Python writer keeps up to
+#: 100 files open instead, and one Python worker round trip per task is small beside the
+#: task's work
+FEW_TASKS_PER_CORE = 4
 #: options only the Python writer reads: the write itself ran on the JVM engine
 PYTHON_ONLY = (ENGINE_OPTION, JAVA_VERSION_OPTION)
 
@@ -130,12 +136,20 @@ def requested_engine(options: Mapping[str, str]) -> str:
     return requested
 
 
-def chosen_engine(spark: SparkSession, dest: str | None, options: Mapping[str, str]) -> str:
+def chosen_engine(
+    spark: SparkSession,
+    dest: str | None,
+    options: Mapping[str, str],
+    *,
+    df: DataFrame | None = None,
+    partitioned: bool = False,
+) -> str:
     """``"jvm"`` or ``"python"`` for a write of ``options`` (lower-cased keys, ``format``
     among them) to ``dest``. ``engine=python`` is the Python writer; ``engine=jvm`` this
     engine, or the reason it cannot write (``jvm_refusal``) raised; ``engine=auto`` this
     engine on a classic session where nothing speaks against it, else the Python
-    writer."""
+    writer; also the Python writer for a ``partitioned`` write of ``df`` in few tasks
+    (``FEW_TASKS_PER_CORE``)."""
     requested = requested_engine(options)
     if requested == "python":
         return "python"
@@ -146,11 +160,19 @@ def chosen_engine(spark: SparkSession, dest: str | None, options: Mapping[str, s
     if dest is None:
         raise InvalidInput('engine="jvm" needs a destination path')
     refusal = jvm_refusal(spark, dest, options, every_option=requested == "auto")
-    if refusal is None:
-        return "jvm"
-    if requested == "jvm":
-        raise refusal
-    return "python"
+    if refusal is not None:
+        if requested == "jvm":
+            raise refusal
+        return "python"
+    if requested == "auto" and partitioned and df is not None and _few_tasks(spark, df):
+        return "python"
+    return "jvm"
+
+
+def _few_tasks(spark: SparkSession, df: DataFrame) -> bool:
+    cores = seam.default_parallelism(spark)
+    tasks = seam.task_count(df)
+    return cores is not None and tasks is not None and tasks <= FEW_TASKS_PER_CORE * cores
 
 
 def jvm_refusal(

@@ -90,7 +90,7 @@ def write(
     asked = {**given, "format": format}
     if engine is not None:
         asked["engine"] = engine
-    chosen = chosen_engine(df.sparkSession, dest, asked)
+    chosen = chosen_engine(df.sparkSession, dest, asked, df=df, partitioned=bool(columns))
     if chosen == "jvm":
         write_jvm(df, dest, format=format, mode=mode, partition_by=columns, options=options or {})
         return

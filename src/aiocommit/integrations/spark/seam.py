@@ -267,6 +267,23 @@ def hadoop_version(spark: SparkSession) -> str | None:
     return None if row is None else str(row[0])
 
 
+def task_count(df: DataFrame) -> int | None:
+    """How many tasks a classic DataFrame's write runs (its RDD's partitions, planned,
+    no job run); None for Spark Connect."""
+    if not hasattr(df, "_jdf"):
+        return None
+    count = _get(df, "_jdf", "to count a write's tasks").rdd().getNumPartitions()
+    return int(count)
+
+
+def default_parallelism(spark: SparkSession) -> int | None:
+    """A classic session's ``SparkContext.defaultParallelism`` (its cores); None for
+    Spark Connect."""
+    if jvm(spark) is None:
+        return None
+    return int(spark.sparkContext.defaultParallelism)
+
+
 def hadoop_has_filesystem(spark: SparkSession, scheme: str) -> bool:
     """Whether Hadoop in a classic session's JVM has a filesystem for ``scheme`` (its
     connector on the class path); False for Spark Connect (not asked)."""
