@@ -5,19 +5,22 @@
     .venv/bin/python -m aiocommit_stress.spark_bench --tasks 300,200 --writers jvm,native
     .venv/bin/python -m aiocommit_stress.spark_bench --tasks 300,200 --writers jvm,native \
         --variants flat --rounds 4  # flat only, more rounds (each round's ratio is printed)
+    .venv/bin/python -m aiocommit_stress.spark_bench --tasks 300,200 --partition-values 4
+    .venv/bin/python -m aiocommit_stress.spark_bench --rows 5000000 --partition-values 20
 
 Writes the same DataFrame (``id bigint, k int, x double, s string, ts timestamp`` from
 ``spark.range``, two input partitions) to the local filesystem, unpartitioned and
-partitioned by a 50-value column (``p = id % 50``), alternating aiocommit and Spark's own
-writer round by round after one small warm-up write each (the first Python data-source
-write starts the planner and commit workers). Prints rows/s of each (median and best of
-the rounds), the ratio aiocommit/native per variant (target >= 0.9), rows per CPU-second
-of the JVM and all Python workers (steadier than wall time on a shared machine), output
-sizes and the job commit's share of the aiocommit write's wall time, taken from the job's
-summary report, and the load average at start and end. The last line is the lower of
-the two median ratios. ``register(spark)`` lifts Spark's per-row Arrow batch byte check
-while aiocommit writes (see ``aiocommit.integrations.spark.transfer``); the line
-``Arrow batch byte cap`` says whether it was.
+partitioned by a 50-value column (``p = id % 50``; ``--partition-values``), alternating
+aiocommit and Spark's own writer round by round after one small warm-up write each (the
+first Python data-source write starts the planner and commit workers). Prints rows/s of
+each (median and best of the rounds), the ratio aiocommit/native per variant (target >=
+0.9), rows per CPU-second of the JVM and all Python workers (steadier than wall time on
+a shared machine), output sizes and the job commit's share of the aiocommit write's wall
+time, taken from the job's summary report, and the load average at start and end. The
+last line is the lower of the two median ratios. ``register(spark)`` lifts Spark's
+per-row Arrow batch byte check while aiocommit writes (see
+``aiocommit.integrations.spark.transfer``); the line ``Arrow batch byte cap`` says
+whether it was.
 """
 
 from __future__ import annotations
@@ -86,12 +89,16 @@ def start(master: str, work: Path) -> SparkSession:
     return spark
 
 
-def dataset(spark: SparkSession, rows: int) -> DataFrame:
+#: the values of the partition column ``p`` unless ``--partition-values`` says otherwise
+PARTITION_VALUES = 50
+
+
+def dataset(spark: SparkSession, rows: int, partition_values: int = PARTITION_VALUES) -> DataFrame:
     from pyspark.sql import functions as F
 
     return spark.range(rows, numPartitions=2).select(
         F.col("id"),
-        (F.col("id") % 50).cast("int").alias("p"),
+        (F.col("id") % partition_values).cast("int").alias("p"),
         (F.col("id") % 1000).cast("int").alias("k"),
         F.rand(7).alias("x"),
         F.concat(F.lit("row-"), F.col("id").cast("string")).alias("s"),
@@ -204,6 +211,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--rows-per-task", type=int, default=10)
     parser.add_argument(
+        "--partition-values",
+        type=int,
+        default=PARTITION_VALUES,
+        help="the values of the partition column p of the partitioned variant",
+    )
+    parser.add_argument(
         "--variants",
         type=lambda text: [v.strip() for v in text.split(",") if v.strip()],
         default=list(VARIANTS),
@@ -241,9 +254,18 @@ def main(argv: list[str] | None = None) -> None:
                 keep=args.keep,
                 writers=args.writers,
                 variants=args.variants,
+                partition_values=args.partition_values,
             )
         else:
-            run(spark, work, rows=args.rows, rounds=args.rounds, keep=args.keep, label=args.master)
+            run(
+                spark,
+                work,
+                rows=args.rows,
+                rounds=args.rounds,
+                keep=args.keep,
+                label=args.master,
+                partition_values=args.partition_values,
+            )
     finally:
         spark.stop()
         if not args.keep:
@@ -290,6 +312,7 @@ def run_small_tasks(
     keep: bool = False,
     writers: Sequence[str] = DEFAULT_SMALL_WRITERS,
     variants: Sequence[str] = tuple(VARIANTS),
+    partition_values: int = PARTITION_VALUES,
 ) -> list[float]:
     """The shape most Spark jobs end with: a shuffle into many small tasks
     (``repartition(tasks)``, ``rows_per_task`` rows each; several shapes in turn),
@@ -320,7 +343,7 @@ def run_small_tasks(
     by_writer: dict[str, list[float]] = {n: [] for n in compared}
     for count in [tasks] if isinstance(tasks, int) else tasks:
         rows = count * rows_per_task
-        df = dataset(spark, rows).repartition(count)
+        df = dataset(spark, rows, partition_values).repartition(count)
         print(f"== {count} tasks x {rows_per_task} rows", flush=True)
         results, _ = alternate(chosen, df, work / str(count), rows, rounds, reports, keep, variants)
         shape = small_task_table(
@@ -421,13 +444,20 @@ def stage_costs(reports: Path, tasks: int) -> list[tuple[str, float]]:
 
 
 def run(
-    spark: SparkSession, work: Path, *, rows: int, rounds: int, keep: bool = False, label: str = ""
+    spark: SparkSession,
+    work: Path,
+    *,
+    rows: int,
+    rounds: int,
+    keep: bool = False,
+    label: str = "",
+    partition_values: int = PARTITION_VALUES,
 ) -> list[float]:
     """The benchmark in a session where aiocommit is registered, writing below ``work``;
     prints as it goes and returns the median ratio aiocommit/native per variant (flat,
     partitioned)."""
     reports = work / "reports"
-    df = dataset(spark, rows)
+    df = dataset(spark, rows, partition_values)
     writers = both_writers(reports)
     warm_up(writers, dataset(spark, 10_000), work)
     cap = spark.conf.getAll.get(ARROW_MAX_BYTES_CONF)

@@ -100,3 +100,18 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(params=["python", "auto"], ids=["python", "jvm"])
+def each_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs a test once with each engine as the default of ``format("aiocommit")`` and
+    ``write()``: the Python writer, then ``auto`` (the JVM engine wherever it can write,
+    partitioned writes of few tasks too; a write with an option only the Python writer
+    honours still runs that). A write that sets ``engine`` keeps its own."""
+    from aiocommit.integrations.spark import jvm_engine
+
+    engine: str = request.param
+    monkeypatch.setattr(jvm_engine, "DEFAULT_ENGINE", engine)
+    # the tests' partitioned writes are of few tasks, which auto leaves to Python
+    monkeypatch.setattr(jvm_engine, "FEW_TASKS_PER_CORE", 0)
+    return engine

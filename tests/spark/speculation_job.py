@@ -343,7 +343,9 @@ def scenario(cluster: Cluster, work: Path, via: str, name: str, rows: int) -> bo
         if via in ("write", "jvm"):
             write(spark.range(100, numPartitions=4), warmup, mode="append", engine=engine)
         else:
-            spark.range(100, numPartitions=4).write.format("aiocommit").mode("append").save(warmup)
+            spark.range(100, numPartitions=4).write.format("aiocommit").option(
+                "engine", engine
+            ).mode("append").save(warmup)
         deadline = time.time() + 15.0
         delay = F.udf(slow_udf(name, deadline, str(timeline)), LongType())
         slow = df.select(delay("id").alias("id"), "k")
@@ -351,7 +353,11 @@ def scenario(cluster: Cluster, work: Path, via: str, name: str, rows: int) -> bo
         if via in ("write", "jvm"):
             write(slow, out, mode="append", partition_by="k", engine=engine)
         else:
-            slow.write.format("aiocommit").mode("append").option("partitionBy", "k").save(out)
+            # the Python data source: on a local path auto would pick the JVM engine,
+            # which the "jvm" via runs
+            slow.write.format("aiocommit").option("engine", engine).mode("append").option(
+                "partitionBy", "k"
+            ).save(out)
         say(f"write took {time.monotonic() - started:.1f} s")
 
         ids = [row["id"] for row in spark.read.parquet(str(dest)).select("id").collect()]

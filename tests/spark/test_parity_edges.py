@@ -22,7 +22,7 @@ from tests.spark.helpers import data_files
 from tests.spark.test_parity import assert_parity, decoded_files, frame, leaf_dirs, write_both
 
 #: each test writes with both writers; the first run in a process also starts Spark
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("each_engine")]
 
 
 @contextmanager

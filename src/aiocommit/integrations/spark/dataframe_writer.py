@@ -266,9 +266,11 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
         if _recorded(self).format != SOURCE_NAME:
             original_save(self, path)
             return
-        _prepare(self, original_partition_by, original_option, original_mode)
         spark = seam.writer_session(self)
         ensure_registered(spark, connect=False)  # a session made after register()
+        if _saved_on_the_jvm(self, path):
+            return
+        _prepare(self, original_partition_by, original_option, original_mode)
         try:
             # the JVM looks the source up in the thread's active session
             with seam.active(spark), lifted_arrow_byte_cap(spark):
@@ -328,6 +330,58 @@ def _install_on(writer_class: type[DataFrameWriter], *, tables_too: bool) -> Non
     writer_class.options = options  # type: ignore[method-assign]
     writer_class.save = save  # type: ignore[method-assign]
     setattr(writer_class, _INSTALLED, True)
+
+
+def _saved_on_the_jvm(writer: DataFrameWriter, path: str | None) -> bool:
+    """Write through the JVM engine (``jvm_engine``) when ``chosen_engine`` picks it:
+    True when written. A Spark Connect writer holds a plan, not a DataFrame: the
+    Python writer writes it (``engine=jvm`` there: ``InvalidInput``)."""
+    from aiocommit.integrations.spark.jvm_engine import chosen_engine, requested_engine, write_jvm
+
+    state = _recorded(writer)
+    options = dict(state.options)
+    df = seam.classic_dataframe(writer)
+    if df is None:
+        if requested_engine(options) == "jvm":
+            raise InvalidInput(
+                'engine="jvm" writes through a classic session\'s DataFrameWriter; on Spark '
+                'Connect use aiocommit.integrations.spark.write(df, dest, engine="jvm")'
+            )
+        return False
+    dest = path if path is not None else options.get("path")
+    spark = seam.writer_session(writer)
+    columns = state.partition_by or [
+        c.strip() for c in options.get("partitionby", "").split(",") if c.strip()
+    ]
+    try:
+        if chosen_engine(spark, dest, options, df=df, partitioned=bool(columns)) != "jvm":
+            return False
+        assert dest is not None  # chosen_engine picks the JVM only for a path
+        fmt = options.pop("format", "parquet")
+        for key in ("path", "partitionby"):
+            options.pop(key, None)
+        with seam.active(spark):
+            write_jvm(
+                df,
+                dest,
+                format=fmt,
+                mode=state.mode or "errorifexists",
+                partition_by=columns,
+                options=options,
+            )
+    except Exception as error:
+        if seam.error_text(error) is None and not hasattr(error, "java_exception"):
+            # raised here, by aiocommit's checks or job commit: cause-first as on the
+            # Python writer's path
+            cause = str(error).splitlines()[0] if str(error) else ""
+            line = cause_line(f"{type(error).__name__}: {cause}")
+            prefixed = seam.prefix_first_line(error, line)
+            if prefixed is not error:
+                raise prefixed from error
+        else:
+            _put_cause_first(error)
+        raise
+    return True
 
 
 _registering = threading.Lock()

@@ -34,7 +34,7 @@ from aiocommit.integrations.spark.dataframe_writer import (
     qualified_path,
     session_options,
 )
-from aiocommit.integrations.spark.jvm_engine import write_jvm
+from aiocommit.integrations.spark.jvm_engine import chosen_engine, write_jvm
 from aiocommit.integrations.spark.settings import SAVE_MODE_OPTION
 from aiocommit.integrations.spark.source import (
     AiocommitCommitMessage,
@@ -65,7 +65,7 @@ def write(
     mode: str = "errorifexists",
     partition_by: str | Sequence[str] = (),
     options: Mapping[str, Any] | None = None,
-    engine: str = "python",
+    engine: str | None = None,
 ) -> None:
     """Write ``df`` to ``dest`` through aiocommit's committer, as
     ``df.write.format("aiocommit").option("format", format).mode(mode)
@@ -78,17 +78,23 @@ def write(
     ``engine="jvm"`` (pyspark >= 4.0): Spark's own file writer (``format``: parquet,
     csv, json, orc, text; ``options``: Spark's writer options, and aiocommit's commit
     options) writes the tasks' files, and aiocommit commits the job
-    (``jvm_engine``): much faster for many small tasks, no Python worker per task."""
+    (``jvm_engine``): much faster for many small tasks, no Python worker per task.
+    ``engine="auto"`` (the default, ``jvm_engine.DEFAULT_ENGINE``) runs it wherever it
+    can write the destination and the options (``jvm_engine.chosen_engine``), else the
+    Python writer; ``"python"`` always the Python writer."""
     mode = (mode or "errorifexists").strip().lower()
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     columns = [partition_by] if isinstance(partition_by, str) else list(partition_by)
-    if engine == "jvm":
+    given = {str(k).lower(): option_text(v) for k, v in (options or {}).items()}
+    asked = {**given, "format": format}
+    if engine is not None:
+        asked["engine"] = engine
+    chosen = chosen_engine(df.sparkSession, dest, asked, df=df, partitioned=bool(columns))
+    if chosen == "jvm":
         write_jvm(df, dest, format=format, mode=mode, partition_by=columns, options=options or {})
         return
-    if engine != "python":
-        raise ValueError(f'engine must be "python" or "jvm", not {engine!r}')
-    given = {str(k).lower(): option_text(v) for k, v in (options or {}).items()}
+    given.pop("engine", None)
     given["path"] = dest
     given.setdefault("format", format)
     if columns:

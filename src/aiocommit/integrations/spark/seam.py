@@ -267,6 +267,38 @@ def hadoop_version(spark: SparkSession) -> str | None:
     return None if row is None else str(row[0])
 
 
+def task_count(df: DataFrame) -> int | None:
+    """How many tasks a classic DataFrame's write runs (its RDD's partitions, planned,
+    no job run); None for Spark Connect."""
+    if not hasattr(df, "_jdf"):
+        return None
+    count = _get(df, "_jdf", "to count a write's tasks").rdd().getNumPartitions()
+    return int(count)
+
+
+def default_parallelism(spark: SparkSession) -> int | None:
+    """A classic session's ``SparkContext.defaultParallelism`` (its cores); None for
+    Spark Connect."""
+    if jvm(spark) is None:
+        return None
+    return int(spark.sparkContext.defaultParallelism)
+
+
+def hadoop_has_filesystem(spark: SparkSession, scheme: str) -> bool:
+    """Whether Hadoop in a classic session's JVM has a filesystem for ``scheme`` (its
+    connector on the class path); False for Spark Connect (not asked)."""
+    view = jvm(spark)
+    if view is None:
+        return False
+    use = "to ask Hadoop for a filesystem"
+    conf = _get(spark.sparkContext, "_jsc", use).hadoopConfiguration()
+    try:
+        view.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, conf)
+    except Exception:
+        return False
+    return True
+
+
 def class_loadable(spark: SparkSession, name: str) -> bool:
     """Whether the driver's class loader (a classic session's, or a Connect server's)
     finds the class ``name``."""
@@ -409,6 +441,25 @@ def prepend_error_line(error: BaseException, line: str) -> None:
 
 #: error class -> its subclass whose text starts with ``_aiocommit_first_line``
 _PREFIXED: dict[type[BaseException], type[BaseException]] = {}
+
+
+def prefix_first_line(error: BaseException, line: str) -> BaseException:
+    """The error to raise for ``error`` (raised in this process, not Spark's), its text
+    starting with ``line``, of its class (``except`` still matches): ``error`` itself,
+    or for a built-in class (whose instances' class cannot change) a new one of it,
+    chained from ``error``."""
+    if has_first_line(error):
+        return error
+    try:
+        _prefix_text(error, line)
+    except TypeError:
+        try:
+            fresh = type(error)(f"{line}\n{error}")
+        except Exception:  # a constructor of other arguments: left as it is
+            return error
+        fresh.__cause__ = error
+        return fresh
+    return error
 
 
 def _prefix_text(error: BaseException, line: str) -> None:

@@ -109,6 +109,7 @@ WRITE_OPTIONS = (
     SAVE_MODE_OPTION,
     JAVA_VERSION_OPTION,
     "checkpointlocation",  # writeStream's: the query's ID and batches are read there
+    "engine",  # auto | jvm | python: read by register()'s DataFrameWriter and write()
     *TEXT_OPTIONS,
 )
 
