@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from aiocommit.integrations.spark.committer import setup_options
-from aiocommit.integrations.spark.dataframe_writer import hadoop_session_options
+from aiocommit.integrations.spark.session_conf import hadoop_session_options
 from aiocommit.integrations.spark.settings import WriteSettings
 from tests.spark.helpers import data_files, quiet
 from tests.spark.test_write import SCHEMA, frame, keyed, ordered, read_rows, write

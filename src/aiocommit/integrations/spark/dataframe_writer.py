@@ -33,7 +33,6 @@ DataFrame, so table writes there are Spark's (and fail for a Python data source)
 from __future__ import annotations
 
 import functools
-import os
 import re
 import threading
 from collections.abc import Callable
@@ -42,6 +41,14 @@ from typing import TYPE_CHECKING, Any
 from aiocommit.errors import InvalidInput
 from aiocommit.integrations.spark import seam, tables
 from aiocommit.integrations.spark.schema import sparks_refusal
+from aiocommit.integrations.spark.session_conf import (
+    ERROR_MODES,
+    all_confs,
+    hadoop_session_options,
+    option_text,
+    qualified_path,
+    session_conf,
+)
 from aiocommit.integrations.spark.settings import (
     CONNECT_TABLE_WRITES_REFUSED,
     JAVA_VERSION_OPTION,
@@ -71,7 +78,6 @@ JSON_NULL_FIELDS_CONF = "spark.sql.jsonGenerator.ignoreNullFields"
 PARQUET_TIMESTAMP_CONF = "spark.sql.parquet.outputTimestampType"
 
 #: Spark's names for errorifexists
-ERROR_MODES = ("error", "errorifexists", "default")
 
 _STATE = "_aiocommit_recorded"
 _INSTALLED = "_aiocommit_installed"
@@ -404,12 +410,6 @@ def ensure_registered(spark: Any, *, connect: bool = True) -> None:
             spark.dataSource.register(AiocommitDataSource)
 
 
-def option_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 def _prepare(
     writer: DataFrameWriter,
     original_partition_by: Callable[..., DataFrameWriter],
@@ -471,58 +471,8 @@ def session_options(spark: Any, given: dict[str, str]) -> dict[str, str]:
         value = session_conf(spark, conf)
         if key not in given and value:
             found[key] = value
-    found.update(hadoop_session_options(_all_confs(spark), given))
+    found.update(hadoop_session_options(all_confs(spark), given))
     return found
-
-
-#: the Hadoop key namespaces a session conf may set, with or without ``spark.hadoop.``
-#: (Spark hands both to the job's Hadoop configuration)
-HADOOP_NAMESPACES = ("fs.s3a.", "mapreduce.")
-
-
-def hadoop_session_options(confs: dict[str, str], given: dict[str, str]) -> dict[str, str]:
-    """The session's Hadoop confs (``spark.hadoop.fs.s3a.committer.name``,
-    ``spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs``, per-bucket
-    ``fs.s3a.bucket.*`` ...) that the options tree takes, for the settings the write's
-    options (``given``, lower-cased keys) do not set under any spelling: an explicit
-    option wins, as in Spark. Never credentials (the tree has no key for them)."""
-    from aiocommit.options import CommitOptions
-
-    set_by_write = {CommitOptions.option_for(key) for key in given} - {None}
-    set_by_write |= {_bucket_leaf(key) for key in given} - {None}
-    found: dict[str, str] = {}
-    for conf, value in sorted(confs.items()):
-        key = conf.lower()
-        bare = key.removeprefix("spark.hadoop.")
-        if not bare.startswith(HADOOP_NAMESPACES) or key in given:
-            continue
-        leaf = CommitOptions.option_for(bare) or _bucket_leaf(bare)
-        if leaf is None or leaf in set_by_write:
-            continue
-        found[key] = value
-    return found
-
-
-def _bucket_leaf(key: str) -> str | None:
-    """The option a per-bucket S3A key (``fs.s3a.bucket.BUCKET.KEY``) sets, or None."""
-    from aiocommit.options import CommitOptions
-
-    bare = key.removeprefix("spark.hadoop.")
-    if not bare.startswith("fs.s3a.bucket."):
-        return None
-    _, _, rest = bare.removeprefix("fs.s3a.bucket.").partition(".")
-    return CommitOptions.option_for("fs.s3a." + rest) if rest else None
-
-
-def _all_confs(spark: Any) -> dict[str, str]:
-    """Every conf the session has set (its runtime conf holds the application's
-    ``spark.hadoop.*`` too); empty where the session cannot list them."""
-    try:
-        confs = spark.conf.getAll
-        listed = confs() if callable(confs) else confs
-    except Exception:  # a session that cannot list its confs (an old Connect server)
-        return {}
-    return {str(k): str(v) for k, v in dict(listed).items()}
 
 
 def _schema_of(writer: DataFrameWriter) -> StructType | None:
@@ -559,22 +509,6 @@ def as_sparks_error(error: Exception, path: str | None, spark: Any) -> Exception
         return error
     found = SparkCondition("PATH_ALREADY_EXISTS", {"outputPath": qualified_path(str(path))})
     return sparks_exception(spark, found)
-
-
-def qualified_path(path: str) -> str:
-    """A path as Spark's errors name it: a local path as ``file:/abs/path``."""
-    if "://" in path or path.startswith("file:"):
-        return path
-    return "file:" + os.path.abspath(path)
-
-
-def session_conf(spark: Any, key: str) -> str | None:
-    """A session conf's value; None when it is not set and has no default."""
-    try:
-        value = spark.conf.get(key)
-    except Exception:  # not set and no default
-        return None
-    return None if value is None else str(value)
 
 
 #: the last ``SomeError: message`` line of a Python traceback inside Spark's message

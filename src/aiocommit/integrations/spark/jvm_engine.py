@@ -44,9 +44,9 @@ from aiocommit.integrations.spark.committer import (
     commit_write,
     destination_exists,
 )
-from aiocommit.integrations.spark.dataframe_writer import (
+from aiocommit.integrations.spark.session_conf import (
     ERROR_MODES,
-    _all_confs,
+    all_confs,
     hadoop_session_options,
     option_text,
     qualified_path,
@@ -267,7 +267,7 @@ def write_jvm(
     }
     ours = {k.lower(): v for k, v in given.items() if _is_ours(k.lower())}
     theirs = {k: v for k, v in given.items() if not _is_ours(k.lower())}
-    ours.update(hadoop_session_options(_all_confs(spark), ours))
+    ours.update(hadoop_session_options(all_confs(spark), ours))
     ours.setdefault("partitionoverwritemode", _session_overwrite_mode(spark))
     settings = WriteSettings.from_options(
         {**ours, "path": qualify_on_driver(dest), "partitionby": ",".join(partition_by)}

@@ -28,13 +28,9 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiocommit.integrations.spark import seam
-from aiocommit.integrations.spark.dataframe_writer import (
-    ERROR_MODES,
-    option_text,
-    qualified_path,
-    session_options,
-)
+from aiocommit.integrations.spark.dataframe_writer import session_options
 from aiocommit.integrations.spark.jvm_engine import chosen_engine, write_jvm
+from aiocommit.integrations.spark.session_conf import ERROR_MODES, option_text, qualified_path
 from aiocommit.integrations.spark.settings import SAVE_MODE_OPTION
 from aiocommit.integrations.spark.source import (
     AiocommitCommitMessage,
