@@ -26,6 +26,8 @@ ALLOWED = {
     ("__init__.py", "AttributeError"): "a module __getattr__ must raise it",
     ("__main__.py", "SystemExit"): "the command's exit status",
     ("stores/local.py", "OSError"): "renameat2's errno, translated at the store's edge",
+    ("stores/local.py", "FileExistsError"): "a directory move onto an existing path, as "
+    "renameat2 reports it; translated at the store's edge",
     ("committers/manifest/spill.py", "OSError"): "a local temporary file's I/O",
 }
 
