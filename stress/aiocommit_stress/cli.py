@@ -933,7 +933,8 @@ def bench_throttled_plot(results: tuple[Path, ...], png: Path) -> None:
     "--parts",
     default="local,cloud,concurrent,cancel,rss",
     show_default=True,
-    help="Comma-separated: local, cloud, concurrent, cancel, rss.",
+    help="Comma-separated: local, cloud, concurrent, cancel, rss, cloud-cancel, cloud-rss "
+    "(the cancel and RSS parts on the cloud emulator, ADLS only: --cloud-files per job).",
 )
 @click.option("--files", type=int, default=100_000, show_default=True)
 @click.option(
@@ -952,7 +953,13 @@ def bench_throttled_plot(results: tuple[Path, ...], png: Path) -> None:
 @click.option("--rss-files", type=int, default=20_000, show_default=True)
 @click.option("--rss-commits", type=int, default=20, show_default=True)
 @click.option("--rss-processes", default="1,0,2", show_default=True)
-@click.option("--processes", type=int, default=LimitOptions.processes, show_default=True)
+@click.option(
+    "--processes",
+    default=str(LimitOptions.processes),
+    show_default=True,
+    help="processes settings, comma-separated (1,0,2): the local, cloud, concurrent and "
+    "cancel parts run once per setting.",
+)
 @click.option("--concurrency", type=int, default=LimitOptions.concurrency, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
@@ -974,8 +981,11 @@ def bench_loop(**kw: Any) -> None:
     unknown = set(parts) - set(PART_NAMES)
     if unknown:
         raise click.BadParameter(f"unknown parts {sorted(unknown)}", param_hint="--parts")
+    processes = _ints(kw.pop("processes"))
+    if not processes:
+        raise click.BadParameter("give at least one setting", param_hint="--processes")
     options = CommitOptions(
-        concurrency=kw.pop("concurrency"), processes=kw.pop("processes"), tune_gc=kw.pop("tune_gc")
+        concurrency=kw.pop("concurrency"), processes=processes[0], tune_gc=kw.pop("tune_gc")
     )
     figures = {
         name: kw.pop(name)
@@ -996,7 +1006,13 @@ def bench_loop(**kw: Any) -> None:
     _run(
         kw,
         lambda r: loop_bench(
-            common, parts, rss_processes=rss_processes, options=options, reporter=r, **figures
+            common,
+            parts,
+            rss_processes=rss_processes,
+            options=options,
+            processes=processes,
+            reporter=r,
+            **figures,
         ),
     )
 

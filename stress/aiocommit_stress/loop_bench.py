@@ -30,14 +30,15 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import os
 import random
 import shutil
 import statistics
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,8 +46,11 @@ import anyio
 import anyio.to_thread
 
 from aiocommit import CommitOptions, abort_job, commit_job
+from aiocommit.errors import NotFound
 from aiocommit.options import option_specs
-from aiocommit.protocol.layout import TEMPORARY
+from aiocommit.protocol.layout import SUCCESS, TEMPORARY
+from aiocommit.protocol.success import decode_success
+from aiocommit.stores.base import join
 from aiocommit_stress.jobgen import JobSpec, PreparedJob
 from aiocommit_stress.report import Reporter
 from aiocommit_stress.runner import prepare
@@ -61,7 +65,7 @@ CANCEL_TARGET_MS = 100.0
 #: "RSS flat": over the last half of the commits (the first ones warm caches and malloc
 #: arenas up), the least-squares trend grows RSS by at most this much in all
 RSS_GROWTH_TARGET_MB = 1.0
-PART_NAMES = ("local", "cloud", "concurrent", "cancel", "rss")
+PART_NAMES = ("local", "cloud", "concurrent", "cancel", "rss", "cloud-cancel", "cloud-rss")
 
 
 @dataclass
@@ -102,6 +106,66 @@ async def collections_watched() -> AsyncIterator[Collections]:
         yield watch
     finally:
         gc.callbacks.remove(watch._callback)
+
+
+#: the label of a gap in which no stage of the library ran
+NO_STAGE = "(no stage)"
+
+
+class StageWatch(logging.Filter):
+    """The stages the library runs, from its own stage records (``stage NAME starting``
+    and ``stage NAME done``, DEBUG on the ``aiocommit`` logger; dropped here), and per
+    stage the loop thread's worst CPU slice: a ticker gap counts for every stage that
+    started or ended in it and for the innermost one open at its end."""
+
+    def __init__(self, floor: int) -> None:
+        super().__init__()
+        self.floor = floor  # records below this level are dropped as before
+        self.open: list[str] = []
+        self.touched: set[str] = set()
+        self.worst: dict[str, float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.msg if isinstance(record.msg, str) else ""
+        if record.levelno == logging.DEBUG and message.startswith("stage %s ") and record.args:
+            name = str(record.args[0] if isinstance(record.args, tuple) else record.args)
+            if message.startswith("stage %s starting"):
+                self.open.append(name)
+            elif name in self.open:
+                del self.open[len(self.open) - 1 - self.open[::-1].index(name)]
+            self.touched.add(name)
+            return False
+        return record.levelno >= self.floor
+
+    def gap(self, cpu: float, wall: float) -> None:
+        labels = set(self.touched)
+        if self.open:
+            labels.add(self.open[-1])
+        self.touched.clear()
+        for label in labels or {NO_STAGE}:
+            if cpu > self.worst.get(label, 0.0):
+                self.worst[label] = cpu
+
+    def figures(self) -> dict[str, float]:
+        """The worst slice per stage in ms, worst first."""
+        ranked = sorted(self.worst.items(), key=lambda item: -item[1])
+        return {name: round(cpu * 1000, 1) for name, cpu in ranked}
+
+
+@contextmanager
+def stages_watched() -> Iterator[StageWatch]:
+    """A ``StageWatch`` of the block: the ``aiocommit`` logger at DEBUG with the watch
+    as its filter (other records pass at the level they passed before)."""
+    logger = logging.getLogger("aiocommit")
+    level = logger.level
+    watch = StageWatch(logger.getEffectiveLevel())
+    logger.addFilter(watch)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield watch
+    finally:
+        logger.setLevel(level)
+        logger.removeFilter(watch)
 
 
 def _spec(files: int, seed: int) -> JobSpec:
@@ -145,18 +209,20 @@ async def commit_part(
         seconds.append(time.perf_counter() - started)
 
     started = time.perf_counter()
-    async with (
-        collections_watched() as collected,
-        ticking() as ticker,
-        anyio.create_task_group() as group,
-    ):
-        for job in prepared:
-            group.start_soon(one, job)
+    with stages_watched() as stages:
+        async with (
+            collections_watched() as collected,
+            ticking(on_gap=stages.gap) as ticker,
+            anyio.create_task_group() as group,
+        ):
+            for job in prepared:
+                group.start_soon(one, job)
     wall = time.perf_counter() - started
     ok = all([await _check(target, job) for job in prepared])
     figures = {
         "part": name,
         "store": target.kind,
+        "processes": options.processes,
         "files": sum(len(j.expected.files) for j in prepared),
         "jobs": jobs,
         "commit_seconds": round(wall, 2),
@@ -165,13 +231,19 @@ async def commit_part(
         "verified": ok,
         **ticker.figures(),
         **collected.figures(),
+        "stage_worst_stall_ms": stages.figures(),
     }
     figures["ok"] = ok and figures["worst_stall_ms"] <= STALL_TARGET_MS
     reporter.log(
-        f"{name} ({target.kind}, {figures['files']:,} files, {jobs} job(s)): "
+        f"{name} ({target.kind}, {figures['files']:,} files, {jobs} job(s), "
+        f"processes={options.processes}): "
         f"{wall:.2f} s, worst stall {figures['worst_stall_ms']} ms "
         f"(wall gap {figures['worst_wall_gap_ms']} ms), {figures['full_collections']} full "
         f"collections (longest {figures['longest_full_collection_ms']} ms), verified {ok}"
+    )
+    reporter.log(
+        "  worst stall per stage (ms): "
+        + ", ".join(f"{stage} {ms}" for stage, ms in figures["stage_worst_stall_ms"].items())
     )
     return figures
 
@@ -247,33 +319,38 @@ async def cancel_part(
     target: Target, files: int, points: int, options: CommitOptions, reporter: Reporter, seed: int
 ) -> dict[str, Any]:
     """Commits cancelled at ``points`` seeded times over an uncancelled commit's span;
-    each on a hard-linked copy of one prepared job (local store)."""
-    job, restore = await _restorable(target, files, seed, "cancel", reporter)
-    await restore()
+    each on a job as prepared (``_restorable``: a hard-linked copy on the local store, a
+    new job with seeded outputs on ADLS)."""
+    restore = await _restorable(target, files, seed, "cancel", reporter)
+    job = await restore()
     started = time.perf_counter()
     await commit_job(job.dest, job.job_id, store=target.store, options=options)
     span = time.perf_counter() - started
     rng = random.Random(seed)
     runs: list[dict[str, Any]] = []
 
-    def call() -> Awaitable[object]:
-        return commit_job(job.dest, job.job_id, store=target.store, options=options)
-
-    with reporter.bar("cancelling commits", points) as advance:
+    with reporter.bar(f"cancelling commits, processes={options.processes}", points) as advance:
         for point in range(points):
-            await restore()
+            job = await restore()
+
+            def call(job: PreparedJob = job) -> Awaitable[object]:
+                return commit_job(job.dest, job.job_id, store=target.store, options=options)
+
             way = CANCEL_WAYS[point % len(CANCEL_WAYS)]
             delay = rng.uniform(0.0, 1.1 * span)
-            fds, threads = _descriptors(), _own_threads()
+            fds, threads, before = _descriptors(), _own_threads(), set(_children())
             async with ticking() as ticker:
                 late = await _cancelled_commit(way, delay, call)
-            children = _children()
+            children = [pid for pid in _children() if pid not in before]  # not the emulator's
             fds_left, threads_left = _descriptors() - fds, _own_threads() - threads
             # half the points are finished by a re-run, half undone by abort
             if late is None or point % 2 == 0:
                 await call()
                 clean = await _check(target, job)
                 after = "re-run exact" if clean else "re-run NOT exact"
+            elif await _committed(target, job):  # the cancel landed after the _SUCCESS
+                clean = await _check(target, job)
+                after = "committed before the cancel, exact" if clean else "committed, NOT exact"
             else:
                 await abort_job(job.dest, job.job_id, store=target.store, options=options)
                 clean = await _nothing_left(target, job)
@@ -287,7 +364,12 @@ async def cancel_part(
                     "late_loop_cpu_ms": None if late is None else round(late.loop_cpu * 1000, 1),
                     "worst_stall_ms": ticker.figures()["worst_stall_ms"],
                     "after": after,
-                    "clean": clean and not children and fds_left <= 0 and threads_left <= 0,
+                    # a cloud store client keeps a pool of connections: its descriptors
+                    # come and go with it, and are reported, not judged
+                    "clean": clean
+                    and not children
+                    and (fds_left <= 0 or target.local_root is None)
+                    and threads_left <= 0,
                     "leftovers": {
                         "processes": children,
                         "descriptors": fds_left,
@@ -303,6 +385,7 @@ async def cancel_part(
     figures: dict[str, Any] = {
         "part": "cancel",
         "store": target.kind,
+        "processes": options.processes,
         "files": len(job.expected.files),
         "uncancelled_seconds": round(span, 2),
         "points": points,
@@ -317,7 +400,8 @@ async def cancel_part(
     }
     figures["ok"] = figures["all_clean"] and worst <= CANCEL_TARGET_MS
     reporter.log(
-        f"cancel ({target.kind}, {figures['files']:,} files): {len(lates)} of {points} "
+        f"cancel ({target.kind}, {figures['files']:,} files, processes={options.processes}): "
+        f"{len(lates)} of {points} "
         f"cancelled, worst {worst} ms late (median {figures['median_cancel_ms']}; loop CPU "
         f"after the cancel at most {worst_cpu} ms), worst "
         f"stall {figures['worst_stall_ms']} ms, all clean {figures['all_clean']}"
@@ -346,16 +430,36 @@ def _lateness(runs: list[dict[str, Any]], way: str) -> dict[str, Any]:
 
 async def _restorable(
     target: Target, files: int, seed: int, name: str, reporter: Reporter
-) -> tuple[PreparedJob, Callable[[], Awaitable[None]]]:
-    """A job prepared once, and a function that puts it back as prepared (hard links of
-    its files: a restore takes a fraction of a preparation)."""
-    if target.local_root is None:
-        raise ValueError(f"the {name} part needs the local store (it restores jobs by linking)")
+) -> Callable[[], Awaitable[PreparedJob]]:
+    """A function that gives a job as prepared, for a commit each call. On the local
+    store one job prepared once, put back by hard links of its files (a restore takes a
+    fraction of a preparation); on ADLS a new job each call, its task outputs seeded
+    into the emulator (``prepare(direct=True)``), the previous job's tree deleted."""
+    if target.local_root is not None:
+        return await _linked(target, files, seed, name, reporter)
+    if target.seed_files is None:
+        raise ValueError(f"the {name} part needs the local store or ADLS (seeded jobs)")
+    previous: list[PreparedJob] = []
+
+    async def fresh() -> PreparedJob:
+        for old in previous:
+            await target.store.delete(old.dest, recursive=True)
+        previous.clear()
+        job = await prepare(target, _spec(files, seed), reporter, name=name, direct=True)
+        previous.append(job)
+        return job
+
+    return fresh
+
+
+async def _linked(
+    target: Target, files: int, seed: int, name: str, reporter: Reporter
+) -> Callable[[], Awaitable[PreparedJob]]:
     job = await prepare(target, _spec(files, seed), reporter, name=name)
     pristine = job.dest + "-pristine"
     await anyio.to_thread.run_sync(_link_tree, job.dest, pristine)
 
-    async def restore() -> None:
+    async def restore() -> PreparedJob:
         # in child processes where there are GNU tools: the bench's own scaffolding
         # (lists of every name, in a pooled thread's malloc arena) stays out of the RSS
         # measured here
@@ -364,8 +468,18 @@ async def _restorable(
             await anyio.run_process([_CP, "-al", pristine, job.dest])
         else:
             await anyio.to_thread.run_sync(_restore, pristine, job.dest)
+        return job
 
-    return job, restore
+    return restore
+
+
+async def _committed(target: Target, job: PreparedJob) -> bool:
+    """Whether the destination's ``_SUCCESS`` names ``job`` (an abort leaves it)."""
+    try:
+        data = await target.store.read_bytes(join(job.dest, SUCCESS))
+    except NotFound:
+        return False
+    return decode_success(data).job_id == job.job_id
 
 
 async def _nothing_left(target: Target, job: PreparedJob) -> bool:
@@ -408,18 +522,19 @@ async def rss_part(
     results: dict[str, Any] = {}
     for processes in settings:
         options = base.with_values(processes=processes)
-        job, restore = await _restorable(target, files, processes, f"rss-{processes}", reporter)
+        restore = await _restorable(target, files, processes, f"rss-{processes}", reporter)
         samples: list[float] = []
         with reporter.bar(f"commits, processes={processes}", commits) as advance:
             for _ in range(commits):
-                await restore()
+                job = await restore()
                 _host_garbage()
                 await commit_job(job.dest, job.job_id, store=target.store, options=options)
                 samples.append(_rss_mb())
                 advance(1)
         results[str(processes)] = figures = rss_figures(samples)
         reporter.log(
-            f"rss processes={processes}: {samples[0]:.1f} -> {samples[-1]:.1f} MB over "
+            f"rss ({target.kind}, {files:,} files) processes={processes}: "
+            f"{samples[0]:.1f} -> {samples[-1]:.1f} MB over "
             f"{commits} commits; last {figures['tail_commits']}: "
             f"{figures['slope_mb_per_commit']:+.3f} MB per commit, "
             f"{figures['tail_growth_mb']:+.2f} MB in all (flat: <= {RSS_GROWTH_TARGET_MB:g}; "
@@ -428,6 +543,7 @@ async def rss_part(
         )
     return {
         "part": "rss",
+        "store": target.kind,
         "files": files,
         "commits": commits,
         "settings": results,
@@ -507,37 +623,57 @@ async def loop_bench(
     options: CommitOptions,
     seed: int,
     reporter: Reporter,
+    processes: list[int] | None = None,
 ) -> dict[str, Any]:
+    """The parts asked for; ``local``, ``cloud``, ``concurrent`` and the two cancel parts
+    once per ``processes`` setting (by default ``options``' own), the RSS parts once
+    per ``rss_processes`` setting. The cloud parts commit ``cloud_files`` files."""
     results: list[dict[str, Any]] = []
+    settings = [options.with_values(processes=p) for p in processes or [options.processes]]
     gc.collect()
     with reporter.live():
         if {"local", "concurrent", "cancel", "rss"} & set(parts):
             async with open_target("local", workdir=common.workdir, keep=common.keep) as target:
-                if "local" in parts:
-                    results.append(await commit_part("local", target, files, options, reporter))
-                if "concurrent" in parts:
-                    results.append(
-                        await commit_part(
-                            "concurrent", target, files, options, reporter, jobs=jobs, seed=seed
+                for each in settings:
+                    if "local" in parts:
+                        results.append(await commit_part("local", target, files, each, reporter))
+                    if "concurrent" in parts:
+                        results.append(
+                            await commit_part(
+                                "concurrent", target, files, each, reporter, jobs=jobs, seed=seed
+                            )
                         )
-                    )
-                if "cancel" in parts:
-                    results.append(
-                        await cancel_part(
-                            target, cancel_files, cancel_points, options, reporter, seed
+                    if "cancel" in parts:
+                        results.append(
+                            await cancel_part(
+                                target, cancel_files, cancel_points, each, reporter, seed
+                            )
                         )
-                    )
                 if "rss" in parts:
                     results.append(
                         await rss_part(
                             target, rss_files, rss_commits, rss_processes, options, reporter
                         )
                     )
-        if "cloud" in parts:
+        if {"cloud", "cloud-cancel", "cloud-rss"} & set(parts):
             async with open_target(cloud, keep=common.keep) as target:
-                results.append(
-                    await commit_part("cloud", target, cloud_files, options, reporter, direct=True)
-                )
+                for each in settings:
+                    if "cloud" in parts:
+                        results.append(
+                            await commit_part(
+                                "cloud", target, cloud_files, each, reporter, direct=True
+                            )
+                        )
+                    if "cloud-cancel" in parts:
+                        cancelled = await cancel_part(
+                            target, cloud_files, cancel_points, each, reporter, seed
+                        )
+                        results.append({**cancelled, "part": "cloud-cancel"})
+                if "cloud-rss" in parts:
+                    measured = await rss_part(
+                        target, cloud_files, rss_commits, rss_processes, options, reporter
+                    )
+                    results.append({**measured, "part": "cloud-rss"})
     stalls = [r["worst_stall_ms"] for r in results if "worst_stall_ms" in r]
     cancels = [r["worst_cancel_ms"] for r in results if "worst_cancel_ms" in r]
     ok = all(r["ok"] for r in results)
@@ -551,12 +687,14 @@ async def loop_bench(
             f"(target <= {CANCEL_TARGET_MS:g})"
         )
     for result in results:
-        if result["part"] == "rss":
+        if result["part"] in ("rss", "cloud-rss"):
             growths = ", ".join(
                 f"processes={p}: {r['tail_growth_mb']:+.2f} MB over the last {r['tail_commits']}"
                 for p, r in result["settings"].items()
             )
-            headline.append(f"RSS {growths} commits (flat: <= {RSS_GROWTH_TARGET_MB:g})")
+            headline.append(
+                f"RSS ({result['store']}) {growths} commits (flat: <= {RSS_GROWTH_TARGET_MB:g})"
+            )
     reporter.figure(f"bench loop: {'; '.join(headline)}; {verdict(ok)}")
     return {
         "scenario": "bench-loop",

@@ -334,7 +334,7 @@ def test_bench_loop_prints_cancel_latency_per_way_and_rss_per_commit(tmp_path: P
     rss = parts["rss"]["settings"]
     assert set(rss) == {"0", "2"}
     assert all(len(setting["rss_mb"]) == 3 for setting in rss.values())
-    assert "per commit: " in result.output
+    assert "per commit: " in " ".join(result.output.split())  # lines wrap at the width
 
 
 @pytest.mark.emulator  # the ADLS emulator, started by the bench
@@ -356,6 +356,38 @@ def test_bench_loop_cloud_part_seeds_the_task_outputs_and_verifies(tmp_path: Pat
     assert cloud["files"] == 300
     assert cloud["outputs_seeded"] is True
     assert cloud["verified"] is True
+
+
+@pytest.mark.emulator  # the ADLS emulator, started by the bench
+def test_bench_loop_on_adls_per_processes_setting_with_cancel_and_rss(tmp_path: Path) -> None:
+    """``bench loop`` on ADLS at two ``processes`` settings: the worst slice per stage of
+    each commit, the cancel latency (jobs prepared anew, the emulator's process not
+    counted as left behind) and RSS per commit."""
+    out = tmp_path / "figures.json"
+    result = CliRunner().invoke(
+        main,
+        [
+            "bench", "loop", "--parts", "cloud,cloud-cancel,cloud-rss", "--cloud", "adls",
+            "--cloud-files", "200", "--processes", "1,2", "--cancel-points", "2",
+            "--rss-commits", "2", "--rss-processes", "1", "--json", str(out),
+            "--out", str(tmp_path / "out"), "--no-progress",
+        ],
+    )  # fmt: skip
+    assert result.exit_code in (0, 1), result.output + repr(result.exception)
+    results = json.loads(out.read_text())["results"]
+    assert [(r["part"], r.get("processes")) for r in results] == [
+        ("cloud", 1), ("cloud-cancel", 1), ("cloud", 2), ("cloud-cancel", 2), ("cloud-rss", None)
+    ]  # fmt: skip
+    for commit in (r for r in results if r["part"] == "cloud"):
+        assert commit["verified"] is True
+        assert "job_stage_rename_files" in commit["stage_worst_stall_ms"]
+    for cancel in (r for r in results if r["part"] == "cloud-cancel"):
+        assert cancel["store"] == "adls" and cancel["points"] == 2
+        assert all(run["leftovers"]["processes"] == [] for run in cancel["runs"])
+        assert all("NOT" not in run["after"] for run in cancel["runs"])
+    (rss,) = (r for r in results if r["part"] == "cloud-rss")
+    assert len(rss["settings"]["1"]["rss_mb"]) == 2
+    assert "worst stall per stage (ms): " in result.output
 
 
 @pytest.mark.slow

@@ -4,7 +4,7 @@ between two wake-ups, to find what holds the loop."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +15,8 @@ import anyio
 @dataclass
 class Ticker:
     """A ``period`` ticker on the running loop. Per gap between two wake-ups: the loop
-    thread's own CPU (``thread_time``) and the wall time."""
+    thread's own CPU (``thread_time``) and the wall time, each also handed to
+    ``on_gap(cpu, wall)`` when given (to attribute gaps to what ran in them)."""
 
     period: float = 0.001
     worst_cpu: float = 0.0
@@ -23,6 +24,7 @@ class Ticker:
     gaps: int = 0
     cpu_over_10ms: int = 0
     walls: list[float] = field(default_factory=list)
+    on_gap: Callable[[float, float], None] | None = None
 
     async def run(self) -> None:
         thread_time, clock = time.thread_time, time.perf_counter
@@ -40,6 +42,8 @@ class Ticker:
             if gap_wall > self.worst_wall:
                 self.worst_wall = gap_wall
             self.walls.append(gap_wall)
+            if self.on_gap is not None:
+                self.on_gap(gap_cpu, gap_wall)
 
     def figures(self) -> dict[str, Any]:
         walls = sorted(self.walls)
@@ -54,9 +58,11 @@ class Ticker:
 
 
 @asynccontextmanager
-async def ticking(period: float = 0.001) -> AsyncIterator[Ticker]:
-    """A ``Ticker`` running for the block."""
-    ticker = Ticker(period)
+async def ticking(
+    period: float = 0.001, on_gap: Callable[[float, float], None] | None = None
+) -> AsyncIterator[Ticker]:
+    """A ``Ticker`` running for the block (``on_gap``: see ``Ticker``)."""
+    ticker = Ticker(period, on_gap=on_gap)
     async with anyio.create_task_group() as group:
         group.start_soon(ticker.run)
         try:

@@ -28,6 +28,7 @@ import pytest
 
 from aiocommit import commit_job
 from aiocommit.stores.local import LocalStore
+from aiocommit_testing.child_server import start_announcing, stop_process
 from tests.helpers import run_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,7 +53,6 @@ SKIPPED_COMMANDS: dict[str, str] = {
     "python -m aiocommit_stress bench": "a benchmark of minutes; stress/tests cover the harness",
     "python -m aiocommit_stress job": "a stress job on S3 (moto); stress/tests cover it",
     "aiocommit stress chaos": "a chaos run of minutes on fake-gcs-server",
-    "python -m aiocommit_testing.": "starts an emulator server that runs until stopped",
     "aiocommit show reports/": "reads a summary report the example's own commit did not write",
 }
 
@@ -61,9 +61,20 @@ SKIPPED_FLAGS: dict[str, str] = {
     "--uploads": "S3's multipart uploads: needs an S3 destination (tests/cli/test_s3_jobs.py)",
 }
 
-#: a line naming a cloud URL is skipped: it needs that account (or an emulator started
-#: with the exports the same block skips)
+#: a line naming a cloud URL is skipped: it needs that account, unless the same block
+#: started the emulator of that store (see ``EMULATORS``)
 CLOUD_URL = re.compile(r"\b(s3a?|gs|abfss?)://")
+#: an emulator a block starts (``python -m aiocommit_testing.gcs_emulator --port 4443``):
+#: run in the background on a free port (``--port 0``) until the block ends; the names it
+#: announces go into the block's environment (its ``export`` of them is not run: the
+#: port differs), and its store's URLs then run
+EMULATOR = re.compile(r"^python -m aiocommit_testing\.(adls|gcs)_emulator\b")
+EMULATORS: dict[str, tuple[str, ...]] = {
+    "adls": ("AIOCOMMIT_ADLS_ENDPOINT", "AZURE_STORAGE_ACCOUNT_KEY"),
+    "gcs": ("STORAGE_EMULATOR_HOST",),
+}
+#: the store of each cloud URL scheme
+SCHEMES = {"gs": "gcs", "abfs": "adls", "abfss": "adls", "s3": "s3", "s3a": "s3"}
 
 #: Python examples skipped, by page and first line of the block: the reason
 SKIPPED_PYTHON: dict[tuple[str, str], str] = {
@@ -138,14 +149,21 @@ def shell_commands(example: Example) -> list[str]:
     return commands
 
 
-def skip_reason(command: str) -> str | None:
+def skip_reason(command: str, emulated: frozenset[str] = frozenset()) -> str | None:
+    """Why ``command`` is not run, or None; ``emulated``: the stores whose emulator the
+    block started (their URLs and the exports of what they announced run)."""
+    if command.startswith("export ") and emulated:
+        name = command.removeprefix("export ").partition("=")[0]
+        if any(name in EMULATORS[store] for store in emulated):
+            return "sets what the emulator the block started announced (on another port)"
     for prefix, reason in SKIPPED_COMMANDS.items():
         if command.startswith(prefix):
             return reason
     for flag, reason in SKIPPED_FLAGS.items():
         if flag in command.split():
             return reason
-    if CLOUD_URL.search(command):
+    schemes = {SCHEMES[found] for found in CLOUD_URL.findall(command)}
+    if schemes - emulated:
         return "names a cloud URL: needs that account"
     if "TASK-manifest" in command:
         return "names a task manifest by its task ID, which the text leaves open"
@@ -155,13 +173,18 @@ def skip_reason(command: str) -> str | None:
 
 
 #: a Python block without an import is a fragment (``await commit_job(dest, job_id,
-#: options=...)``): the names it uses come from the text around it
-FRAGMENT = "a fragment without imports: its names come from the text around it"
+#: options=...)``): it runs with ``aiocommit``'s public names, ``dest`` and ``job_id``;
+#: one of a Spark ``DataFrame`` (``df.write``, ``writeStream``) needs Spark
+SPARK_FRAGMENT = re.compile(r"\.(write|writeStream)\b")
+
+
+def is_fragment(example: Example) -> bool:
+    return not re.search(r"^\s*(import|from) \w", example.text, re.M)
 
 
 def python_skip(example: Example) -> str | None:
-    if not re.search(r"^\s*(import|from) \w", example.text, re.M):
-        return FRAGMENT
+    if is_fragment(example) and SPARK_FRAGMENT.search(example.text):
+        return "a fragment of a Spark DataFrame's write: needs Spark (a JVM)"
     first = example.text.strip().splitlines()[0]
     for (page, start), reason in SKIPPED_PYTHON.items():
         if page == example.page and (start == "*" or first.startswith(start)):
@@ -221,29 +244,58 @@ PYTHON_EXAMPLES = [e for e in examples() if e.language in PYTHONS]
 @pytest.mark.parametrize("example", SHELL_EXAMPLES, ids=lambda e: e.id)
 def test_shell_example(example: Example, tmp_path: Path) -> None:
     dest, job_id = _job(tmp_path)
+    env = _env()
+    emulated: set[str] = set()
+    servers = []
     ran = []
-    for command in shell_commands(example):
-        filled = _substitute(command, dest, job_id, str(tmp_path))
-        if skip_reason(filled) is not None:
-            continue
-        words = shlex.split(filled)
-        if words[0] == "python":
-            words[0] = str(BIN / "python") if (BIN / "python").exists() else sys.executable
-        result = subprocess.run(
-            ["bash", "-o", "pipefail", "-c", shlex.join(words)]
-            if "|" not in filled
-            else ["bash", "-o", "pipefail", "-c", filled],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=_env(),
-            cwd=tmp_path,
-        )
-        _check(result, f"{example.id}: {command}")
-        ran.append(command)
+    try:
+        for command in shell_commands(example):
+            filled = _substitute(command, dest, job_id, str(tmp_path))
+            started = EMULATOR.match(filled)
+            if started:
+                servers.append(_start_emulator(started.group(1), filled, env))
+                emulated.add(started.group(1))
+                ran.append(command)
+                continue
+            if skip_reason(filled, frozenset(emulated)) is not None:
+                continue
+            words = shlex.split(filled)
+            if words[0] == "python":
+                words[0] = _python()
+            result = subprocess.run(
+                ["bash", "-o", "pipefail", "-c", shlex.join(words)]
+                if "|" not in filled
+                else ["bash", "-o", "pipefail", "-c", filled],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env=env,
+                cwd=tmp_path,
+            )
+            _check(result, f"{example.id}: {command}")
+            ran.append(command)
+    finally:
+        for server in servers:
+            stop_process(server)
     if not ran:
         reasons = {skip_reason(_substitute(c, dest, job_id, "")) for c in shell_commands(example)}
-        pytest.skip("; ".join(sorted(r for r in reasons if r)))
+        pytest.skip(f"{example.id}: " + "; ".join(sorted(r for r in reasons if r)))
+
+
+def _python() -> str:
+    return str(BIN / "python") if (BIN / "python").exists() else sys.executable
+
+
+def _start_emulator(store: str, command: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    """The emulator of ``command`` started on a free port; what it announces (the names
+    the docs say it prints: ``EMULATORS``) put into ``env``."""
+    words = shlex.split(re.sub(r"--port \d+", "--port 0", command))
+    names = EMULATORS[store]
+    process, announced = start_announcing(
+        [_python(), *words[1:]], lambda found: all(n in found for n in names), env=env
+    )
+    env.update({name: announced[name] for name in names})
+    return process
 
 
 RUNNER = """
@@ -251,6 +303,9 @@ import ast, asyncio, sys
 source = open(sys.argv[1], encoding="utf-8").read()
 code = compile(source, sys.argv[1], "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
 namespace = {"__name__": "__main__", "dest": sys.argv[2], "job_id": sys.argv[3]}
+if sys.argv[4:] == ["fragment"]:
+    import aiocommit
+    namespace.update({name: getattr(aiocommit, name) for name in aiocommit.__all__})
 result = eval(code, namespace)
 if asyncio.iscoroutine(result):
     asyncio.run(result)
@@ -261,14 +316,14 @@ if asyncio.iscoroutine(result):
 def test_python_example(example: Example, tmp_path: Path) -> None:
     reason = python_skip(example)
     if reason is not None:
-        pytest.skip(reason)
+        pytest.skip(f"{example.id}: {reason}")
     dest, job_id = _job(tmp_path)
     source = tmp_path / "example.py"
     source.write_text(_substitute(example.text, dest, job_id, str(tmp_path)), encoding="utf-8")
     ast.parse(source.read_text(encoding="utf-8"), feature_version=(3, 11), type_comments=False)
-    python = str(BIN / "python") if (BIN / "python").exists() else sys.executable
     result = subprocess.run(
-        [python, "-c", RUNNER, str(source), dest, job_id],
+        [_python(), "-c", RUNNER, str(source), dest, job_id]
+        + (["fragment"] if is_fragment(example) else []),
         capture_output=True,
         text=True,
         timeout=120,

@@ -249,3 +249,49 @@ async def test_a_call_begun_finishes_before_more_calls_begin() -> None:
     assert len(names) == 16
     # the first rename's delete comes before most of the other renames' copies
     assert names.index("delete-source") <= 3, names
+
+
+def test_throttles_answered_before_the_successes_of_calls_begun_with_them_do_not_engage() -> None:
+    """A store throttling 30 % at random answers a throttle at once and a success after
+    its work (0.1 s here): of calls begun together (a stage's start, calls let go by the
+    rate), the throttled ones finish first, and their retries, throttled 30 % again,
+    before any success. Judged over less than twice the time a success takes, that is
+    over half of 32 calls throttled, and the rate engaged for nothing (paced to a
+    crawl for tens of seconds); judged over longer, the successes count too."""
+    now = [10.0]
+    rate = AdaptiveRate(clock=lambda: now[0])
+    for _ in range(200):  # earlier successes: 0.1 s each
+        rate.took(0.1)
+        rate.admitted += 1
+    assert rate.latency == pytest.approx(0.1, rel=0.01)
+    now[0] = 20.0
+    begun = now[0]
+    for _ in range(40):  # 40 throttles (first answers and their retries) in 40 ms
+        now[0] += 0.001
+        assert not rate.on_throttle(begun)
+    now[0] = begun + 0.1  # the successes of the calls begun together
+    rate.admitted += 93
+    for _ in range(10):  # throttled on at 30 %: 3 throttles to 7 successes
+        now[0] += 0.01
+        rate.admitted += 7
+        for _ in range(3):
+            rate.on_throttle(now[0] - 0.005)
+    assert rate.rate is None, rate.rate
+
+
+def test_a_storm_of_throttles_still_engages_once_it_lasts() -> None:
+    """A store that throttles most calls (a limit in requests a second) is paced once
+    the window has lasted twice the time a success takes."""
+    now = [10.0]
+    rate = AdaptiveRate(clock=lambda: now[0])
+    for _ in range(200):
+        rate.took(0.05)
+    engaged = False
+    for _ in range(200):
+        now[0] += 0.005
+        rate.admitted += 1
+        engaged = rate.on_throttle(now[0] - 0.001) or rate.on_throttle(now[0] - 0.001)
+        if engaged:
+            break
+    assert engaged and rate.rate is not None
+    assert now[0] - 10.0 >= 2 * 0.05 * 0.99

@@ -220,7 +220,7 @@ def jobs(dest: str, as_json: bool, option_pairs: tuple[str, ...], **values: Any)
 
     async def scan() -> tuple[list[JobInfo], S3Uploads | None]:
         try:
-            found = await scan_jobs(store, path)
+            found = await scan_jobs(store, path, options)
             if not supports_multipart(store):
                 return found, None
             return found, await s3_uploads(path, store, [job.job_id for job in found])
@@ -475,7 +475,7 @@ def cleanup(
 
     async def run() -> int:
         try:
-            found = await scan_jobs(store, path)
+            found = await scan_jobs(store, path, options)
             if job_id is not None:
                 found = [job for job in found if job.job_id == job_id]
                 if not found:  # as abort: nothing left is what cleanup wants

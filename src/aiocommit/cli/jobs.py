@@ -12,6 +12,7 @@ from aiocommit.cli.exits import EXIT_NOT_FOUND, Problem
 from aiocommit.client.jobs import JobInfo, list_jobs
 from aiocommit.errors import ManifestError, NotFound, StoreError
 from aiocommit.io.retry import RetryPolicy
+from aiocommit.options import CommitOptions
 from aiocommit.protocol.layout import (
     SUCCESS,
 )
@@ -72,9 +73,21 @@ async def read_dest_success(store: Store, dest: str) -> SuccessData | None:
         return None
 
 
-async def require_dir(store: Store, path: str) -> None:
+def read_policy(options: CommitOptions) -> RetryPolicy:
+    """The retry policy of a command's own reads: the options' ``retry`` group, as the
+    library's store-call door uses it."""
+    retry = options.retry
+    return RetryPolicy(
+        max_attempts=retry.max_attempts,
+        budget_seconds=retry.budget_seconds,
+        base_delay=retry.base_delay,
+        max_delay=retry.max_delay,
+    )
+
+
+async def require_dir(store: Store, path: str, policy: RetryPolicy | None = None) -> None:
     try:
-        status = await retried(lambda: store.stat(path))
+        status = await retried(lambda: store.stat(path), policy)
     except NotFound:
         missing = await missing_container(store)
         raise Problem(
@@ -104,11 +117,12 @@ def too_recent(
     return age is None or age < limit
 
 
-async def scan_jobs(store: Store, dest: str) -> list[JobInfo]:
+async def scan_jobs(store: Store, dest: str, options: CommitOptions) -> list[JobInfo]:
     """Every job under ``DEST/_temporary`` with its state from its durable record
-    (``aiocommit.list_jobs``), oldest first (unknown ages last)."""
-    await require_dir(store, dest)
-    return await list_jobs(dest, store=store)
+    (``aiocommit.list_jobs``), oldest first (unknown ages last); every read made with
+    ``options`` (its retries and limits)."""
+    await require_dir(store, dest, read_policy(options))
+    return await list_jobs(dest, store=store, options=options)
 
 
 async def missing_container(store: Store) -> str | None:

@@ -71,7 +71,9 @@ class StoreOperations:
         #: the in-flight limit and the configured rates: the client's, shared by its jobs
         #: (``limits``), else this door's own
         self.limits = self.admission.limits
-        self.retrying = Retrying(self.retry, self.meter, sleep)
+        self.retrying = Retrying(
+            self.retry, self.meter, sleep, at_random=self.admission.throttles_at_random
+        )
         self.limiter = self.admission.limiter
         #: the job's adaptive pace (``Admission.pace``)
         self.pace = self.admission.pace
@@ -146,7 +148,7 @@ class StoreOperations:
                 if requests is not None:
                     REQUEST_RETRY.reset(token)
             meter.finished(statistic, begin)
-            admission.succeeded(pace, requests is None or requests.first)
+            admission.succeeded(pace, requests is None or requests.first, begin)
             return result
 
     async def _try(
@@ -175,7 +177,7 @@ class StoreOperations:
         finally:
             REQUEST_RETRY.reset(token)
         self.meter.finished(statistic, begin)
-        admission.succeeded(pace, requests.first)
+        admission.succeeded(pace, requests.first, begin)
         return result
 
     def rename_batcher(self) -> RenameBatch | None:
