@@ -128,37 +128,3 @@ def test_the_meter_records_a_wait_only_when_there_was_one() -> None:
     assert S.STORE_IO_RATE_LIMITED + ".mean" not in stats.snapshot().meanstatistics
     meter.waited(0.25)
     assert stats.snapshot().meanstatistics[S.STORE_IO_RATE_LIMITED + ".mean"].sum == 250.0
-
-
-async def test_throttles_judged_at_random_wait_the_base_delay_each_time() -> None:
-    """Once the store's throttles were judged at random (cuts did not lower their share),
-    a call throttled again and again waits the base delay each time (a Retry-After's
-    wait when given), not a wait growing with each throttle in a row."""
-    clock, stats = _Clock(), IOStatistics()
-    rules = RetryPolicy(clock=clock, rng=random.Random(3), base_delay=0.05, max_delay=20.0)
-    judged = [False]
-    retrying = Retrying(rules, CallMeter(stats), clock.sleep, at_random=lambda: judged[0])
-    tries = Tries(clock())
-    for attempt in range(1, 5):
-        tries.attempt = attempt
-        await retrying.backoff(Throttled("busy"), tries)
-    assert clock.slept[-1] > 0.05  # not yet judged: the backoff grows
-    judged[0] = True
-    clock.slept.clear()
-    for attempt in range(5, 9):
-        tries.attempt = attempt
-        await retrying.backoff(Throttled("busy"), tries)
-    tries.attempt = 9
-    await retrying.backoff(Throttled("busy", retry_after=1.0), tries)
-    assert clock.slept == [0.05, 0.05, 0.05, 0.05, 1.0]
-    tries.attempt = 10
-    await retrying.backoff(Transient("reset"), tries)  # not a throttle: the policy's own
-    assert clock.slept[-1] == 0.05
-
-
-def test_the_door_says_when_throttles_were_judged_at_random() -> None:
-    stats = IOStatistics()
-    admission = Admission(MemoryStore("judged"), CommitOptions(), CallMeter(stats))
-    assert not admission.throttles_at_random()
-    admission.limiter.random_throttles += 1
-    assert admission.throttles_at_random()

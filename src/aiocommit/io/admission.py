@@ -5,7 +5,6 @@ what the store's answers teach the limit and the pace."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from time import perf_counter
 
 import anyio
 
@@ -140,15 +139,12 @@ class Admission:
         for _ in range(slots):
             limiter.release()
 
-    def succeeded(self, pace: AdaptiveRate, counted: bool, begin: float | None = None) -> None:
-        """A call (begun at ``begin``, ``perf_counter``) ended well: its slot back, the
-        limit hears it, ``pace`` hears how long it took, and counts it as admitted
-        unless its requests were ``counted`` each already."""
+    def succeeded(self, pace: AdaptiveRate, counted: bool) -> None:
+        """A call ended well: its slot back, the limit hears it, and ``pace`` counts it
+        as admitted unless its requests were ``counted`` each already."""
         limiter = self.limiter
         limiter.release()
         limiter.on_success()
-        if begin is not None:
-            pace.took(perf_counter() - begin)
         if counted:
             pace.admitted += 1
 
@@ -164,12 +160,6 @@ class Admission:
         not-found): counted as a success."""
         self.limiter.on_success()
         pace.admitted += 1
-
-    def throttles_at_random(self) -> bool:
-        """Whether the store's throttles were judged not to follow the pace: the in-flight
-        limit's cuts or the rate's decreases did not lower their share (a store
-        throttling a share of requests at random)."""
-        return self.limiter.random_throttles > 0 or self.pace.unpaced > 0
 
     def heard(self, error: StoreError, epoch: int, begin: float, pace: AdaptiveRate) -> None:
         """A call (its slot taken in ``epoch``, begun at ``begin``) failed with ``error``:

@@ -242,14 +242,6 @@ MEASURE_SECONDS_MOST = 1.0
 #: calls finished in a window before its throttled share can engage the rate (a store
 #: throttling at random seldom throttles half of so many)
 ENGAGE_CALLS = 32
-#: and how long the window lasts at least, in the time a success takes (``latency``):
-#: a throttle is answered at once and a success only after the store's work, so the
-#: first calls to finish after calls began together are mostly the throttled ones (a
-#: store throttling 30 % at random showed over half of 32 throttled at the start of a
-#: stage, or as calls queued at the rate were let go, and was paced for nothing)
-ENGAGE_LATENCIES = 2.0
-#: the weight of each success's time in ``latency`` (a moving average)
-LATENCY_WEIGHT = 0.05
 #: seconds after a decrease before the rate probes above the ceiling; each probe that
 #: finds the ceiling where it was (within ``SAME_CEILING``) doubles the wait, up to
 #: ``PROBE_SECONDS_MOST``: every probe that finds the limit costs a few throttles
@@ -274,9 +266,8 @@ class AdaptiveRate:
 
     Unpaced (``rate`` None, nothing to wait for) until the store throttles at least
     ``engage_share`` of the calls finished since the window's first throttle (at least
-    ``ENGAGE_CALLS`` calls and ``engage_throttles`` throttles, over ``ENGAGE_LATENCIES``
-    times the time a success takes at least, ``latency`` from ``took``; successes before
-    the first throttle do not dilute a storm): a store that limits requests per second. Then
+    ``ENGAGE_CALLS`` calls and ``engage_throttles`` throttles; successes before the first
+    throttle do not dilute a storm): a store that limits requests per second. Then
     every call waits its turn at ``rate`` requests a second (first come, first served; a
     changed rate applies to calls waiting).
 
@@ -340,8 +331,6 @@ class AdaptiveRate:
         self.ceiling = 0.0
         #: successes reported (the caller increments it)
         self.admitted = 0
-        #: seconds a success takes, a moving average (``took``)
-        self.latency = 0.0
         self.decreases = 0
         now = clock()
         self._changed = now  # when the rate last dropped (or the window began)
@@ -404,10 +393,6 @@ class AdaptiveRate:
         self._found = True
         return True
 
-    def took(self, seconds: float) -> None:
-        """A success took ``seconds`` (from its call's start): into ``latency``."""
-        self.latency += LATENCY_WEIGHT * (seconds - self.latency)
-
     def _unpace(self, now: float) -> None:
         """Throttles that do not follow the rate: unpaced again, and slower to engage."""
         self.rate = None
@@ -450,7 +435,6 @@ class AdaptiveRate:
             self._throttles < self.engage_throttles
             or finished < ENGAGE_CALLS
             or self._throttles < self.engage_share * finished
-            or now - first < ENGAGE_LATENCIES * self.latency
         ):
             return False
         admitted = max(

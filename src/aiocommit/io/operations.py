@@ -71,9 +71,7 @@ class StoreOperations:
         #: the in-flight limit and the configured rates: the client's, shared by its jobs
         #: (``limits``), else this door's own
         self.limits = self.admission.limits
-        self.retrying = Retrying(
-            self.retry, self.meter, sleep, at_random=self.admission.throttles_at_random
-        )
+        self.retrying = Retrying(self.retry, self.meter, sleep)
         self.limiter = self.admission.limiter
         #: the job's adaptive pace (``Admission.pace``)
         self.pace = self.admission.pace
@@ -148,7 +146,7 @@ class StoreOperations:
                 if requests is not None:
                     REQUEST_RETRY.reset(token)
             meter.finished(statistic, begin)
-            admission.succeeded(pace, requests is None or requests.first, begin)
+            admission.succeeded(pace, requests is None or requests.first)
             return result
 
     async def _try(
@@ -177,7 +175,7 @@ class StoreOperations:
         finally:
             REQUEST_RETRY.reset(token)
         self.meter.finished(statistic, begin)
-        admission.succeeded(pace, requests.first, begin)
+        admission.succeeded(pace, requests.first)
         return result
 
     def rename_batcher(self) -> RenameBatch | None:

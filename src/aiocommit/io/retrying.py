@@ -37,43 +37,32 @@ class Retrying:
     error with ``attempts`` and ``retried_seconds`` set, so callers can tell a call that
     may have been applied although it reported failure. A call that is paced and
     throttled waits the base delay (or the store's ``Retry-After``) and then its turn at
-    the rate again, rather than backing off further each time: the rate spaces calls. So
-    does a throttled call once ``at_random()`` says the store's throttles were judged not
-    to follow the pace: the next attempt is throttled as likely after a long wait as
-    after a short one, and each throttle in a row growing the wait gave one unlucky call
-    of a stage seconds of backoff that the whole stage waited for. A ``Retry-After``
-    raises one wait; the backoff grows from its own delays, not from it.
+    the rate again, rather than backing off further each time: the rate spaces calls. A
+    ``Retry-After`` raises one wait; the backoff grows from its own delays, not from it.
     """
 
-    __slots__ = ("at_random", "meter", "policy", "sleep")
+    __slots__ = ("meter", "policy", "sleep")
 
     def __init__(
-        self,
-        policy: RetryPolicy,
-        meter: CallMeter,
-        sleep: Callable[[float], Awaitable[None]],
-        *,
-        at_random: Callable[[], bool] = lambda: False,
+        self, policy: RetryPolicy, meter: CallMeter, sleep: Callable[[float], Awaitable[None]]
     ) -> None:
         self.policy = policy
         self.meter = meter
         self.sleep = sleep
-        self.at_random = at_random
 
     def start(self, attempt: int = 0) -> Tries:
         """The tries of a call beginning now (``attempt`` of them made already)."""
         return Tries(self.policy.clock(), attempt)
 
     async def backoff(self, error: StoreError, tries: Tries, *, paced: bool = False) -> None:
-        """Sleep before attempt ``tries.attempt + 1`` (a ``paced`` call that was throttled,
-        or any throttled call once throttles are ``at_random``: the base delay or the
-        store's ``Retry-After``, and the next backoff starts afresh), or re-raise
+        """Sleep before attempt ``tries.attempt + 1`` (a ``paced`` call that was throttled:
+        the base delay, and the next unpaced backoff starts afresh), or re-raise
         ``error``. A request of the call that was retried on its own and given up
         already (``error.retried_seconds``) is not retried again."""
         if error.retried_seconds:
             raise error
         policy = self.policy
-        in_line = isinstance(error, Throttled) and (paced or self.at_random())
+        in_line = paced and isinstance(error, Throttled)
         delay = policy.next_delay(
             error, tries.attempt, 0.0 if in_line else tries.delay, tries.started
         )
