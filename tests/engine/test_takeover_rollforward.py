@@ -119,11 +119,16 @@ async def _killed_after(store: NoRename, dest: str, job_id: str, operation: str,
         store.kill = (operation, join(dest, path), scope)
         await commit_job(dest, job_id, store=store, options=REPLACE_PARTITIONS)
     assert scope.cancelled_caught, "the commit ended before the kill point"
+    assert (await _expire_lease(store, dest)).job_id == job_id
+
+
+async def _expire_lease(store: Store, dest: str) -> LeaseRecord:
+    """Make the destination's lease look abandoned mid-publish (expired); its record."""
     lease = join(dest, LEASE_NAME)
     record = msgspec.json.decode(await store.read_bytes(lease), type=LeaseRecord)
-    assert record.job_id == job_id
     dead = msgspec.structs.replace(record, state="publishing", expires=time.time() - 1)
     await store.write_bytes(lease, msgspec.json.encode(dead))
+    return record
 
 
 async def _scene(
@@ -307,10 +312,7 @@ async def test_a_dead_append_that_overwrote_old_files_is_finished_by_the_taker(
         wrapped.kill = (operation, join(dest, "p=0/part-0.dat"), scope)
         await commit_job(dest, dead, store=wrapped, options=APPEND_OVERWRITING)
     assert scope.cancelled_caught, "the commit ended before the kill point"
-    lease = join(dest, LEASE_NAME)
-    record = msgspec.json.decode(await wrapped.read_bytes(lease), type=LeaseRecord)
-    expired = msgspec.structs.replace(record, state="publishing", expires=time.time() - 1)
-    await wrapped.write_bytes(lease, msgspec.json.encode(expired))
+    await _expire_lease(wrapped, dest)
 
     await commit_job(dest, live, store=wrapped)
     assert await output(wrapped, dest) == {**OLD, **DEAD, "p=5/b.dat": b"b"}
@@ -331,10 +333,7 @@ async def test_a_dead_append_before_it_overwrote_anything_is_aborted(
         wrapped.kill = ("delete", join(dest, "_SUCCESS"), scope)
         await commit_job(dest, dead, store=wrapped, options=APPEND_OVERWRITING)
     assert scope.cancelled_caught, "the commit ended before the kill point"
-    lease = join(dest, LEASE_NAME)
-    record = msgspec.json.decode(await wrapped.read_bytes(lease), type=LeaseRecord)
-    expired = msgspec.structs.replace(record, state="publishing", expires=time.time() - 1)
-    await wrapped.write_bytes(lease, msgspec.json.encode(expired))
+    await _expire_lease(wrapped, dest)
 
     await commit_job(dest, live, store=wrapped)
     assert await output(wrapped, dest) == {**OLD, "p=5/b.dat": b"b"}
