@@ -3,6 +3,7 @@ if one after another (issue 33, behaviour 5), a dead holder's lease is taken ove
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -10,6 +11,7 @@ from typing import TypeVar
 import anyio
 import anyio.abc
 import msgspec
+import pytest
 
 from aiocommit import (
     CommitError,
@@ -250,6 +252,25 @@ async def test_a_cancelled_commit_is_finished_by_its_rerun(store_root: tuple[Sto
         await commit_job(dest, job_id, store=store)
     assert await output(store, dest) == files
     assert not await exists(store, join(dest, LEASE_NAME))
+
+
+async def test_a_job_resuming_its_own_lease_does_not_warn_of_a_take_over(
+    store_root: tuple[Store, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The abort of a job whose commit failed part-way takes back its own abandoned lease:
+    an INFO line saying so, not a warning that it took over another job's lease."""
+    store, root = store_root
+    dest = join(root, "out")
+    dead = await _job(store, dest, {f"part={n}/dead.dat": b"dead" for n in range(3)})
+    await part_way_commit(store, dest, dead)  # its lease left abandoned
+    with caplog.at_level(logging.INFO, logger="aiocommit"):
+        await abort_job(dest, dead, store=store)
+    messages = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert not [m for level, m in messages if level >= logging.WARNING and "took over" in m]
+    assert (logging.INFO, "resuming this job's own abandoned lease on the destination") in [
+        (level, m.rsplit(" [", 1)[0]) for level, m in messages
+    ], messages
+    assert await output(store, dest) == {}
 
 
 async def test_jobs_into_disjoint_partitions_all_commit(store_root: tuple[Store, str]) -> None:

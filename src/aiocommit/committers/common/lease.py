@@ -283,11 +283,13 @@ async def _take_over(context: StageContext, current: LeaseRecord, mine: LeaseRec
         await _write(context, path, mine, create=False)
         if current.claimed:  # its taker's claim, left if that taker was killed holding it
             await context.ops.delete(path + CLAIM_INFIX + current.claimed)
-        context.log.warning(
-            "took over job %s's %s lease on the destination",
-            current.job_id,
-            "abandoned" if current.state == "abandoned" else "expired",
-        )
+        state = "abandoned" if current.state == "abandoned" else "expired"
+        if current.job_id == mine.job_id:  # a re-run or abort of the job that left it
+            context.log.info("resuming this job's own %s lease on the destination", state)
+        else:
+            context.log.warning(
+                "took over job %s's %s lease on the destination", current.job_id, state
+            )
         return True
     finally:
         await context.ops.delete(claim)
