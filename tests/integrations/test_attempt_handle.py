@@ -4,9 +4,11 @@ exactly the task records it is given."""
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import os
 import pickle
+import threading
 import uuid
 from pathlib import Path
 
@@ -214,3 +216,61 @@ def test_a_forked_worker_opens_its_own_store_client(tmp_path: Path) -> None:
     assert own
     job.commit([first, second])
     assert len(committed_files(dest)) == 7
+
+
+def _loop_thread(attempt: object) -> int:
+    """The thread the attempt's steps run in."""
+
+    async def where() -> int:
+        return threading.get_ident()
+
+    return attempt._call(where)  # type: ignore[attr-defined, no-any-return]
+
+
+def test_a_local_attempt_runs_its_steps_in_the_callers_thread(tmp_path: Path) -> None:
+    """A local manifest attempt is set up, written and committed on its caller's thread
+    (no hop to the task loop's thread and back per step), from any thread, each with its
+    own loop and client; the job commits what both threads wrote."""
+    dest = str(tmp_path / "out")
+    job = EngineJob.setup(dest, mode="error")
+    seen: dict[int, tuple[int, int, object, str]] = {}
+
+    def task(number: int) -> None:
+        with job.handle(number).open() as attempt:
+            attempt.write_bytes(f"part-{number}.txt", b"x")
+            seen[number] = (
+                threading.get_ident(),
+                _loop_thread(attempt),
+                attempt._client,
+                attempt.commit(),
+            )
+
+    threads = [threading.Thread(target=task, args=(n,)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for caller, ran_in, _, _ in seen.values():
+        assert ran_in == caller
+    assert seen[0][2] is not seen[1][2]  # a client per thread's loop
+    job.commit([record for *_, record in seen.values()])
+    assert sorted(committed_files(dest)) == ["_SUCCESS", "part-0.txt", "part-1.txt"]
+
+
+def test_other_attempts_and_callers_in_a_loop_run_on_the_task_loop(tmp_path: Path) -> None:
+    """A memory:// attempt, or any attempt opened from a thread that runs an event loop,
+    runs its steps on the task loop's thread."""
+    memory = destination("memory", tmp_path)
+    handle = EngineJob.setup(memory, mode="error").handle(0)
+    assert not handle.runs_in_caller_thread()
+    with handle.open() as attempt:
+        assert _loop_thread(attempt) != threading.get_ident()
+        attempt.commit()
+
+    local = EngineJob.setup(str(tmp_path / "out"), mode="error").handle(0)
+    assert local.runs_in_caller_thread()
+
+    async def in_a_loop() -> bool:
+        return local.runs_in_caller_thread()
+
+    assert not asyncio.run(in_a_loop())

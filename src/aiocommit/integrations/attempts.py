@@ -16,11 +16,17 @@ such as ``fs.s3a.endpoint``, never credentials, which options refuse); workers f
 credentials in their own environment.
 
 Contract: every blocking call here runs on the process's task loop (``task_loop``) and
-must not be made from a thread that runs an event loop itself.
+must not be made from a thread that runs an event loop itself. The exception is an
+attempt of the manifest committer on the local filesystem, whose steps (set-up, commit,
+abort) are a few system calls: it runs them on the worker thread's own loop
+(``run_in_thread_loop``), without a hop to the task loop's thread and back for each; its
+files are written by the writer itself, straight into the attempt's directory.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import io
 import logging
 import os
@@ -28,18 +34,19 @@ import secrets
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
 
 from aiocommit.client.client import Client
 from aiocommit.client.task import TaskAttempt, committed_name
 from aiocommit.committers.common.committer import Committer
 from aiocommit.committers.factory import job_committer
 from aiocommit.errors import AiocommitError, InvalidInput
-from aiocommit.integrations.task_loop import run_in_task_loop, task_portal
+from aiocommit.integrations.task_loop import run_in_task_loop, run_in_thread_loop, task_portal
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.success import SuccessData
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.memory import MemoryStore
+from aiocommit.stores.registry import is_local_url
 
 if TYPE_CHECKING:
     import pyarrow.fs
@@ -47,6 +54,15 @@ if TYPE_CHECKING:
     from aiocommit.committers.common.committer import AttemptFile
 
 T = TypeVar("T")
+
+
+class Runner(Protocol):
+    """Runs ``await fn()`` to its end from a blocking caller (``run_in_task_loop``,
+    ``run_in_thread_loop``)."""
+
+    def __call__(self, fn: Callable[[], Awaitable[T]], /) -> T: ...
+
+
 logger = logging.getLogger(__name__)
 
 #: the write modes of the engine integrations, and the conflict mode each commits with
@@ -152,6 +168,18 @@ class AttemptHandle:
         two executions never share an attempt directory."""
         return replace(self, attempt=new_attempt_number())
 
+    def runs_in_caller_thread(self) -> bool:
+        """Whether the attempt's steps run on the calling thread's own loop (the module
+        docstring): the manifest committer on the local filesystem, called from a thread
+        that runs no event loop."""
+        if self.committer != "manifest" or not is_local_url(self.dest):
+            return False
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return True
+        return False
+
     def for_task(self, task: int | str) -> AttemptHandle:
         """The handle of another task of the same job (a new attempt number)."""
         return replace(self, task=task, attempt=new_attempt_number())
@@ -161,7 +189,10 @@ class AttemptHandle:
         """Set the attempt up on its store and yield it; on an exception the attempt is
         aborted (its files discarded; a failing abort is logged, the job's abort removes
         them) and the exception goes on. Blocking."""
-        opened = run_in_task_loop(_open_attempt, self)
+        if self.runs_in_caller_thread():
+            opened = run_in_thread_loop(_open_attempt, self, run_in_thread_loop)
+        else:
+            opened = run_in_task_loop(_open_attempt, self, run_in_task_loop)
         try:
             yield opened
         except BaseException:
@@ -185,10 +216,12 @@ def new_attempt_number() -> int:
 _job_committers: dict[tuple[str, str, int], Committer] = {}
 #: how many jobs' committers a process keeps
 KEPT_COMMITTERS = 64
-#: the store clients this process's task attempts write through, by destination and
-#: options, newest last: an engine worker runs task after task of a job, and each one
-#: opening and closing a client of its own would pay for it every time
-_worker_clients: dict[tuple[str, str, tuple[tuple[str, str], ...]], Client] = {}
+#: the store clients this process's task attempts write through, by event loop,
+#: destination and options, newest last: an engine worker runs task after task of a
+#: job, and each one opening and closing a client of its own would pay for it every time
+_worker_clients: dict[
+    tuple[asyncio.AbstractEventLoop, str, str, tuple[tuple[str, str], ...]], Client
+] = {}
 #: how many store clients a process keeps open (the oldest is closed beyond it)
 KEPT_CLIENTS = 8
 #: the process ``_worker_clients`` belong to: a forked child (a Spark Python worker)
@@ -208,7 +241,12 @@ async def _worker_client(handle: AttemptHandle) -> tuple[Client, bool]:
     if _clients_pid != os.getpid():
         _worker_clients.clear()  # the parent's, bound to the parent's task loop
         _clients_pid = os.getpid()
-    key = (handle.dest, handle.committer, tuple(sorted(handle.options.items())))
+    key = (
+        asyncio.get_running_loop(),
+        handle.dest,
+        handle.committer,
+        tuple(sorted(handle.options.items())),
+    )
     client = _worker_clients.pop(key, None)
     if client is None or client.closed:
         client = Client(handle.dest, options=handle.commit_options())
@@ -227,7 +265,7 @@ async def _worker_client(handle: AttemptHandle) -> tuple[Client, bool]:
     return client, True
 
 
-async def _open_attempt(handle: AttemptHandle) -> WorkerAttempt:
+async def _open_attempt(handle: AttemptHandle, run: Runner) -> WorkerAttempt:
     client, kept = await _worker_client(handle)
     key = (handle.dest, handle.job_id, handle.job_attempt)
     job = client.job(handle.job_id, attempt=handle.job_attempt)
@@ -247,7 +285,7 @@ async def _open_attempt(handle: AttemptHandle) -> WorkerAttempt:
         # the manifest committer lists its attempt directory at task commit: on the local
         # filesystem, writers may write there themselves
         local_dir = attempt.work_dir if isinstance(client.store, LocalStore) else None
-    return WorkerAttempt(handle, client, attempt, local_dir, owns_client=not kept)
+    return WorkerAttempt(handle, client, attempt, local_dir, owns_client=not kept, run=run)
 
 
 class WorkerAttempt:
@@ -264,8 +302,12 @@ class WorkerAttempt:
         local_dir: str | None = None,
         *,
         owns_client: bool = True,
+        run: Runner = run_in_task_loop,
     ):
         self.handle = handle
+        #: how the attempt's steps run: on the task loop, or on the caller's thread's own
+        #: loop (``AttemptHandle.runs_in_caller_thread``), where ``client`` is bound
+        self._run = run
         self._owns_client = owns_client
         self.attempt = attempt
         self._client = client
@@ -278,7 +320,7 @@ class WorkerAttempt:
         self.written: dict[str, int] = {}
 
     def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
-        return run_in_task_loop(fn)
+        return self._run(fn)
 
     async def _job_abort_task(self) -> None:
         await self._client.job(self.handle.job_id, attempt=self.handle.job_attempt).abort_task(
@@ -362,6 +404,8 @@ class _AttemptRawFile(io.RawIOBase):
 
     def __init__(self, owner: WorkerAttempt, name: str):
         super().__init__()
+        if owner._run is not run_in_task_loop:  # such attempts write in their directory
+            raise InvalidInput("an attempt run on its caller's thread streams no files")
         self._owner = owner
         self._name = name
         self._position = 0
@@ -433,9 +477,14 @@ class EngineJob:
             task,
             new_attempt_number(),
             self.committer,
-            self.options.as_record(),
+            self._options_record,
             hooks=self.hooks,
         )
+
+    @functools.cached_property
+    def _options_record(self) -> Mapping[str, str]:
+        """``options.as_record()``, made once per job (a worker makes a handle per task)."""
+        return self.options.as_record()
 
     def commit(self, task_records: Sequence[str]) -> SuccessData:
         """Commit the job over exactly ``task_records`` (``WorkerAttempt.commit``'s names)."""

@@ -15,8 +15,9 @@ from aiocommit.stores.base import Store
 #: scheme -> "module:function"; the function takes the URL (and, when the scheme reads
 #: client settings, ``SETTINGS``, those settings) and returns (store, path). Cloud
 #: adapters register here lazily so their SDKs are imported only when used.
+_LOCAL_OPENER = "aiocommit.stores.registry:_open_local"
 OPENERS: dict[str, str] = {
-    "file": "aiocommit.stores.registry:_open_local",
+    "file": _LOCAL_OPENER,
     "memory": "aiocommit.stores.registry:_open_memory",
     "abfs": "aiocommit.stores.adls:open_adls",
     "abfss": "aiocommit.stores.adls:open_adls",
@@ -94,6 +95,15 @@ def open_store(
         raise
     except ValueError as error:
         raise InvalidInput(f"{url!r}: {error}") from error
+
+
+def is_local_url(url: str) -> bool:
+    """Whether ``open_store`` opens ``url`` on the local filesystem (a plain path or a
+    ``file:`` URL, while no other adapter is registered for ``file``); no I/O."""
+    if not isinstance(url, str):
+        return False
+    scheme = urlsplit(url).scheme if "://" in url or url.startswith("file:") else "file"
+    return scheme.lower() == "file" and OPENERS.get("file") == _LOCAL_OPENER
 
 
 def check_directory_url(url: str) -> None:
