@@ -171,12 +171,14 @@ def test_a_process_keeps_one_store_client_per_destination(kind: str, tmp_path: P
         assert not clients[0].closed
         store = clients[0].store
         assert isinstance(store, LocalStore) and store.inline_metadata
-        # another destination's clients push the oldest out, which is closed then
+        # another destination's clients push the oldest out (dropped, not closed: an
+        # attempt of another thread may still write through it)
         for other in range(attempts.KEPT_CLIENTS):
             other_job = EngineJob.setup(str(tmp_path / f"other-{other}"), mode="error")
             with other_job.handle(0).open() as attempt:
                 attempt.commit()
-        assert clients[0].closed
+        assert all(kept is not clients[0] for kept in attempts._worker_clients.values())
+        assert len(attempts._worker_clients) <= attempts.KEPT_CLIENTS
     else:
         assert clients[0] is not clients[1]
         assert clients[0].closed and clients[1].closed
@@ -274,3 +276,38 @@ def test_other_attempts_and_callers_in_a_loop_run_on_the_task_loop(tmp_path: Pat
         return local.runs_in_caller_thread()
 
     assert not asyncio.run(in_a_loop())
+
+
+def test_threads_beyond_the_kept_clients_commit_and_keep_at_most_that_many(
+    tmp_path: Path,
+) -> None:
+    """More threads than ``KEPT_CLIENTS`` write attempts at once, each on its own loop:
+    every attempt commits, and the process keeps no more clients than its bound."""
+    from aiocommit.integrations import attempts
+
+    dest = str(tmp_path / "out")
+    job = EngineJob.setup(dest, mode="error")
+    threads = attempts.KEPT_CLIENTS + 4
+    start = threading.Barrier(threads)
+    records: list[str] = []
+    errors: list[BaseException] = []
+
+    def task(number: int) -> None:
+        try:
+            start.wait()
+            for round_number in range(3):
+                with job.handle(f"{number}-{round_number}").open() as attempt:
+                    attempt.write_bytes(f"part-{number}-{round_number}.txt", b"x")
+                    records.append(attempt.commit())
+        except BaseException as error:  # reported below, in the test's thread
+            errors.append(error)
+
+    workers = [threading.Thread(target=task, args=(n,)) for n in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert not errors
+    assert len(attempts._worker_clients) <= attempts.KEPT_CLIENTS
+    job.commit(records)
+    assert len(committed_files(dest)) == 3 * threads + 1

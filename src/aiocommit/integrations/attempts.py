@@ -31,6 +31,7 @@ import io
 import logging
 import os
 import secrets
+import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
@@ -227,6 +228,9 @@ KEPT_CLIENTS = 8
 #: the process ``_worker_clients`` belong to: a forked child (a Spark Python worker)
 #: starts a task loop of its own, where its parent's clients do not work
 _clients_pid = os.getpid()
+#: guards ``_worker_clients`` and ``_job_committers``: a worker's threads each run their
+#: attempts on a loop of their own (``run_in_thread_loop``), at the same time
+_caches_lock = threading.Lock()
 
 
 async def _worker_client(handle: AttemptHandle) -> tuple[Client, bool]:
@@ -238,16 +242,17 @@ async def _worker_client(handle: AttemptHandle) -> tuple[Client, bool]:
     this process's tasks, and a thread hop per call would cost more than the call (most
     on a busy machine)."""
     global _clients_pid
-    if _clients_pid != os.getpid():
-        _worker_clients.clear()  # the parent's, bound to the parent's task loop
-        _clients_pid = os.getpid()
     key = (
         asyncio.get_running_loop(),
         handle.dest,
         handle.committer,
         tuple(sorted(handle.options.items())),
     )
-    client = _worker_clients.pop(key, None)
+    with _caches_lock:
+        if _clients_pid != os.getpid():
+            _worker_clients.clear()  # the parent's, bound to the parent's loops
+            _clients_pid = os.getpid()
+        client = _worker_clients.pop(key, None)
     if client is None or client.closed:
         client = Client(handle.dest, options=handle.commit_options())
         if isinstance(client.store, LocalStore):
@@ -259,9 +264,21 @@ async def _worker_client(handle: AttemptHandle) -> tuple[Client, bool]:
             )
         elif isinstance(client.store, MemoryStore):
             return client, False
-    _worker_clients[key] = client
-    while len(_worker_clients) > KEPT_CLIENTS:
-        await _worker_clients.pop(next(iter(_worker_clients))).aclose()
+    with _caches_lock:
+        _worker_clients[key] = client
+        evicted = [
+            (oldest, _worker_clients.pop(oldest))
+            for oldest in list(_worker_clients)[: len(_worker_clients) - KEPT_CLIENTS]
+        ]
+    for (loop, *_), old in evicted:
+        if isinstance(old.store, LocalStore):
+            # dropped, not closed: another thread's attempt may still write through it,
+            # and closing a kept local client (its store not its own) frees nothing
+            continue
+        if loop is asyncio.get_running_loop():
+            await old.aclose()
+        elif loop.is_running():  # the task loop's client: closed there
+            asyncio.run_coroutine_threadsafe(old.aclose(), loop)
     return client, True
 
 
@@ -269,7 +286,8 @@ async def _open_attempt(handle: AttemptHandle, run: Runner) -> WorkerAttempt:
     client, kept = await _worker_client(handle)
     key = (handle.dest, handle.job_id, handle.job_attempt)
     job = client.job(handle.job_id, attempt=handle.job_attempt)
-    known = _job_committers.get(key)
+    with _caches_lock:
+        known = _job_committers.get(key)
     try:
         attempt = await job.setup_task(handle.task, handle.attempt, committer=known)
     except BaseException:
@@ -277,9 +295,10 @@ async def _open_attempt(handle: AttemptHandle, run: Runner) -> WorkerAttempt:
             await client.aclose()
         raise
     if known is None:
-        _job_committers[key] = attempt.committer
-        while len(_job_committers) > KEPT_COMMITTERS:
-            del _job_committers[next(iter(_job_committers))]
+        with _caches_lock:
+            _job_committers[key] = attempt.committer
+            while len(_job_committers) > KEPT_COMMITTERS:
+                del _job_committers[next(iter(_job_committers))]
     local_dir = attempt.local_dir
     if local_dir is None and attempt.committer_name == "manifest":
         # the manifest committer lists its attempt directory at task commit: on the local
