@@ -19,12 +19,14 @@ PYTHON="${PYTHON:-python3}"
 #: on pyspark 4.x: the seam, write(), exactly-once (a retried attempt), speculation on a
 #: standalone cluster, Spark-writer parity (partition names, types, save modes, errors)
 #: the tables (saveAsTable, insertInto, a managed table) and Spark Connect (format and write()),
-#: write(engine="jvm") (the committer in aiocommit's jar against that release's Hadoop)
+#: write(engine="jvm") (the committer in aiocommit's jar against that release's Hadoop);
+#: the parity cases and one exactly-once case run on both engines (python, jvm)
 SUBSET_4=(
     tests/spark/test_seam.py
     tests/spark/test_map_in_arrow.py
     tests/spark/test_jvm_engine.py
     tests/spark/test_write.py::test_failed_first_attempt_is_retried_exactly_once
+    tests/spark/test_engine_choice.py::test_exactly_once_and_abort_on_both_engines
     tests/spark/test_write.py::test_partition_that_always_fails_aborts
     tests/spark/test_parity.py::test_partition_directory_names_of_every_type
     tests/spark/test_parity.py::test_every_type_reads_back_as_from_sparks_writer
@@ -35,8 +37,9 @@ SUBSET_4=(
     tests/spark/test_parity.py::test_spark_connect_client_writes_with_every_mode_and_partition_by
     "tests/spark/test_speculation.py::test_speculation_on_a_standalone_cluster_is_exactly_once[format]"
 )
-#: on pyspark 3.5 (no Python data source API): the seam and write(), speculation included;
-#: write(engine="jvm") refused with its reason (Hadoop 3.3.4 has no ManifestCommitter)
+#: on pyspark 3.5 (no Python data source API): the seam and write() (exactly-once and
+#: parity: test_map_in_arrow), speculation included; write(engine="jvm") refused with its
+#: reason (Hadoop 3.3.4 has no ManifestCommitter)
 SUBSET_3=(
     tests/spark/test_seam.py
     tests/spark/test_map_in_arrow.py

@@ -7,12 +7,16 @@
         --variants flat --rounds 4  # flat only, more rounds (each round's ratio is printed)
     .venv/bin/python -m aiocommit_stress.spark_bench --tasks 300,200 --partition-values 4
     .venv/bin/python -m aiocommit_stress.spark_bench --rows 5000000 --partition-values 20
+    .venv/bin/python -m aiocommit_stress.spark_bench --rows 5000000 --partition-values 20 \
+        --rounds 3 --writers aiocommit,native,jvm,python  # both engines, forced, beside
 
 Writes the same DataFrame (``id bigint, k int, x double, s string, ts timestamp`` from
 ``spark.range``, two input partitions) to the local filesystem, unpartitioned and
 partitioned by a 50-value column (``p = id % 50``; ``--partition-values``), alternating
-aiocommit and Spark's own writer round by round after one small warm-up write each (the
-first Python data-source write starts the planner and commit workers). Prints rows/s of
+aiocommit and Spark's own writer round by round after a warm-up write of each writer, flat
+and partitioned, of up to ``WARM_UP_ROWS`` rows (the first Python data-source write starts
+the planner and commit workers; the JVM compiles each writer's code on its first large
+write). Prints rows/s of
 each (median and best of the rounds), the ratio aiocommit/native per variant (target >=
 0.9), rows per CPU-second of the JVM and all Python workers (steadier than wall time on
 a shared machine), output sizes and the job commit's share of the aiocommit write's wall
@@ -91,6 +95,11 @@ def start(master: str, work: Path) -> SparkSession:
 
 #: the values of the partition column ``p`` unless ``--partition-values`` says otherwise
 PARTITION_VALUES = 50
+#: rows of the large-write mode's warm-up (each writer writes them flat and partitioned
+#: before the measured rounds): the JVM compiles a writer's hot code on its first large
+#: write, and a 10,000-row warm-up left that to round 0's first writer of each code path
+#: (Spark's Parquet writer is native's and the JVM engine's)
+WARM_UP_ROWS = 1_000_000
 
 
 def dataset(spark: SparkSession, rows: int, partition_values: int = PARTITION_VALUES) -> DataFrame:
@@ -146,11 +155,15 @@ Writer = Callable[["DataFrame", Path, bool], None]
 VARIANTS = {"flat": False, "partitioned": True}
 #: the writers that commit through aiocommit, and where (below the reports directory)
 #: each keeps its job summaries
-REPORTED = {"aiocommit": ".", "jvm": "jvm"}
+REPORTED = {"aiocommit": ".", "jvm": "jvm", "python": "python"}
 #: the small-task mode's writers: Spark's own is the reference (``native``); ``jvm`` is
 #: ``write(df, dest, engine="jvm")`` (Spark's writer, aiocommit's job commit)
 SMALL_WRITERS = ("aiocommit", "native", "py-noop", "jvm")
 DEFAULT_SMALL_WRITERS = ("aiocommit", "native", "py-noop")
+#: the large-write mode's writers: ``aiocommit`` (the engine ``auto`` picks) and Spark's
+#: own always; ``jvm`` and ``python`` force an engine (``format("aiocommit")`` with
+#: ``engine=python``), to compare the engines on one shape
+LARGE_WRITERS = ("aiocommit", "native", "jvm", "python")
 
 
 def alternate(
@@ -225,18 +238,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--writers",
         type=lambda text: [w.strip() for w in text.split(",") if w.strip()],
-        default=list(DEFAULT_SMALL_WRITERS),
-        help=f"small-task mode: the writers to alternate, of {','.join(SMALL_WRITERS)} "
-        "(native, Spark's own, is always run: the reference)",
+        default=[],
+        help=f"the writers to alternate, of {','.join(SMALL_WRITERS)} (small-task mode) or "
+        f"{','.join(LARGE_WRITERS)} (native, Spark's own, is always run: the reference)",
     )
     args = parser.parse_args(argv)
     if not args.variants or set(args.variants) - set(VARIANTS):
         parser.error(f"--variants: choose of {', '.join(VARIANTS)}")
-    unknown = sorted(set(args.writers) - set(SMALL_WRITERS))
+    known = SMALL_WRITERS if args.tasks else LARGE_WRITERS
+    if not args.writers:
+        args.writers = list(DEFAULT_SMALL_WRITERS if args.tasks else ("aiocommit", "native"))
+    unknown = sorted(set(args.writers) - set(known))
     if unknown:
-        parser.error(
-            f"unknown writer(s) {', '.join(unknown)}: choose of {', '.join(SMALL_WRITERS)}"
-        )
+        parser.error(f"unknown writer(s) {', '.join(unknown)}: choose of {', '.join(known)}")
 
     from aiocommit.integrations.spark import register
 
@@ -265,6 +279,7 @@ def main(argv: list[str] | None = None) -> None:
                 keep=args.keep,
                 label=args.master,
                 partition_values=args.partition_values,
+                writers=args.writers,
             )
     finally:
         spark.stop()
@@ -288,6 +303,19 @@ def both_writers(reports: Path) -> dict[str, Writer]:
         writer.parquet(str(dest))
 
     return {"aiocommit": aiocommit_write, "native": native_write}
+
+
+def python_writer(reports: Path) -> Writer:
+    """``format("aiocommit")`` with ``engine=python``: the Python data source's writer
+    whatever the shape."""
+
+    def python_write(frame: DataFrame, dest: Path, partitioned: bool) -> None:
+        writer = frame.write.format("aiocommit").mode("append").option("engine", "python")
+        if partitioned:
+            writer = writer.option("partitionBy", "p")
+        writer.option("aiocommit.report_dir", str(reports / REPORTED["python"])).save(str(dest))
+
+    return python_write
 
 
 def jvm_writer(reports: Path) -> Writer:
@@ -424,11 +452,20 @@ def newest_means(reports: Path) -> dict[str, Any]:
     return dict(decode_success(newest.read_bytes()).iostatistics.meanstatistics)
 
 
-def warm_up(writers: Mapping[str, Writer], df: DataFrame, work: Path) -> None:
-    """Print the load average; one write each (worker daemons, imports, JIT)."""
+def warm_up(
+    writers: Mapping[str, Writer],
+    df: DataFrame,
+    work: Path,
+    variants: Sequence[str] = ("flat",),
+) -> None:
+    """Print the load average; one write each of each of ``variants`` (worker daemons,
+    imports, JIT)."""
     print(f"load average at start   {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
-    for name, write in writers.items():
-        write(df, work / f"warmup-{name}", False)
+    for variant in variants:
+        for name, write in writers.items():
+            dest = work / f"warmup-{name}-{variant}"
+            write(df, dest, VARIANTS[variant])
+            shutil.rmtree(dest, ignore_errors=True)
 
 
 def stage_costs(reports: Path, tasks: int) -> list[tuple[str, float]]:
@@ -452,14 +489,37 @@ def run(
     keep: bool = False,
     label: str = "",
     partition_values: int = PARTITION_VALUES,
+    writers: Sequence[str] = ("aiocommit", "native"),
 ) -> list[float]:
     """The benchmark in a session where aiocommit is registered, writing below ``work``;
     prints as it goes and returns the median ratio aiocommit/native per variant (flat,
-    partitioned)."""
+    partitioned). ``writers`` (of ``LARGE_WRITERS``; aiocommit and native always) adds
+    ``jvm`` and ``python``, each engine forced: their wall-time ratios to native are
+    printed by round."""
     reports = work / "reports"
     df = dataset(spark, rows, partition_values)
-    writers = both_writers(reports)
-    warm_up(writers, dataset(spark, 10_000), work)
+    chosen = dict(both_writers(reports))
+    if "jvm" in writers:
+        chosen["jvm"] = jvm_writer(reports)
+    if "python" in writers:
+        chosen["python"] = python_writer(reports)
+    warm = dataset(spark, min(rows, WARM_UP_ROWS), partition_values)
+    return _run_large(spark, work, df, warm, chosen, rows, rounds, keep, label)
+
+
+def _run_large(
+    spark: SparkSession,
+    work: Path,
+    df: DataFrame,
+    warm: DataFrame,
+    writers: Mapping[str, Writer],
+    rows: int,
+    rounds: int,
+    keep: bool,
+    label: str,
+) -> list[float]:
+    reports = work / "reports"
+    warm_up(writers, warm, work, variants=tuple(VARIANTS))
     cap = spark.conf.getAll.get(ARROW_MAX_BYTES_CONF)
     state = f"{cap} (set by the user)" if cap else "lifted while aiocommit writes"
     print(f"Arrow batch byte cap    {state} ({ARROW_MAX_BYTES_CONF})", flush=True)
@@ -501,6 +561,17 @@ def run(
         f"job commit share        {statistics.median(commit_share) * 100:.1f} % "
         "of the aiocommit write's wall time"
     )
+    print("-- wall time / native's, by round (each round's writes back to back; <= 1 is faster)")
+    for variant in VARIANTS:
+        theirs = results[("native", variant)]
+        for name in (n for n in writers if n != "native"):
+            mine = results[(name, variant)]
+            paired = [a / b for a, b in zip(mine.seconds, theirs.seconds, strict=True)]
+            cpu = statistics.median(mine.cpu) / max(statistics.median(theirs.cpu), 1e-3)
+            print(
+                f"{variant:<11} {name:<9} {', '.join(f'{r:.2f}' for r in paired)}"
+                f" (median {statistics.median(paired):.2f}; CPU-s {cpu:.2f})"
+            )
     print(f"ratio aiocommit/native (lower of the two medians): {min(ratios):.2f}")
     return ratios
 

@@ -70,3 +70,25 @@ def test_spark_bench_small_tasks_with_the_jvm_writer(
     assert "round 0 flat        jvm" in out and "(job commit " in out
     assert "-- jvm per task" in out and "committer_commit_job" in out
     assert "ratio jvm/native (highest of the medians): " in out.splitlines()[-1]
+
+
+@pytest.mark.skipif(seam.PYSPARK < (4, 0), reason="engine='jvm' needs Hadoop's ManifestCommitter")
+def test_spark_bench_large_writes_compare_both_engines(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--writers aiocommit,native,jvm,python`` without ``--tasks``: each engine forced
+    beside the chosen one, each with its wall-time ratio to native by round."""
+    from aiocommit_stress import spark_bench
+
+    ratios = spark_bench.run(
+        spark, tmp_path, rows=2_000, rounds=2, writers=["aiocommit", "native", "jvm", "python"]
+    )
+    out = capsys.readouterr().out
+    assert len(ratios) == 2 and all(r > 0 for r in ratios)
+    for name in ("jvm", "python"):
+        assert f"round 1 partitioned {name:<9}" in out
+        for variant in ("flat", "partitioned"):
+            (line,) = (x for x in out.splitlines() if x.startswith(f"{variant:<11} {name:<9} "))
+            by_round = line.split(" (median ")[0].split()[2:]
+            assert len(by_round) == 2 and "CPU-s " in line, line
+    assert "ratio aiocommit/native (lower of the two medians): " in out.splitlines()[-1]
