@@ -265,9 +265,12 @@ class AdaptiveRate:
     """Requests per second that follow what a rate-limited store admits.
 
     Unpaced (``rate`` None, nothing to wait for) until the store throttles at least
-    ``engage_share`` of the calls finished since the window's first throttle (at least
-    ``ENGAGE_CALLS`` calls and ``engage_throttles`` throttles; successes before the first
-    throttle do not dilute a storm): a store that limits requests per second. Then
+    ``engage_share`` of the calls finished since the window's first throttle and those
+    still ``pending`` (at least ``ENGAGE_CALLS`` finished and ``engage_throttles``
+    throttles; successes before the first throttle do not dilute a storm): a store that
+    limits requests per second. A throttle is answered at once and a success after the
+    store's work, so of calls begun together the throttled ones finish first; the calls
+    still pending are the successes not yet back, counted however long they take. Then
     every call waits its turn at ``rate`` requests a second (first come, first served; a
     changed rate applies to calls waiting).
 
@@ -331,6 +334,8 @@ class AdaptiveRate:
         self.ceiling = 0.0
         #: successes reported (the caller increments it)
         self.admitted = 0
+        #: calls begun and not yet ended (the caller keeps it)
+        self.pending = 0
         self.decreases = 0
         now = clock()
         self._changed = now  # when the rate last dropped (or the window began)
@@ -434,7 +439,7 @@ class AdaptiveRate:
         if (
             self._throttles < self.engage_throttles
             or finished < ENGAGE_CALLS
-            or self._throttles < self.engage_share * finished
+            or self._throttles < self.engage_share * (finished + max(0, self.pending))
         ):
             return False
         admitted = max(
