@@ -111,8 +111,9 @@ async def test_throttles_answered_before_slow_successes_do_not_pace_the_commit()
     """A front throttling 30 % at random answers a throttle at once while a success
     takes the store's work (0.5 s, a loaded remote store): of calls begun together the
     throttled ones finish first. Judged over the calls finished only, the pace engaged
-    and held the commit to a crawl (12 rate decreases, 81.5 s against 14.6 s
-    unthrottled); the calls still pending count now, so it does not engage."""
+    at stage after stage and held the commit to a crawl (in one run of main, 12 rate
+    decreases, 81.5 s against 14.6 s unthrottled); once judged random, the calls still
+    pending count, so it engages once at most."""
     slow = Faults(latency=Latency(fixed=0.5))
 
     async def seconds(share: float) -> tuple[float, dict[str, int]]:
