@@ -117,8 +117,11 @@ GROUPED_SUITE = {
     ),
     "test_b.py": (
         "import os\n"
+        "import pytest\n"
         "def test_three(spark): assert spark == os.environ['PYTEST_XDIST_WORKER']\n"
         "def test_plain(): pass\n"
+        "@pytest.mark.parametrize('x', [1, 2])\n"
+        "def test_param(spark, x): assert spark == os.environ['PYTEST_XDIST_WORKER']\n"
     ),
 }
 
@@ -145,6 +148,7 @@ def test_tests_using_the_spark_session_run_on_one_xdist_worker(tmp_path: Path) -
         for line in run.stdout.splitlines()
         if " PASSED " in line
     }
-    assert len(workers) == 5, run.stdout
+    assert len(workers) == 7, run.stdout
     spark_tests = ("test_a.py::test_one", "test_a.py::test_two", "test_b.py::test_three")
+    spark_tests += ("test_b.py::test_param[1]", "test_b.py::test_param[2]")
     assert len({workers[test] for test in spark_tests}) == 1, run.stdout
