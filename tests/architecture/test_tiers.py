@@ -149,6 +149,6 @@ def test_tests_using_the_spark_session_run_on_one_xdist_worker(tmp_path: Path) -
         if " PASSED " in line
     }
     assert len(workers) == 7, run.stdout
-    spark_tests = ("test_a.py::test_one", "test_a.py::test_two", "test_b.py::test_three")
-    spark_tests += ("test_b.py::test_param[1]", "test_b.py::test_param[2]")
+    spark_tests = ["test_a.py::test_one", "test_a.py::test_two", "test_b.py::test_three"]
+    spark_tests += ["test_b.py::test_param[1]", "test_b.py::test_param[2]"]
     assert len({workers[test] for test in spark_tests}) == 1, run.stdout
