@@ -12,7 +12,7 @@ import importlib.metadata
 import os
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -49,6 +49,24 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line(
             "filterwarnings", "ignore:distutils Version classes are deprecated:DeprecationWarning"
         )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """After a test stopped by something that is not an ``Exception`` (pytest-timeout's
+    failure, an interrupt), drop this thread's py4j connection to the shared session's
+    JVM. py4j pins one connection per thread and only resets it on an ``Exception``: the
+    interrupted call's answer would be read by the next test's first call, and every
+    later Spark test of the run would fail ("PythonRDD does not exist in the JVM")."""
+    from tests.spark.helpers import drop_thread_connection
+
+    report = yield
+    stopped = call.excinfo is not None and not isinstance(call.excinfo.value, Exception)
+    if report.failed and stopped:
+        drop_thread_connection()
+    return report
 
 
 #: a zone other than UTC, so that timestamp handling is exercised
