@@ -55,16 +55,16 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """After a test stopped by something that is not an ``Exception`` (pytest-timeout's
-    failure, an interrupt), drop this thread's py4j connection to the shared session's
-    JVM. py4j pins one connection per thread and only resets it on an ``Exception``: the
-    interrupted call's answer would be read by the next test's first call, and every
-    later Spark test of the run would fail ("PythonRDD does not exist in the JVM")."""
+    """After a failed Spark test, drop this thread's py4j connection to the shared
+    session's JVM (the next call opens a new one). py4j pins one connection per thread
+    and resets it only when a call raises an ``Exception``; a call stopped by
+    pytest-timeout (a ``BaseException``) leaves its answer unread, and the next call reads
+    it, and so on: the test fails with a wrong answer ("'p'"), and so would every later
+    Spark test of the run ("PythonRDD does not exist in the JVM")."""
     from tests.spark.helpers import drop_thread_connection
 
     report = yield
-    stopped = call.excinfo is not None and not isinstance(call.excinfo.value, Exception)
-    if report.failed and stopped:
+    if report.failed:
         drop_thread_connection()
     return report
 
