@@ -8,4 +8,6 @@ bash scripts/ensure_java.sh
 .venv/bin/ruff format --check src tests stress testing examples conftest.py
 .venv/bin/mypy
 .venv/bin/lint-imports --no-cache  # the layers (pyproject.toml [tool.importlinter])
-exec .venv/bin/python -m pytest -q --all --durations=15 "$@"
+# two workers: most tests wait on subprocesses, emulators and JVMs; every Spark test runs on
+# one of them (one JVM: tests/tiers.py groups them), the rest module by module
+exec .venv/bin/python -m pytest -q --all -n 2 --dist loadgroup --durations=15 "$@"

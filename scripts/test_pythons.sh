@@ -4,7 +4,10 @@
 # its own venv (.venv-3.12, .venv-3.13) with the `test` extra, which has no pyspark.
 # The interpreters come from pyenv ($PYENV_ROOT/versions/3.12.*), or PYTHON_3_12=/path/to/python3.12 (likewise 3.13).
 # Usage: scripts/test_pythons.sh [VERSION...] [-- PYTEST ARGS]   (default: 3.12 3.13)
-# Env: AIOCOMMIT_PY_TESTS, the test paths (default: the testpaths, unit tier);
+# Env: AIOCOMMIT_PY_VENVS, where the venvs are kept (default: the checkout; .ci/run keeps
+# them in ~/.cache/aiocommit/python-venvs, as scripts/test_pyspark_versions.sh its own, so a
+# CI host that keeps $HOME installs Ray and the rest once, not on every clone);
+# AIOCOMMIT_PY_TESTS, the test paths (default: the testpaths, unit tier);
 # AIOCOMMIT_PY_EXTRAS, the extras installed (default: test; scripts/test_engines_pythons.sh
 # adds the engines'), each set of extras in a venv of its own (.venv-3.12-engines...).
 set -euo pipefail
@@ -46,16 +49,20 @@ for version in "${versions[@]}"; do
     started=$SECONDS
     python="$(find_python "$version")"
     extras="${AIOCOMMIT_PY_EXTRAS:-test}"
-    venv=".venv-$version"
+    venv="${AIOCOMMIT_PY_VENVS:-.}/.venv-$version"
     [ "$extras" = test ] || venv="$venv-${AIOCOMMIT_PY_VENV_SUFFIX:-extras}"
     if [ ! -x "$venv/bin/python" ]; then
+        mkdir -p "$(dirname "$venv")"
         "$python" -m venv "$venv"
     fi
     stamp="$venv/.aiocommit-installed"
-    if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$(cat "$stamp")" != "$extras" ]; then
+    # the extras, this checkout (a venv kept outside it serves the next clone too) and
+    # the three pyproject files: any change re-installs (quick when only the path did)
+    want="$extras $(pwd) $(cat pyproject.toml stress/pyproject.toml testing/pyproject.toml | sha256sum | cut -c1-16)"
+    if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         "$venv/bin/python" -m pip install --quiet --upgrade pip
         "$venv/bin/python" -m pip install --quiet -e ./testing -e ./stress -e ".[$extras]"
-        echo "$extras" > "$stamp"
+        echo "$want" > "$stamp"
     fi
     echo "test_pythons: $("$venv/bin/python" --version) in $venv (ready in $((SECONDS - started)) s)"
     if "$venv/bin/python" -m pytest -q -p no:cacheprovider --durations=15 "${paths[@]}" "$@"; then

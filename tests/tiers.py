@@ -103,6 +103,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.engines)
         if uses_emulator(item):
             item.add_marker(pytest.mark.emulator)
+    if distributed_by_group(config):
+        group_for_workers(items)
     if config.getoption("all_tiers") or config.getoption("markexpr"):
         return
     unit = [item for item in items if not any(item.get_closest_marker(t) for t in TIERS)]
@@ -110,6 +112,52 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         kept = set(map(id, unit))
         config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept])
         items[:] = unit
+
+
+#: the xdist group of the tests that share the Spark session: one worker, one JVM
+SPARK_GROUP = "spark-session"
+
+
+def distributed_by_group(config: pytest.Config) -> bool:
+    """This process collects for xdist's ``--dist loadgroup``: a worker (xdist sets its
+    ``dist`` to ``no`` and its ``loadgroup`` to true), or the controller."""
+    option = config.option
+    return bool(getattr(option, "loadgroup", False)) or getattr(option, "dist", "no") == "loadgroup"
+
+
+def group_for_workers(items: list[pytest.Item]) -> None:
+    """Under ``pytest -n N --dist loadgroup`` (pytest-xdist; ``scripts/test.sh``): every
+    test that uses the ``spark`` session fixture in one group, run by one worker (one JVM,
+    one session: no other test starts a session in-process); every other test with the
+    rest of its module (a module-scoped fixture starts once per run, as without workers).
+    Runs before xdist's own hook (this one is ``tryfirst``), which reads the groups."""
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(worker_group(item)))
+
+
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
+def pytest_collection_modifyitems_group_ids(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """xdist's scheduler reads a test's group from its node id (``ID@GROUP``), which xdist
+    writes to ``Item._nodeid``; pytest 9.2 keeps the id in ``Item._id``, so xdist's write
+    is lost and every test is scheduled alone. Written here where it is missing (after
+    xdist's hook: ``trylast``)."""
+    if not distributed_by_group(config):
+        return
+    for item in items:
+        mark = item.get_closest_marker("xdist_group")
+        node_id = getattr(item, "_id", None)
+        if mark is None or node_id is None or item.nodeid.endswith(f"@{mark.args[0]}"):
+            continue
+        item._id = type(node_id).parse(f"{item.nodeid}@{mark.args[0]}")
+
+
+def worker_group(item: pytest.Item) -> str:
+    """The xdist group of ``item``: ``SPARK_GROUP``, or its module's path."""
+    if "spark" in getattr(item, "fixturenames", ()):
+        return SPARK_GROUP
+    return item.nodeid.split("::")[0]
 
 
 def pytest_report_header(config: pytest.Config) -> str:

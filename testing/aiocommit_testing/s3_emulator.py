@@ -25,15 +25,20 @@ test of the documented behaviour in ``tests/stores/test_s3_documented.py``):
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import sys
 import time
 from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING
 
 import anyio
 
 from aiocommit_testing.child_server import ChildServer, run_child_server
+
+if TYPE_CHECKING:
+    from aiobotocore.session import AioSession
 
 DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
@@ -74,12 +79,19 @@ def run_moto_server(port: int = 0) -> AbstractAsyncContextManager[MotoServer]:
     return run_child_server(MotoServer(port))
 
 
-async def create_bucket(endpoint: str, bucket: str) -> None:
-    """Create ``bucket`` on the server at ``endpoint`` (through aiobotocore)."""
+@functools.cache
+def _bucket_session() -> AioSession:
+    """One aiobotocore session for every ``create_bucket`` of the process: a new session
+    loads and parses botocore's S3 service model again for its first client."""
     from aiobotocore.session import get_session
 
+    return get_session()
+
+
+async def create_bucket(endpoint: str, bucket: str) -> None:
+    """Create ``bucket`` on the server at ``endpoint`` (through aiobotocore)."""
     use_dummy_credentials()
-    async with get_session().create_client(
+    async with _bucket_session().create_client(
         "s3", endpoint_url=endpoint, region_name="us-east-1"
     ) as client:
         await client.create_bucket(Bucket=bucket)

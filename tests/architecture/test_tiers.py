@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -95,3 +98,57 @@ def test_a_module_needing_a_missing_engine_is_not_collected(
     # the unit tier deselects engines tests: it does not load their packages either
     assert tiers.pytest_ignore_collect(dask_tests, unit_tier) is True  # type: ignore[arg-type]
     assert tiers._not_collected_engines == [ray_tests, dask_tests]
+
+
+#: a run of two modules under two xdist workers: the tests using the ``spark`` fixture
+#: are first in each module, so a plain per-test split would give them one worker each
+GROUPED_SUITE = {
+    "conftest.py": (
+        "import os, pytest\n"
+        "@pytest.fixture(scope='session')\n"
+        "def spark(tmp_path_factory):\n"
+        "    return os.environ['PYTEST_XDIST_WORKER']\n"
+    ),
+    "test_a.py": (
+        "import os\n"
+        "def test_one(spark): assert spark == os.environ['PYTEST_XDIST_WORKER']\n"
+        "def test_two(spark): assert spark == os.environ['PYTEST_XDIST_WORKER']\n"
+        "def test_plain(): pass\n"
+    ),
+    "test_b.py": (
+        "import os\n"
+        "import pytest\n"
+        "def test_three(spark): assert spark == os.environ['PYTEST_XDIST_WORKER']\n"
+        "def test_plain(): pass\n"
+        "@pytest.mark.parametrize('x', [1, 2])\n"
+        "def test_param(spark, x): assert spark == os.environ['PYTEST_XDIST_WORKER']\n"
+    ),
+}
+
+
+@pytest.mark.slow  # starts a pytest run of two worker processes
+def test_tests_using_the_spark_session_run_on_one_xdist_worker(tmp_path: Path) -> None:
+    """Under ``-n 2 --dist loadgroup`` (scripts/test.sh) every test using the session
+    fixture ``spark`` runs on one worker, so one JVM starts. Before: the groups were read
+    from a worker's ``dist`` (xdist sets it to ``no``) and never added; and xdist 3.8
+    writes a group into ``Item._nodeid``, which pytest 9.2 no longer reads."""
+    pytest.importorskip("xdist")
+    for name, text in GROUPED_SUITE.items():
+        (tmp_path / name).write_text(text)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tiers.ROOT), *sys.path]))
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.tiers", "-p", "no:cacheprovider",
+         "-n", "2", "--dist", "loadgroup", "-v", "-p", "no:randomly", str(tmp_path)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    # "[gw0] [ 40%] PASSED test_a.py::test_one@spark-session"
+    workers = {
+        line.split()[-1].split("@")[0]: line.split()[0]
+        for line in run.stdout.splitlines()
+        if " PASSED " in line
+    }
+    assert len(workers) == 7, run.stdout
+    spark_tests = ["test_a.py::test_one", "test_a.py::test_two", "test_b.py::test_three"]
+    spark_tests += ["test_b.py::test_param[1]", "test_b.py::test_param[2]"]
+    assert len({workers[test] for test in spark_tests}) == 1, run.stdout

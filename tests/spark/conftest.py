@@ -12,7 +12,7 @@ import importlib.metadata
 import os
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -49,6 +49,24 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line(
             "filterwarnings", "ignore:distutils Version classes are deprecated:DeprecationWarning"
         )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """After a failed Spark test, drop this thread's py4j connection to the shared
+    session's JVM (the next call opens a new one). py4j pins one connection per thread
+    and resets it only when a call raises an ``Exception``; a call stopped by
+    pytest-timeout (a ``BaseException``) leaves its answer unread, and the next call reads
+    it, and so on: the test fails with a wrong answer ("'p'"), and so would every later
+    Spark test of the run ("PythonRDD does not exist in the JVM")."""
+    from tests.spark.helpers import drop_thread_connection
+
+    report = yield
+    if report.failed:
+        drop_thread_connection()
+    return report
 
 
 #: a zone other than UTC, so that timestamp handling is exercised

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,3 +40,15 @@ def temporary_is_clean(root: Path) -> bool:
     """No ``_temporary`` directory, or an empty one."""
     temporary = root / "_temporary"
     return not temporary.exists() or not any(temporary.iterdir())
+
+
+def drop_thread_connection() -> None:
+    """Close this thread's py4j connection to the running Spark driver, if there is one
+    (the next call opens a new one); no JVM call, nothing when pyspark is not loaded."""
+    pyspark = sys.modules.get("pyspark")
+    gateway = getattr(getattr(pyspark, "SparkContext", None), "_gateway", None)
+    client = getattr(gateway, "_gateway_client", None)
+    get_connection = getattr(client, "get_thread_connection", None)  # py4j's ClientServer
+    connection = get_connection() if get_connection is not None else None
+    if connection is not None:
+        connection.close()

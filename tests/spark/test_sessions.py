@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 
 from aiocommit.integrations.spark import register, seam
@@ -54,3 +55,35 @@ def test_a_write_leaves_no_active_session_where_there_was_none(
     finally:
         seam.make_active(spark)
     assert read_rows(spark, tmp_path / "out", SCHEMA) == ordered(keyed(0, 4, ["a"]))
+
+
+class _Interrupted(BaseException):
+    """What pytest-timeout's failure is to py4j: not an ``Exception``."""
+
+
+def test_a_call_interrupted_mid_answer_does_not_spoil_the_next_tests(
+    spark: SparkSession,
+) -> None:
+    """A Spark call stopped by a ``BaseException`` (pytest-timeout) leaves its answer
+    unread on the thread's pinned py4j connection; before the conftest dropped that
+    connection after such a failure, the next call read it ("PythonRDD does not exist in
+    the JVM", "'p'") and every later Spark test of the run failed."""
+    import signal
+    import time
+
+    from tests.spark.helpers import drop_thread_connection
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise _Interrupted
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 1.0)
+        with pytest.raises(_Interrupted):
+            spark.sparkContext.parallelize([4], 1).map(time.sleep).collect()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    drop_thread_connection()
+    assert spark.range(5).count() == 5
+    assert spark.sparkContext.parallelize([1, 2, 3], 1).sum() == 6
