@@ -138,13 +138,19 @@ def _substitute(text: str, dest: str, job: str, tmp: str) -> str:
 
 
 def shell_commands(example: Example) -> list[str]:
-    """The block's commands: comments and prompts stripped, optional parts dropped."""
+    """The block's commands: comments and prompts stripped, a line ending in ``\\`` joined
+    with the next, optional parts dropped."""
     commands = []
+    continued = ""
     for raw in example.text.splitlines():
         line = raw.strip().removeprefix("$ ")
-        if not line or line.startswith("#"):
+        if not continued and (not line or line.startswith("#")):
             continue
-        line = re.sub(r"\s+#.*$", "", line)
+        line = continued + re.sub(r"\s+#.*$", "", line)
+        if line.endswith("\\"):
+            continued = line.removesuffix("\\").rstrip() + " "
+            continue
+        continued = ""
         commands.append(OPTIONAL.sub("", line))
     return commands
 
@@ -337,3 +343,8 @@ def test_every_example_is_found() -> None:
     # a fence this module does not see would never run: the counts move with the docs
     assert len(SHELL_EXAMPLES) >= 30 and len(PYTHON_EXAMPLES) >= 12
     assert {e.page for e in SHELL_EXAMPLES} >= {"docs/cli.md", "docs/troubleshooting.md"}
+
+
+def test_a_line_continued_with_a_backslash_is_one_command() -> None:
+    example = Example("x.md", 1, "bash", "$ aiocommit show \\\n    --files 3 URL  # note\necho b\n")
+    assert shell_commands(example) == ["aiocommit show --files 3 URL", "echo b"]
