@@ -145,3 +145,37 @@ def test_only_append_is_accepted(spark: SparkSession, tmp_path: Path) -> None:
     with pytest.raises(Exception, match=r'use outputMode\("append"\)') as refused:
         writer.option("checkpointLocation", str(tmp_path / "c")).start(str(tmp_path / "o"))
     assert str(refused.value).count("\n") == 0
+
+
+@pytest.mark.timeout(600)
+def test_a_stream_starts_from_a_thread_with_no_active_session(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The JVM looks the source up in the calling thread's active session; a thread with
+    none (a new py4j connection, a service's worker thread) got ``DATA_SOURCE_NOT_FOUND``
+    from ``start()``. The thread is left with no active session, as it was."""
+    from aiocommit.integrations.spark import seam
+
+    source, dest = tmp_path / "in", tmp_path / "out"
+    source.mkdir()
+    (source / "part-0.json").write_text(
+        "\n".join(json.dumps({"id": i, "k": "ab"[i % 2]}) for i in range(6)) + "\n"
+    )
+    stream = spark.readStream.schema("id INT, k STRING").json(str(source))
+    session_class = spark._get_j_spark_session_class(spark.sparkContext._jvm)
+    session_class.clearActiveSession()
+    try:
+        query = (
+            stream.writeStream.format("aiocommit")
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .option("partitionBy", "k")
+            .start(str(dest))
+        )
+        assert seam.active_jvm_session(spark) is None
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+    finally:
+        seam.make_active(spark)
+    assert _rows(dest) == [(i, "ab"[i % 2]) for i in range(6)]

@@ -192,6 +192,13 @@ def _refusing(original: Callable[..., Any]) -> Callable[..., Any]:
                 raise InvalidInput(streaming_refused(seam.VERSION))
             if mode.strip().lower() != "append":
                 raise InvalidInput(STREAM_APPEND_ONLY)
+            spark = getattr(self, "_spark", None)  # a classic writer's session
+            if spark is not None:
+                # the JVM looks the source up in the thread's active session, which a
+                # thread's new py4j connection may not have
+                ensure_registered(spark, connect=False)
+                with seam.active(spark):
+                    return original(self, *args, **kwargs)
         return original(self, *args, **kwargs)
 
     return method
