@@ -57,6 +57,11 @@ def _open_memory(url: str) -> tuple[Store, str]:
     ] or "/"
 
 
+def url_scheme(url: str) -> str:
+    """The scheme ``url`` names, as written (``file`` for a plain path); no I/O."""
+    return urlsplit(url).scheme if "://" in url or url.startswith("file:") else "file"
+
+
 def open_store(
     url: str, settings: Mapping[str, str] | None = None, *, strict: bool = False
 ) -> tuple[Store, str]:
@@ -73,8 +78,7 @@ def open_store(
     """
     if not isinstance(url, str) or not url.strip():
         raise InvalidInput(f"not a store URL or path: {url!r}")
-    scheme = urlsplit(url).scheme if "://" in url or url.startswith("file:") else "file"
-    scheme = scheme.lower()
+    scheme = url_scheme(url).lower()
     own = _settings_of(scheme, url, settings or {}, strict=strict)
     target = OPENERS.get(scheme)
     if target is None:
@@ -102,8 +106,7 @@ def is_local_url(url: str) -> bool:
     ``file:`` URL, while no other adapter is registered for ``file``); no I/O."""
     if not isinstance(url, str):
         return False
-    scheme = urlsplit(url).scheme if "://" in url or url.startswith("file:") else "file"
-    return scheme.lower() == "file" and OPENERS.get("file") == _LOCAL_OPENER
+    return url_scheme(url).lower() == "file" and OPENERS.get("file") == _LOCAL_OPENER
 
 
 def check_directory_url(url: str) -> None:
@@ -113,7 +116,7 @@ def check_directory_url(url: str) -> None:
     directory. ``InvalidInput`` saying what is wrong."""
     if not isinstance(url, str) or not url.strip():
         raise InvalidInput(f"not a store URL or path: {url!r}")
-    scheme = urlsplit(url).scheme if "://" in url or url.startswith("file:") else "file"
+    scheme = url_scheme(url)
     if scheme not in OPENERS:
         known = ", ".join(f"{name}://" for name in sorted(OPENERS))
         raise InvalidInput(f"no store adapter for URL scheme {scheme!r} in {url!r} ({known})")
