@@ -458,7 +458,7 @@ class AdaptiveRate:
         were judged not to follow the rate (``unpaced``). A store limiting requests a
         second throttles its calls' retries and the calls begun in their freed slots at
         once, while its admitted calls are pending: counted, it was paced rounds later
-        (3.98 retries a file on GCS at 40 requests a second)."""
+        (docs/performance.md, "The pace counts the calls pending")."""
         return max(0, self.pending) if self.unpaced else 0
 
     def seed(self, rate: float) -> None:
