@@ -88,10 +88,7 @@ class Admission:
         """A free slot taken without waiting (its epoch) when no rate paces the call;
         None when the call must ``enter``."""
         if pace.rate is None and not self._rated:
-            epoch = self.limiter.try_acquire()
-            if epoch is not None:
-                pace.pending += 1
-            return epoch
+            return self.limiter.try_acquire()
         return None
 
     async def enter(self, pace: AdaptiveRate, statistic: str) -> tuple[int, float]:
@@ -117,7 +114,6 @@ class Admission:
                 limiter.release()
                 waited += await self.wait_turn(pace)
                 epoch = await limiter.acquire()
-        pace.pending += 1
         return epoch, waited
 
     async def wait_turn(self, turn: AdaptiveRate | RateLimiter) -> float:
@@ -135,23 +131,19 @@ class Admission:
         taken = 1
         while taken < wanted and limiter.try_acquire() is not None:
             taken += 1
-        self.pace.pending += taken
         return epoch, taken
 
-    def release(self, pace: AdaptiveRate, slots: int = 1) -> None:
-        """Give back the slots of calls on ``pace`` that ended (then ``answered`` or
-        ``heard``)."""
+    def release(self, slots: int = 1) -> None:
+        """Give back the slots of calls that ended (then ``answered`` or ``heard``)."""
         limiter = self.limiter
         for _ in range(slots):
             limiter.release()
-        pace.pending -= slots
 
     def succeeded(self, pace: AdaptiveRate, counted: bool) -> None:
         """A call ended well: its slot back, the limit hears it, and ``pace`` counts it
         as admitted unless its requests were ``counted`` each already."""
         limiter = self.limiter
         limiter.release()
-        pace.pending -= 1
         limiter.on_success()
         if counted:
             pace.admitted += 1

@@ -126,7 +126,7 @@ class StoreOperations:
             try:
                 result = await function()
             except StoreError as error:
-                admission.release(pace)
+                admission.release()
                 answered = probe and isinstance(error, NotFound)
                 meter.finished(statistic, begin, failed=not answered)
                 if answered:
@@ -140,7 +140,7 @@ class StoreOperations:
                 await self.retrying.backoff(error, tries, paced=pace.rate is not None)
                 continue
             except BaseException:
-                admission.release(pace)
+                admission.release()
                 raise
             finally:
                 if requests is not None:
@@ -165,12 +165,12 @@ class StoreOperations:
         try:
             result = await function()
         except StoreError as error:
-            admission.release(pace)
+            admission.release()
             self.meter.finished(statistic, begin, failed=True)
             admission.heard(error, epoch, begin, pace)
             raise
         except BaseException:
-            admission.release(pace)
+            admission.release()
             raise
         finally:
             REQUEST_RETRY.reset(token)
@@ -204,7 +204,7 @@ class StoreOperations:
         try:
             outcomes = await batch(renames)
         finally:
-            admission.release(admission.pace, taken)
+            admission.release(taken)
         millis = (perf_counter() - begin) * 1000
         renamed = outcomes.count(None)
         self.meter.succeeded_many(S.OP_RENAME, millis, renamed)
