@@ -9,6 +9,7 @@ import os
 import threading
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -77,3 +78,33 @@ def test_an_inline_store_writes_small_files_on_the_loop(
 
     anyio.run(main)
     assert (tmp_path / "d" / "f").read_bytes() == b"y" * size
+
+
+@pytest.mark.parametrize(
+    "size", [0, 10, local.READ_BUFFER, local.READ_BUFFER + 1, 3 * local.READ_BUFFER]
+)
+def test_an_inline_store_reads_files_that_fit_its_buffer_on_the_loop(
+    tmp_path: Path, size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``inline_metadata``, a file of at most ``READ_BUFFER`` bytes (a manifest) is
+    read on the event loop, with no worker thread; a larger one in a worker thread."""
+    hops: list[object] = []
+    run_sync = anyio.to_thread.run_sync
+
+    async def counting(function: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(function)
+        return await run_sync(function, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counting)
+    path = tmp_path / "file"
+    content = os.urandom(size)
+    path.write_bytes(content)
+    data = anyio.run(LocalStore(inline_metadata=True).read_bytes, str(path))
+    assert type(data) is bytes
+    assert data == content
+    assert len(hops) == (0 if size <= local.READ_BUFFER else 1)
+
+
+def test_an_inline_store_reads_a_missing_file_as_not_found(tmp_path: Path) -> None:
+    with pytest.raises(NotFound):
+        anyio.run(LocalStore(inline_metadata=True).read_bytes, str(tmp_path / "missing"))

@@ -134,8 +134,8 @@ class LocalStore:
     event loop itself (fastest for a process that does nothing else, but it holds the
     loop while it runs). Batched, it takes twice the calls its batches run at once
     (``max_in_flight``: 256 by default); more would only wait in its queue. With
-    ``inline_metadata``, small writes (``INLINE_WRITE_BYTES``: a manifest, a marker) run
-    on the loop too.
+    ``inline_metadata``, small writes (``INLINE_WRITE_BYTES``: a manifest, a marker) and
+    reads of files that fit ``READ_BUFFER`` run on the loop too.
     """
 
     def __init__(
@@ -340,6 +340,14 @@ class LocalStore:
         # after commit (``bench loop``'s rss part), where reads allocated by the caller's
         # own thread stayed flat.
         buffer = bytearray(READ_BUFFER)
+        if self.inline_metadata:
+            # a file that fits the buffer (a manifest, a record) is read on the loop
+            try:
+                small = _read_small(path, buffer)
+            except OSError as error:
+                raise _translate(error, path, "read_bytes") from error
+            if small is not None:
+                return small
         read = await self._run(functools.partial(_read_into, path, buffer), path, "read_bytes")
         if isinstance(read, bytes):
             return read
@@ -463,6 +471,22 @@ def _remove_tree(path: str) -> None:
 #: ``read_bytes`` reads a file up to this size into a buffer the caller's thread allocated
 #: (a manifest of a few hundred files); a larger one is read by the worker thread
 READ_BUFFER = 64 * 1024
+
+
+def _read_small(path: str, buffer: bytearray) -> bytes | None:
+    """``path``'s bytes when its size fits ``buffer`` (read into it); None, reading
+    nothing, for a larger file."""
+    with open(path, "rb", buffering=0) as handle:
+        if os.fstat(handle.fileno()).st_size > len(buffer):
+            return None
+        with memoryview(buffer) as view:
+            filled = 0
+            while filled < len(buffer):
+                got = handle.readinto(view[filled:])
+                if not got:
+                    return bytes(view[:filled])
+                filled += got
+            return bytes(view) + handle.read()  # it grew since fstat
 
 
 def _read_into(path: str, buffer: bytearray) -> int | bytes:
