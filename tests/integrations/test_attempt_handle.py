@@ -11,6 +11,7 @@ import pickle
 import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -311,3 +312,35 @@ def test_threads_beyond_the_kept_clients_commit_and_keep_at_most_that_many(
     assert len(attempts._worker_clients) <= attempts.KEPT_CLIENTS
     job.commit(records)
     assert len(committed_files(dest)) == 3 * threads + 1
+
+
+def test_a_local_job_commit_reads_its_manifests_with_no_thread_hop_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver's job commit on the local filesystem reads its manifests (one per task)
+    on its event loop: its worker-thread calls do not grow with its tasks."""
+    dest = str(tmp_path / "out")
+    hops: list[str] = []
+    run_sync = anyio.to_thread.run_sync
+
+    async def counting(function: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(function, "__qualname__", repr(function)))
+        return await run_sync(function, *args, **kwargs)
+
+    counted = {}
+    for tasks in (2, 12):
+        job = EngineJob.setup(f"{dest}-{tasks}", mode="error")
+        records = []
+        for task in range(tasks):
+            with job.handle(task).open() as attempt:
+                attempt.write_bytes(f"part-{task}.txt", b"x")
+                records.append(attempt.commit())
+        monkeypatch.setattr(anyio.to_thread, "run_sync", counting)
+        hops.clear()
+        summary = job.commit(records)
+        monkeypatch.setattr(anyio.to_thread, "run_sync", run_sync)
+        assert len(summary.filenames) == tasks
+        counted[tasks] = len(hops)
+    # ten more tasks: at most one more hop (the commit plan's copy of the manifests, once
+    # it outgrows an inline write), not one per manifest
+    assert counted[12] - counted[2] <= 1, f"thread hops grow with the tasks: {counted}"

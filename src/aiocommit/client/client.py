@@ -87,6 +87,8 @@ class Client:
             ``dest`` (and closed with the client).
         limits: the in-flight limit and rates to share (another client's ``limits``);
             by default the client's own, from ``options``.
+        reopen: with ``store``, how a worker process opens that store again (job
+            commit's rename workers); by default none: renames stay in this process.
 
     Raises ``InvalidInput`` for a ``dest``, ``options`` or URL it cannot use.
     """
@@ -99,6 +101,7 @@ class Client:
         settings: Mapping[str, str] | None = None,
         store: Store | None = None,
         limits: Limits | None = None,
+        reopen: StoreOpener | None = None,
     ):
         if not isinstance(dest, str):
             raise InvalidInput(f"dest must be a URL or store path (a str), not {dest!r}")
@@ -114,7 +117,7 @@ class Client:
         # the options' store settings (``options.store``), then those given here
         settings = {**self.options.store.as_s3a(), **(settings or {})} or None
         self._owns_store = store is None
-        self._reopen: StoreOpener | None = None
+        self._reopen: StoreOpener | None = reopen
         if store is None:
             store, path = open_store(dest, settings)
             # a store that knows how says so; else it is opened from the URL again

@@ -233,14 +233,26 @@ _clients_pid = os.getpid()
 _caches_lock = threading.Lock()
 
 
+def engine_client(dest: str, options: CommitOptions) -> Client:
+    """A client of ``dest`` for an engine's steps (a task attempt's, the driver's job
+    set-up, commit and abort). On the local filesystem its metadata calls and small
+    reads and writes (manifests, records, markers) run on the event loop itself
+    (``LocalStore(inline_metadata=True)``): a thread hop per call would cost more than
+    the call, and a job commit reads a manifest per task. Job commit's rename workers,
+    in other processes, open a plain local store."""
+    if is_local_url(dest):
+        return Client(
+            dest, options=options, store=LocalStore(inline_metadata=True), reopen=LocalStore
+        )
+    return Client(dest, options=options)
+
+
 async def _worker_client(handle: AttemptHandle) -> tuple[Client, bool]:
     """The process's open client for ``handle``'s destination and options, and whether
     it is kept open for the next attempts (``KEPT_CLIENTS``; not the client of a store
     that lives in this process only, such as ``memory://``, which a newer store of the
     same name replaces). On the local filesystem its metadata calls (stat, mkdirs,
-    rename) run on the task loop itself: the loop runs nothing but the commit steps of
-    this process's tasks, and a thread hop per call would cost more than the call (most
-    on a busy machine)."""
+    rename) run on the event loop itself (``engine_client``)."""
     global _clients_pid
     key = (
         asyncio.get_running_loop(),
@@ -254,15 +266,8 @@ async def _worker_client(handle: AttemptHandle) -> tuple[Client, bool]:
             _clients_pid = os.getpid()
         client = _worker_clients.pop(key, None)
     if client is None or client.closed:
-        client = Client(handle.dest, options=handle.commit_options())
-        if isinstance(client.store, LocalStore):
-            await client.aclose()
-            client = Client(
-                handle.dest,
-                options=client.options,
-                store=LocalStore(inline_metadata=True),
-            )
-        elif isinstance(client.store, MemoryStore):
+        client = engine_client(handle.dest, handle.commit_options())
+        if isinstance(client.store, MemoryStore):
             return client, False
     with _caches_lock:
         _worker_clients[key] = client
@@ -480,7 +485,7 @@ class EngineJob:
         )
 
         async def setup() -> EngineJob:
-            async with Client(dest, options=commit_options) as client:
+            async with engine_client(dest, commit_options) as client:
                 job = await client.setup_job()
                 async with job.context() as context:
                     committer = (await job_committer(context, context.options)).name
@@ -513,7 +518,7 @@ class EngineJob:
         """Abort the job: nothing of it is visible, the old output untouched."""
 
         async def abort() -> None:
-            async with Client(self.dest, options=self.options) as client:
+            async with engine_client(self.dest, self.options) as client:
                 await client.job(self.job_id).abort()
 
         _on_driver(abort)
@@ -522,7 +527,7 @@ class EngineJob:
 async def commit_engine_job(handle: AttemptHandle, task_records: list[str]) -> SuccessData:
     """Commit ``handle``'s job over exactly ``task_records`` (anywhere: the driver or a
     worker of the engine). Re-runnable after a kill."""
-    async with Client(handle.dest, options=handle.commit_options()) as client:
+    async with engine_client(handle.dest, handle.commit_options()) as client:
         return await client.job(handle.job_id, attempt=handle.job_attempt).commit(
             task_records=task_records
         )
