@@ -45,10 +45,23 @@ def attempt_dir(root: Path, index: int) -> Path:
     return directory
 
 
-def test_small_tree_deletes_are_batched(tmp_path: Path, thread_hops: list[int]) -> None:
-    store = LocalStore()
+@pytest.mark.parametrize("inline_metadata", [False, True])
+def test_small_tree_deletes_are_batched(
+    tmp_path: Path, thread_hops: list[int], inline_metadata: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batched, off the loop, with ``inline_metadata`` too (each rmdir waits on the disk:
+    on the loop, a job commit's attempt directories went one after another)."""
+    store = LocalStore(inline_metadata=inline_metadata)
     attempts = [attempt_dir(tmp_path / "tasks", index) for index in range(200)]
     deleted: list[bool] = []
+    rmdir_threads: set[int] = set()
+    rmdir = os.rmdir
+
+    def recorded_rmdir(path: Any) -> None:
+        rmdir_threads.add(threading.get_ident())
+        rmdir(path)
+
+    monkeypatch.setattr(os, "rmdir", recorded_rmdir)
 
     async def delete_one(path: Path) -> None:
         deleted.append(await store.delete(str(path), recursive=True))
@@ -58,6 +71,7 @@ def test_small_tree_deletes_are_batched(tmp_path: Path, thread_hops: list[int]) 
             for path in attempts:
                 group.start_soon(delete_one, path)
         assert thread_hops[0] <= 8, f"{thread_hops[0]} thread hops for 200 small trees"
+        assert rmdir_threads and threading.get_ident() not in rmdir_threads
 
     anyio.run(main)
     assert deleted == [True] * 200 and os.listdir(tmp_path / "tasks") == []

@@ -135,7 +135,8 @@ class LocalStore:
     loop while it runs). Batched, it takes twice the calls its batches run at once
     (``max_in_flight``: 256 by default); more would only wait in its queue. With
     ``inline_metadata``, small writes (``INLINE_WRITE_BYTES``: a manifest, a marker) and
-    reads of files that fit ``READ_BUFFER`` run on the loop too.
+    reads of files that fit ``READ_BUFFER`` run on the loop too, but a small tree's
+    delete (a task attempt directory) is still batched: each rmdir waits on the disk.
     """
 
     def __init__(
@@ -259,8 +260,13 @@ class LocalStore:
             return await self._metadata(path, "delete", _remove, path, False)
         if not loop_is_dedicated():
             # a small tree (a task attempt directory after its renames: a few checksum
-            # files) goes with the batched metadata calls
-            deleted = await self._metadata(path, "delete", _remove_small_tree, path)
+            # files) goes with the batched metadata calls, never on the loop (even with
+            # ``inline_metadata``): an rmdir waits on the filesystem's journal, and a job
+            # commit deletes a directory per task attempt
+            try:
+                deleted = await self._batcher.run(_remove_small_tree, path)
+            except OSError as error:
+                raise _translate(error, path, "delete") from error
             if deleted is not None:
                 return deleted
         # a larger tree, or any tree in a rename worker (whose metadata calls run on its
