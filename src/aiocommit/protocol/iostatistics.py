@@ -8,6 +8,7 @@ unset, as in Hadoop.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -36,14 +37,27 @@ class IOStatistics:
     Not thread-safe; one event loop updates it.
     """
 
+    counters: dict[str, int]
+    minimums: dict[str, int]
+    maximums: dict[str, int]
+    means: dict[str, MeanStatistic]
+
     def __init__(self, durations: Iterable[str] = (), counters: Iterable[str] = ()):
-        self.counters: dict[str, int] = {}
         self.gauges: dict[str, int] = {}
-        self.minimums: dict[str, int] = {}
-        self.maximums: dict[str, int] = {}
-        self.means: dict[str, MeanStatistic] = {}
         #: duration key -> its (min key, max key, mean): no string building per record
         self._slots: dict[str, tuple[str, str, MeanStatistic]] = {}
+        if isinstance(durations, tuple) and isinstance(counters, tuple):
+            # the same names for every stage context: their keys are built once
+            empty = _empty(durations, counters)
+            self.counters = dict(empty.counters)
+            self.minimums = dict(empty.minimums)
+            self.maximums = dict(empty.maximums)
+            self.means = {key: MeanStatistic() for key in empty.means}
+            return
+        self.counters = {}
+        self.minimums = {}
+        self.maximums = {}
+        self.means = {}
         for name in counters:
             self.counters.setdefault(name, 0)
         for name in durations:
@@ -133,3 +147,9 @@ class IOStatistics:
             maximums=dict(self.maximums),
             meanstatistics={k: MeanStatistic(v.samples, v.sum) for k, v in self.means.items()},
         )
+
+
+@functools.lru_cache(maxsize=16)
+def _empty(durations: tuple[str, ...], counters: tuple[str, ...]) -> IOStatistics:
+    """Statistics with these names registered and nothing recorded (copied, never used)."""
+    return IOStatistics(durations=list(durations), counters=list(counters))
