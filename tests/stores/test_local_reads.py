@@ -74,7 +74,8 @@ def test_an_inline_store_writes_small_files_on_the_loop(
 
     async def main() -> None:
         await LocalStore(inline_metadata=True).write_bytes(str(tmp_path / "d" / "f"), b"y" * size)
-        assert (threads == [threading.get_ident()]) == (size <= local.INLINE_WRITE_BYTES)
+        assert threads
+        assert (set(threads) == {threading.get_ident()}) == (size <= local.INLINE_WRITE_BYTES)
 
     anyio.run(main)
     assert (tmp_path / "d" / "f").read_bytes() == b"y" * size
@@ -108,3 +109,34 @@ def test_an_inline_store_reads_files_that_fit_its_buffer_on_the_loop(
 def test_an_inline_store_reads_a_missing_file_as_not_found(tmp_path: Path) -> None:
     with pytest.raises(NotFound):
         anyio.run(LocalStore(inline_metadata=True).read_bytes, str(tmp_path / "missing"))
+
+
+@pytest.mark.parametrize("operation", ["write_bytes", "upload_file"])
+def test_a_write_makes_its_directory_only_when_missing(
+    tmp_path: Path, operation: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file written into an existing directory costs no ``mkdir``; into a missing one,
+    its parents are made."""
+    made: list[str] = []
+    mkdir = os.mkdir
+
+    def recording(path: Any, *args: Any, **kwargs: Any) -> None:
+        made.append(str(path))
+        mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", recording)
+    source = tmp_path / "source"
+    source.write_bytes(b"data")
+    store = LocalStore(inline_metadata=True)
+
+    async def write(path: Path) -> None:
+        if operation == "write_bytes":
+            await store.write_bytes(str(path), b"data")
+        else:
+            await store.upload_file(str(source), str(path))
+
+    anyio.run(write, tmp_path / "here")
+    assert made == []
+    anyio.run(write, tmp_path / "a" / "b" / "there")
+    assert made == [str(tmp_path / "a"), str(tmp_path / "a" / "b")]
+    assert (tmp_path / "here").read_bytes() == (tmp_path / "a" / "b" / "there").read_bytes()

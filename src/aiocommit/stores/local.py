@@ -383,9 +383,7 @@ class LocalStore:
                 raise AlreadyExists(
                     "a directory is at the path", path=path, operation="write_bytes"
                 )
-            directory = parent_of(path)
-            os.makedirs(directory, exist_ok=True)
-            handle, temporary = _create_temporary(directory)
+            handle, temporary = _create_temporary_in(parent_of(path))
             with os.fdopen(handle, "wb") as out:
                 out.write(data)
             return self._publish(temporary, path, overwrite)
@@ -400,9 +398,7 @@ class LocalStore:
         check_clean(path)
 
         def upload() -> FileStatus:
-            directory = parent_of(path)
-            os.makedirs(directory, exist_ok=True)
-            handle, temporary = _create_temporary(directory)
+            handle, temporary = _create_temporary_in(parent_of(path))
             os.close(handle)
             shutil.copyfile(local_path, temporary)
             return self._publish(temporary, path, overwrite)
@@ -609,6 +605,16 @@ def _move_each(renames: list[tuple[str, str, str | None]]) -> list[StoreError | 
             continue
         outcomes.append(None)
     return outcomes
+
+
+def _create_temporary_in(directory: str) -> tuple[int, str]:
+    """``_create_temporary``, making ``directory`` and its parents only when missing (a
+    task's files and manifests mostly go into a directory that exists)."""
+    try:
+        return _create_temporary(directory)
+    except FileNotFoundError:
+        os.makedirs(directory, exist_ok=True)
+        return _create_temporary(directory)
 
 
 def _create_temporary(directory: str) -> tuple[int, str]:
