@@ -4,9 +4,11 @@ shared with another."""
 
 from __future__ import annotations
 
+import random
+
 from aiocommit.committers.common.session import new_statistics
 from aiocommit.protocol import statistics as S
-from aiocommit.protocol.iostatistics import IOStatistics
+from aiocommit.protocol.iostatistics import IOStatistics, IOStatisticsSnapshot, MeanStatistic
 
 DURATIONS = S.STORE_OPERATIONS + S.JOB_STAGES + S.TASK_STAGES
 
@@ -26,3 +28,49 @@ def test_two_statistics_share_nothing() -> None:
     assert first.means[S.OP_RENAME + ".mean"].samples == 1
     assert second.means[S.OP_RENAME + ".mean"].samples == 0
     assert first.counters[S.COUNTERS[0]] == 1 and second.counters[S.COUNTERS[0]] == 0
+
+
+def _aggregated_key_by_key(into: IOStatisticsSnapshot, other: IOStatisticsSnapshot) -> None:
+    """Hadoop's ``aggregate``, written out plainly: the reference."""
+    for key, value in other.counters.items():
+        into.counters[key] = into.counters.get(key, 0) + value
+    for key, value in other.gauges.items():
+        into.gauges[key] = into.gauges.get(key, 0) + value
+    for key, value in other.minimums.items():
+        mine = into.minimums.get(key, -1)
+        if value >= 0:
+            into.minimums[key] = value if mine < 0 else min(mine, value)
+        else:
+            into.minimums.setdefault(key, -1)
+    for key, value in other.maximums.items():
+        into.maximums[key] = max(into.maximums.get(key, -1), value)
+    for key, mean in other.meanstatistics.items():
+        mine_mean = into.meanstatistics.setdefault(key, MeanStatistic())
+        mine_mean.samples += mean.samples
+        mine_mean.sum += mean.sum
+
+
+def _random_statistics(rng: random.Random) -> IOStatistics:
+    statistics = new_statistics() if rng.random() < 0.8 else IOStatistics()
+    for _ in range(rng.randrange(6)):
+        name = rng.choice([*DURATIONS, "extra_duration"])
+        statistics.record_duration(name, rng.randrange(50), failed=rng.random() < 0.2)
+    for _ in range(rng.randrange(4)):
+        statistics.increment(rng.choice([*S.COUNTERS, "extra_counter"]), rng.randrange(-2, 5))
+    if rng.random() < 0.3:
+        statistics.set_gauge("a_gauge", rng.randrange(-3, 3))
+    return statistics
+
+
+def test_aggregate_adds_as_hadoop_does() -> None:
+    """Unset values only add their keys: the same sums as adding every key."""
+    rng = random.Random(36)
+    for _ in range(200):
+        total = _random_statistics(rng)
+        reference = total.snapshot()
+        for _ in range(rng.randrange(1, 5)):
+            other = _random_statistics(rng)
+            from_snapshot = rng.random() < 0.5
+            total.aggregate(other.snapshot() if from_snapshot else other)
+            _aggregated_key_by_key(reference, other.snapshot())
+        assert total.snapshot() == reference

@@ -121,23 +121,34 @@ class IOStatistics:
 
     def aggregate(self, other: IOStatisticsSnapshot | IOStatistics) -> None:
         """Add another set of statistics into this one, as Hadoop's ``aggregate`` does."""
+        # most of a task's statistics are unset (a job commit adds one set per task): an
+        # unset value only adds its key
         means = other.meanstatistics if isinstance(other, IOStatisticsSnapshot) else other.means
-        for key, value in other.counters.items():
-            self.counters[key] = self.counters.get(key, 0) + value
-        for key, value in other.gauges.items():
-            self.gauges[key] = self.gauges.get(key, 0) + value
+        for mine_sums, theirs in ((self.counters, other.counters), (self.gauges, other.gauges)):
+            for key, value in theirs.items():
+                if value:
+                    mine_sums[key] = mine_sums.get(key, 0) + value
+                elif key not in mine_sums:
+                    mine_sums[key] = 0
+        minimums = self.minimums
         for key, value in other.minimums.items():
-            mine = self.minimums.get(key, -1)
             if value >= 0:
-                self.minimums[key] = value if mine < 0 else min(mine, value)
-            else:
-                self.minimums.setdefault(key, -1)
+                mine = minimums.get(key, -1)
+                minimums[key] = value if mine < 0 or value < mine else mine
+            elif key not in minimums:
+                minimums[key] = -1
+        maximums = self.maximums
         for key, value in other.maximums.items():
-            self.maximums[key] = max(self.maximums.get(key, -1), value)
+            if key not in maximums or value > maximums[key]:
+                maximums[key] = max(value, -1)
+        mine_means = self.means
         for key, mean in means.items():
-            mine_mean = self.means.setdefault(key, MeanStatistic())
-            mine_mean.samples += mean.samples
-            mine_mean.sum += mean.sum
+            mine_mean = mine_means.get(key)
+            if mine_mean is None:
+                mine_mean = mine_means[key] = MeanStatistic()
+            if mean.samples or mean.sum:
+                mine_mean.samples += mean.samples
+                mine_mean.sum += mean.sum
 
     def snapshot(self) -> IOStatisticsSnapshot:
         return IOStatisticsSnapshot(
