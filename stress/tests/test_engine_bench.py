@@ -24,3 +24,23 @@ def test_engine_bench_dask_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[s
     # 20 files each way: 20 partitions flat; 2 partitions x 10 values partitioned
     assert all(line.rstrip().endswith("20 files") for line in rounds)
     assert out.count("ratio aiocommit/own") == 2
+
+
+def test_engine_profile_dask_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every part of the profile printed: the job commit's stages and each task step."""
+    from aiocommit_stress import engine_profile
+
+    engine_profile.profile("dask", tmp_path, rows=2_000, files=20, rounds=1)
+    out = capsys.readouterr().out
+    medians = out[out.index("dask: medians") :]
+    for part in (
+        "driver job setup",
+        "worker job commit",
+        "job_stage_load_manifests",
+        "job_stage_rename_files",
+        "task setup (median of 20)",
+        "task commit (sum)",
+        "own write",
+        "aiocommit write",
+    ):
+        assert part in medians, part

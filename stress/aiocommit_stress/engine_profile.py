@@ -1,0 +1,265 @@
+"""Where the time of one flat engine write through aiocommit goes, beside the engine's own
+writer: wall and CPU of the driver's job set-up and job commit (and the commit's stages,
+from its ``_SUCCESS`` statistics), and each write task's attempt set-up, write and commit.
+
+    .venv/bin/python -m aiocommit_stress.engine_profile [--engines ray,dask]
+        [--rows 1000000] [--files 100] [--rounds 3]
+
+Same data and clusters as ``engine_bench`` (flat only). The tasks here are timed copies
+of the integrations' own write tasks (the same calls, with clocks around each step):
+each task appends one line to a file the driver reads. Prints, per engine and round, the
+own writer's wall time, aiocommit's, and aiocommit's parts; then the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from aiocommit.integrations.attempts import AttemptHandle, WorkerAttempt
+from aiocommit_stress.engine_bench import ENGINES
+
+#: the job commit stages reported, in the order they run
+STAGES = (
+    "job_stage_load_manifests",
+    "job_stage_resolve_conflicts",
+    "job_stage_create_target_dirs",
+    "job_stage_rename_files",
+    "job_stage_save_success_marker",
+    "job_stage_cleanup",
+)
+
+
+def _clock() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def _since(start: tuple[float, float]) -> tuple[float, float]:
+    wall, cpu = _clock()
+    return (wall - start[0]) * 1000, (cpu - start[1]) * 1000
+
+
+def timed_task(
+    write: Callable[[WorkerAttempt], None], timings_dir: str, handle: AttemptHandle
+) -> str:
+    """Open ``handle``, ``write(attempt)``, commit; one JSON line of milliseconds (wall,
+    process CPU) per step to a file of this process in ``timings_dir``."""
+    start = _clock()
+    opened = handle.open()
+    attempt = opened.__enter__()
+    setup = _since(start)
+    start = _clock()
+    write(attempt)
+    wrote = _since(start)
+    start = _clock()
+    name = attempt.commit()
+    committed = _since(start)
+    start = _clock()
+    opened.__exit__(None, None, None)
+    closed = _since(start)
+    line = {"setup": setup, "write": wrote, "commit": committed, "close": closed}
+    with open(os.path.join(timings_dir, f"{os.getpid()}.jsonl"), "a") as out:
+        out.write(json.dumps(line) + "\n")
+    return name
+
+
+def _ray_ours(timings_dir: str) -> Callable[[Any, Path], None]:
+    import pyarrow as pa
+    from ray.data.block import BlockAccessor
+
+    from aiocommit.integrations.arrow import write_table
+    from aiocommit.integrations.ray import AiocommitDatasink
+
+    class TimedSink(AiocommitDatasink):
+        def write(self, blocks: Any, ctx: Any) -> str:
+            assert self.job is not None
+            tables = [BlockAccessor.for_block(block).to_arrow() for block in blocks]
+            table = pa.concat_tables([t for t in tables if t.num_rows])
+            return timed_task(
+                lambda attempt: write_table(attempt, table, format="parquet"),
+                timings_dir,
+                self.job.handle(ctx.task_idx),
+            )
+
+    def ours(data: Any, dest: Path) -> None:
+        data.write_datasink(TimedSink(str(dest)))
+
+    return ours
+
+
+def _dask_partition(frame: Any, handle: Any, timings_dir: str) -> str:
+    import pyarrow as pa
+
+    from aiocommit.integrations.arrow import write_table
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    return timed_task(
+        lambda attempt: write_table(attempt, table, format="parquet"),
+        timings_dir,
+        handle.retry(),
+    )
+
+
+def _dask_commit(handle: Any, records: list[str], timings_dir: str) -> Any:
+    """The Dask job-commit task (``aiocommit.integrations.dask._commit``), timed."""
+    from aiocommit.integrations.attempts import commit_job_blocking
+
+    start = _clock()
+    summary = commit_job_blocking(handle, records)
+    parts = {"worker job commit": _since(start), **_stage_times(summary)}
+    Path(timings_dir, "job-commit.json").write_text(json.dumps(parts))
+    return summary
+
+
+def _dask_ours(timings_dir: str) -> Callable[[Any, Path], None]:
+    from dask.delayed import delayed
+
+    from aiocommit.integrations.attempts import EngineJob
+
+    def ours(data: Any, dest: Path) -> None:
+        job = EngineJob.setup(str(dest))
+        write = delayed(_dask_partition, pure=False)
+        records = [
+            write(part, job.handle(index), timings_dir)
+            for index, part in enumerate(data.to_delayed())
+        ]
+        delayed(_dask_commit, pure=False)(job.handle(0), records, timings_dir).compute()
+
+    return ours
+
+
+@contextmanager
+def _driver_clocks(parts: dict[str, tuple[float, float]]) -> Iterator[None]:
+    """Time ``EngineJob.setup`` and ``EngineJob.commit`` on the driver (Ray's sink calls
+    both there; Dask's job commit is a task, timed in ``_dask_commit``)."""
+    from aiocommit.integrations import attempts
+
+    setup, commit = attempts.EngineJob.setup, attempts.EngineJob.commit
+
+    def timed_setup(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        start = _clock()
+        try:
+            return setup.__func__(cls, *args, **kwargs)  # type: ignore[attr-defined]
+        finally:
+            parts["driver job setup"] = _since(start)
+
+    def timed_commit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        start = _clock()
+        try:
+            summary = commit(self, *args, **kwargs)
+        finally:
+            parts["driver job commit"] = _since(start)
+        parts.update(_stage_times(summary))
+        return summary
+
+    attempts.EngineJob.setup = classmethod(timed_setup)  # type: ignore[assignment]
+    attempts.EngineJob.commit = timed_commit  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        attempts.EngineJob.setup = setup  # type: ignore[method-assign]
+        attempts.EngineJob.commit = commit  # type: ignore[method-assign]
+
+
+def _stage_times(summary: Any) -> dict[str, tuple[float, float]]:
+    """The job commit's stages' wall times (no CPU: nan)."""
+    means = summary.iostatistics.meanstatistics
+    out = {}
+    for stage in STAGES:
+        mean = means.get(stage + ".mean")
+        if mean is not None and mean.samples:
+            out["  " + stage] = (float(mean.sum), float("nan"))
+    return out
+
+
+def _task_times(timings_dir: Path) -> dict[str, tuple[float, float]]:
+    lines = [
+        json.loads(line)
+        for path in timings_dir.glob("*.jsonl")
+        for line in path.read_text().splitlines()
+    ]
+    out = {}
+    for step in ("setup", "write", "commit", "close"):
+        walls = [line[step][0] for line in lines]
+        cpus = [line[step][1] for line in lines]
+        out[f"task {step} (median of {len(lines)})"] = (
+            statistics.median(walls),
+            statistics.median(cpus),
+        )
+        out[f"task {step} (sum)"] = (sum(walls), sum(cpus))
+    return out
+
+
+def profile(engine: str, work: Path, *, rows: int, files: int, rounds: int) -> None:
+    timings_dir = work / "timings"
+    table: dict[str, list[tuple[float, float]]] = {}
+    with ENGINES[engine](rows, files) as (data, writers):
+        ours = (_ray_ours if engine == "ray" else _dask_ours)(str(timings_dir))
+        own = writers["own"]
+        flat = data["flat"]
+        for round_number in range(-1, rounds):  # round -1 warms up
+            for name in ("own", "aiocommit") if round_number % 2 else ("aiocommit", "own"):
+                dest = work / f"{engine}-{name}-{round_number}"
+                shutil.rmtree(timings_dir, ignore_errors=True)
+                timings_dir.mkdir()
+                parts: dict[str, tuple[float, float]] = {}
+                start = _clock()
+                if name == "own":
+                    own(flat, dest, False)
+                else:
+                    with _driver_clocks(parts):
+                        ours(flat, dest)
+                    parts.update(_task_times(timings_dir))
+                    commit_file = timings_dir / "job-commit.json"
+                    if commit_file.exists():
+                        parts.update(
+                            {k: tuple(v) for k, v in json.loads(commit_file.read_text()).items()}
+                        )
+                parts[f"{name} write"] = _since(start)
+                shutil.rmtree(dest, ignore_errors=True)
+                if round_number < 0:
+                    continue
+                for part, value in parts.items():
+                    table.setdefault(part, []).append(value)
+                    print(
+                        f"{engine} round {round_number} {part:<44} "
+                        f"{value[0]:9.1f} ms wall {value[1]:9.1f} ms cpu",
+                        flush=True,
+                    )
+    print(f"{engine}: medians over {rounds} rounds (ms)")
+    for part, values in table.items():
+        walls = statistics.median(v[0] for v in values)
+        cpus = statistics.median(v[1] for v in values)
+        print(f"  {part:<44} {walls:9.1f} wall {cpus:9.1f} cpu", flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "--engines",
+        type=lambda text: [e.strip() for e in text.split(",") if e.strip()],
+        default=["ray", "dask"],
+    )
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--files", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="aiocommit-engine-profile-"))
+    try:
+        for engine in args.engines:
+            profile(engine, work, rows=args.rows, files=args.files, rounds=args.rounds)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
