@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pickle
-import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
+import anyio
 import pytest
 
 from aiocommit import (
@@ -20,8 +22,12 @@ from aiocommit import (
 from aiocommit.committers.common.session import open_context
 from aiocommit.committers.manifest.task import scan_task_attempt
 from aiocommit.protocol.ids import task_attempt_id_for, task_id_for
-from aiocommit.stores.faulty import Faults, FaultyStore, Latency
+from aiocommit.stores.base import Store
+from aiocommit.stores.faulty import Faults, FaultyStore
 from aiocommit.stores.local import LocalStore
+from aiocommit.stores.wrapper import StoreWrapper
+
+T = TypeVar("T")
 
 
 def test_job_ids_are_unique_within_a_second_and_hadoop_shaped() -> None:
@@ -98,21 +104,42 @@ async def test_task_attempt_travels_by_url(tmp_path: Path) -> None:
     assert (tmp_path / "local" / "x.txt").read_bytes() == b"x"
 
 
+class ListingsAtOnce(StoreWrapper):
+    """Counts the most ``list_dir`` calls in flight at once (each waits ``latency``)."""
+
+    def __init__(self, inner: Store, latency: float):
+        super().__init__(inner)
+        self.latency = latency
+        self.in_flight = 0
+        self.peak = 0
+
+    async def intercept(self, operation: str, path: str, call: Callable[[], Awaitable[T]]) -> T:
+        if operation != "list_dir":
+            return await call()
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            await anyio.sleep(self.latency)
+            return await call()
+        finally:
+            self.in_flight -= 1
+
+
 async def test_task_scan_lists_directories_concurrently() -> None:
-    """60 directories at 50 ms a listing: a sequential walk needs 3 s+ (at 20 ms, a
-    loaded test worker's pauses decided the bound)."""
+    """60 directories: a sequential walk has one listing in flight at a time. Counted
+    in the store, not timed (a bound on the wall time, even at half of a sequential
+    walk's, was decided by a loaded test worker's pauses)."""
     store = MemoryStore("scan")
     job_id = await setup_job("/dest", store=store)
     attempt = await setup_task("/dest", job_id, 0, store=store)
     for directory in range(60):
         for n in range(3):
             await store.write_bytes(attempt.path(f"d={directory}/f{n}"), b"x")
-    slow = FaultyStore(store, Faults(latency=Latency(fixed=0.05)))
+    counted = ListingsAtOnce(store, latency=0.02)
+    slow = FaultyStore(counted, Faults())
     async with open_context("/dest", job_id, store=slow) as context:
-        started = time.perf_counter()
         files, dirs = await scan_task_attempt(context, attempt.work_dir)
-        elapsed = time.perf_counter() - started
     assert len(files) == 180 and len(dirs) == 60
-    assert elapsed < 1.5, f"scan took {elapsed:.2f} s"  # half of sequential, as before
+    assert counted.peak >= 10, f"at most {counted.peak} listings at once"
     listed = {path for operation, path in slow._seen if operation == "list_dir"}
     assert len(listed) == 61, "each directory listed once"
