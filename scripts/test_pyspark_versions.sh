@@ -20,7 +20,9 @@ PYTHON="${PYTHON:-python3}"
 #: standalone cluster, Spark-writer parity (partition names, types, save modes, errors)
 #: the tables (saveAsTable, insertInto, a managed table) and Spark Connect (format and write()),
 #: write(engine="jvm") (the committer in aiocommit's jar against that release's Hadoop);
-#: the parity cases and one exactly-once case run on both engines (python, jvm)
+#: parity, exactly-once, abort and speculation each run on both engines on every release
+#: (the parity cases through each_engine; speculation's format is the Python writer, jvm
+#: the JVM engine, two applications on the one cluster the module starts)
 SUBSET_4=(
     tests/spark/test_seam.py
     tests/spark/test_map_in_arrow.py
@@ -36,6 +38,7 @@ SUBSET_4=(
     tests/spark/test_parity.py::test_save_as_table_without_a_path_makes_a_managed_table
     tests/spark/test_parity.py::test_spark_connect_client_writes_with_every_mode_and_partition_by
     "tests/spark/test_speculation.py::test_speculation_on_a_standalone_cluster_is_exactly_once[format]"
+    "tests/spark/test_speculation.py::test_speculation_on_a_standalone_cluster_is_exactly_once[jvm]"
 )
 #: on pyspark 3.5 (no Python data source API): the seam and write() (exactly-once and
 #: parity: test_map_in_arrow), speculation included; write(engine="jvm") refused with its
