@@ -40,11 +40,12 @@ SUBSET_4=(
     "tests/spark/test_speculation.py::test_speculation_on_a_standalone_cluster_is_exactly_once[format]"
     "tests/spark/test_speculation.py::test_speculation_on_a_standalone_cluster_is_exactly_once[jvm]"
 )
-#: on pyspark 3.5 (no Python data source API): the seam and write() (exactly-once and
-#: parity: test_map_in_arrow), speculation included; write(engine="jvm") refused with its
-#: reason (Hadoop 3.3.4 has no ManifestCommitter)
+#: on pyspark 3.5 (no Python data source API): the seam, the writer's type checks, and
+#: write() (exactly-once and parity: test_map_in_arrow), speculation included;
+#: write(engine="jvm") refused with its reason (Hadoop 3.3.4 has no ManifestCommitter)
 SUBSET_3=(
     tests/spark/test_seam.py
+    tests/spark/test_commit_units.py
     tests/spark/test_map_in_arrow.py
     tests/spark/test_jvm_engine.py
     "tests/spark/test_speculation.py::test_speculation_on_a_standalone_cluster_is_exactly_once[write]"

@@ -92,13 +92,14 @@ def test_types_a_format_cannot_hold_are_refused() -> None:
     from pyspark.sql.types import (
         ArrayType,
         BinaryType,
-        CalendarIntervalType,
         LongType,
         MapType,
         StringType,
         StructField,
         StructType,
     )
+
+    from aiocommit.integrations.spark import seam
 
     def schema(data_type: object) -> StructType:
         return StructType([StructField("id", LongType()), StructField("c", data_type)])  # type: ignore[arg-type]
@@ -110,5 +111,7 @@ def test_types_a_format_cannot_hold_are_refused() -> None:
             check_types(schema(data_type), csv)
         check_types(schema(data_type), parquet)  # Parquet holds them
     check_types(schema(BinaryType()), csv)  # Spark's CSV writer writes binary as [00 61 62]
+    if seam.PYSPARK < (4, 0):  # CalendarIntervalType is new in 4.0: no 3.5 schema holds one
+        return
     with pytest.raises(TypeError, match=r"column 'c' has type interval, .*cast\('string'\)"):
-        check_types(schema(CalendarIntervalType()), parquet)
+        check_types(schema(seam.CalendarIntervalType()), parquet)
