@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from aiocommit.integrations.spark import seam
 from aiocommit.integrations.spark.committer import setup_options
 from aiocommit.integrations.spark.session_conf import hadoop_session_options
 from aiocommit.integrations.spark.settings import WriteSettings
@@ -105,6 +106,7 @@ def session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
         spark.conf.unset(key)
 
 
+@pytest.mark.skipif(not seam.HAS_DATA_SOURCES, reason='format("aiocommit") needs pyspark 4')
 def test_hadoop_keys_in_spark_writes(spark: SparkSession, tmp_path: Path) -> None:
     """Session confs under ``spark.hadoop.`` reach the write (they were not read), an
     explicit option wins, an S3A session conf leaves a local write alone, and an

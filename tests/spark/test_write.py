@@ -26,8 +26,14 @@ from pyspark.sql.types import (
 )
 
 from aiocommit import abort_job, list_jobs
+from aiocommit.integrations.spark import seam
 from aiocommit.protocol.success import decode_success
 from tests.spark.helpers import data_files, quiet, temporary_is_clean
+
+#: every test here writes through format("aiocommit")
+pytestmark = pytest.mark.skipif(
+    not seam.HAS_DATA_SOURCES, reason='format("aiocommit") needs pyspark 4 (3.5 has write() only)'
+)
 
 SCHEMA = StructType(
     [
