@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, FloatType, StructField, StructType, TimestampType
 
+from aiocommit.integrations.spark import seam
 from tests.spark.helpers import data_files
 from tests.spark.test_parity import assert_parity, decoded_files, frame, leaf_dirs, write_both
 
@@ -234,9 +235,23 @@ def test_null_typed_columns_as_sparks_writer(spark: SparkSession, tmp_path: Path
         .withColumn("x", F.lit(None))
         .selectExpr("id", "x", "array(x) AS a", "named_struct('z', x, 'n', id) AS s")
     )
-    ours, native = write_both(df, tmp_path / "parquet", "parquet")
-    assert_parity(spark, ours, native, "parquet")
-    assert spark.read.parquet(str(ours)).schema == spark.read.parquet(str(native)).schema
+    if seam.PYSPARK < (4, 1):  # Spark 4.0's Parquet writer refuses void columns
+        native_parquet, ours_parquet = (
+            tmp_path / "parquet" / "native",
+            tmp_path / "parquet" / "ours",
+        )
+        native_error = raised(lambda: df.write.parquet(str(native_parquet)))
+        with no_job_runs(spark):
+            ours_error = raised(
+                lambda: (
+                    df.write.format("aiocommit").option("format", "parquet").save(str(ours_parquet))
+                )
+            )
+        assert_same_error(ours_error, native_error, str(ours_parquet), str(native_parquet))
+    else:
+        ours, native = write_both(df, tmp_path / "parquet", "parquet")
+        assert_parity(spark, ours, native, "parquet")
+        assert spark.read.parquet(str(ours)).schema == spark.read.parquet(str(native)).schema
     ours, native = write_both(df, tmp_path / "json", "json")
     assert decoded_files(ours, None, "utf-8") == decoded_files(native, None, "utf-8")
     flat = df.select("id", "x")

@@ -22,6 +22,7 @@ from pyspark.sql.types import (
 )
 
 from aiocommit.integrations.spark.files import SPARK_ROW_METADATA, SPARK_VERSION_METADATA
+from aiocommit.integrations.spark.seam import PYSPARK
 from aiocommit.integrations.spark.spark_jvm import SparkCondition, sql_id
 
 #: field metadata key under which Spark keeps a char/varchar column's declared type
@@ -100,18 +101,25 @@ def sparks_refusal(
     """The error Spark's own ``fmt`` writer raises for ``schema`` before any task, if any:
     two columns of one name (``COLUMN_ALREADY_EXISTS``, names compared as
     ``spark.sql.caseSensitive`` says; Spark's CSV writer takes them), or a NULL-typed
-    data column in CSV (``UNSUPPORTED_DATA_TYPE_FOR_DATASOURCE``; Parquet and JSON
-    write it)."""
+    data column in CSV, and in Parquet before Spark 4.1
+    (``UNSUPPORTED_DATA_TYPE_FOR_DATASOURCE``; JSON writes it)."""
     if fmt != "csv":
         names = [n if case_sensitive else n.lower() for n in schema.names]
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:  # Spark names the first in sorted order, lower-cased
             return SparkCondition("COLUMN_ALREADY_EXISTS", {"columnName": sql_id(repeated[0])})
-    if fmt == "csv":
+    refuses_void = {"csv": "CSV"}
+    if PYSPARK < (4, 1):  # Spark 4.0's Parquet writer refuses a void column too
+        refuses_void["parquet"] = "Parquet"
+    if fmt in refuses_void:
         for f in schema.fields:
             if isinstance(f.dataType, NullType) and f.name not in partition_by:
                 return SparkCondition(
                     "UNSUPPORTED_DATA_TYPE_FOR_DATASOURCE",
-                    {"columnName": sql_id(f.name), "columnType": '"VOID"', "format": "CSV"},
+                    {
+                        "columnName": sql_id(f.name),
+                        "columnType": '"VOID"',
+                        "format": refuses_void[fmt],
+                    },
                 )
     return None
