@@ -8,10 +8,10 @@ a manifest, a page), yields the loop once aiocommit's tasks on this thread have 
 ``runtime.Runtime``). One task yields for the next slice and opens it when it is back;
 those that find the slice used up meanwhile wait in line (first come, first served) on
 a future each (an event on trio), and cost the loop nothing until their turn: each one
-let go lets the next go after it, in a later step, until the slice is used up again and
-the next in line yields for another. (Waiting by yielding again and again instead woke
-every waiter in every turn: with 256 manifests loading, ~75 task steps per manifest.) A
-unit costs one call of ``perf_counter`` when there is time left and nobody waits.
+let go lets the next go after it, in a later step, until the slice is used up again and the next in line
+yields for another. (Waiting by yielding again and again instead woke every waiter in
+every turn: with 256 manifests loading, ~75 task steps per manifest.) A unit costs one
+call of ``perf_counter`` when there is time left and nobody waits.
 """
 
 from __future__ import annotations
