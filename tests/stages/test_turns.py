@@ -4,10 +4,8 @@ a slice cost the loop nothing until their turn."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import time
 
-from aiocommit.runtime import turns
 from aiocommit.runtime.runtime import current, here
 from aiocommit.runtime.turns import SLICE_SECONDS, take_turn
 
@@ -76,31 +74,3 @@ async def test_a_cancelled_waiter_passes_its_turn_on() -> None:
     assert set(done) | cancelled == set(range(40))
     line = current()
     assert line is here.runtime and not line.waiting and not line.yielding
-
-
-async def test_a_task_waiting_for_a_slice_holds_few_tracked_objects() -> None:
-    """A task waiting in line holds a future, not events, a deque and three coroutines:
-    what waits is alive through the garbage collector's young collections, so each
-    object it holds is promoted and counts towards a full collection (which walks every
-    tracked object of the process, the caller's too). Counted, not timed."""
-    waiters = 200
-    line = current()
-    line.yielding, line.started = True, 0.0  # a slice used up and its task yielding
-    gc.collect()
-    gc.disable()
-    try:
-        tasks = [asyncio.ensure_future(take_turn()) for _ in range(waiters)]
-        created = len(gc.get_objects())  # the tasks and their coroutines
-        await asyncio.sleep(0)
-        in_line = len(gc.get_objects())
-        assert len(line.waiting) == waiters
-    finally:
-        gc.enable()
-        line.yielding, line.started = False, time.perf_counter()
-        turns._let_next_go(line)
-    await asyncio.wait_for(asyncio.gather(*tasks), 10)
-    assert not line.waiting
-    # a future and the iterator awaiting it (before: two events, their deque and
-    # future, three coroutines)
-    per_waiter = (in_line - created) / waiters
-    assert per_waiter <= 3, per_waiter

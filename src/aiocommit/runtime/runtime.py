@@ -14,15 +14,11 @@ at a time), and look it up again on their slow paths.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections import deque
 
 import anyio
 import anyio.lowlevel
-
-#: what a task waiting for a slice waits on: a future on asyncio, an event elsewhere
-Turn = asyncio.Future[None] | anyio.Event
 
 #: worker threads a loop's store clients use at once
 THREADS = 32
@@ -37,7 +33,7 @@ class Runtime:
         #: when this loop's current slice began (``perf_counter``)
         self.started = 0.0
         #: tasks waiting for a slice, first come first served
-        self.waiting: deque[Turn] = deque()
+        self.waiting: deque[anyio.Event] = deque()
         #: a task is yielding the loop for the next slice
         self.yielding = False
         #: the loop runs nothing but store calls (``dedicate_loop``)

@@ -7,8 +7,8 @@ a manifest, a page), yields the loop once aiocommit's tasks on this thread have 
 ``SLICE_SECONDS`` since the loop last got it back (the slice and its line are the loop's
 ``runtime.Runtime``). One task yields for the next slice and opens it when it is back;
 those that find the slice used up meanwhile wait in line (first come, first served) on
-a future each (an event on trio), and cost the loop nothing until their turn: each one
-let go lets the next go after it, in a later step, until the slice is used up again and the next in line
+an event each, and cost the loop nothing until their turn: each one let go lets the next
+go after it, in a later step, until the slice is used up again and the next in line
 yields for another. (Waiting by yielding again and again instead woke every waiter in
 every turn: with 256 manifests loading, ~75 task steps per manifest.) A unit costs one
 call of ``perf_counter`` when there is time left and nobody waits.
@@ -16,13 +16,12 @@ call of ``perf_counter`` when there is time left and nobody waits.
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import anyio
 import anyio.lowlevel
 
-from aiocommit.runtime.runtime import Runtime, Turn, current, here
+from aiocommit.runtime.runtime import Runtime, current, here
 
 #: the longest aiocommit runs on a loop between two chances for the loop's other tasks
 SLICE_SECONDS = 0.004
@@ -55,38 +54,24 @@ async def take_turn() -> None:
 
 
 async def _wait_in_line(line: Runtime, *, front: bool) -> None:
-    # on asyncio a bare future: a waiter is alive through the collector's young
-    # collections, so each object it holds is promoted and counts towards a full
-    # collection (an anyio event is two events, a deque, a future and two coroutines)
-    loop = asyncio._get_running_loop()  # None on trio
-    turn: Turn = anyio.Event() if loop is None else loop.create_future()
+    turn = anyio.Event()
     if front:
         line.waiting.appendleft(turn)
     else:
         line.waiting.append(turn)
     try:
-        await (turn.wait() if isinstance(turn, anyio.Event) else turn)
+        await turn.wait()
     except BaseException:
-        if _is_let_go(turn):
+        if turn.is_set():
             _let_next_go(line)  # let go, but cancelled before its turn: pass it on
         else:
             line.waiting.remove(turn)
         raise
 
 
-def _is_let_go(turn: Turn) -> bool:
-    if isinstance(turn, anyio.Event):
-        return turn.is_set()
-    return turn.done() and not turn.cancelled()
-
-
 def _let_next_go(line: Runtime) -> None:
     if line.waiting:
-        turn = line.waiting.popleft()
-        if isinstance(turn, anyio.Event):
-            turn.set()
-        elif not turn.done():
-            turn.set_result(None)
+        line.waiting.popleft().set()
 
 
 def yield_due() -> bool:
