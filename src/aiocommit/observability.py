@@ -14,7 +14,7 @@ job that caused it. aiocommit does the same with standard :mod:`logging`:
   (``"-"`` when unknown), so a format string can always use them.
 * :func:`configure_logging` is what the ``aiocommit`` command calls.
 * :func:`stage_span` opens an OpenTelemetry span per stage when ``opentelemetry-api`` is
-  installed, and only sets the audit context otherwise.
+  installed and a tracer provider is set, and only sets the audit context otherwise.
 * :func:`job_done` logs the one INFO line of a job commit, abort or cleanup, with its
   figures as structured fields, and records the OpenTelemetry metrics
   (:func:`configure_metrics`); without OpenTelemetry only the line is written.
@@ -140,27 +140,45 @@ def configure_logging(
 
 # -- tracing ---------------------------------------------------------------------------
 
-_tracer: Any = None
+#: ``opentelemetry.trace`` once found (None without ``opentelemetry-api``)
+_trace: Any = None
 _tracing_checked = False
+#: the global tracer provider ``_tracer`` was made for, and that tracer (None while the
+#: provider is the default proxy or a no-op one: no span is made then)
+_provider: Any = None
+_tracer: Any = None
+#: the provider classes that record nothing
+_silent_providers: tuple[type, ...] = ()
 
 
 def _get_tracer() -> Any:
-    """OpenTelemetry's tracer for aiocommit, or None when ``opentelemetry-api`` is absent."""
-    global _tracer, _tracing_checked
+    """aiocommit's tracer from OpenTelemetry's global tracer provider, or None when no
+    span would be recorded: ``opentelemetry-api`` absent, or no provider set yet (the
+    default proxy) or a no-op one. Checked on each call by the provider's identity, so a
+    provider set later gets the spans from then on."""
+    global _trace, _tracing_checked, _provider, _tracer, _silent_providers
     if not _tracing_checked:
         _tracing_checked = True
+        _trace = _provider = _tracer = None
         if importlib.util.find_spec("opentelemetry") is not None:
             try:
-                trace = importlib.import_module("opentelemetry.trace")
+                _trace = importlib.import_module("opentelemetry.trace")
             except ImportError:
-                trace = None
-            if trace is not None:
-                _tracer = trace.get_tracer("aiocommit")
+                _trace = None
+            if _trace is not None:
+                _silent_providers = (_trace.ProxyTracerProvider, _trace.NoOpTracerProvider)
+    if _trace is None:
+        return None
+    provider = _trace.get_tracer_provider()
+    if provider is not _provider:
+        _provider = provider
+        silent = isinstance(provider, _silent_providers)
+        _tracer = None if silent else provider.get_tracer("aiocommit")
     return _tracer
 
 
 def tracing_enabled() -> bool:
-    """True when stage spans go to OpenTelemetry."""
+    """True when stage spans go to OpenTelemetry (a tracer provider is set)."""
     return _get_tracer() is not None
 
 
@@ -169,7 +187,8 @@ def stage_span(name: str, attributes: Mapping[str, AttributeValue] | None = None
     """Run the block as stage ``name``: its log records carry ``stage=name`` (see
     :func:`audit_context`), and with ``opentelemetry-api`` installed it is a span named
     ``name`` whose attributes are ``attributes`` prefixed with ``aiocommit.``. A failure
-    is recorded on the span and re-raised. Without OpenTelemetry no span is made.
+    is recorded on the span and re-raised. Without OpenTelemetry, or while its global
+    tracer provider is the default (none set) or a no-op one, no span is made.
 
     The keys ``job_id`` and ``task_attempt_id`` of ``attributes`` also go into the
     audit context.
@@ -194,11 +213,7 @@ def annotate_span(attributes: Mapping[str, AttributeValue]) -> None:
     :func:`stage_span`); nothing without OpenTelemetry."""
     if _get_tracer() is None:
         return
-    try:
-        trace = importlib.import_module("opentelemetry.trace")
-    except ImportError:
-        return
-    span = trace.get_current_span()
+    span = _trace.get_current_span()
     if span.is_recording():
         span.set_attributes({f"aiocommit.{key}": value for key, value in attributes.items()})
 

@@ -173,3 +173,61 @@ def test_tracer_lookup_without_the_package(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     assert observability._get_tracer() is None
     assert observability._tracing_checked
+
+
+@pytest.fixture
+def global_tracing(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """OpenTelemetry's tracing module with no global provider set (the default proxy),
+    aiocommit's tracer looked up afresh; the global is restored after the test."""
+    trace = pytest.importorskip("opentelemetry.trace")
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
+    monkeypatch.delenv("OTEL_PYTHON_TRACER_PROVIDER", raising=False)
+    monkeypatch.setattr(observability, "_tracing_checked", False)
+    yield trace
+    observability._tracing_checked = False  # the next lookup forgets this test's provider
+
+
+async def _one_task_attempt(store_name: str) -> None:
+    from aiocommit.stores.memory import MemoryStore
+    from tests.helpers import run_tasks
+
+    await run_tasks(MemoryStore(store_name), "/out", tasks=1, files_per_task=1)
+
+
+async def test_no_span_is_started_while_no_tracer_provider_is_set(
+    global_tracing: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[str] = []
+    proxy_start = global_tracing.ProxyTracer.start_as_current_span
+
+    def counted(self: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+        started.append(name)
+        return proxy_start(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(global_tracing.ProxyTracer, "start_as_current_span", counted)
+    await _one_task_attempt("spans-unset")
+    assert started == []
+    assert not observability.tracing_enabled()
+    monkeypatch.setattr(global_tracing, "_TRACER_PROVIDER", global_tracing.NoOpTracerProvider())
+    await _one_task_attempt("spans-noop")
+    assert started == []
+    assert not observability.tracing_enabled()
+
+
+async def test_a_tracer_provider_set_later_gets_the_spans(global_tracing: Any) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from aiocommit.protocol import statistics as S
+
+    await _one_task_attempt("spans-before")  # the lookup has seen the default proxy
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    global_tracing._TRACER_PROVIDER = provider  # what set_tracer_provider sets
+    assert observability.tracing_enabled()
+    await _one_task_attempt("spans-after")
+    names = [span.name for span in exporter.get_finished_spans()]
+    assert S.TASK_STAGE_COMMIT in names
+    assert S.TASK_STAGE_SAVE_MANIFEST in names

@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
@@ -156,8 +157,7 @@ async def test_the_job_span_carries_its_figures(monkeypatch: pytest.MonkeyPatch)
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(O, "_tracer", provider.get_tracer("aiocommit"))
-    monkeypatch.setattr(O, "_tracing_checked", True)
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)  # as set_tracer_provider sets it
     store = MemoryStore("job-report-span")
     job_id, expected = await run_tasks(store, "/out", tasks=2, files_per_task=3)
     await commit_job("/out", job_id, store=store)
