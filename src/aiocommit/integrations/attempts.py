@@ -374,8 +374,11 @@ class WorkerAttempt:
             raise InvalidInput(f'an attempt opens files for writing only (mode "wb"), not {mode!r}')
         if self.local_dir is not None:
             path = self.attempt.path(name)  # ReservedName for a name the protocol keeps
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            return open(path, "wb", buffering=FILE_BUFFER_BYTES)
+            try:  # most files go straight into the attempt's directory, which exists
+                return open(path, "wb", buffering=FILE_BUFFER_BYTES)
+            except FileNotFoundError:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                return open(path, "wb", buffering=FILE_BUFFER_BYTES)
         raw = _AttemptRawFile(self, name)
         return io.BufferedWriter(raw, buffer_size=FILE_BUFFER_BYTES)
 

@@ -360,7 +360,11 @@ class LocalStore:
         with memoryview(buffer) as view:
             return bytes(view[:read])
 
-    def _publish(self, temporary: str, path: str, overwrite: bool) -> FileStatus:
+    def _publish(
+        self, temporary: str, path: str, overwrite: bool, written: os.stat_result | None = None
+    ) -> FileStatus:
+        """Move the finished ``temporary`` to ``path``; its status, from ``written`` (the
+        temporary file's own, which a rename keeps) when given, else stat'ed."""
         try:
             if overwrite:
                 os.replace(temporary, path)
@@ -373,20 +377,28 @@ class LocalStore:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temporary)
             raise
-        return _status(path, os.stat(path))
+        return _status(path, written if written is not None else os.stat(path))
 
     async def write_bytes(self, path: str, data: bytes, *, overwrite: bool = True) -> FileStatus:
         check_clean(path)
 
         def write() -> FileStatus:
-            if os.path.isdir(path):
+            handle, temporary = _create_temporary_in(parent_of(path))
+            try:
+                _write_all(handle, data)
+                written = os.fstat(handle)
+            except BaseException:
+                os.close(handle)
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)
+                raise
+            os.close(handle)
+            try:
+                return self._publish(temporary, path, overwrite, written)
+            except IsADirectoryError as error:  # the rename refuses it: no stat ahead
                 raise AlreadyExists(
                     "a directory is at the path", path=path, operation="write_bytes"
-                )
-            handle, temporary = _create_temporary_in(parent_of(path))
-            with os.fdopen(handle, "wb") as out:
-                out.write(data)
-            return self._publish(temporary, path, overwrite)
+                ) from error
 
         if self.inline_metadata and len(data) <= INLINE_WRITE_BYTES:
             return await self._metadata(path, "write_bytes", write)
@@ -418,6 +430,19 @@ def _stat_path(path: str) -> FileStatus:
 
 
 def _make_dirs(path: str) -> None:
+    """``path`` and its missing parents made. One ``mkdir`` when only ``path`` is
+    missing (a task attempt's directory); ``AlreadyExists`` if a file is in the way."""
+    try:
+        os.mkdir(path)
+        return
+    except FileExistsError as error:
+        if os.path.isdir(path):
+            return
+        raise AlreadyExists("a file is in the way", path=path, operation="mkdirs") from error
+    except NotADirectoryError as error:
+        raise AlreadyExists("a file is in the way", path=path, operation="mkdirs") from error
+    except FileNotFoundError:
+        pass  # a parent is missing
     for _ in range(MAKE_DIRS_ATTEMPTS):
         try:
             os.makedirs(path, exist_ok=True)
@@ -605,6 +630,14 @@ def _move_each(renames: list[tuple[str, str, str | None]]) -> list[StoreError | 
             continue
         outcomes.append(None)
     return outcomes
+
+
+def _write_all(handle: int, data: bytes) -> None:
+    """Every byte of ``data`` to the open file ``handle`` (no file object around it)."""
+    with memoryview(data) as view:
+        done = os.write(handle, view)
+        while done < len(view):
+            done += os.write(handle, view[done:])
 
 
 def _create_temporary_in(directory: str) -> tuple[int, str]:
