@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import random
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -18,7 +20,7 @@ from aiocommit.errors import (
 )
 from aiocommit.io.multipart import MultipartOperations
 from aiocommit.io.operations import StoreOperations
-from aiocommit.io.retry import RetryPolicy
+from aiocommit.io.retry import RetryPolicy, process_rng
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
@@ -267,3 +269,26 @@ async def test_a_request_given_up_on_is_counted_once() -> None:
         await at_once(store, stats, max_attempts=3).delete("/d", recursive=True)
     assert store.requests == 3
     assert stats.counters[S.STORE_IO_THROTTLED] == 3
+
+
+def test_policies_share_the_process_jitter_source() -> None:
+    """A policy is made per job operation and task attempt: none seeds a generator of
+    its own (each seeding reads the OS's entropy)."""
+    first, second = RetryPolicy(), RetryPolicy()
+    assert first.rng is second.rng is process_rng()
+
+
+def _child_draw(queue: Any) -> None:
+    queue.put(process_rng().random())
+
+
+def test_a_forked_process_draws_other_delays_than_its_parent() -> None:
+    context = multiprocessing.get_context("fork")
+    state = process_rng().getstate()
+    queue = context.SimpleQueue()
+    child = context.Process(target=_child_draw, args=(queue,))
+    child.start()
+    child.join(30)
+    drawn = queue.get()
+    process_rng().setstate(state)
+    assert drawn != process_rng().random()  # the child reseeded: another sequence

@@ -3,12 +3,25 @@ Retry-After, bounded by attempts and by a time budget. Clock and random are inje
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiocommit.errors import StoreError, Throttled
+
+#: the jitter source of every policy made without one: seeding a new ``random.Random``
+#: reads the OS's entropy and costs more than a local store call, and a policy is made
+#: per job operation and task attempt; a forked child reseeds it (its draws differ from
+#: its parent's and siblings')
+_process_rng = random.Random()
+os.register_at_fork(after_in_child=_process_rng.seed)
+
+
+def process_rng() -> random.Random:
+    """The process's shared jitter source (the default ``RetryPolicy.rng``)."""
+    return _process_rng
 
 
 @dataclass
@@ -27,7 +40,7 @@ class RetryPolicy:
     base_delay: float = 0.05
     max_delay: float = 20.0
     clock: Callable[[], float] = time.monotonic
-    rng: random.Random = field(default_factory=random.Random)
+    rng: random.Random = field(default_factory=process_rng)
 
     def should_retry(self, error: BaseException) -> bool:
         return isinstance(error, StoreError) and error.retryable

@@ -21,7 +21,7 @@ exactly what the plan renamed even after a late task attempt replaced a manifest
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiocommit.errors import InvalidInput, ReservedName
 from aiocommit.protocol.ids import check_id
@@ -65,36 +65,38 @@ def check_output_name(relative: str) -> str:
 
 @dataclass(frozen=True)
 class JobLayout:
-    """Paths of one job attempt under a destination directory (store paths)."""
+    """Paths of one job attempt under a destination directory (store paths). The
+    directories the stages ask for again and again are joined once, when it is made."""
 
     dest: str
     job_id: str
     attempt: int = 0
+    #: ``DEST/_temporary``
+    temporary_dir: str = field(init=False, repr=False, compare=False)
+    #: ``DEST/_temporary/JOB``
+    job_dir: str = field(init=False, repr=False, compare=False)
+    #: ``DEST/_temporary/JOB/NN``, NN the job attempt
+    job_attempt_dir: str = field(init=False, repr=False, compare=False)
+    #: the job attempt's ``manifests`` directory
+    manifests_dir: str = field(init=False, repr=False, compare=False)
+    #: the job attempt's ``tasks`` directory, holding its task attempts' directories
+    tasks_dir: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_id("job ID", self.job_id)
         if not isinstance(self.attempt, int) or isinstance(self.attempt, bool) or self.attempt < 0:
             raise InvalidInput(f"job attempt must be an int >= 0, not {self.attempt!r}")
-
-    @property
-    def temporary_dir(self) -> str:
-        return join(self.dest, TEMPORARY)
-
-    @property
-    def job_dir(self) -> str:
-        return join(self.temporary_dir, self.job_id)
-
-    @property
-    def job_attempt_dir(self) -> str:
-        return join(self.job_dir, f"{self.attempt:02d}")
-
-    @property
-    def manifests_dir(self) -> str:
-        return join(self.job_attempt_dir, "manifests")
-
-    @property
-    def tasks_dir(self) -> str:
-        return join(self.job_attempt_dir, "tasks")
+        temporary_dir = join(self.dest, TEMPORARY)
+        job_dir = join(temporary_dir, self.job_id)
+        job_attempt_dir = join(job_dir, f"{self.attempt:02d}")
+        for name, value in (
+            ("temporary_dir", temporary_dir),
+            ("job_dir", job_dir),
+            ("job_attempt_dir", job_attempt_dir),
+            ("manifests_dir", join(job_attempt_dir, "manifests")),
+            ("tasks_dir", join(job_attempt_dir, "tasks")),
+        ):
+            object.__setattr__(self, name, value)
 
     @property
     def success_path(self) -> str:
