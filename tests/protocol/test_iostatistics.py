@@ -74,3 +74,37 @@ def test_aggregate_adds_as_hadoop_does() -> None:
             total.aggregate(other.snapshot() if from_snapshot else other)
             _aggregated_key_by_key(reference, other.snapshot())
         assert total.snapshot() == reference
+
+
+def test_a_recorded_only_snapshot_leaves_out_the_durations_never_recorded() -> None:
+    stats = new_statistics()
+    stats.record_duration(S.OP_RENAME, 4)
+    stats.record_duration(S.OP_DELETE, 2, failed=True)
+    stats.increment(S.COMMITTER_TASK_FILE_COUNT, 3)
+    compact = stats.snapshot(recorded_only=True)
+    assert set(compact.meanstatistics) == {S.OP_RENAME + ".mean", S.OP_DELETE + ".failures.mean"}
+    assert set(compact.minimums) == {S.OP_RENAME + ".min", S.OP_DELETE + ".failures.min"}
+    assert set(compact.maximums) == {S.OP_RENAME + ".max", S.OP_DELETE + ".failures.max"}
+    assert compact.counters[S.OP_RENAME] == 1 and compact.counters[S.OP_DELETE + ".failures"] == 1
+    assert S.OP_DELETE not in compact.counters  # no success recorded
+    for name in S.COUNTERS:  # plain counters are all kept, set or not
+        assert name in compact.counters
+    # aggregated into the job's statistics, it adds what the whole snapshot adds
+    whole, recorded = new_statistics(), new_statistics()
+    whole.aggregate(stats.snapshot())
+    recorded.aggregate(compact)
+    assert recorded.snapshot() == whole.snapshot()
+
+
+async def test_a_task_manifest_carries_only_the_statistics_recorded() -> None:
+    from aiocommit import commit_task, setup_job
+    from aiocommit.stores.memory import MemoryStore
+    from tests.helpers import write_task
+
+    store = MemoryStore("manifest-statistics")
+    job_id = await setup_job("/out", store=store)
+    attempt = await write_task(store, "/out", job_id, 0, 0, {"part-0.txt": b"data"})
+    manifest = await commit_task(attempt, store=store)
+    stats = manifest.iostatistics
+    assert all(mean.samples for mean in stats.meanstatistics.values()), stats.meanstatistics
+    assert stats.counters[S.COMMITTER_TASK_FILE_COUNT] == 1

@@ -150,13 +150,39 @@ class IOStatistics:
                 mine_mean.samples += mean.samples
                 mine_mean.sum += mean.sum
 
-    def snapshot(self) -> IOStatisticsSnapshot:
+    def snapshot(self, *, recorded_only: bool = False) -> IOStatisticsSnapshot:
+        """The statistics as they are serialised. ``recorded_only``: without the duration
+        statistics never recorded (count, minimum, maximum and mean of ``X`` or of
+        ``X.failures`` with no sample), which most of a task's are; plain counters and
+        gauges are all kept. ``aggregate`` into statistics that register the same names
+        gives the same sums either way."""
+        if recorded_only:
+            return self._recorded_snapshot()
         return IOStatisticsSnapshot(
             counters=dict(self.counters),
             gauges=dict(self.gauges),
             minimums=dict(self.minimums),
             maximums=dict(self.maximums),
             meanstatistics={k: MeanStatistic(v.samples, v.sum) for k, v in self.means.items()},
+        )
+
+    def _recorded_snapshot(self) -> IOStatisticsSnapshot:
+        counters = self.counters
+        unset = {
+            key[:-5]  # "X.mean" -> "X"
+            for key, mean in self.means.items()
+            if not mean.samples and not mean.sum and not counters.get(key[:-5])
+        }
+        return IOStatisticsSnapshot(
+            counters={k: v for k, v in counters.items() if k not in unset},
+            gauges=dict(self.gauges),
+            minimums={k: v for k, v in self.minimums.items() if k[:-4] not in unset},
+            maximums={k: v for k, v in self.maximums.items() if k[:-4] not in unset},
+            meanstatistics={
+                k: MeanStatistic(v.samples, v.sum)
+                for k, v in self.means.items()
+                if k[:-5] not in unset
+            },
         )
 
 

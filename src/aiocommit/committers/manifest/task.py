@@ -232,7 +232,7 @@ async def commit_task_stage(
             if save_as is None:
                 await save_manifest(context, manifest)
             else:  # a name of its own: no earlier manifest to replace atomically
-                manifest.iostatistics = context.stats.snapshot()
+                manifest.iostatistics = context.stats.snapshot(recorded_only=True)
                 data = await encode_manifest_in_slices(manifest)
                 context.stats.increment(S.COMMITTER_TASK_MANIFEST_FILE_SIZE, len(data))
                 await context.ops.write_bytes(save_as, data)
@@ -256,7 +256,7 @@ async def save_manifest(context: StageContext, manifest: TaskManifest) -> None:
     ops = context.ops
     temporary = layout.temp_manifest_path(manifest.task_attempt_id)
     final = layout.manifest_path(manifest.task_id)
-    manifest.iostatistics = context.stats.snapshot()
+    manifest.iostatistics = context.stats.snapshot(recorded_only=True)
     data = await encode_manifest_in_slices(manifest)
     context.stats.increment(S.COMMITTER_TASK_MANIFEST_FILE_SIZE, len(data))
     await ops.publish_bytes(temporary, final, data)
