@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from aiocommit.protocol.layout import JobLayout
+from aiocommit.stores.base import join
 
 
 def test_the_directories_are_joined_once_per_layout() -> None:
@@ -27,3 +28,13 @@ def test_a_changed_layout_has_its_own_directories_and_equality_is_by_its_fields(
     assert hash(layout) == hash(JobLayout("/out", "job_1_1"))
     assert layout != other
     assert repr(layout) == "JobLayout(dest='/out', job_id='job_1_1', attempt=0)"
+
+
+def test_a_task_attempt_makes_its_layout_once() -> None:
+    from aiocommit.client.task import task_attempt
+
+    attempt = task_attempt("/out", "/out", "job_1_1", 3, 0)
+    assert attempt.layout is attempt.layout
+    assert attempt.layout == JobLayout("/out", "job_1_1")
+    assert attempt.work_dir == join(attempt.layout.tasks_dir, attempt.task_attempt_id)
+    assert dataclasses.replace(attempt, job_attempt=1).layout.attempt == 1

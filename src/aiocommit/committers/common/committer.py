@@ -169,7 +169,13 @@ class TaskAttempt:
 
     @property
     def layout(self) -> JobLayout:
-        return JobLayout(self.dest_path, self.job_id, self.job_attempt)
+        """The layout of the attempt's job, made at its first use (the attempt is
+        immutable; its paths are asked for at every step)."""
+        layout: JobLayout | None = self.__dict__.get("_layout")
+        if layout is None:
+            layout = JobLayout(self.dest_path, self.job_id, self.job_attempt)
+            object.__setattr__(self, "_layout", layout)
+        return layout
 
     @property
     def work_dir(self) -> str:
