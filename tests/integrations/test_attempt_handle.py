@@ -384,3 +384,18 @@ def test_a_local_task_attempt_stats_only_what_its_answer_needs(
         "part-0.bin",
         "part-1.bin",
     ]
+
+
+def test_a_jobs_options_are_parsed_once_per_process(tmp_path: Path) -> None:
+    """Each of a job's attempts (and its job commit) opens with the job's options: parsed
+    from the handle's record once, not per attempt."""
+    job = EngineJob.setup(str(tmp_path / "out"), options={"fs.s3a.endpoint": "http://e:1"})
+    first, second = job.handle(0), job.handle(1).retry()
+    assert first.commit_options() is second.commit_options()
+    options = first.commit_options()
+    assert options.store.endpoint == "http://e:1"
+    assert options.committer.name == job.committer == "manifest"
+    other = EngineJob.setup(str(tmp_path / "other"), options={"fs.s3a.endpoint": "http://f:2"})
+    assert other.handle(0).commit_options().store.endpoint == "http://f:2"
+    job.abort()
+    other.abort()

@@ -85,6 +85,8 @@ def check_mode(mode: str) -> str:
 
 #: the option prefix of the test-only fault hooks (``WriterHooks``)
 TEST_PREFIX = "aiocommit.test."
+#: how many jobs' parsed options a process keeps (``AttemptHandle.commit_options``)
+KEPT_PARSED_OPTIONS = 64
 #: the buffer of a file object opened by ``WorkerAttempt.open`` (writes below it are
 #: gathered before they cross to the task loop)
 FILE_BUFFER_BYTES = 8 * 1024 * 1024
@@ -160,9 +162,9 @@ class AttemptHandle:
     hooks: WriterHooks = field(default_factory=WriterHooks)
 
     def commit_options(self) -> CommitOptions:
-        """The options the attempt opens with (the job's committer named)."""
-        options = CommitOptions.from_record(self.options)
-        return options.with_values(committer=self.committer)
+        """The options the attempt opens with (the job's committer named). Parsed once
+        per process for each record and committer (options are immutable values)."""
+        return _parsed_options(tuple(sorted(self.options.items())), self.committer)
 
     def retry(self) -> AttemptHandle:
         """The same task's handle for a new execution: a new random attempt number, so
@@ -205,6 +207,13 @@ class AttemptHandle:
                 opened.close()
             raise
         opened.close()
+
+
+@functools.lru_cache(maxsize=KEPT_PARSED_OPTIONS)
+def _parsed_options(record: tuple[tuple[str, str], ...], committer: str) -> CommitOptions:
+    """``CommitOptions.from_record(record)`` with ``committer`` named (parsing and
+    checking every key costs about as much as a local task attempt's set-up)."""
+    return CommitOptions.from_record(dict(record)).with_values(committer=committer)
 
 
 def new_attempt_number() -> int:
