@@ -235,19 +235,18 @@ async def stage(context: StageContext, name: str) -> AsyncIterator[None]:
     started = time.perf_counter()
     failed = True
     try:
-        with (
-            stage_span(
-                name,
-                {
-                    "job_id": context.layout.job_id,
-                    "task_attempt_id": context.task_attempt_id or "-",
-                },
-            ),
-            context.stats.track(name),
+        with stage_span(
+            name,
+            {"job_id": context.layout.job_id, "task_attempt_id": context.task_attempt_id or "-"},
         ):
             try:
                 yield
+                failed = False
             finally:
+                # the stage's duration statistic (``IOStatistics.track``'s, inline)
+                context.stats.record_duration(
+                    name, (time.perf_counter() - started) * 1000, failed=failed
+                )
                 if name in _JOB_STAGES:
                     annotate_span(job_figures(context.stats.counters, context.stats.gauges))
         failed = False
