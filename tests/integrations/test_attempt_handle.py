@@ -351,7 +351,8 @@ def test_a_local_task_attempt_stats_only_what_its_answer_needs(
 ) -> None:
     """One local attempt, opened, written through ``open`` and committed, stats a path
     for what its answer depends on only: that the job is active, at set-up and at commit,
-    and the size of the file it wrote; it makes its one directory with one ``mkdir``."""
+    the size of the file it wrote, and its manifest once in place (the status its write
+    returns); it makes its one directory with one ``mkdir``."""
     job = EngineJob.setup(str(tmp_path / "out"))
     calls: list[tuple[str, str]] = []
     stat, mkdir = os.stat, os.mkdir
@@ -376,7 +377,7 @@ def test_a_local_task_attempt_stats_only_what_its_answer_needs(
         monkeypatch.setattr(os, "stat", stat)
         monkeypatch.setattr(os, "mkdir", mkdir)
     stats = [path for call, path in calls if call == "stat"]
-    assert len(stats) == 3, calls
+    assert len(stats) == 4, calls
     assert [call for call, _ in calls].count("mkdir") == 1, calls
     job.commit(records)
     assert sorted(committed_files(str(tmp_path / "out"))) == [

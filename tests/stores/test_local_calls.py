@@ -60,14 +60,14 @@ def test_mkdirs_refuses_a_file_in_the_way(tmp_path: Path, below: bool) -> None:
 
 
 @pytest.mark.parametrize("inline", [True, False])
-def test_a_small_write_stats_no_path(
+def test_a_small_write_stats_only_the_file_it_wrote(
     tmp_path: Path, calls: list[tuple[str, str]], inline: bool
 ) -> None:
-    """``write_bytes`` checks for a directory at the path by its rename, and takes the
-    status it returns from the file it wrote: no ``stat`` of a path."""
+    """``write_bytes`` checks for a directory at the path by its rename (no ``stat``
+    ahead); the status it returns is the written file's, stat'ed once in place."""
     path = tmp_path / "manifest.json"
     status = anyio.run(LocalStore(inline_metadata=inline).write_bytes, str(path), b"data")
-    assert [call for call in calls if call[0] == "stat"] == []
+    assert [call for call in calls if call[0] == "stat"] == [("stat", str(path))]
     assert path.read_bytes() == b"data"
     again = anyio.run(LocalStore().stat, str(path))
     assert (status.size, status.etag, status.is_dir) == (again.size, again.etag, False)

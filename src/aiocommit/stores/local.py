@@ -360,11 +360,7 @@ class LocalStore:
         with memoryview(buffer) as view:
             return bytes(view[:read])
 
-    def _publish(
-        self, temporary: str, path: str, overwrite: bool, written: os.stat_result | None = None
-    ) -> FileStatus:
-        """Move the finished ``temporary`` to ``path``; its status, from ``written`` (the
-        temporary file's own, which a rename keeps) when given, else stat'ed."""
+    def _publish(self, temporary: str, path: str, overwrite: bool) -> FileStatus:
         try:
             if overwrite:
                 os.replace(temporary, path)
@@ -377,7 +373,7 @@ class LocalStore:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temporary)
             raise
-        return _status(path, written if written is not None else os.stat(path))
+        return _status(path, os.stat(path))
 
     async def write_bytes(self, path: str, data: bytes, *, overwrite: bool = True) -> FileStatus:
         check_clean(path)
@@ -386,7 +382,6 @@ class LocalStore:
             handle, temporary = _create_temporary_in(parent_of(path))
             try:
                 _write_all(handle, data)
-                written = os.fstat(handle)
             except BaseException:
                 os.close(handle)
                 with contextlib.suppress(OSError):
@@ -394,7 +389,9 @@ class LocalStore:
                 raise
             os.close(handle)
             try:
-                return self._publish(temporary, path, overwrite, written)
+                # the status is stat'ed once the file is in place (after its last write is
+                # flushed, on every filesystem)
+                return self._publish(temporary, path, overwrite)
             except IsADirectoryError as error:  # the rename refuses it: no stat ahead
                 raise AlreadyExists(
                     "a directory is at the path", path=path, operation="write_bytes"
