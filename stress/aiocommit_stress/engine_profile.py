@@ -39,20 +39,22 @@ STAGES = (
 )
 
 
-def _clock() -> tuple[float, float]:
-    return time.perf_counter(), time.process_time()
+def _clock() -> tuple[float, float, float]:
+    return time.perf_counter(), time.process_time(), time.thread_time()
 
 
-def _since(start: tuple[float, float]) -> tuple[float, float]:
-    wall, cpu = _clock()
-    return (wall - start[0]) * 1000, (cpu - start[1]) * 1000
+def _since(start: tuple[float, float, float]) -> tuple[float, float, float]:
+    """Milliseconds since ``start``: wall, the process's CPU (every thread's: in a Dask
+    worker, the other tasks' too) and the calling thread's CPU."""
+    wall, cpu, thread = _clock()
+    return (wall - start[0]) * 1000, (cpu - start[1]) * 1000, (thread - start[2]) * 1000
 
 
 def timed_task(
     write: Callable[[WorkerAttempt], None], timings_dir: str, handle: AttemptHandle
 ) -> str:
     """Open ``handle``, ``write(attempt)``, commit; one JSON line of milliseconds (wall,
-    process CPU) per step to a file of this process in ``timings_dir``."""
+    process CPU, thread CPU) per step to a file of this process in ``timings_dir``."""
     start = _clock()
     opened = handle.open()
     attempt = opened.__enter__()
@@ -138,7 +140,7 @@ def _dask_ours(timings_dir: str) -> Callable[[Any, Path], None]:
 
 
 @contextmanager
-def _driver_clocks(parts: dict[str, tuple[float, float]]) -> Iterator[None]:
+def _driver_clocks(parts: dict[str, tuple[float, float, float]]) -> Iterator[None]:
     """Time ``EngineJob.setup`` and ``EngineJob.commit`` on the driver (Ray's sink calls
     both there; Dask's job commit is a task, timed in ``_dask_commit``)."""
     from aiocommit.integrations import attempts
@@ -170,18 +172,18 @@ def _driver_clocks(parts: dict[str, tuple[float, float]]) -> Iterator[None]:
         attempts.EngineJob.commit = commit  # type: ignore[method-assign]
 
 
-def _stage_times(summary: Any) -> dict[str, tuple[float, float]]:
+def _stage_times(summary: Any) -> dict[str, tuple[float, float, float]]:
     """The job commit's stages' wall times (no CPU: nan)."""
     means = summary.iostatistics.meanstatistics
     out = {}
     for stage in STAGES:
         mean = means.get(stage + ".mean")
         if mean is not None and mean.samples:
-            out["  " + stage] = (float(mean.sum), float("nan"))
+            out["  " + stage] = (float(mean.sum), float("nan"), float("nan"))
     return out
 
 
-def _task_times(timings_dir: Path) -> dict[str, tuple[float, float]]:
+def _task_times(timings_dir: Path) -> dict[str, tuple[float, float, float]]:
     lines = [
         json.loads(line)
         for path in timings_dir.glob("*.jsonl")
@@ -191,17 +193,19 @@ def _task_times(timings_dir: Path) -> dict[str, tuple[float, float]]:
     for step in ("setup", "write", "commit", "close"):
         walls = [line[step][0] for line in lines]
         cpus = [line[step][1] for line in lines]
+        threads = [line[step][2] for line in lines]
         out[f"task {step} (median of {len(lines)})"] = (
             statistics.median(walls),
             statistics.median(cpus),
+            statistics.median(threads),
         )
-        out[f"task {step} (sum)"] = (sum(walls), sum(cpus))
+        out[f"task {step} (sum)"] = (sum(walls), sum(cpus), sum(threads))
     return out
 
 
 def profile(engine: str, work: Path, *, rows: int, files: int, rounds: int) -> None:
     timings_dir = work / "timings"
-    table: dict[str, list[tuple[float, float]]] = {}
+    table: dict[str, list[tuple[float, float, float]]] = {}
     with ENGINES[engine](rows, files) as (data, writers):
         ours = (_ray_ours if engine == "ray" else _dask_ours)(str(timings_dir))
         own = writers["own"]
@@ -211,7 +215,7 @@ def profile(engine: str, work: Path, *, rows: int, files: int, rounds: int) -> N
                 dest = work / f"{engine}-{name}-{round_number}"
                 shutil.rmtree(timings_dir, ignore_errors=True)
                 timings_dir.mkdir()
-                parts: dict[str, tuple[float, float]] = {}
+                parts: dict[str, tuple[float, float, float]] = {}
                 start = _clock()
                 if name == "own":
                     own(flat, dest, False)
@@ -232,14 +236,16 @@ def profile(engine: str, work: Path, *, rows: int, files: int, rounds: int) -> N
                     table.setdefault(part, []).append(value)
                     print(
                         f"{engine} round {round_number} {part:<44} "
-                        f"{value[0]:9.1f} ms wall {value[1]:9.1f} ms cpu",
+                        f"{value[0]:9.1f} ms wall {value[1]:9.1f} ms cpu "
+                        f"{value[2]:9.2f} ms thread",
                         flush=True,
                     )
-    print(f"{engine}: medians over {rounds} rounds (ms)")
+    print(f"{engine}: medians over {rounds} rounds (ms; thread: the task's own thread's CPU)")
     for part, values in table.items():
         walls = statistics.median(v[0] for v in values)
         cpus = statistics.median(v[1] for v in values)
-        print(f"  {part:<44} {walls:9.1f} wall {cpus:9.1f} cpu", flush=True)
+        threads = statistics.median(v[2] for v in values)
+        print(f"  {part:<44} {walls:9.1f} wall {cpus:9.1f} cpu {threads:9.2f} thread", flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:

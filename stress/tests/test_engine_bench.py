@@ -44,3 +44,7 @@ def test_engine_profile_dask_smoke(tmp_path: Path, capsys: pytest.CaptureFixture
         "aiocommit write",
     ):
         assert part in medians, part
+    # each task step with its own thread's CPU (a number, not nan)
+    setup = next(line for line in medians.splitlines() if "task setup (median of 20)" in line)
+    assert setup.rstrip().endswith("thread")
+    assert float(setup.split()[-2]) >= 0
