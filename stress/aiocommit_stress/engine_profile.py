@@ -5,6 +5,12 @@ from its ``_SUCCESS`` statistics), and each write task's attempt set-up, write a
     .venv/bin/python -m aiocommit_stress.engine_profile [--engines ray,dask]
         [--rows 1000000] [--files 100] [--rounds 3]
 
+    .venv/bin/python -m aiocommit_stress.engine_profile --local-attempts 100 [--rounds 5]
+
+``--local-attempts N``: no engine; N local task attempts in this process (each opened
+from its handle, one small file written through ``open``, committed) and their job
+commit, per round: the CPU per attempt and of the job commit, and their medians.
+
 Same data and clusters as ``engine_bench`` (flat only). The tasks here are timed copies
 of the integrations' own write tasks (the same calls, with clocks around each step):
 each task appends one line to a file the driver reads. Prints, per engine and round, the
@@ -248,6 +254,45 @@ def profile(engine: str, work: Path, *, rows: int, files: int, rounds: int) -> N
         print(f"  {part:<44} {walls:9.1f} wall {cpus:9.1f} cpu {threads:9.2f} thread", flush=True)
 
 
+def local_attempts(work: Path, *, attempts: int, rounds: int) -> tuple[float, float]:
+    """``attempts`` local attempts and their job commit per round, after one round to
+    warm up; prints each round's CPU per attempt and of the job commit (ms), returns
+    their medians."""
+    from aiocommit.integrations.attempts import EngineJob
+
+    per_attempt: list[float] = []
+    job_commit: list[float] = []
+    for round_number in range(-1, rounds):
+        job = EngineJob.setup(str(work / f"local-{round_number}"))
+        records = []
+        start = time.process_time()
+        for task in range(attempts):
+            with job.handle(task).open() as attempt:
+                with attempt.open(f"part-{task:05d}.bin") as file:
+                    file.write(b"x" * 1000)
+                records.append(attempt.commit())
+        tasks_cpu = (time.process_time() - start) * 1000
+        start = time.process_time()
+        job.commit(records)
+        commit_cpu = (time.process_time() - start) * 1000
+        if round_number < 0:
+            continue
+        per_attempt.append(tasks_cpu / attempts)
+        job_commit.append(commit_cpu)
+        print(
+            f"local round {round_number}: {tasks_cpu / attempts:.3f} ms cpu per attempt, "
+            f"job commit {commit_cpu:.1f} ms cpu",
+            flush=True,
+        )
+    medians = statistics.median(per_attempt), statistics.median(job_commit)
+    print(
+        f"local: medians over {rounds} rounds of {attempts} attempts: "
+        f"{medians[0]:.3f} ms cpu per attempt, job commit {medians[1]:.1f} ms cpu",
+        flush=True,
+    )
+    return medians
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument(
@@ -258,9 +303,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--files", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--local-attempts", type=int, default=0, metavar="N")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="aiocommit-engine-profile-"))
     try:
+        if args.local_attempts:
+            local_attempts(work, attempts=args.local_attempts, rounds=args.rounds)
+            return
         for engine in args.engines:
             profile(engine, work, rows=args.rows, files=args.files, rounds=args.rounds)
     finally:

@@ -48,3 +48,16 @@ def test_engine_profile_dask_smoke(tmp_path: Path, capsys: pytest.CaptureFixture
     setup = next(line for line in medians.splitlines() if "task setup (median of 20)" in line)
     assert setup.rstrip().endswith("thread")
     assert float(setup.split()[-2]) >= 0
+
+
+def test_engine_profile_local_attempts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No engine: the CPU per local attempt and of their job commit, per round and median."""
+    from aiocommit_stress import engine_profile
+
+    per_attempt, job_commit = engine_profile.local_attempts(tmp_path, attempts=5, rounds=2)
+    out = capsys.readouterr().out
+    assert out.count("local round") == 2
+    assert "local: medians over 2 rounds of 5 attempts" in out
+    assert per_attempt > 0 and job_commit > 0
+    committed = sorted(p.name for p in (tmp_path / "local-1").iterdir())
+    assert committed == ["_SUCCESS"] + [f"part-{task:05d}.bin" for task in range(5)]
