@@ -143,10 +143,10 @@ def configure_logging(
 #: ``opentelemetry.trace`` once found (None without ``opentelemetry-api``)
 _trace: Any = None
 _tracing_checked = False
-#: the global tracer provider ``_tracer`` was made for, and that tracer (None while the
-#: provider is the default proxy or a no-op one: no span is made then)
-_provider: Any = None
-_tracer: Any = None
+#: the global tracer provider last seen, and aiocommit's tracer from it (None while the
+#: provider is the default proxy or a no-op one: no span is made then); one tuple, so a
+#: thread reading it never sees one provider's tracer paired with another provider
+_tracer_of: tuple[Any, Any] = (None, None)
 #: the provider classes that record nothing
 _silent_providers: tuple[type, ...] = ()
 
@@ -156,10 +156,10 @@ def _get_tracer() -> Any:
     span would be recorded: ``opentelemetry-api`` absent, or no provider set yet (the
     default proxy) or a no-op one. Checked on each call by the provider's identity, so a
     provider set later gets the spans from then on."""
-    global _trace, _tracing_checked, _provider, _tracer, _silent_providers
+    global _trace, _tracing_checked, _tracer_of, _silent_providers
     if not _tracing_checked:
         _tracing_checked = True
-        _trace = _provider = _tracer = None
+        _trace, _tracer_of = None, (None, None)
         if importlib.util.find_spec("opentelemetry") is not None:
             try:
                 _trace = importlib.import_module("opentelemetry.trace")
@@ -170,11 +170,12 @@ def _get_tracer() -> Any:
     if _trace is None:
         return None
     provider = _trace.get_tracer_provider()
-    if provider is not _provider:
-        _provider = provider
+    seen, tracer = _tracer_of
+    if provider is not seen:
         silent = isinstance(provider, _silent_providers)
-        _tracer = None if silent else provider.get_tracer("aiocommit")
-    return _tracer
+        tracer = None if silent else provider.get_tracer("aiocommit")
+        _tracer_of = (provider, tracer)
+    return tracer
 
 
 def tracing_enabled() -> bool:

@@ -168,7 +168,6 @@ def test_stage_span_with_a_tracer(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_tracer_lookup_without_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(observability, "_tracer", None)
     monkeypatch.setattr(observability, "_tracing_checked", False)
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     assert observability._get_tracer() is None
