@@ -939,12 +939,13 @@ def bench_throttled_plot(results: tuple[Path, ...], png: Path) -> None:
 @click.option("--files", type=int, default=100_000, show_default=True)
 @click.option(
     "--cloud",
-    type=click.Choice(["adls", "gcs"]),
+    type=click.Choice(["adls", "gcs", "s3"]),
     default="adls",
     show_default=True,
     help="The cloud part's emulator. On adls the tasks' output files are seeded into the "
     "emulator's state (one request per task, not three per file) and the task commits "
-    "run through the store: what is measured is the job commit. gcs writes every file.",
+    "run through the store: what is measured is the job commit. gcs and s3 write every "
+    "file (s3: the manifest committer, each rename a copy and a delete).",
 )
 @click.option("--cloud-files", type=int, default=100_000, show_default=True)
 @click.option("--jobs", type=int, default=8, show_default=True, help="Commits at once.")

@@ -74,9 +74,11 @@ class Collections:
     object of the process, the host's included) while it is installed: how many and the
     CPU each took (``thread_time`` of the thread that ran it; a collection holds the
     GIL, so it stalls the loop whichever thread runs it), and the collections of the
-    younger generations."""
+    younger generations (generation 1's timed: each promotes its survivors into the
+    oldest generation, which is what sets the next full collection off)."""
 
     full: list[float] = field(default_factory=list)
+    middle: list[float] = field(default_factory=list)
     young: int = 0
     _started: float = 0.0
 
@@ -87,6 +89,8 @@ class Collections:
             self.full.append(time.thread_time() - self._started)
         else:
             self.young += 1
+            if info["generation"] == 1:
+                self.middle.append(time.thread_time() - self._started)
 
     def figures(self) -> dict[str, Any]:
         return {
@@ -94,6 +98,8 @@ class Collections:
             "longest_full_collection_ms": round(max(self.full, default=0.0) * 1000, 1),
             "full_collections_ms": round(sum(self.full) * 1000, 1),
             "young_collections": self.young,
+            "generation1_collections": len(self.middle),
+            "longest_generation1_collection_ms": round(max(self.middle, default=0.0) * 1000, 1),
         }
 
 

@@ -1,5 +1,5 @@
-"""Where a stress run commits: ``memory``, ``local``, ``adls`` or ``gcs`` (started on
-loopback emulators), or any store URL; each optionally behind a ``FaultyStore``.
+"""Where a stress run commits: ``memory``, ``local``, ``adls``, ``gcs`` or ``s3`` (started
+on loopback emulators), or any store URL; each optionally behind a ``FaultyStore``.
 
 A target gives the raw store client (used to prepare tasks and to verify output, never
 slowed or faulted) and a root directory under which every run makes its destination.
@@ -27,7 +27,7 @@ from aiocommit.stores.memory import MemoryStore
 from aiocommit.stores.registry import open_store
 from aiocommit_testing.child_server import start_announcing, stop_process
 
-KINDS = ("memory", "local", "adls", "gcs")
+KINDS = ("memory", "local", "adls", "gcs", "s3")
 
 
 @dataclass
@@ -133,6 +133,9 @@ async def open_target(
         elif spec == "gcs":
             target = await stack.enter_async_context(_gcs_target())
             yield target
+        elif spec == "s3":
+            target = await stack.enter_async_context(_s3_target())
+            yield target
         elif "://" in spec or spec.startswith(("file:", "/")):
             store, path = open_store(spec)
             stack.push_async_callback(store.aclose)
@@ -236,5 +239,24 @@ async def _gcs_target() -> AsyncIterator[Target]:
         store = GcsStore(bucket, api_root=server.endpoint)
         try:
             yield Target("gcs", store, "/stress", details={"endpoint": server.endpoint})
+        finally:
+            await store.aclose()
+
+
+@asynccontextmanager
+async def _s3_target() -> AsyncIterator[Target]:
+    """S3 on a moto server (a separate process); a job prepared here is the manifest
+    committer's (each rename a copy and a delete)."""
+    try:
+        from aiocommit.stores.s3 import S3Store
+        from aiocommit_testing.s3_emulator import create_bucket, run_moto_server
+    except ImportError as error:
+        raise _missing("s3", error) from error
+    async with run_moto_server() as server:
+        bucket = f"aiocommit-stress-{os.getpid()}"
+        await create_bucket(server.endpoint, bucket)
+        store = S3Store(bucket, endpoint_url=server.endpoint)
+        try:
+            yield Target("s3", store, "/stress", details={"endpoint": server.endpoint})
         finally:
             await store.aclose()
