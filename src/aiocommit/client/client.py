@@ -45,7 +45,7 @@ from aiocommit.committers.factory import (
     save_committer,
 )
 from aiocommit.errors import InvalidInput, NotEmpty, NotFound
-from aiocommit.io.limits import Limits
+from aiocommit.io.limits import Limits, host_loop_in_flight
 from aiocommit.io.operations import StoreOperations
 from aiocommit.observability import watch_in_flight
 from aiocommit.options import CommitOptions
@@ -132,7 +132,12 @@ class Client:
         #: ``dest`` as a path of the store
         self.path = path.rstrip("/") or "/"
         #: shared by every job of this client (and by clients given them)
-        self.limits = limits or Limits.for_options(self.options, store.capabilities.max_in_flight)
+        capabilities = store.capabilities
+        self.limits = limits or Limits.for_options(
+            self.options,
+            capabilities.max_in_flight,
+            loop_in_flight=host_loop_in_flight(self.options, capabilities),
+        )
         watch_in_flight(self.limits.limiter)
         self._closed = False
 

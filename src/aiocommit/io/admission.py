@@ -9,7 +9,13 @@ from collections.abc import Awaitable, Callable
 import anyio
 
 from aiocommit.errors import StoreError, Throttled, Transient
-from aiocommit.io.limits import AdaptiveLimiter, AdaptiveRate, Limits, RateLimiter
+from aiocommit.io.limits import (
+    AdaptiveLimiter,
+    AdaptiveRate,
+    Limits,
+    RateLimiter,
+    host_loop_in_flight,
+)
 from aiocommit.io.metering import CallMeter
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
@@ -39,13 +45,16 @@ class Admission:
         limiter: AdaptiveLimiter | None = None,
         limits: Limits | None = None,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        host_loop: bool = True,
     ) -> None:
         self.meter = meter
-        cap = store.capabilities.max_in_flight
-        maximum = min(options.concurrency, cap) if cap else options.concurrency
+        capabilities = store.capabilities
+        cap = capabilities.max_in_flight
+        loop_cap = host_loop_in_flight(options, capabilities, host_loop=host_loop)
+        maximum = min(c for c in (options.concurrency, cap, loop_cap) if c)
         #: the in-flight limit and the configured rates: shared (a client's, ``limits``),
         #: else this door's own
-        self.limits = limits or Limits.for_options(options, cap)
+        self.limits = limits or Limits.for_options(options, cap, loop_in_flight=loop_cap)
         self.limiter = limiter or self.limits.limiter
         #: tasks worth making calls at once: the in-flight limit at its widest. More would
         #: only wait for a slot, and each costs the caller's loop (scheduled, collected by

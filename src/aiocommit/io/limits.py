@@ -18,8 +18,11 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from aiocommit.options import LimitOptions
+
 if TYPE_CHECKING:
     from aiocommit.options import CommitOptions
+    from aiocommit.stores.base import StoreCapabilities
 
 
 #: calls finished in a window before its throttled share can cut the in-flight limit
@@ -602,12 +605,18 @@ class Limits:
         self.delete_rate = delete_rate
 
     @classmethod
-    def for_options(cls, options: CommitOptions, max_in_flight: int | None = None) -> Limits:
+    def for_options(
+        cls,
+        options: CommitOptions,
+        max_in_flight: int | None = None,
+        *,
+        loop_in_flight: int | None = None,
+    ) -> Limits:
         """Limits as ``options`` set them (``concurrency``, ``min_concurrency``,
         ``adaptive_concurrency``, ``rate_limit``, ``delete_rate_limit``), the in-flight
-        limit capped at the store's ``max_in_flight`` when it has one."""
-        concurrency = options.concurrency
-        maximum = min(concurrency, max_in_flight) if max_in_flight else concurrency
+        limit capped at the store's ``max_in_flight`` and at ``loop_in_flight``
+        (``host_loop_in_flight``) when given."""
+        maximum = min(cap for cap in (options.concurrency, max_in_flight, loop_in_flight) if cap)
         return cls(
             AdaptiveLimiter(
                 maximum, minimum=options.min_concurrency, adaptive=options.adaptive_concurrency
@@ -617,3 +626,19 @@ class Limits:
                 RateLimiter(options.delete_rate_limit) if options.delete_rate_limit else None
             ),
         )
+
+
+def host_loop_in_flight(
+    options: CommitOptions, capabilities: StoreCapabilities, *, host_loop: bool = True
+) -> int | None:
+    """The store's ``loop_in_flight`` where it caps the job's calls in flight, else None.
+
+    It does where the calls run on an event loop the job shares with its host
+    (``host_loop``: not a rename worker process, which exists to rename) at
+    ``processes=1``, with ``concurrency`` at its default: a ``concurrency`` set to any
+    other value wins."""
+    if not host_loop or options.processes != 1:
+        return None
+    if options.concurrency != LimitOptions.concurrency:
+        return None
+    return capabilities.loop_in_flight

@@ -54,6 +54,7 @@ class StoreOperations:
         limiter: AdaptiveLimiter | None = None,
         limits: Limits | None = None,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        host_loop: bool = True,
     ):
         self.store = store
         self.options = options
@@ -66,7 +67,13 @@ class StoreOperations:
         )
         self.meter = CallMeter(stats)
         self.admission = Admission(
-            store, options, self.meter, limiter=limiter, limits=limits, sleep=sleep
+            store,
+            options,
+            self.meter,
+            limiter=limiter,
+            limits=limits,
+            sleep=sleep,
+            host_loop=host_loop,
         )
         #: the in-flight limit and the configured rates: the client's, shared by its jobs
         #: (``limits``), else this door's own

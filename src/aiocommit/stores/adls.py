@@ -55,6 +55,7 @@ from aiocommit.errors import (
 )
 from aiocommit.stores.adls_rest import DfsResponseError, LeanDfsClient, PathItem
 from aiocommit.stores.base import (
+    REMOTE_LOOP_IN_FLIGHT,
     REQUEST_RETRY,
     FileStatus,
     Store,
@@ -141,6 +142,7 @@ _CAPABILITIES = StoreCapabilities(
     atomic_rename=True,
     directories=True,
     fast_directory_delete=True,
+    loop_in_flight=REMOTE_LOOP_IN_FLIGHT,
     # one Path-Create renames a directory whole; refusing one here would cost a HEAD per
     # rename, so the engine checks a job's sources with one listing per directory instead
     rename_checks_source=False,

@@ -59,6 +59,10 @@ class FileStatus(msgspec.Struct, frozen=True, gc=False):
         return posixpath.basename(self.path)
 
 
+#: ``StoreCapabilities.loop_in_flight`` of the remote stores (ADLS, GCS, S3)
+REMOTE_LOOP_IN_FLIGHT = 64
+
+
 class StoreCapabilities(msgspec.Struct, frozen=True):
     """What a store promises; stages branch on these answers, never on the store's type.
 
@@ -73,6 +77,12 @@ class StoreCapabilities(msgspec.Struct, frozen=True):
             local disk's tree delete is serial: spreading it pays).
         max_in_flight: most calls this client serves at once (e.g. its connection pool);
             the job's in-flight limit is capped to it. None: no limit of its own.
+        loop_in_flight: most calls worth having in flight on an event loop the job
+            shares with its host (``processes=1``, ``concurrency`` left at its default):
+            a remote store's calls beyond it queue behind the loop's CPU without adding
+            throughput, and each keeps its HTTP objects alive for the garbage collector
+            (promoted by young collections, they set off full ones). None: no such cap
+            (local, memory: a call holds next to nothing while it waits).
         rename_checks_source: ``rename`` of a directory source raises ``NotAFile`` (as the
             contract asks of stores with directories). False where checking would cost a
             call per rename (ADLS Gen2): the engine then checks sources before renaming.
@@ -92,6 +102,7 @@ class StoreCapabilities(msgspec.Struct, frozen=True):
     directories: bool = True
     fast_directory_delete: bool = False
     max_in_flight: int | None = None
+    loop_in_flight: int | None = None
     rename_checks_source: bool = True
     atomic_write: bool = True
     rate_per_prefix: bool = False

@@ -81,7 +81,13 @@ from aiocommit.errors import (
     Transient,
 )
 from aiocommit.runtime.loop_turns import StartsPerTurn
-from aiocommit.stores.base import REQUEST_RETRY, FileStatus, StoreCapabilities, check_clean
+from aiocommit.stores.base import (
+    REMOTE_LOOP_IN_FLIGHT,
+    REQUEST_RETRY,
+    FileStatus,
+    StoreCapabilities,
+    check_clean,
+)
 from aiocommit.stores.edge import retry_after, translating
 from aiocommit.stores.prefixes import (
     KnownDirectories,
@@ -267,6 +273,7 @@ class GcsStore:
             atomic_rename=bool(self.atomic_move),
             directories=False,
             max_in_flight=self.connections,
+            loop_in_flight=REMOTE_LOOP_IN_FLIGHT,
         )
 
     def qualify(self, path: str) -> str:

@@ -72,7 +72,13 @@ from aiocommit.errors import (
     Throttled,
     Transient,
 )
-from aiocommit.stores.base import REQUEST_RETRY, FileStatus, StoreCapabilities, check_clean
+from aiocommit.stores.base import (
+    REMOTE_LOOP_IN_FLIGHT,
+    REQUEST_RETRY,
+    FileStatus,
+    StoreCapabilities,
+    check_clean,
+)
 from aiocommit.stores.edge import retry_after, translating
 from aiocommit.stores.multipart import Upload
 from aiocommit.stores.prefixes import (
@@ -245,6 +251,7 @@ class S3Store:
             atomic_rename=False,
             directories=False,
             max_in_flight=self.connections,
+            loop_in_flight=REMOTE_LOOP_IN_FLIGHT,
             rate_per_prefix=True,
         )
 

@@ -456,7 +456,8 @@ async def _renamer_main(
         context = StageContext(
             layout=setup.layout,
             options=setup.options,
-            ops=StoreOperations(store, setup.options, stats),
+            # a worker's loop is its own: no host's loop to spare
+            ops=StoreOperations(store, setup.options, stats, host_loop=False),
             stats=stats,
         )
         dest_root = setup.layout.dest
