@@ -14,7 +14,7 @@ from aiocommit.client.client import Client
 from aiocommit.committers.common.session import new_statistics
 from aiocommit.io.operations import StoreOperations
 from aiocommit.protocol import statistics as S
-from aiocommit.stores.adls import DEFAULT_CONNECTIONS, AdlsStore
+from aiocommit.stores.adls import AdlsStore
 from aiocommit.stores.base import REMOTE_LOOP_IN_FLIGHT, Store
 from aiocommit.stores.gcs import GcsStore
 from aiocommit.stores.local import LocalStore
@@ -43,7 +43,7 @@ async def test_a_remote_store_on_the_callers_loop_keeps_to_its_loop_ceiling(
     store: Store,
 ) -> None:
     connections = store.capabilities.max_in_flight
-    assert connections == DEFAULT_CONNECTIONS > REMOTE_LOOP_IN_FLIGHT
+    assert connections is not None and connections > REMOTE_LOOP_IN_FLIGHT
     try:
         assert _ceiling(store, CommitOptions()) == REMOTE_LOOP_IN_FLIGHT
         assert _ceiling(store, CommitOptions(processes=1)) == REMOTE_LOOP_IN_FLIGHT
