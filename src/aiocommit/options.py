@@ -185,7 +185,7 @@ class LimitOptions(_Group):
         "Most store operations in flight for the job (the job limiter), shared by its rename "
         "processes and capped by what the store client serves at once; adaptive concurrency "
         "backs off from it when the store throttles. Left at its default with "
-        "``processes=1``, a remote store (ADLS, GCS, S3) keeps 64 in flight on the "
+        "``processes=1``, a remote store (ADLS, GCS, S3) keeps 128 in flight on the "
         "caller's event loop; set it to go higher.",
         hadoop="mapreduce.manifest.committer.io.threads",
         minimum=1,

@@ -1,6 +1,6 @@
 """A job on its caller's event loop (``processes=1``) keeps a remote store's calls in
-flight to the store's ``loop_in_flight``: beyond it they only queue behind the loop's
-CPU while their objects stay alive for the garbage collector. Worker processes, the
+flight to the store's ``loop_in_flight``: beyond it they add little throughput while
+their objects stay alive for the garbage collector. Worker processes, the
 other ``processes`` settings and an explicit ``concurrency`` are not capped by it."""
 
 from __future__ import annotations

@@ -59,8 +59,9 @@ class FileStatus(msgspec.Struct, frozen=True, gc=False):
         return posixpath.basename(self.path)
 
 
-#: ``StoreCapabilities.loop_in_flight`` of the remote stores (ADLS, GCS, S3)
-REMOTE_LOOP_IN_FLIGHT = 64
+#: ``StoreCapabilities.loop_in_flight`` of the remote stores (ADLS, GCS, S3): enough calls
+#: to keep one loop busy at a store call's usual latency (docs/performance.md, the loop)
+REMOTE_LOOP_IN_FLIGHT = 128
 
 
 class StoreCapabilities(msgspec.Struct, frozen=True):
@@ -79,10 +80,10 @@ class StoreCapabilities(msgspec.Struct, frozen=True):
             the job's in-flight limit is capped to it. None: no limit of its own.
         loop_in_flight: most calls worth having in flight on an event loop the job
             shares with its host (``processes=1``, ``concurrency`` left at its default):
-            a remote store's calls beyond it queue behind the loop's CPU without adding
-            throughput, and each keeps its HTTP objects alive for the garbage collector
-            (promoted by young collections, they set off full ones). None: no such cap
-            (local, memory: a call holds next to nothing while it waits).
+            a remote store's calls beyond it add little throughput (the loop's CPU per
+            call bounds it), and each keeps its HTTP objects alive for the garbage
+            collector (promoted by young collections, they set off full ones). None: no
+            such cap (local, memory: a call holds next to nothing while it waits).
         rename_checks_source: ``rename`` of a directory source raises ``NotAFile`` (as the
             contract asks of stores with directories). False where checking would cost a
             call per rename (ADLS Gen2): the engine then checks sources before renaming.
