@@ -310,7 +310,7 @@ async def prepare_job(
     ``Writer``); the task commits still run through the store."""
     store = target.store
     started = time.perf_counter()
-    options = CommitOptions(concurrency=64)
+    options = CommitOptions(concurrency=64, committer="manifest")
     job_id = await setup_job(dest, job_id, store=store, options=options)
     leaves = spec.partition_dirs()
     writer = Writer(target, direct=direct)
