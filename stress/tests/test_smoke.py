@@ -360,6 +360,29 @@ def test_bench_loop_cloud_part_seeds_the_task_outputs_and_verifies(tmp_path: Pat
     assert cloud["files"] == 300
     assert cloud["outputs_seeded"] is True
     assert cloud["verified"] is True
+    assert 0 < cloud["loop_cpu_seconds"] <= cloud["commit_seconds"] + 1
+    assert cloud["generation1_collections"] <= cloud["young_collections"]
+
+
+@pytest.mark.emulator  # moto, started by the bench
+def test_bench_loop_cloud_part_on_s3_commits_through_the_manifest_committer(
+    tmp_path: Path,
+) -> None:
+    """``bench loop --cloud s3``: the synthetic job is the manifest committer's (S3's
+    default is staging), each file written, and the job commit's output verifies."""
+    out = tmp_path / "figures.json"
+    result = CliRunner().invoke(
+        main,
+        [
+            "bench", "loop", "--parts", "cloud", "--cloud", "s3", "--cloud-files", "60",
+            "--json", str(out), "--out", str(tmp_path / "out"), "--no-progress",
+        ],
+    )  # fmt: skip
+    assert result.exit_code in (0, 1), result.output + repr(result.exception)
+    (cloud,) = json.loads(out.read_text())["results"]
+    assert cloud["store"] == "s3"
+    assert cloud["files"] == 60
+    assert cloud["verified"] is True
 
 
 @pytest.mark.emulator  # the ADLS emulator, started by the bench
