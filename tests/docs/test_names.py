@@ -23,6 +23,7 @@ from aiocommit.observability import INSTRUMENTS, job_figures
 from aiocommit.options import CommitOptions, option_specs
 from tests import tiers
 from tests.docs.conftest import DOCS, ROOT
+from tests.helpers import parsed
 
 SOURCE = ROOT / "src" / "aiocommit"
 
@@ -74,7 +75,7 @@ def pages() -> Iterator[Text]:
 
 def docstrings() -> Iterator[Text]:
     for path in sorted(SOURCE.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parsed(path)
         for node in ast.walk(tree):
             if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
                 doc = ast.get_docstring(node, clean=False)
