@@ -1,5 +1,6 @@
 """Issue 37: what the docs promise a person at the terminal, through the real
-``aiocommit`` process (help texts in this process: click renders the same text)."""
+``aiocommit`` process (help texts and a usage error in this process: click renders the
+same text)."""
 
 from __future__ import annotations
 
@@ -44,9 +45,9 @@ def test_demo_into_a_relative_path_or_any_store(tmp_path: Path, dest: str) -> No
 
 
 @pytest.mark.parametrize("tasks", ["0", "-1"])
-def test_demo_refuses_no_tasks(tmp_path: Path, tasks: str) -> None:
-    result = aiocommit("demo", "out", "--tasks", tasks, cwd=tmp_path)
-    assert result.returncode == 2
+def test_demo_refuses_no_tasks(cli: Cli, tmp_path: Path, tasks: str) -> None:
+    result = cli("demo", str(tmp_path / "out"), "--tasks", tasks)
+    assert result.exit_code == 2
     assert "--tasks" in one_error_line(result.stderr)
     assert not (tmp_path / "out").exists()
 
