@@ -187,7 +187,7 @@ def test_the_spark_modules_are_split_by_weight_the_heaviest_first(
 def test_every_module_using_the_spark_session_has_a_weight() -> None:
     """``SPARK_MODULE_WEIGHTS`` lists the test modules whose tests take the ``spark``
     session fixture (read from the sources), and no other: a new module is weighed, a
-    removed one leaves the table."""
+    removed one leaves the table; ``FIRST_WORK_UNITS`` names modules that exist."""
     using = set()
     for path in sorted(Path(tiers.ROOT, "tests", "spark").glob("test_*.py")):
         tree = ast.parse(path.read_text())
@@ -199,3 +199,6 @@ def test_every_module_using_the_spark_session_has_a_weight() -> None:
         if any(arg.arg == "spark" for node in functions for arg in node.args.args):
             using.add(path.relative_to(tiers.ROOT).as_posix())
     assert using == set(tiers.SPARK_MODULE_WEIGHTS)
+    # the modules handed out first after the Spark groups exist
+    assert all(Path(tiers.ROOT, unit).is_file() for unit in tiers.FIRST_WORK_UNITS[2:])
+    assert tiers.FIRST_WORK_UNITS[:2] == tiers.SPARK_GROUPS
