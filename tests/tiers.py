@@ -30,6 +30,7 @@ import ast
 import functools
 import importlib.util
 import inspect
+import os
 import textwrap
 from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
@@ -117,6 +118,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 #: the xdist groups of the tests that use the ``spark`` session fixture, one per worker of
 #: ``scripts/test.sh`` (``-n 2``): each worker process starts its own JVM and session
 SPARK_GROUPS = ("spark-session-a", "spark-session-b")
+#: the variable that sets how many of the ``SPARK_GROUPS`` a run uses: ``1`` runs every
+#: test using the session on one worker (one JVM), as before the split, for comparing
+SPARK_SESSIONS_VARIABLE = "AIOCOMMIT_TEST_SPARK_SESSIONS"
 #: the relative time of each module's tests that use the ``spark`` session: seconds in a
 #: ``pytest --all tests/spark -n 2 --dist loadgroup --durations=0`` run on one session,
 #: summed by module (the session's start left out: each group pays it once);
@@ -163,15 +167,28 @@ def group_for_workers(items: list[pytest.Item]) -> None:
     test with the rest of its module (a module-scoped fixture starts once per run, as
     without workers). Runs before xdist's own hook (this one is ``tryfirst``), which
     reads the groups."""
-    spark_groups = split_spark_modules({_module(item) for item in items if _uses_session(item)})
+    modules = {_module(item) for item in items if _uses_session(item)}
+    spark_groups = split_spark_modules(modules, spark_groups_in_use())
     for item in items:
         module = _module(item)
         group = spark_groups[module] if _uses_session(item) else module
         item.add_marker(pytest.mark.xdist_group(group))
 
 
-def split_spark_modules(modules: Iterable[str]) -> dict[str, str]:
-    """The Spark group of each module (a node id's path) of tests using the session.
+def spark_groups_in_use() -> tuple[str, ...]:
+    """The first one or two ``SPARK_GROUPS``, as ``SPARK_SESSIONS_VARIABLE`` says (two
+    when unset)."""
+    sessions = os.environ.get(SPARK_SESSIONS_VARIABLE, "2")
+    if sessions not in ("1", "2"):
+        raise pytest.UsageError(f"{SPARK_SESSIONS_VARIABLE}={sessions!r}: give 1 or 2")
+    return SPARK_GROUPS[: int(sessions)]
+
+
+def split_spark_modules(
+    modules: Iterable[str], groups: tuple[str, ...] = SPARK_GROUPS
+) -> dict[str, str]:
+    """The Spark group (of ``groups``) of each module (a node id's path) of tests using
+    the session.
 
     Post: the groups' weights (``SPARK_MODULE_WEIGHTS``) are about equal: the heaviest
     module first, each into the lighter group so far (ties: the first group), modules of
@@ -180,13 +197,13 @@ def split_spark_modules(modules: Iterable[str]) -> dict[str, str]:
     weights = {
         module: SPARK_MODULE_WEIGHTS.get(module, NEW_SPARK_MODULE_WEIGHT) for module in modules
     }
-    totals = dict.fromkeys(SPARK_GROUPS, 0.0)
-    groups: dict[str, str] = {}
+    totals = dict.fromkeys(groups, 0.0)
+    split: dict[str, str] = {}
     for module in sorted(weights, key=lambda module: (-weights[module], module)):
-        lighter = min(SPARK_GROUPS, key=lambda group: totals[group])
-        groups[module] = lighter
+        lighter = min(groups, key=lambda group: totals[group])
+        split[module] = lighter
         totals[lighter] += weights[module]
-    return groups
+    return split
 
 
 def _uses_session(item: pytest.Item) -> bool:

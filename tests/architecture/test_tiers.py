@@ -182,6 +182,12 @@ def test_the_spark_modules_are_split_by_weight_the_heaviest_first(
     split = tiers.split_spark_modules(["m/new.py", "m/x.py", "m/y.py"])
     assert split == tiers.split_spark_modules(["m/y.py", "m/x.py", "m/new.py"])
     assert split["m/new.py"] == a and split["m/x.py"] == split["m/y.py"] == b
+    # one session (AIOCOMMIT_TEST_SPARK_SESSIONS=1): every module in the first group
+    monkeypatch.setenv(tiers.SPARK_SESSIONS_VARIABLE, "1")
+    assert set(tiers.split_spark_modules(split, tiers.spark_groups_in_use()).values()) == {a}
+    monkeypatch.setenv(tiers.SPARK_SESSIONS_VARIABLE, "3")
+    with pytest.raises(pytest.UsageError, match="give 1 or 2"):
+        tiers.spark_groups_in_use()
 
 
 def test_every_module_using_the_spark_session_has_a_weight() -> None:
