@@ -115,11 +115,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = unit
 
 
-#: the xdist groups of the tests that use the ``spark`` session fixture, one per worker of
-#: ``scripts/test.sh`` (``-n 2``): each worker process starts its own JVM and session
+#: the xdist groups of the tests that use the ``spark`` session fixture, at most one per
+#: worker of ``scripts/test.sh`` (``-n 2``): each worker process starts its own JVM and
+#: session
 SPARK_GROUPS = ("spark-session-a", "spark-session-b")
-#: the variable that sets how many of the ``SPARK_GROUPS`` a run uses: ``1`` runs every
-#: test using the session on one worker (one JVM), as before the split, for comparing
+#: the variable that sets how many of the ``SPARK_GROUPS`` a run uses: ``1`` (the default)
+#: runs every test using the session on one worker (one JVM); ``2`` splits them between
+#: two workers and two JVMs. Two were slower on a loaded two-core machine (the Spark
+#: tests are CPU-bound there); the default stays one until a quiet run shows otherwise
 SPARK_SESSIONS_VARIABLE = "AIOCOMMIT_TEST_SPARK_SESSIONS"
 #: the relative time of each module's tests that use the ``spark`` session: seconds in a
 #: ``pytest --all tests/spark -n 2 --dist loadgroup --durations=0`` run on one session,
@@ -161,8 +164,9 @@ def distributed_by_group(config: pytest.Config) -> bool:
 
 def group_for_workers(items: list[pytest.Item]) -> None:
     """Under ``pytest -n N --dist loadgroup`` (pytest-xdist; ``scripts/test.sh``): the
-    tests that use the ``spark`` session fixture in the two ``SPARK_GROUPS``, a module's
-    all in one (``split_spark_modules``), each group run by one worker (one JVM and
+    tests that use the ``spark`` session fixture in one group, or in the two
+    ``SPARK_GROUPS`` (``spark_groups_in_use``), a module's all in one
+    (``split_spark_modules``), each group run by one worker (one JVM and
     session per worker process; no other test starts a session in-process); every other
     test with the rest of its module (a module-scoped fixture starts once per run, as
     without workers). Runs before xdist's own hook (this one is ``tryfirst``), which
@@ -176,9 +180,9 @@ def group_for_workers(items: list[pytest.Item]) -> None:
 
 
 def spark_groups_in_use() -> tuple[str, ...]:
-    """The first one or two ``SPARK_GROUPS``, as ``SPARK_SESSIONS_VARIABLE`` says (two
+    """The first one or two ``SPARK_GROUPS``, as ``SPARK_SESSIONS_VARIABLE`` says (one
     when unset)."""
-    sessions = os.environ.get(SPARK_SESSIONS_VARIABLE, "2")
+    sessions = os.environ.get(SPARK_SESSIONS_VARIABLE, "1")
     if sessions not in ("1", "2"):
         raise pytest.UsageError(f"{SPARK_SESSIONS_VARIABLE}={sessions!r}: give 1 or 2")
     return SPARK_GROUPS[: int(sessions)]
@@ -217,10 +221,11 @@ def _module(item: pytest.Item) -> str:
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under ``--dist loadgroup``: xdist's group scheduler, handing out the
-    ``FIRST_WORK_UNITS`` before any other, so the two Spark sessions start at once on two
-    workers and every other test fills in after them. xdist orders its units by their
-    number of tests: a module of many short tests would come first, and the Spark groups
-    or the speculation test could start late and finish last, one worker idle."""
+    ``FIRST_WORK_UNITS`` before any other, so the Spark session's group starts first
+    (with two sessions, both at once on two workers) and every other test fills in after
+    them. xdist orders its units by their number of tests: a module of many short tests
+    would come first, and the Spark groups or the speculation test could start late and
+    finish last, one worker idle."""
     if getattr(config.option, "dist", "no") != "loadgroup":
         return None
     from xdist.scheduler import LoadGroupScheduling  # type: ignore[import-untyped]

@@ -143,6 +143,7 @@ def test_each_spark_group_runs_first_on_its_own_xdist_worker(tmp_path: Path) -> 
     for name, text in GROUPED_SUITE.items():
         (tmp_path / name).write_text(text)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tiers.ROOT), *sys.path]))
+    env[tiers.SPARK_SESSIONS_VARIABLE] = "2"
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "tests.tiers", "-p", "no:cacheprovider",
          "-n", "2", "--dist", "loadgroup", "-v", "-p", "no:randomly", str(tmp_path)],
@@ -182,8 +183,8 @@ def test_the_spark_modules_are_split_by_weight_the_heaviest_first(
     split = tiers.split_spark_modules(["m/new.py", "m/x.py", "m/y.py"])
     assert split == tiers.split_spark_modules(["m/y.py", "m/x.py", "m/new.py"])
     assert split["m/new.py"] == a and split["m/x.py"] == split["m/y.py"] == b
-    # one session (AIOCOMMIT_TEST_SPARK_SESSIONS=1): every module in the first group
-    monkeypatch.setenv(tiers.SPARK_SESSIONS_VARIABLE, "1")
+    # one session (the default; AIOCOMMIT_TEST_SPARK_SESSIONS=1): every module in one group
+    monkeypatch.delenv(tiers.SPARK_SESSIONS_VARIABLE, raising=False)
     assert set(tiers.split_spark_modules(split, tiers.spark_groups_in_use()).values()) == {a}
     monkeypatch.setenv(tiers.SPARK_SESSIONS_VARIABLE, "3")
     with pytest.raises(pytest.UsageError, match="give 1 or 2"):
