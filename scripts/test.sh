@@ -8,6 +8,7 @@ bash scripts/ensure_java.sh
 .venv/bin/ruff format --check src tests stress testing examples conftest.py
 .venv/bin/mypy
 .venv/bin/lint-imports --no-cache  # the layers (pyproject.toml [tool.importlinter])
-# two workers: most tests wait on subprocesses, emulators and JVMs; every Spark test runs on
-# one of them (one JVM: tests/tiers.py groups them), the rest module by module
+# two workers: most tests wait on subprocesses, emulators and JVMs; the Spark session's
+# tests run first on one of them (one JVM; AIOCOMMIT_TEST_SPARK_SESSIONS=2: half on each,
+# two JVMs; tests/tiers.py groups them), the rest module by module
 exec .venv/bin/python -m pytest -q --all -n 2 --dist loadgroup --durations=15 "$@"

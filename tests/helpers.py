@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+import functools
 from collections.abc import Iterable
+from pathlib import Path
 
 from aiocommit import CommitOptions, TaskAttempt, commit_task, setup_job, setup_task
 from aiocommit.stores.base import Store, join
@@ -108,3 +111,15 @@ async def exists(store: Store, path: str) -> bool:
 
 def under(dest: str, relative: str) -> str:
     return join(dest, relative)
+
+
+def parsed(path: Path) -> ast.Module:
+    """The syntax tree of the Python source at ``path``, parsed once per test run for each
+    text (the architecture and docs tests walk every module of the package). Callers
+    read the tree and never change it."""
+    return _parse(path.read_text(encoding="utf-8"))
+
+
+@functools.cache
+def _parse(text: str) -> ast.Module:
+    return ast.parse(text)

@@ -30,6 +30,7 @@ import ast
 import functools
 import importlib.util
 import inspect
+import os
 import textwrap
 from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
@@ -114,8 +115,44 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = unit
 
 
-#: the xdist group of the tests that share the Spark session: one worker, one JVM
-SPARK_GROUP = "spark-session"
+#: the xdist groups of the tests that use the ``spark`` session fixture, at most one per
+#: worker of ``scripts/test.sh`` (``-n 2``): each worker process starts its own JVM and
+#: session
+SPARK_GROUPS = ("spark-session-a", "spark-session-b")
+#: the variable that sets how many of the ``SPARK_GROUPS`` a run uses: ``1`` (the default)
+#: runs every test using the session on one worker (one JVM); ``2`` splits them between
+#: two workers and two JVMs. Two were slower on a loaded two-core machine (the Spark
+#: tests are CPU-bound there); the default stays one until a quiet run shows otherwise
+SPARK_SESSIONS_VARIABLE = "AIOCOMMIT_TEST_SPARK_SESSIONS"
+#: the relative time of each module's tests that use the ``spark`` session: seconds in a
+#: ``pytest --all tests/spark -n 2 --dist loadgroup --durations=0`` run on one session,
+#: summed by module (the session's start left out: each group pays it once);
+#: ``split_spark_modules`` balances the two groups by it. Re-measure when a module's
+#: Spark tests change much (``test_every_module_using_the_spark_session_has_a_weight``
+#: fails when a module is added or removed).
+SPARK_MODULE_WEIGHTS: dict[str, float] = {
+    "tests/spark/test_parity.py": 236,
+    "tests/spark/test_cause_first.py": 110,
+    "tests/spark/test_drop_in.py": 105,
+    "tests/spark/test_engine_choice.py": 96,
+    "tests/spark/test_write.py": 64,
+    "tests/spark/test_parity_edges.py": 63,
+    "tests/spark/test_map_in_arrow.py": 62,
+    "tests/spark/test_s3_write.py": 60,
+    "tests/spark/test_jvm_engine.py": 59,
+    "tests/spark/test_streaming.py": 15,
+    "tests/spark/test_examples.py": 10,
+    "tests/spark/test_sessions.py": 9,
+    "tests/spark/test_hadoop_keys.py": 2,
+    "tests/spark/test_speed.py": 1,
+    "tests/spark/test_seam.py": 1,
+}
+#: the weight of a module missing from ``SPARK_MODULE_WEIGHTS`` (a new one)
+NEW_SPARK_MODULE_WEIGHT = 20.0
+#: the work units xdist hands out first, longest first (so the last to finish are short
+#: ones): the two Spark groups, then the speculation test's standalone cluster (its own
+#: JVMs)
+FIRST_WORK_UNITS = (*SPARK_GROUPS, "tests/spark/test_speculation.py")
 
 
 def distributed_by_group(config: pytest.Config) -> bool:
@@ -126,13 +163,81 @@ def distributed_by_group(config: pytest.Config) -> bool:
 
 
 def group_for_workers(items: list[pytest.Item]) -> None:
-    """Under ``pytest -n N --dist loadgroup`` (pytest-xdist; ``scripts/test.sh``): every
-    test that uses the ``spark`` session fixture in one group, run by one worker (one JVM,
-    one session: no other test starts a session in-process); every other test with the
-    rest of its module (a module-scoped fixture starts once per run, as without workers).
-    Runs before xdist's own hook (this one is ``tryfirst``), which reads the groups."""
+    """Under ``pytest -n N --dist loadgroup`` (pytest-xdist; ``scripts/test.sh``): the
+    tests that use the ``spark`` session fixture in one group, or in the two
+    ``SPARK_GROUPS`` (``spark_groups_in_use``), a module's all in one
+    (``split_spark_modules``), each group run by one worker (one JVM and
+    session per worker process; no other test starts a session in-process); every other
+    test with the rest of its module (a module-scoped fixture starts once per run, as
+    without workers). Runs before xdist's own hook (this one is ``tryfirst``), which
+    reads the groups."""
+    modules = {_module(item) for item in items if _uses_session(item)}
+    spark_groups = split_spark_modules(modules, spark_groups_in_use())
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(worker_group(item)))
+        module = _module(item)
+        group = spark_groups[module] if _uses_session(item) else module
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+def spark_groups_in_use() -> tuple[str, ...]:
+    """The first one or two ``SPARK_GROUPS``, as ``SPARK_SESSIONS_VARIABLE`` says (one
+    when unset)."""
+    sessions = os.environ.get(SPARK_SESSIONS_VARIABLE, "1")
+    if sessions not in ("1", "2"):
+        raise pytest.UsageError(f"{SPARK_SESSIONS_VARIABLE}={sessions!r}: give 1 or 2")
+    return SPARK_GROUPS[: int(sessions)]
+
+
+def split_spark_modules(
+    modules: Iterable[str], groups: tuple[str, ...] = SPARK_GROUPS
+) -> dict[str, str]:
+    """The Spark group (of ``groups``) of each module (a node id's path) of tests using
+    the session.
+
+    Post: the groups' weights (``SPARK_MODULE_WEIGHTS``) are about equal: the heaviest
+    module first, each into the lighter group so far (ties: the first group), modules of
+    equal weight by path, so every process of a run (xdist's controller and workers)
+    makes the same split."""
+    weights = {
+        module: SPARK_MODULE_WEIGHTS.get(module, NEW_SPARK_MODULE_WEIGHT) for module in modules
+    }
+    totals = dict.fromkeys(groups, 0.0)
+    split: dict[str, str] = {}
+    for module in sorted(weights, key=lambda module: (-weights[module], module)):
+        lighter = min(groups, key=lambda group: totals[group])
+        split[module] = lighter
+        totals[lighter] += weights[module]
+    return split
+
+
+def _uses_session(item: pytest.Item) -> bool:
+    return "spark" in getattr(item, "fixturenames", ())
+
+
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::")[0]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``--dist loadgroup``: xdist's group scheduler, handing out the
+    ``FIRST_WORK_UNITS`` before any other, so the Spark session's group starts first
+    (with two sessions, both at once on two workers) and every other test fills in after
+    them. xdist orders its units by their number of tests: a module of many short tests
+    would come first, and the Spark groups or the speculation test could start late and
+    finish last, one worker idle."""
+    if getattr(config.option, "dist", "no") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling  # type: ignore[import-untyped]
+
+    class SparkFirstScheduling(LoadGroupScheduling):  # type: ignore[misc]
+        def _assign_work_unit(self, node: Any) -> None:
+            for unit in reversed(FIRST_WORK_UNITS):
+                if unit in self.workqueue:
+                    self.workqueue.move_to_end(unit, last=False)
+            super()._assign_work_unit(node)
+
+    return SparkFirstScheduling(config, log)
 
 
 @pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
@@ -151,13 +256,6 @@ def pytest_collection_modifyitems_group_ids(
         if mark is None or node_id is None or item.nodeid.endswith(f"@{mark.args[0]}"):
             continue
         item._id = type(node_id).parse(f"{item.nodeid}@{mark.args[0]}")
-
-
-def worker_group(item: pytest.Item) -> str:
-    """The xdist group of ``item``: ``SPARK_GROUP``, or its module's path."""
-    if "spark" in getattr(item, "fixturenames", ()):
-        return SPARK_GROUP
-    return item.nodeid.split("::")[0]
 
 
 def pytest_report_header(config: pytest.Config) -> str:

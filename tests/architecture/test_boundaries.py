@@ -12,12 +12,13 @@ from pathlib import Path
 import aiocommit
 from aiocommit import cli
 from aiocommit.cli.entry_points import GROUP
+from tests.helpers import parsed
 
 SOURCE = Path(aiocommit.__file__).resolve().parent
 
 
 def modules() -> list[tuple[Path, ast.Module]]:
-    return [(path, ast.parse(path.read_text(encoding="utf-8"))) for path in SOURCE.rglob("*.py")]
+    return [(path, parsed(path)) for path in SOURCE.rglob("*.py")]
 
 
 def test_one_helper_takes_exception_groups_apart() -> None:

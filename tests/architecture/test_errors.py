@@ -17,6 +17,7 @@ from aiocommit.errors import AiocommitError, InvalidInput, UnsupportedStore
 from aiocommit.options import CommitOptions
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.multipart import as_multipart
+from tests.helpers import parsed
 
 SOURCE = Path(aiocommit.__file__).resolve().parent
 #: packages outside the core: they raise what their hosts expect (Spark, click)
@@ -39,7 +40,7 @@ def builtin_raises(source: Path = SOURCE) -> set[tuple[str, str, int]]:
         relative = path.relative_to(source)
         if relative.parts[0] in NOT_CORE:
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if not isinstance(node, ast.Raise) or node.exc is None:
                 continue
             raised = node.exc.func if isinstance(node.exc, ast.Call) else node.exc

@@ -3,6 +3,7 @@ sources, so the rule holds where pyspark is not installed)."""
 
 from __future__ import annotations
 
+import ast
 import importlib.machinery
 import importlib.util
 import os
@@ -100,8 +101,10 @@ def test_a_module_needing_a_missing_engine_is_not_collected(
     assert tiers._not_collected_engines == [ray_tests, dask_tests]
 
 
-#: a run of two modules under two xdist workers: the tests using the ``spark`` fixture
-#: are first in each module, so a plain per-test split would give them one worker each
+#: a run of three modules under two xdist workers: the tests using the ``spark`` fixture
+#: are first in each module, so a plain per-test split would give them one worker each;
+#: ``test_c.py`` has more tests than either Spark group, so xdist's own order (by number
+#: of tests) would hand it out first
 GROUPED_SUITE = {
     "conftest.py": (
         "import os, pytest\n"
@@ -123,32 +126,86 @@ GROUPED_SUITE = {
         "@pytest.mark.parametrize('x', [1, 2])\n"
         "def test_param(spark, x): assert spark == os.environ['PYTEST_XDIST_WORKER']\n"
     ),
+    "test_c.py": (
+        "import pytest\n@pytest.mark.parametrize('x', range(6))\ndef test_many(x): pass\n"
+    ),
 }
 
 
 @pytest.mark.slow  # starts a pytest run of two worker processes
-def test_tests_using_the_spark_session_run_on_one_xdist_worker(tmp_path: Path) -> None:
-    """Under ``-n 2 --dist loadgroup`` (scripts/test.sh) every test using the session
-    fixture ``spark`` runs on one worker, so one JVM starts. Before: the groups were read
-    from a worker's ``dist`` (xdist sets it to ``no``) and never added; and xdist 3.8
-    writes a group into ``Item._nodeid``, which pytest 9.2 no longer reads."""
+def test_each_spark_group_runs_first_on_its_own_xdist_worker(tmp_path: Path) -> None:
+    """Under ``-n 2 --dist loadgroup`` (scripts/test.sh) the tests using the session
+    fixture ``spark`` are split by module into two groups, each run by one worker (one
+    JVM and session per worker), and both groups start before any other test. Before:
+    one group (one worker ran every Spark test while the other ran the rest), handed
+    out in xdist's order, after any module of more tests."""
     pytest.importorskip("xdist")
     for name, text in GROUPED_SUITE.items():
         (tmp_path / name).write_text(text)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tiers.ROOT), *sys.path]))
+    env[tiers.SPARK_SESSIONS_VARIABLE] = "2"
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "tests.tiers", "-p", "no:cacheprovider",
          "-n", "2", "--dist", "loadgroup", "-v", "-p", "no:randomly", str(tmp_path)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
-    # "[gw0] [ 40%] PASSED test_a.py::test_one@spark-session"
-    workers = {
-        line.split()[-1].split("@")[0]: line.split()[0]
+    # "[gw0] [ 40%] PASSED test_a.py::test_one@spark-session-a", in the order run
+    passed = [
+        (line.split()[0], line.split()[-1].split("@")[0])
         for line in run.stdout.splitlines()
         if " PASSED " in line
+    ]
+    workers = {test: worker for worker, test in passed}
+    assert len(workers) == 13, run.stdout
+    first_group = {workers["test_a.py::test_one"], workers["test_a.py::test_two"]}
+    second_group = {workers[f"test_b.py::{test}"] for test in ("test_three", "test_param[1]")}
+    second_group.add(workers["test_b.py::test_param[2]"])
+    assert len(first_group) == len(second_group) == 1 and first_group != second_group, run.stdout
+    first_run = {
+        worker: next(test for w, test in passed if w == worker) for worker in workers.values()
     }
-    assert len(workers) == 7, run.stdout
-    spark_tests = ["test_a.py::test_one", "test_a.py::test_two", "test_b.py::test_three"]
-    spark_tests += ["test_b.py::test_param[1]", "test_b.py::test_param[2]"]
-    assert len({workers[test] for test in spark_tests}) == 1, run.stdout
+    assert all(
+        "test_plain" not in test and "test_many" not in test for test in first_run.values()
+    ), run.stdout
+
+
+def test_the_spark_modules_are_split_by_weight_the_heaviest_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(
+        tiers, "SPARK_MODULE_WEIGHTS", {"m/x.py": 5.0, "m/y.py": 3.0, "m/z.py": 2.0}
+    )
+    a, b = tiers.SPARK_GROUPS
+    split = tiers.split_spark_modules(["m/z.py", "m/y.py", "m/x.py"])
+    assert split == {"m/x.py": a, "m/y.py": b, "m/z.py": b}
+    # a module not in the table weighs NEW_SPARK_MODULE_WEIGHT; the same input, the same split
+    split = tiers.split_spark_modules(["m/new.py", "m/x.py", "m/y.py"])
+    assert split == tiers.split_spark_modules(["m/y.py", "m/x.py", "m/new.py"])
+    assert split["m/new.py"] == a and split["m/x.py"] == split["m/y.py"] == b
+    # one session (the default; AIOCOMMIT_TEST_SPARK_SESSIONS=1): every module in one group
+    monkeypatch.delenv(tiers.SPARK_SESSIONS_VARIABLE, raising=False)
+    assert set(tiers.split_spark_modules(split, tiers.spark_groups_in_use()).values()) == {a}
+    monkeypatch.setenv(tiers.SPARK_SESSIONS_VARIABLE, "3")
+    with pytest.raises(pytest.UsageError, match="give 1 or 2"):
+        tiers.spark_groups_in_use()
+
+
+def test_every_module_using_the_spark_session_has_a_weight() -> None:
+    """``SPARK_MODULE_WEIGHTS`` lists the test modules whose tests take the ``spark``
+    session fixture (read from the sources), and no other: a new module is weighed, a
+    removed one leaves the table; ``FIRST_WORK_UNITS`` names modules that exist."""
+    using = set()
+    for path in sorted(Path(tiers.ROOT, "tests", "spark").glob("test_*.py")):
+        tree = ast.parse(path.read_text())
+        functions = (
+            node
+            for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        )
+        if any(arg.arg == "spark" for node in functions for arg in node.args.args):
+            using.add(path.relative_to(tiers.ROOT).as_posix())
+    assert using == set(tiers.SPARK_MODULE_WEIGHTS)
+    # the modules handed out first after the Spark groups exist
+    assert all(Path(tiers.ROOT, unit).is_file() for unit in tiers.FIRST_WORK_UNITS[2:])
+    assert tiers.FIRST_WORK_UNITS[:2] == tiers.SPARK_GROUPS

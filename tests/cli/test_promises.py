@@ -1,5 +1,6 @@
 """Issue 37: what the docs promise a person at the terminal, through the real
-``aiocommit`` process."""
+``aiocommit`` process (help texts and a usage error in this process: click renders the
+same text)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 
 from aiocommit.cli.summary import COMMITTER_NAMES
 from aiocommit.stores.local import LocalStore
-from tests.cli.conftest import Dest
+from tests.cli.conftest import Cli, Dest
 from tests.cli.test_subprocess import aiocommit
 from tests.helpers import run_tasks
 
@@ -44,9 +45,9 @@ def test_demo_into_a_relative_path_or_any_store(tmp_path: Path, dest: str) -> No
 
 
 @pytest.mark.parametrize("tasks", ["0", "-1"])
-def test_demo_refuses_no_tasks(tmp_path: Path, tasks: str) -> None:
-    result = aiocommit("demo", "out", "--tasks", tasks, cwd=tmp_path)
-    assert result.returncode == 2
+def test_demo_refuses_no_tasks(cli: Cli, tmp_path: Path, tasks: str) -> None:
+    result = cli("demo", str(tmp_path / "out"), "--tasks", tasks)
+    assert result.exit_code == 2
     assert "--tasks" in one_error_line(result.stderr)
     assert not (tmp_path / "out").exists()
 
@@ -56,6 +57,8 @@ def test_usage_errors_are_one_line(tmp_path: Path) -> None:
         result = aiocommit(*args)
         assert result.returncode == 2, args
         assert "--help" in one_error_line(result.stderr)
+        if args[0] == "commit":
+            assert "Missing option '--job-id'" in result.stderr
 
 
 def test_help_lists_the_stress_command_once_by_package() -> None:
@@ -66,10 +69,12 @@ def test_help_lists_the_stress_command_once_by_package() -> None:
     assert "s3://" in result.stdout  # every store's URL form is listed
 
 
-def test_committer_is_no_flag() -> None:
+def test_committer_is_no_flag(cli: Cli) -> None:
     # the committer is chosen when a job is set up, which no command does
     for command in ("commit", "abort", "cleanup", "jobs"):
-        assert "--committer" not in aiocommit(command, "--help").stdout, command
+        shown = cli(command, "--help")
+        assert shown.exit_code == 0 and "Usage:" in shown.stdout, command
+        assert "--committer" not in shown.stdout, command
 
 
 def test_verbose_after_the_command(local: Dest) -> None:
@@ -258,11 +263,11 @@ def test_local_store_takes_a_relative_path(tmp_path: Path, monkeypatch: pytest.M
         store.unqualify("memory://x/y")
 
 
-def test_the_command_line_renames_on_every_core_by_default() -> None:
+def test_the_command_line_renames_on_every_core_by_default(cli: Cli) -> None:
     """The command line keeps its documented default, ``processes=0`` (every core), where
     the library's is 1."""
-    result = aiocommit("commit", "--help")
-    assert result.returncode == 0
+    result = cli("commit", "--help")
+    assert result.exit_code == 0
     help_text = " ".join(result.stdout.split())
     assert re.search(r"--processes INT [^[]*\[default: 0\]", help_text), help_text
 

@@ -64,11 +64,7 @@ def test_errors(tmp_path: Path) -> None:
     assert missing.stderr.strip().splitlines() == [
         f"aiocommit: error: {tmp_path / 'nothing'}: no such file or directory"
     ]
-    usage = aiocommit("commit", str(tmp_path))
-    assert usage.returncode == 2
-    assert "Missing option '--job-id'" in usage.stderr
-    unknown = aiocommit("nope")
-    assert unknown.returncode == 2
+    # usage errors (exit 2, one line): test_promises.test_usage_errors_are_one_line
 
 
 def test_stress_outside_a_checkout(tmp_path: Path) -> None:

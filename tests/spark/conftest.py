@@ -1,5 +1,11 @@
-"""One local Spark session for the whole test run (about 10 s to start, a few more for
-the first Python data-source write; each later write takes a fraction of a second).
+"""One local Spark session per test process (about 10 s to start, a few more for the
+first Python data-source write; each later write takes a fraction of a second). Under
+``pytest -n 2 --dist loadgroup`` with ``AIOCOMMIT_TEST_SPARK_SESSIONS=2`` each xdist
+worker runs one of the two groups of tests using it (tests/tiers.py ``SPARK_GROUPS``) in
+its own JVM, so two sessions run at once on one machine: everything a session writes or
+listens on is its own (a warehouse and a Derby home under the worker's temporary
+directory, a free Spark Connect port, no UI; Spark picks free driver and block manager
+ports and makes unique local dirs itself).
 
 ``local[2,3]``: two threads and up to three attempts per task, so retries happen.
 Where pyspark is not installed, the modules that import it are not collected
@@ -101,7 +107,11 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         .config("spark.driver.memory", "1g")
         .config("spark.sql.warehouse.dir", str(base / "warehouse"))
         .config("spark.sql.session.timeZone", SESSION_TIME_ZONE)
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+        .config(
+            "spark.driver.extraJavaOptions",
+            # a metastore, if one starts (Hive), writes under this session's directory
+            f"-Dlog4j2.configurationFile=file:{log4j} -Dderby.system.home={base / 'derby'}",
+        )
     )
     if seam.HAS_DATA_SOURCES:  # pyspark 3.5's jars have no Spark Connect server
         # a Spark Connect server in the same driver, for the Connect client tests
