@@ -94,6 +94,12 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return True
 
 
+#: the timeout of a test using the ``spark`` session fixture: the run's (pytest-timeout's
+#: ``timeout``), counted from the test's call, not its set-up, so the first test of a
+#: worker is not charged the session's start (a JVM, minutes on a loaded machine)
+SESSION_TEST_TIMEOUT = pytest.mark.timeout(func_only=True)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test with its tiers, then keep the unit tier unless ``-m`` or ``--all``."""
@@ -104,6 +110,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.engines)
         if uses_emulator(item):
             item.add_marker(pytest.mark.emulator)
+    for item in items:
+        if _uses_session(item) and item.get_closest_marker("timeout") is None:
+            item.add_marker(SESSION_TEST_TIMEOUT)
     if distributed_by_group(config):
         group_for_workers(items)
     if config.getoption("all_tiers") or config.getoption("markexpr"):

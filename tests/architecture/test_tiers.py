@@ -209,3 +209,30 @@ def test_every_module_using_the_spark_session_has_a_weight() -> None:
     # the modules handed out first after the Spark groups exist
     assert all(Path(tiers.ROOT, unit).is_file() for unit in tiers.FIRST_WORK_UNITS[2:])
     assert tiers.FIRST_WORK_UNITS[:2] == tiers.SPARK_GROUPS
+
+
+@pytest.mark.slow  # starts a pytest run
+def test_a_test_using_the_spark_session_is_timed_from_its_call(tmp_path: Path) -> None:
+    """The session's start is not charged to the first test using it: its timeout counts
+    from its call. Before: a slow session start plus the first test's call passed the
+    timeout, which interrupted a py4j call mid-answer (``KeyError: 'p'``)."""
+    (tmp_path / "conftest.py").write_text(
+        "import time, pytest\n"
+        "@pytest.fixture(scope='session')\n"
+        "def spark():\n"
+        "    time.sleep(2)\n"
+        "    return 'session'\n"
+    )
+    (tmp_path / "test_session.py").write_text(
+        "import time\n"
+        "def test_first(spark): time.sleep(0.5)\n"
+        "def test_slow_call(spark): time.sleep(3)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tiers.ROOT), *sys.path]))
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.tiers", "-p", "no:cacheprovider",
+         "-p", "no:randomly", "-v", "--all", "--timeout", "1", str(tmp_path)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert "test_session.py::test_first PASSED" in run.stdout, run.stdout + run.stderr
+    assert "test_session.py::test_slow_call FAILED" in run.stdout, run.stdout + run.stderr
