@@ -62,6 +62,40 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+#: the workers of a plain ``pytest`` run of the unit tier (``unit_tier_workers``)
+UNIT_TIER_WORKERS = 2
+
+
+@pytest.hookimpl(wrapper=True)  # around pytest-xdist's, which reads ``-n``
+def pytest_cmdline_main(config: pytest.Config) -> Generator[None, object, object]:
+    """Plain ``pytest`` runs the unit tier on ``UNIT_TIER_WORKERS`` workers (see
+    ``unit_tier_workers``)."""
+    workers = unit_tier_workers(config)
+    if workers:
+        config.option.numprocesses = workers
+    return (yield)
+
+
+def unit_tier_workers(config: pytest.Config) -> int:
+    """How many pytest-xdist workers a run gets that did not ask: ``UNIT_TIER_WORKERS``
+    for a whole unit-tier run (no test paths, ``-m`` or ``--all``; the tests are short
+    and independent), when pytest-xdist is installed and ``-n`` was not given; else 0
+    (the run is as asked). ``-n 0`` runs in one process."""
+    option = config.option
+    if (
+        not config.pluginmanager.hasplugin("xdist")
+        or getattr(option, "numprocesses", 0) is not None
+        or hasattr(config, "workerinput")  # a worker: its controller decided
+        or config.args_source == pytest.Config.ArgsSource.ARGS  # test paths given
+        or option.all_tiers
+        or option.markexpr
+        or option.collectonly
+        or option.usepdb
+    ):
+        return 0
+    return UNIT_TIER_WORKERS
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Every emulator start checks that the running test is marked ``emulator``."""
     from aiocommit_testing.adls_emulator import AdlsEmulator

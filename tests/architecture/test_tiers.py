@@ -236,3 +236,30 @@ def test_a_test_using_the_spark_session_is_timed_from_its_call(tmp_path: Path) -
     )  # fmt: skip
     assert "test_session.py::test_first PASSED" in run.stdout, run.stdout + run.stderr
     assert "test_session.py::test_slow_call FAILED" in run.stdout, run.stdout + run.stderr
+
+
+@pytest.mark.slow  # starts pytest runs
+def test_plain_pytest_runs_the_unit_tier_on_two_workers(tmp_path: Path) -> None:
+    """A whole unit-tier run (no test paths, ``-m``, ``--all`` or ``-n``) gets two
+    pytest-xdist workers; a run that names tests, or asks for ``-n 0``, ``--all`` or
+    ``-m``, runs as asked. Before: one process."""
+    pytest.importorskip("xdist")
+    (tmp_path / "pytest.ini").write_text("[pytest]\ntestpaths = tests\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_one.py").write_text(
+        "import os\ndef test_where(): print('worker', os.environ.get('PYTEST_XDIST_WORKER'))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tiers.ROOT), *sys.path]))
+
+    def run(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "tests.tiers", "-p", "no:cacheprovider",
+             "-p", "no:randomly", *args],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    assert "2 workers [1 item]" in run()
+    for asked in (["tests/test_one.py"], ["-n", "0"], ["--all"], ["-m", "not slow"]):
+        assert "workers" not in run(*asked), asked
