@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import ast
 import functools
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from aiocommit import CommitOptions, TaskAttempt, commit_task, setup_job, setup_task
 from aiocommit.stores.base import Store, join
@@ -123,3 +126,25 @@ def parsed(path: Path) -> ast.Module:
 @functools.cache
 def _parse(text: str) -> ast.Module:
     return ast.parse(text)
+
+
+@contextmanager
+def counted_stats_and_mkdirs() -> Iterator[list[tuple[str, str]]]:
+    """Every ``os.stat`` and ``os.mkdir`` made inside the block, in order, with its path
+    (``("stat", path)``, ``("mkdir", path)``); both are restored on leaving."""
+    made: list[tuple[str, str]] = []
+    stat, mkdir = os.stat, os.mkdir
+
+    def counted_stat(path: Any, *args: Any, **kwargs: Any) -> Any:
+        made.append(("stat", str(path)))
+        return stat(path, *args, **kwargs)
+
+    def counted_mkdir(path: Any, *args: Any, **kwargs: Any) -> None:
+        made.append(("mkdir", str(path)))
+        mkdir(path, *args, **kwargs)
+
+    os.stat, os.mkdir = counted_stat, counted_mkdir
+    try:
+        yield made
+    finally:
+        os.stat, os.mkdir = stat, mkdir

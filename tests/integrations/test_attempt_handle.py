@@ -19,6 +19,7 @@ import pytest
 from aiocommit.errors import InvalidInput
 from aiocommit.integrations.attempts import AttemptHandle, EngineJob, InjectedTaskFailure
 from aiocommit_testing.s3_emulator import create_bucket
+from tests.helpers import counted_stats_and_mkdirs
 from tests.integrations.helpers import committed_files, destination, s3_files
 
 SIZE = 3 * 1024 * 1024  # several buffered writes of the file object
@@ -346,36 +347,18 @@ def test_a_local_job_commit_reads_its_manifests_with_no_thread_hop_each(
     assert counted[12] - counted[2] <= 1, f"thread hops grow with the tasks: {counted}"
 
 
-def test_a_local_task_attempt_stats_only_what_its_answer_needs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_local_task_attempt_stats_only_what_its_answer_needs(tmp_path: Path) -> None:
     """One local attempt, opened, written through ``open`` and committed, stats a path
     for what its answer depends on only: that the job is active, at set-up and at commit,
     the size of the file it wrote, and its manifest once in place (the status its write
     returns); it makes its one directory with one ``mkdir``."""
     job = EngineJob.setup(str(tmp_path / "out"))
-    calls: list[tuple[str, str]] = []
-    stat, mkdir = os.stat, os.mkdir
-
-    def counted_stat(path: Any, *args: Any, **kwargs: Any) -> Any:
-        calls.append(("stat", str(path)))
-        return stat(path, *args, **kwargs)
-
-    def counted_mkdir(path: Any, *args: Any, **kwargs: Any) -> None:
-        calls.append(("mkdir", str(path)))
-        mkdir(path, *args, **kwargs)
-
     records = []
     for task in range(2):  # the first one warms the process's caches up
-        calls.clear()
-        monkeypatch.setattr(os, "stat", counted_stat)
-        monkeypatch.setattr(os, "mkdir", counted_mkdir)
-        with job.handle(task).open() as attempt:
+        with counted_stats_and_mkdirs() as calls, job.handle(task).open() as attempt:
             with attempt.open(f"part-{task}.bin") as file:
                 file.write(b"data")
             records.append(attempt.commit())
-        monkeypatch.setattr(os, "stat", stat)
-        monkeypatch.setattr(os, "mkdir", mkdir)
     stats = [path for call, path in calls if call == "stat"]
     assert len(stats) == 4, calls
     assert [call for call, _ in calls].count("mkdir") == 1, calls

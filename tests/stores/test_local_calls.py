@@ -3,34 +3,22 @@ its manifest cost no ``stat`` ahead of the call that would fail anyway."""
 
 from __future__ import annotations
 
-import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 
 from aiocommit.errors import AlreadyExists
 from aiocommit.stores.local import LocalStore
+from tests.helpers import counted_stats_and_mkdirs
 
 
 @pytest.fixture
-def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+def calls() -> Iterator[list[tuple[str, str]]]:
     """Every ``os.stat`` and ``os.mkdir`` made, with its path."""
-    made: list[tuple[str, str]] = []
-    stat, mkdir = os.stat, os.mkdir
-
-    def counted_stat(path: Any, *args: Any, **kwargs: Any) -> Any:
-        made.append(("stat", str(path)))
-        return stat(path, *args, **kwargs)
-
-    def counted_mkdir(path: Any, *args: Any, **kwargs: Any) -> None:
-        made.append(("mkdir", str(path)))
-        mkdir(path, *args, **kwargs)
-
-    monkeypatch.setattr(os, "stat", counted_stat)
-    monkeypatch.setattr(os, "mkdir", counted_mkdir)
-    return made
+    with counted_stats_and_mkdirs() as made:
+        yield made
 
 
 @pytest.mark.parametrize("inline", [True, False])
