@@ -15,6 +15,7 @@ from aiocommit.io.limits import (
     Limits,
     RateLimiter,
     host_loop_in_flight,
+    in_flight_ceiling,
 )
 from aiocommit.io.metering import CallMeter
 from aiocommit.options import CommitOptions
@@ -51,7 +52,7 @@ class Admission:
         capabilities = store.capabilities
         cap = capabilities.max_in_flight
         loop_cap = host_loop_in_flight(options, capabilities, host_loop=host_loop)
-        maximum = min(c for c in (options.concurrency, cap, loop_cap) if c)
+        maximum = in_flight_ceiling(options, cap, loop_cap)
         #: the in-flight limit and the configured rates: shared (a client's, ``limits``),
         #: else this door's own
         self.limits = limits or Limits.for_options(options, cap, loop_in_flight=loop_cap)

@@ -616,16 +616,25 @@ class Limits:
         ``adaptive_concurrency``, ``rate_limit``, ``delete_rate_limit``), the in-flight
         limit capped at the store's ``max_in_flight`` and at ``loop_in_flight``
         (``host_loop_in_flight``) when given."""
-        maximum = min(cap for cap in (options.concurrency, max_in_flight, loop_in_flight) if cap)
         return cls(
             AdaptiveLimiter(
-                maximum, minimum=options.min_concurrency, adaptive=options.adaptive_concurrency
+                in_flight_ceiling(options, max_in_flight, loop_in_flight),
+                minimum=options.min_concurrency,
+                adaptive=options.adaptive_concurrency,
             ),
             rate=RateLimiter(options.rate_limit) if options.rate_limit else None,
             delete_rate=(
                 RateLimiter(options.delete_rate_limit) if options.delete_rate_limit else None
             ),
         )
+
+
+def in_flight_ceiling(
+    options: CommitOptions, max_in_flight: int | None, loop_in_flight: int | None
+) -> int:
+    """The in-flight limit at its widest: ``concurrency`` capped at the store's
+    ``max_in_flight`` and at ``loop_in_flight`` (``host_loop_in_flight``) when given."""
+    return min(cap for cap in (options.concurrency, max_in_flight, loop_in_flight) if cap)
 
 
 def host_loop_in_flight(
