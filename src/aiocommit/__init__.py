@@ -68,6 +68,7 @@ if TYPE_CHECKING:
         Throttled,
         Transient,
         UnknownOption,
+        Unsupported,
     )
     from aiocommit.io.limits import Limits
     from aiocommit.options import CommitOptions
@@ -118,6 +119,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Throttled": ("aiocommit.errors", "Throttled"),
     "Transient": ("aiocommit.errors", "Transient"),
     "UnknownOption": ("aiocommit.errors", "UnknownOption"),
+    "Unsupported": ("aiocommit.errors", "Unsupported"),
     "CommitOptions": ("aiocommit.options", "CommitOptions"),
     "new_job_id": ("aiocommit.protocol.ids", "new_job_id"),
     "TaskManifest": ("aiocommit.protocol.manifest", "TaskManifest"),
@@ -187,6 +189,7 @@ __all__ = [
     "Throttled",
     "Transient",
     "UnknownOption",
+    "Unsupported",
     "__version__",
     "abort_job",
     "abort_task",

@@ -89,6 +89,12 @@ class MissingExtra(AiocommitError, ImportError):
         self.extra = extra
 
 
+class Unsupported(AiocommitError, RuntimeError):
+    """The environment lacks what a feature needs (a pyspark or Hadoop version, a class on
+    Spark's class path, Spark's default commit protocol); raised before any work, so
+    nothing was changed. The message names what to use instead."""
+
+
 class StoreError(AiocommitError):
     """A store operation failed.
 

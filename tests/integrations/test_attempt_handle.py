@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
-from aiocommit.errors import InvalidInput
+from aiocommit.errors import CommitError, InvalidInput
 from aiocommit.integrations.attempts import AttemptHandle, EngineJob, InjectedTaskFailure
 from aiocommit_testing.s3_emulator import create_bucket
 from tests.helpers import counted_stats_and_mkdirs
@@ -350,8 +350,9 @@ def test_a_local_job_commit_reads_its_manifests_with_no_thread_hop_each(
 def test_a_local_task_attempt_stats_only_what_its_answer_needs(tmp_path: Path) -> None:
     """One local attempt, opened, written through ``open`` and committed, stats a path
     for what its answer depends on only: that the job is active, at set-up and at commit,
-    the size of the file it wrote, and its manifest once in place (the status its write
-    returns); it makes its one directory with one ``mkdir``."""
+    and its manifest once in place (the status its write returns); the size of the file
+    it wrote comes from its directory entry in the attempt's scan (``DirEntry.stat``);
+    it makes its one directory with one ``mkdir``."""
     job = EngineJob.setup(str(tmp_path / "out"))
     records = []
     for task in range(2):  # the first one warms the process's caches up
@@ -360,7 +361,7 @@ def test_a_local_task_attempt_stats_only_what_its_answer_needs(tmp_path: Path) -
                 file.write(b"data")
             records.append(attempt.commit())
     stats = [path for call, path in calls if call == "stat"]
-    assert len(stats) == 4, calls
+    assert len(stats) == 3, calls
     assert [call for call, _ in calls].count("mkdir") == 1, calls
     job.commit(records)
     assert sorted(committed_files(str(tmp_path / "out"))) == [
@@ -368,6 +369,33 @@ def test_a_local_task_attempt_stats_only_what_its_answer_needs(tmp_path: Path) -
         "part-0.bin",
         "part-1.bin",
     ]
+
+
+@pytest.mark.parametrize("target", ["file", "directory"])
+def test_a_symbolic_link_in_a_local_attempt_is_refused_not_followed(
+    target: str, tmp_path: Path
+) -> None:
+    """A link put into the attempt's directory (a tool writing below ``local_dir``) is
+    refused at task commit as the store's scan refuses it, never committed as its target
+    nor skipped; nothing lands."""
+    outside = tmp_path / "outside"
+    if target == "file":
+        outside.write_bytes(b"not the task's")
+    else:
+        outside.mkdir()
+        (outside / "x.bin").write_bytes(b"not the task's")
+    dest = tmp_path / "out"
+    job = EngineJob.setup(str(dest))
+    with job.handle(0).open() as attempt:
+        attempt.write_bytes("part-0.bin", b"data")
+        assert attempt.local_dir is not None
+        os.symlink(outside, os.path.join(attempt.local_dir, "linked"))
+        with pytest.raises(CommitError, match="symbolic link") as raised:
+            attempt.commit()
+    assert "linked" in str(raised.value)
+    job.abort()
+    assert not dest.exists() or committed_files(str(dest)) == {}
+    assert outside.exists()
 
 
 def test_a_jobs_options_are_parsed_once_per_process(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
+from aiocommit.errors import Unsupported
 from aiocommit.integrations.spark import seam, write
 from aiocommit.integrations.spark.jvm_engine import (
     COMMITTER_CLASS,
@@ -345,7 +346,7 @@ def test_bad_input_is_refused_before_spark_writes(spark: SparkSession, tmp_path:
     protocol = "spark.sql.sources.commitProtocolClass"
     spark.conf.set(protocol, "org.apache.spark.internal.io.HadoopMapReduceCommitProtocol")
     try:
-        with pytest.raises(RuntimeError, match="needs Spark's default commit protocol"):
+        with pytest.raises(Unsupported, match="needs Spark's default commit protocol"):
             write(df, str(dest), engine="jvm")
     finally:
         spark.conf.unset(protocol)
@@ -364,7 +365,7 @@ def test_refused_where_hadoop_has_no_manifest_committer(
 ) -> None:
     """pyspark 3.5 (Hadoop 3.3.4): engine="jvm" says why and what to use; nothing written."""
     dest = tmp_path / "out"
-    with pytest.raises(RuntimeError, match=r"Hadoop 3\.3\.4.*use the default engine"):
+    with pytest.raises(Unsupported, match=r"Hadoop 3\.3\.4.*use the default engine"):
         write(frame(spark, tasks=1, rows=3), str(dest), engine="jvm")
     assert not dest.exists()
 

@@ -21,6 +21,24 @@ def test_this_pyspark_has_every_name_aiocommit_uses(spark: SparkSession) -> None
     assert seam.SUPPORTED.count(seam.PYSPARK) == 1, f"pyspark {seam.VERSION} is not claimed"
 
 
+@pytest.mark.skipif(seam.HAS_DATA_SOURCES, reason="this pyspark has Python data sources")
+def test_register_without_python_data_sources_names_the_way_to_write(
+    spark: SparkSession,
+) -> None:
+    """pyspark 3.5: ``register()`` refuses with an aiocommit error (a ``RuntimeError``
+    too, as before) naming ``write()``; the session's writer is left unwrapped."""
+    from pyspark.sql.readwriter import DataFrameWriter
+
+    from aiocommit.errors import AiocommitError
+    from aiocommit.integrations.spark import register
+
+    save = DataFrameWriter.save
+    with pytest.raises(AiocommitError, match=r"pyspark >= 4\.0; write with .*write\(df") as e:
+        register(spark)
+    assert isinstance(e.value, RuntimeError)
+    assert DataFrameWriter.save is save
+
+
 @pytest.mark.skipif(not seam.HAS_DATA_SOURCES, reason="register() needs pyspark >= 4.0")
 def test_a_wrapped_method_that_is_gone_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     from pyspark.sql.readwriter import DataFrameWriter

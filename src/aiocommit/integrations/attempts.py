@@ -417,14 +417,22 @@ class WorkerAttempt:
 
     def _local_files(self) -> list[tuple[str, int]] | None:
         """Every file below ``local_dir`` (relative path, size), which the manifest
-        committer then need not list through the store; None without one."""
+        committer then need not list through the store; None without one, or when a
+        symbolic link is there: the store's scan then refuses it, as for any attempt."""
         if self.local_dir is None:
             return None
         found: list[tuple[str, int]] = []
-        for root, _, names in os.walk(self.local_dir):
-            for name in names:
-                path = os.path.join(root, name)
-                found.append((os.path.relpath(path, self.local_dir), os.path.getsize(path)))
+        pending = [self.local_dir]
+        while pending:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    if entry.is_symlink():
+                        return None
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                    else:
+                        size = entry.stat(follow_symlinks=False).st_size
+                        found.append((os.path.relpath(entry.path, self.local_dir), size))
         return found
 
     def close(self) -> None:

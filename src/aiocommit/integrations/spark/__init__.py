@@ -71,11 +71,12 @@ def register(spark: SparkSession) -> None:
     number of calls, on any session. The thread's active session is left as it was.
     Needs pyspark 4.0 or later (Spark's Python data source API); on 3.5 use
     ``write(df, ...)``."""
+    from aiocommit.errors import Unsupported
     from aiocommit.integrations.spark import seam
     from aiocommit.integrations.spark.dataframe_writer import ensure_registered, install
 
     if not seam.HAS_DATA_SOURCES:
-        raise RuntimeError(
+        raise Unsupported(
             f"pyspark {seam.VERSION} has no Python data source API (new in 4.0): "
             'format("aiocommit") needs pyspark >= 4.0; write with '
             "aiocommit.integrations.spark.write(df, dest, ...) instead"

@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from aiocommit.errors import InvalidInput
+from aiocommit.errors import AiocommitError, InvalidInput, Unsupported
 from aiocommit.integrations.spark import seam
 from aiocommit.integrations.spark.committer import (
     abort_write,
@@ -177,7 +177,7 @@ def _few_tasks(spark: SparkSession, df: DataFrame) -> bool:
 
 def jvm_refusal(
     spark: SparkSession, dest: str, options: Mapping[str, str], *, every_option: bool
-) -> Exception | None:
+) -> AiocommitError | None:
     """Why this engine cannot write ``options`` (lower-cased keys) to ``dest``, as the
     error to raise; None when it can. ``every_option``: an option outside ``JVM_OPTIONS``
     (and the commit options) is a reason too."""
@@ -199,14 +199,14 @@ def jvm_refusal(
             )
     protocol = session_conf(spark, "spark.sql.sources.commitProtocolClass") or SPARK_PROTOCOL
     if protocol != SPARK_PROTOCOL:  # another protocol ignores the committer option
-        return RuntimeError(
+        return Unsupported(
             f'engine="jvm" needs Spark\'s default commit protocol ({SPARK_PROTOCOL}), '
             f"not spark.sql.sources.commitProtocolClass={protocol}"
         )
     version = _hadoop_version(spark)
     if version is not None and version < MANIFEST_HADOOP:
         have = ".".join(map(str, version))
-        return RuntimeError(
+        return Unsupported(
             f'engine="jvm" needs Hadoop\'s ManifestCommitter (Hadoop >= 3.3.5, pyspark '
             f">= 4.0); this Spark has Hadoop {have} (pyspark {seam.VERSION}): use the "
             "default engine"
@@ -217,7 +217,7 @@ def jvm_refusal(
             "path (none is): use the default engine"
         )
     if seam.jvm(spark) is None and not seam.class_loadable(spark, COMMITTER_CLASS):
-        return RuntimeError(
+        return Unsupported(
             f"{COMMITTER_CLASS} is not on the Spark Connect server's class path: start "
             f"the server with spark.jars={jar_path()} (aiocommit.integrations.spark."
             "jvm_engine.jar_path())"
@@ -310,12 +310,12 @@ def ensure_committer(spark: SparkSession) -> None:
     """Make the committer loadable by the session's write: check Hadoop has the
     ManifestCommitter; on a classic session add the jar to the driver's class loader
     and to the executors (``SparkContext.addJar``) unless it is there already; a Spark
-    Connect server needs the jar in its ``spark.jars``. ``RuntimeError`` says why not."""
+    Connect server needs the jar in its ``spark.jars``. ``Unsupported`` says why not."""
     if _READY.get(spark):
         return
     loadable = seam.class_loadable(spark, COMMITTER_CLASS)
     if not loadable and not seam.add_jar(spark, jar_path()):
-        raise RuntimeError(
+        raise Unsupported(
             f"{COMMITTER_CLASS} is not on the Spark Connect server's class path: start "
             f"the server with spark.jars={jar_path()} (aiocommit.integrations.spark."
             "jvm_engine.jar_path())"
