@@ -34,7 +34,12 @@ import anyio
 
 from aiocommit.client.inventory import JobInfo, job_in, jobs_in
 from aiocommit.committers.common.cleanup import remove_if_empty
-from aiocommit.committers.common.committer import Committer, TaskAttempt, name_attempt
+from aiocommit.committers.common.committer import (
+    Committer,
+    TaskAttempt,
+    WrittenFile,
+    name_attempt,
+)
 from aiocommit.committers.common.context import ProgressCallback, StageContext
 from aiocommit.committers.common.session import open_context, open_operations
 from aiocommit.committers.factory import (
@@ -334,7 +339,7 @@ class Job:
         attempt: TaskAttempt,
         *,
         per_attempt: bool = False,
-        written: Sequence[tuple[str, int]] | None = None,
+        written: Sequence[WrittenFile] | None = None,
     ) -> TaskManifest | PendingSet:
         """Commit the attempt (``commit_task``): save its record, replacing an earlier
         attempt's (``per_attempt``: under the attempt's own name instead)."""

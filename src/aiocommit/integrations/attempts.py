@@ -39,11 +39,12 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
 
 from aiocommit.client.client import Client
 from aiocommit.client.task import TaskAttempt, committed_name
-from aiocommit.committers.common.committer import Committer
+from aiocommit.committers.common.committer import Committer, WrittenFile
 from aiocommit.committers.factory import job_committer
 from aiocommit.errors import AiocommitError, InvalidInput
 from aiocommit.integrations.task_loop import run_in_task_loop, run_in_thread_loop, task_portal
 from aiocommit.options import CommitOptions
+from aiocommit.protocol.layout import check_output_name
 from aiocommit.protocol.success import SuccessData
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.memory import MemoryStore
@@ -90,6 +91,10 @@ KEPT_PARSED_OPTIONS = 64
 #: the buffer of a file object opened by ``WorkerAttempt.open`` (writes below it are
 #: gathered before they cross to the task loop)
 FILE_BUFFER_BYTES = 8 * 1024 * 1024
+#: the name prefix of a file at the top of a local manifest attempt's directory that
+#: lands in a subdirectory of the destination (``WorkerAttempt.placed_name``); the
+#: attempt's own: a writer may not use it
+PLACED_PREFIX = ".aiocommit-placed-"
 
 
 @dataclass(frozen=True)
@@ -351,6 +356,14 @@ class WorkerAttempt:
         #: the files written through the store, by name below the destination, with
         #: their sizes (files written below ``local_dir`` are not counted)
         self.written: dict[str, int] = {}
+        #: whether files that land in a subdirectory of the destination are written at
+        #: the top of ``local_dir`` (``placed_name``): the manifest committer's, which
+        #: is told at commit where each lands
+        self._places_flat = local_dir is not None and attempt.committer_name == "manifest"
+        #: destination name -> name below ``local_dir``, of the files ``placed_name`` put
+        #: at its top
+        self._placed: dict[str, str] = {}
+        self._placed_lock = threading.Lock()
 
     def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
         return self._run(fn)
@@ -382,7 +395,7 @@ class WorkerAttempt:
         if mode != "wb":
             raise InvalidInput(f'an attempt opens files for writing only (mode "wb"), not {mode!r}')
         if self.local_dir is not None:
-            path = self.attempt.path(name)  # ReservedName for a name the protocol keeps
+            path = os.path.join(self.local_dir, self.placed_name(name))
             try:  # most files go straight into the attempt's directory, which exists
                 return open(path, "wb", buffering=FILE_BUFFER_BYTES)
             except FileNotFoundError:
@@ -390,6 +403,31 @@ class WorkerAttempt:
                 return open(path, "wb", buffering=FILE_BUFFER_BYTES)
         raw = _AttemptRawFile(self, name)
         return io.BufferedWriter(raw, buffer_size=FILE_BUFFER_BYTES)
+
+    def placed_name(self, name: str) -> str:
+        """Where below ``local_dir`` the file landing at ``DEST/name`` is written: ``name``
+        itself, or, for a name in a subdirectory when the attempt ``_places_flat``, a
+        file at the top of ``local_dir`` (the same one for the same ``name``): the
+        attempt's directory then needs no subdirectories, each a ``mkdir`` in the task
+        and an ``rmdir`` at the job's clean-up (Hive-style partitions: one per value).
+        ``ReservedName`` for a name the protocol keeps; ``InvalidInput`` for a name
+        starting ``PLACED_PREFIX``."""
+        name = check_output_name(name.strip("/"))
+        if name.startswith(PLACED_PREFIX):
+            raise InvalidInput(f"task output {name!r}: {PLACED_PREFIX}* is the attempt's own")
+        if not self._places_flat or "/" not in name:
+            return name
+        with self._placed_lock:
+            local = self._placed.get(name)
+            if local is None:
+                local = f"{PLACED_PREFIX}{len(self._placed)}-{name.rpartition('/')[2]}"
+                self._placed[name] = local
+        return local
+
+    def placed(self) -> dict[str, str]:
+        """``placed_name``'s files so far: destination name -> name below ``local_dir``."""
+        with self._placed_lock:
+            return dict(self._placed)
 
     def arrow_filesystem(self) -> pyarrow.fs.FileSystem:
         """An Arrow filesystem whose root is the destination: files written through it
@@ -415,16 +453,21 @@ class WorkerAttempt:
 
         return self._call(commit)
 
-    def _local_files(self) -> list[tuple[str, int]] | None:
-        """Every file below ``local_dir`` (relative path, size), which the manifest
-        committer then need not list through the store; None without one."""
+    def _local_files(self) -> list[WrittenFile] | None:
+        """Every file below ``local_dir`` (relative path, size, and where it lands when
+        ``placed_name`` put it elsewhere), which the manifest committer then need not
+        list through the store; None without one."""
         if self.local_dir is None:
             return None
-        found: list[tuple[str, int]] = []
+        lands_at = {local: name for name, local in self.placed().items()}
+        found: list[WrittenFile] = []
         for root, _, names in os.walk(self.local_dir):
             for name in names:
                 path = os.path.join(root, name)
-                found.append((os.path.relpath(path, self.local_dir), os.path.getsize(path)))
+                relative = os.path.relpath(path, self.local_dir)
+                dest = lands_at.get(relative)
+                size = os.path.getsize(path)
+                found.append((relative, size) if dest is None else (relative, size, dest))
         return found
 
     def close(self) -> None:

@@ -40,7 +40,7 @@ from aiocommit.committers.common.commit_plan import (
     read_plan,
     save_plan,
 )
-from aiocommit.committers.common.committer import AttemptFile, TaskAttempt
+from aiocommit.committers.common.committer import AttemptFile, TaskAttempt, WrittenFile
 from aiocommit.committers.common.context import StageContext, stage
 from aiocommit.committers.common.job_state import read_job_record
 from aiocommit.committers.common.lease import destination_lease, release_stale_lease
@@ -172,7 +172,7 @@ class ManifestCommitter:
         attempt: TaskAttempt,
         *,
         per_attempt: bool,
-        written: Sequence[tuple[str, int]] | None = None,
+        written: Sequence[WrittenFile] | None = None,
     ) -> TaskManifest | PendingSet:
         """Scan the attempt's output (or take ``written``, the caller's list of it) and
         save its manifest as the task's committed manifest, replacing an earlier
