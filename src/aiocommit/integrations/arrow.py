@@ -141,6 +141,8 @@ class LocalAttemptFileSystemHandler(AttemptFileSystemHandler):
         for path in paths:
             path = path.strip("/")
             found = self._placed_info(path, placed) if path else None
+            if found is None and path and self._attempt.shares_dir:
+                found = pafs.FileInfo(path, pafs.FileType.NotFound)
             out.append(found if found is not None else self._local.get_file_info(path))
         return out
 
@@ -157,6 +159,8 @@ class LocalAttemptFileSystemHandler(AttemptFileSystemHandler):
             for depth in range(1, len(parts) + 1 if selector.recursive else 2):
                 under.add(prefix + "/".join(parts[:depth]))
         listed = [info for name in sorted(under) if (info := self._placed_info(name, placed))]
+        if self._attempt.shares_dir:  # the other files there are other attempts'
+            return listed
         if self._local.get_file_info(base).type == pafs.FileType.Directory:
             hidden = set(placed.values())
             local = pafs.FileSelector(base, recursive=selector.recursive)

@@ -26,11 +26,13 @@ files are written by the writer itself, straight into the attempt's directory.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import io
 import logging
 import os
 import secrets
+import shutil
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -44,7 +46,12 @@ from aiocommit.committers.factory import job_committer
 from aiocommit.errors import AiocommitError, InvalidInput
 from aiocommit.integrations.task_loop import run_in_task_loop, run_in_thread_loop, task_portal
 from aiocommit.options import CommitOptions
-from aiocommit.protocol.layout import check_output_name
+from aiocommit.protocol.layout import (
+    SHARED_ATTEMPTS_DIR,
+    JobLayout,
+    check_output_name,
+    shared_file_prefix,
+)
 from aiocommit.protocol.success import SuccessData
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.memory import MemoryStore
@@ -301,6 +308,39 @@ async def _worker_client(handle: AttemptHandle) -> tuple[Client, bool]:
     return client, True
 
 
+#: the shared directories this process made or found, of its process ID
+_shared_dirs: set[str] = set()
+_shared_dirs_pid = os.getpid()
+
+
+def _shared_dir_path(client: Client, handle: AttemptHandle) -> str | None:
+    """The directory a local manifest attempt's files go to: one per job attempt
+    (``SHARED_ATTEMPTS_DIR``), shared by its attempts, each file under a name of the
+    attempt's own (``WorkerAttempt.placed_name``), so an attempt makes no directory, and
+    job commit's clean-up deletes one instead of one per task. None for other
+    attempts."""
+    if handle.committer != "manifest" or not isinstance(client.store, LocalStore):
+        return None
+    layout = JobLayout(client.path, handle.job_id, handle.job_attempt)
+    return os.path.join(layout.tasks_dir, SHARED_ATTEMPTS_DIR)
+
+
+def _make_shared_dir(shared: str) -> None:
+    """``shared`` made if missing, once per process (a forked child checks again)."""
+    global _shared_dirs_pid
+    with _caches_lock:
+        if _shared_dirs_pid != os.getpid():
+            _shared_dirs.clear()
+            _shared_dirs_pid = os.getpid()
+        if shared in _shared_dirs:
+            return
+    os.makedirs(shared, exist_ok=True)
+    with _caches_lock:
+        if len(_shared_dirs) >= KEPT_COMMITTERS:
+            _shared_dirs.clear()  # made again (found) at the next attempt that needs it
+        _shared_dirs.add(shared)
+
+
 async def _open_attempt(handle: AttemptHandle, run: Runner) -> WorkerAttempt:
     client, kept = await _worker_client(handle)
     key = (handle.dest, handle.job_id, handle.job_attempt)
@@ -308,7 +348,12 @@ async def _open_attempt(handle: AttemptHandle, run: Runner) -> WorkerAttempt:
     with _caches_lock:
         known = _job_committers.get(key)
     try:
-        attempt = await job.setup_task(handle.task, handle.attempt, committer=known)
+        shared = _shared_dir_path(client, handle)
+        attempt = await job.setup_task(
+            handle.task, handle.attempt, committer=known, shared_dir=shared
+        )
+        if shared is not None:  # made once the job is known to be active
+            _make_shared_dir(shared)
     except BaseException:
         if not kept:
             await client.aclose()
@@ -360,6 +405,10 @@ class WorkerAttempt:
         #: the top of ``local_dir`` (``placed_name``): the manifest committer's, which
         #: is told at commit where each lands
         self._places_flat = local_dir is not None and attempt.committer_name == "manifest"
+        #: whether ``local_dir`` is shared with other attempts (``_shared_dir``): every
+        #: file is then placed under a name of this attempt's own, and only those are
+        #: this attempt's
+        self.shares_dir = self._places_flat and attempt.local_dir is not None
         #: destination name -> name below ``local_dir``, of the files ``placed_name`` put
         #: at its top
         self._placed: dict[str, str] = {}
@@ -372,18 +421,29 @@ class WorkerAttempt:
         await self._client.job(self.handle.job_id, attempt=self.handle.job_attempt).abort_task(
             self.attempt
         )
+        if self.shares_dir and self.local_dir is not None:
+            for local in self.placed().values():  # the directory is not this attempt's
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(self.local_dir, local))
 
     def _wrote(self, name: str, size: int) -> None:
         self.written[name] = size
 
     def write_bytes(self, name: str, data: bytes) -> None:
         """Write a file that lands at ``DEST/name`` when the job commits."""
+        if self.shares_dir:
+            with self.open(name) as file:
+                file.write(data)
+            return
         self._call(lambda: self.attempt.write_bytes(name, data))
         self._wrote(name, len(data))
 
     def write_file(self, name: str, local_path: str) -> None:
         """Add a finished local file (DuckDB's ``COPY ... TO``, any tool's output) to land
         at ``DEST/name``."""
+        if self.shares_dir and self.local_dir is not None:
+            shutil.copyfile(local_path, os.path.join(self.local_dir, self.placed_name(name)))
+            return
         size = os.path.getsize(local_path)
         self._call(lambda: self.attempt.write_file(name, local_path))
         self._wrote(name, size)
@@ -415,12 +475,17 @@ class WorkerAttempt:
         name = check_output_name(name.strip("/"))
         if name.startswith(PLACED_PREFIX):
             raise InvalidInput(f"task output {name!r}: {PLACED_PREFIX}* is the attempt's own")
-        if not self._places_flat or "/" not in name:
+        if not self._places_flat or ("/" not in name and not self.shares_dir):
             return name
         with self._placed_lock:
             local = self._placed.get(name)
             if local is None:
-                local = f"{PLACED_PREFIX}{len(self._placed)}-{name.rpartition('/')[2]}"
+                prefix = (
+                    shared_file_prefix(self.attempt.task_attempt_id)
+                    if self.shares_dir
+                    else PLACED_PREFIX
+                )
+                local = f"{prefix}{len(self._placed)}-{name.rpartition('/')[2]}"
                 self._placed[name] = local
         return local
 
@@ -459,6 +524,11 @@ class WorkerAttempt:
         list through the store; None without one."""
         if self.local_dir is None:
             return None
+        if self.shares_dir:  # this attempt's files only
+            return [
+                (local, os.path.getsize(os.path.join(self.local_dir, local)), name)
+                for name, local in self.placed().items()
+            ]
         lands_at = {local: name for name, local in self.placed().items()}
         found: list[WrittenFile] = []
         for root, _, names in os.walk(self.local_dir):

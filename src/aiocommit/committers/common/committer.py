@@ -157,7 +157,11 @@ class TaskAttempt:
     task_id: str
     task_attempt_id: str
     job_attempt: int = 0
-    #: the staging committer: the local directory holding the attempt's output
+    #: the staging committer: the local directory holding the attempt's output; the
+    #: manifest committer: a directory of the store its output shares with other
+    #: attempts', each file under a name of its own (``Client``'s ``setup_task(
+    #: shared_dir=...)``: the caller makes it, lists the files at commit and deletes
+    #: them on abort)
     local_dir: str | None = None
     committer: Committer = field(kw_only=True, compare=False, repr=False)
     #: opens the attempt's stage context on the client that set it up (``Client``): its

@@ -208,9 +208,14 @@ async def commit_task_stage(
     *,
     written: Sequence[WrittenFile] | None = None,
     save_as: str | None = None,
+    attempt_dir: str | None = None,
 ) -> TaskManifest:
+    """Save the manifest of the attempt's files below ``attempt_dir`` (by default its
+    own directory; one other attempts share only with ``written``: see the module
+    docstring)."""
     layout = context.layout
-    attempt_dir = layout.task_attempt_dir(task_attempt_id)
+    if attempt_dir is None:
+        attempt_dir = layout.task_attempt_dir(task_attempt_id)
     async with stage(context, S.TASK_STAGE_COMMIT):
         await _check_job_active(context)
         async with stage(context, S.TASK_STAGE_SCAN_DIRECTORY):
