@@ -11,6 +11,12 @@ from its ``_SUCCESS`` statistics), and each write task's attempt set-up, write a
 from its handle, one small file written through ``open``, committed) and their job
 commit, per round: the CPU per attempt and of the job commit, and their medians.
 
+``--cprofile TOP``: each attempt's set-up and commit run under ``cProfile`` (in the
+workers, or in this process with ``--local-attempts``); prints the TOP functions by own
+and by cumulative time of the timed rounds, and the calls per attempt
+(``--save-profile PATH`` keeps the merged profile for ``pstats``). The task lines also
+count the garbage collections that ran during set-up and commit.
+
 Same data and clusters as ``engine_bench`` (flat only). The tasks here are timed copies
 of the integrations' own write tasks (the same calls, with clocks around each step):
 each task appends one line to a file the driver reads. Prints, per engine and round, the
