@@ -467,3 +467,40 @@ def test_a_job_commit_never_deletes_the_shared_directory_early(
     assert {name: data for name, data in files.items() if name != "_SUCCESS"} == {
         f"part-{task}.bin": bytes([task]) * 3 for task in range(6)
     }
+
+
+def _forked_shared_dir_checks(handle: AttemptHandle) -> tuple[str, int]:
+    """In a forked worker: open ``handle``, counting the directories made (``makedirs``)."""
+    made: list[str] = []
+    real = os.makedirs
+
+    def counted(path: Any, *args: Any, **kwargs: Any) -> None:
+        made.append(str(path))
+        real(path, *args, **kwargs)
+
+    os.makedirs = counted  # type: ignore[assignment]
+    try:
+        with handle.open() as attempt:
+            attempt.write_bytes("child.bin", b"child")
+            return attempt.commit(), len(made)
+    finally:
+        os.makedirs = real
+
+
+def test_a_forked_worker_checks_the_shared_directory_itself(tmp_path: Path) -> None:
+    """The process remembers the shared attempts directory it made; a forked child does
+    not take its parent's word for it (the parent's job may have been cleaned up since)."""
+    dest = str(tmp_path / "out")
+    job = EngineJob.setup(dest)
+    with job.handle(0).open() as attempt:
+        attempt.write_bytes("parent.bin", b"parent")
+        first = attempt.commit()
+    with counted_stats_and_mkdirs() as calls, job.handle(1).open() as attempt:
+        attempt.write_bytes("again.bin", b"again")
+        second = attempt.commit()
+    assert [call for call, _ in calls].count("mkdir") == 0, calls
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        third, made = pool.apply(_forked_shared_dir_checks, (job.handle(2),))
+    assert made == 1
+    job.commit([first, second, third])
+    assert sorted(committed_files(dest)) == ["_SUCCESS", "again.bin", "child.bin", "parent.bin"]
