@@ -20,7 +20,9 @@ must not be made from a thread that runs an event loop itself. The exception is 
 attempt of the manifest committer on the local filesystem, whose steps (set-up, commit,
 abort) are a few system calls: it runs them on the worker thread's own loop
 (``run_in_thread_loop``), without a hop to the task loop's thread and back for each; its
-files are written by the writer itself, straight into the attempt's directory.
+files are written by the writer itself, straight into the directory the job attempt's
+local attempts share (``tasks/shared-attempts``: no directory made per attempt), each
+under a name of the attempt's own, and its commit says where each lands.
 """
 
 from __future__ import annotations
@@ -466,10 +468,11 @@ class WorkerAttempt:
 
     def placed_name(self, name: str) -> str:
         """Where below ``local_dir`` the file landing at ``DEST/name`` is written: ``name``
-        itself, or, for a name in a subdirectory when the attempt ``_places_flat``, a
-        file at the top of ``local_dir`` (the same one for the same ``name``): the
-        attempt's directory then needs no subdirectories, each a ``mkdir`` in the task
-        and an ``rmdir`` at the job's clean-up (Hive-style partitions: one per value).
+        itself, or, for a name in a subdirectory when the attempt ``_places_flat`` (and
+        for every name when it ``shares_dir``), a file at the top of ``local_dir`` under
+        a name of its own (the same one for the same ``name``): no subdirectories, each
+        a ``mkdir`` in the task and an ``rmdir`` at the job's clean-up (Hive-style
+        partitions: one per value).
         ``ReservedName`` for a name the protocol keeps; ``InvalidInput`` for a name
         starting ``PLACED_PREFIX``."""
         name = check_output_name(name.strip("/"))
@@ -524,11 +527,16 @@ class WorkerAttempt:
         list through the store; None without one."""
         if self.local_dir is None:
             return None
-        if self.shares_dir:  # this attempt's files only
-            return [
-                (local, os.path.getsize(os.path.join(self.local_dir, local)), name)
-                for name, local in self.placed().items()
-            ]
+        if self.shares_dir:  # this attempt's files only (a name whose file was never
+            # made, its writer having failed to open it, is not one of them)
+            found_here: list[WrittenFile] = []
+            for name, local in self.placed().items():
+                try:
+                    size = os.path.getsize(os.path.join(self.local_dir, local))
+                except FileNotFoundError:
+                    continue
+                found_here.append((local, size, name))
+            return found_here
         lands_at = {local: name for name, local in self.placed().items()}
         found: list[WrittenFile] = []
         for root, _, names in os.walk(self.local_dir):
