@@ -11,6 +11,12 @@ from its ``_SUCCESS`` statistics), and each write task's attempt set-up, write a
 from its handle, one small file written through ``open``, committed) and their job
 commit, per round: the CPU per attempt and of the job commit, and their medians.
 
+``--cprofile TOP``: each attempt's set-up and commit run under ``cProfile`` (in the
+workers, or in this process with ``--local-attempts``); prints the TOP functions by own
+and by cumulative time of the timed rounds, and the calls per attempt
+(``--save-profile PATH`` keeps the merged profile for ``pstats``). The task lines also
+count the garbage collections that ran during set-up and commit.
+
 Same data and clusters as ``engine_bench`` (flat only). The tasks here are timed copies
 of the integrations' own write tasks (the same calls, with clocks around each step):
 each task appends one line to a file the driver reads. Prints, per engine and round, the
@@ -20,10 +26,14 @@ own writer's wall time, aiocommit's, and aiocommit's parts; then the medians.
 from __future__ import annotations
 
 import argparse
+import cProfile
+import gc
 import json
 import os
+import pstats
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -45,6 +55,16 @@ STAGES = (
 )
 
 
+#: a file whose presence in the timings directory makes each task profile its attempt's
+#: set-up and commit (``--cprofile``)
+PROFILE = "cprofile"
+
+
+def _collections() -> list[int]:
+    """How many garbage collections of each generation this process ran."""
+    return [generation["collections"] for generation in gc.get_stats()]
+
+
 def _clock() -> tuple[float, float, float]:
     return time.perf_counter(), time.process_time(), time.thread_time()
 
@@ -61,20 +81,44 @@ def timed_task(
 ) -> str:
     """Open ``handle``, ``write(attempt)``, commit; one JSON line of milliseconds (wall,
     process CPU, thread CPU) per step to a file of this process in ``timings_dir``."""
+    profiler = cProfile.Profile() if os.path.exists(os.path.join(timings_dir, PROFILE)) else None
+    collections = _collections()
     start = _clock()
+    if profiler is not None:
+        profiler.enable()
     opened = handle.open()
     attempt = opened.__enter__()
+    if profiler is not None:
+        profiler.disable()
     setup = _since(start)
     start = _clock()
     write(attempt)
     wrote = _since(start)
+    collections_before_commit = _collections()
     start = _clock()
+    if profiler is not None:
+        profiler.enable()
     name = attempt.commit()
-    committed = _since(start)
-    start = _clock()
     opened.__exit__(None, None, None)
-    closed = _since(start)
-    line = {"setup": setup, "write": wrote, "commit": committed, "close": closed}
+    if profiler is not None:
+        profiler.disable()
+    committed = _since(start)
+    closed = (0.0, 0.0, 0.0)
+    gc_runs = [after - before for before, after in zip(collections, _collections(), strict=True)]
+    write_gc_runs = [
+        after - before for before, after in zip(collections, collections_before_commit, strict=True)
+    ]
+    line = {
+        "setup": setup,
+        "write": wrote,
+        "commit": committed,
+        "close": closed,
+        "gc": [a - b for a, b in zip(gc_runs, write_gc_runs, strict=True)],
+    }
+    if profiler is not None:
+        profiler.dump_stats(
+            os.path.join(timings_dir, f"{os.getpid()}-{handle.task}-{handle.attempt}.prof")
+        )
     with open(os.path.join(timings_dir, f"{os.getpid()}.jsonl"), "a") as out:
         out.write(json.dumps(line) + "\n")
     return name
@@ -196,7 +240,7 @@ def _task_times(timings_dir: Path) -> dict[str, tuple[float, float, float]]:
         for line in path.read_text().splitlines()
     ]
     out = {}
-    for step in ("setup", "write", "commit", "close"):
+    for step in ("setup", "write", "commit"):
         walls = [line[step][0] for line in lines]
         cpus = [line[step][1] for line in lines]
         threads = [line[step][2] for line in lines]
@@ -206,11 +250,43 @@ def _task_times(timings_dir: Path) -> dict[str, tuple[float, float, float]]:
             statistics.median(threads),
         )
         out[f"task {step} (sum)"] = (sum(walls), sum(cpus), sum(threads))
+    for generation in range(3):  # collections during set-up and commit, not the write
+        runs = sum(line["gc"][generation] for line in lines)
+        out[f"task gc gen{generation} runs (sum; count, not ms)"] = (runs, runs, runs)
     return out
 
 
-def profile(engine: str, work: Path, *, rows: int, files: int, rounds: int) -> None:
+def _print_profiles(paths: list[Path], top: int, save: str | None = None) -> None:
+    """The ``top`` functions by own time, then by cumulative time, of every profile in
+    ``paths`` (tasks' attempt set-up and commit), with the calls per attempt; saved
+    merged to ``save`` if given."""
+    if not paths:
+        return
+    stats = pstats.Stats(*(str(path) for path in paths), stream=sys.stdout)
+    if save:
+        stats.dump_stats(save)
+    print(f"cProfile of {len(paths)} attempts' set-up and commit", flush=True)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+    calls = getattr(stats, "total_calls", 0)
+    print(f"calls per attempt: {calls / len(paths):.0f}", flush=True)
+
+
+def profile(
+    engine: str,
+    work: Path,
+    *,
+    rows: int,
+    files: int,
+    rounds: int,
+    cprofile: int = 0,
+    save_profile: str | None = None,
+) -> None:
+    """Alternate the own writer and aiocommit's timed tasks (flat), printing each part;
+    with ``cprofile``, the top functions of the tasks' attempts (rounds after warm-up)."""
     timings_dir = work / "timings"
+    profiles = work / "profiles"
+    profiles.mkdir(exist_ok=True)
     table: dict[str, list[tuple[float, float, float]]] = {}
     with ENGINES[engine](rows, files) as (data, writers):
         ours = (_ray_ours if engine == "ray" else _dask_ours)(str(timings_dir))
@@ -221,6 +297,8 @@ def profile(engine: str, work: Path, *, rows: int, files: int, rounds: int) -> N
                 dest = work / f"{engine}-{name}-{round_number}"
                 shutil.rmtree(timings_dir, ignore_errors=True)
                 timings_dir.mkdir()
+                if cprofile:
+                    (timings_dir / PROFILE).touch()
                 parts: dict[str, tuple[float, float, float]] = {}
                 start = _clock()
                 if name == "own":
@@ -229,6 +307,9 @@ def profile(engine: str, work: Path, *, rows: int, files: int, rounds: int) -> N
                     with _driver_clocks(parts):
                         ours(flat, dest)
                     parts.update(_task_times(timings_dir))
+                    if round_number >= 0:
+                        for path in timings_dir.glob("*.prof"):
+                            path.rename(profiles / path.name)
                     commit_file = timings_dir / "job-commit.json"
                     if commit_file.exists():
                         parts.update(
@@ -252,12 +333,16 @@ def profile(engine: str, work: Path, *, rows: int, files: int, rounds: int) -> N
         cpus = statistics.median(v[1] for v in values)
         threads = statistics.median(v[2] for v in values)
         print(f"  {part:<44} {walls:9.1f} wall {cpus:9.1f} cpu {threads:9.2f} thread", flush=True)
+    _print_profiles(sorted(profiles.glob("*.prof")), cprofile, save_profile)
 
 
-def local_attempts(work: Path, *, attempts: int, rounds: int) -> tuple[float, float]:
+def local_attempts(
+    work: Path, *, attempts: int, rounds: int, cprofile: int = 0, save_profile: str | None = None
+) -> tuple[float, float]:
     """``attempts`` local attempts and their job commit per round, after one round to
     warm up; prints each round's CPU per attempt and of the job commit (ms), returns
-    their medians."""
+    their medians. With ``cprofile``: the top functions of the attempts (not the job
+    commit), profiled in a round of their own after the timed ones."""
     from aiocommit.integrations.attempts import EngineJob
 
     per_attempt: list[float] = []
@@ -290,6 +375,20 @@ def local_attempts(work: Path, *, attempts: int, rounds: int) -> tuple[float, fl
         f"{medians[0]:.3f} ms cpu per attempt, job commit {medians[1]:.1f} ms cpu",
         flush=True,
     )
+    if cprofile:
+        job = EngineJob.setup(str(work / "local-profiled"))
+        paths = []
+        for task in range(attempts):
+            profiler = cProfile.Profile()
+            profiler.enable()
+            with job.handle(task).open() as attempt:
+                with attempt.open(f"part-{task:05d}.bin") as file:
+                    file.write(b"x" * 1000)
+                attempt.commit()
+            profiler.disable()
+            paths.append(work / f"local-{task}.prof")
+            profiler.dump_stats(str(paths[-1]))
+        _print_profiles(paths, cprofile, save_profile)
     return medians
 
 
@@ -304,14 +403,36 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--files", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--local-attempts", type=int, default=0, metavar="N")
+    parser.add_argument(
+        "--cprofile",
+        type=int,
+        default=0,
+        metavar="TOP",
+        help="profile each attempt's set-up and commit; print the TOP functions",
+    )
+    parser.add_argument("--save-profile", metavar="PATH", help="save the merged profile here")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="aiocommit-engine-profile-"))
     try:
         if args.local_attempts:
-            local_attempts(work, attempts=args.local_attempts, rounds=args.rounds)
+            local_attempts(
+                work,
+                attempts=args.local_attempts,
+                rounds=args.rounds,
+                cprofile=args.cprofile,
+                save_profile=args.save_profile,
+            )
             return
         for engine in args.engines:
-            profile(engine, work, rows=args.rows, files=args.files, rounds=args.rounds)
+            profile(
+                engine,
+                work,
+                rows=args.rows,
+                files=args.files,
+                rounds=args.rounds,
+                cprofile=args.cprofile,
+                save_profile=args.save_profile,
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

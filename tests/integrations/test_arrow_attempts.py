@@ -10,12 +10,13 @@ from pathlib import Path
 import anyio
 import pyarrow as pa
 import pyarrow.dataset as pads
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from aiocommit.errors import ReservedName
+from aiocommit.errors import InvalidInput, ReservedName
 from aiocommit.integrations.arrow import write_table
-from aiocommit.integrations.attempts import EngineJob
+from aiocommit.integrations.attempts import PLACED_PREFIX, EngineJob
 from tests.integrations.helpers import committed_files, destination, s3_files
 
 TABLE = pa.table(
@@ -105,6 +106,59 @@ def test_write_table_partitions_as_hive_directories(format: str, tmp_path: Path)
     assert names == [f"k={k}/{stem}{suffix}.{format}" for k in ("a", "b", "c", "d%20b")]
     if format == "parquet":
         assert pads.dataset(dest, partitioning="hive").to_table().num_rows == len(TABLE)
+
+
+@pytest.mark.parametrize("format", ["parquet", "csv", "json"])
+def test_a_local_attempt_makes_no_directory_for_its_partitions(format: str, tmp_path: Path) -> None:
+    """Partition files are written at the top of the attempt's directory (a ``mkdir``
+    each in the task and an ``rmdir`` each at clean-up saved) and land in their
+    partition directories at job commit."""
+    dest = str(tmp_path / "out")
+    job = EngineJob.setup(dest, mode="error")
+    with job.handle(0).open() as attempt:
+        write_table(attempt, TABLE, format=format, partition_by=["k"])
+        assert attempt.local_dir is not None
+        made = [root for root, dirs, _ in os.walk(attempt.local_dir) for _ in dirs]
+        assert made == []
+        assert len(os.listdir(attempt.local_dir)) == 4
+        record = attempt.commit()
+    job.commit([record])
+    names = sorted(name for name in committed_files(dest) if name != "_SUCCESS")
+    assert [name.split("/")[0] for name in names] == ["k=a", "k=b", "k=c", "k=d%20b"]
+    assert not os.path.exists(os.path.join(dest, "_temporary"))
+
+
+def test_the_local_view_lists_placed_files_where_they_land(tmp_path: Path) -> None:
+    job = EngineJob.setup(str(tmp_path / "out"), mode="error")
+    with job.handle(0).open() as attempt:
+        view = attempt.arrow_filesystem()
+        pq.write_table(TABLE, "a/b/x.parquet", filesystem=view)
+        pq.write_table(TABLE, "top.parquet", filesystem=view)
+        placed, directory, top, missing = view.get_file_info(
+            ["a/b/x.parquet", "a/b", "top.parquet", "a/y.parquet"]
+        )
+        assert placed.type == pafs.FileType.File
+        assert placed.size == os.path.getsize(
+            os.path.join(str(attempt.local_dir), attempt.placed_name("a/b/x.parquet"))
+        )
+        assert directory.type == pafs.FileType.Directory
+        assert top.type == pafs.FileType.File
+        assert missing.type == pafs.FileType.NotFound
+        listed = view.get_file_info(pafs.FileSelector("", recursive=True))
+        assert sorted(info.path for info in listed) == [
+            "a",
+            "a/b",
+            "a/b/x.parquet",
+            "top.parquet",
+        ]
+        shallow = view.get_file_info(pafs.FileSelector("a"))
+        assert [(info.path, info.type) for info in shallow] == [("a/b", pafs.FileType.Directory)]
+        with pytest.raises(InvalidInput, match="attempt's own"):
+            attempt.open(PLACED_PREFIX + "0-x.parquet")
+        record = attempt.commit()
+    job.commit([record])
+    files = committed_files(str(tmp_path / "out"))
+    assert files["a/b/x.parquet"] == files["top.parquet"]
 
 
 @pytest.mark.parametrize("committer", ["staging", "magic"])

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
-from aiocommit.errors import CommitError, InvalidInput
+from aiocommit.errors import CommitError, InvalidInput, ManifestError
 from aiocommit.integrations.attempts import AttemptHandle, EngineJob, InjectedTaskFailure
 from aiocommit_testing.s3_emulator import create_bucket
 from tests.helpers import counted_stats_and_mkdirs
@@ -351,8 +351,9 @@ def test_a_local_task_attempt_stats_only_what_its_answer_needs(tmp_path: Path) -
     """One local attempt, opened, written through ``open`` and committed, stats a path
     for what its answer depends on only: that the job is active, at set-up and at commit,
     and its manifest once in place (the status its write returns); the size of the file
-    it wrote comes from its directory entry in the attempt's scan (``DirEntry.stat``);
-    it makes its one directory with one ``mkdir``."""
+    it wrote comes from an ``lstat`` (a link is refused); it makes no directory (the
+    first attempt of the job in the process made the shared attempts directory its
+    files go to)."""
     job = EngineJob.setup(str(tmp_path / "out"))
     records = []
     for task in range(2):  # the first one warms the process's caches up
@@ -362,7 +363,7 @@ def test_a_local_task_attempt_stats_only_what_its_answer_needs(tmp_path: Path) -
             records.append(attempt.commit())
     stats = [path for call, path in calls if call == "stat"]
     assert len(stats) == 3, calls
-    assert [call for call, _ in calls].count("mkdir") == 1, calls
+    assert [call for call, _ in calls].count("mkdir") == 0, calls
     job.commit(records)
     assert sorted(committed_files(str(tmp_path / "out"))) == [
         "_SUCCESS",
@@ -375,9 +376,8 @@ def test_a_local_task_attempt_stats_only_what_its_answer_needs(tmp_path: Path) -
 def test_a_symbolic_link_in_a_local_attempt_is_refused_not_followed(
     target: str, tmp_path: Path
 ) -> None:
-    """A link put into the attempt's directory (a tool writing below ``local_dir``) is
-    refused at task commit as the store's scan refuses it, never committed as its target
-    nor skipped; nothing lands."""
+    """A file of the attempt replaced by a link (a tool writing below ``local_dir``) is
+    refused at task commit, never committed as its target nor skipped; nothing lands."""
     outside = tmp_path / "outside"
     if target == "file":
         outside.write_bytes(b"not the task's")
@@ -387,12 +387,16 @@ def test_a_symbolic_link_in_a_local_attempt_is_refused_not_followed(
     dest = tmp_path / "out"
     job = EngineJob.setup(str(dest))
     with job.handle(0).open() as attempt:
-        attempt.write_bytes("part-0.bin", b"data")
+        with attempt.open("part-0.bin") as file:
+            file.write(b"data")
         assert attempt.local_dir is not None
-        os.symlink(outside, os.path.join(attempt.local_dir, "linked"))
+        (local,) = attempt.placed().values()
+        path = os.path.join(attempt.local_dir, local)
+        os.unlink(path)
+        os.symlink(outside, path)
         with pytest.raises(CommitError, match="symbolic link") as raised:
             attempt.commit()
-    assert "linked" in str(raised.value)
+    assert local in str(raised.value)
     job.abort()
     assert not dest.exists() or committed_files(str(dest)) == {}
     assert outside.exists()
@@ -411,3 +415,123 @@ def test_a_jobs_options_are_parsed_once_per_process(tmp_path: Path) -> None:
     assert other.handle(0).commit_options().store.endpoint == "http://f:2"
     job.abort()
     other.abort()
+
+
+def test_local_attempts_share_a_directory_and_abort_only_their_own_files(
+    tmp_path: Path,
+) -> None:
+    """Local attempts make no directory each: their files go to the job's shared
+    attempts directory under names of their own; an attempt that fails removes only its
+    own files, and the job commits exactly the committed attempts' files."""
+    dest = str(tmp_path / "out")
+    job = EngineJob.setup(dest)
+    with job.handle(0).open() as first:
+        first.write_bytes("a.bin", b"first")
+        with first.open("p=1/x.bin") as file:
+            file.write(b"nested")
+        first_record = first.commit()
+    shared = os.path.dirname(str(first.local_dir) + "/")
+    kept = sorted(os.listdir(shared))
+    assert len(kept) == 2
+
+    def fail() -> None:
+        with job.handle(1).open() as failing:
+            failing.write_bytes("b.bin", b"lost")
+            raise InjectedTaskFailure("fails on purpose")
+
+    with pytest.raises(InjectedTaskFailure):
+        fail()
+    assert sorted(os.listdir(shared)) == kept
+    with job.handle(1).open() as retried:
+        src = tmp_path / "made-by-a-tool.bin"
+        src.write_bytes(b"retried")
+        retried.write_file("b.bin", str(src))
+        second_record = retried.commit()
+    assert os.listdir(os.path.dirname(shared)) == ["shared-attempts"]
+    job.commit([first_record, second_record])
+    assert committed_files(dest) == {
+        "_SUCCESS": committed_files(dest)["_SUCCESS"],
+        "a.bin": b"first",
+        "p=1/x.bin": b"nested",
+        "b.bin": b"retried",
+    }
+    assert not os.path.exists(os.path.join(dest, "_temporary"))
+
+
+def test_a_shared_directory_manifest_may_not_name_another_attempts_file(
+    tmp_path: Path,
+) -> None:
+    dest = str(tmp_path / "out")
+    job = EngineJob.setup(dest)
+    with job.handle(0).open() as owner:
+        owner.write_bytes("mine.bin", b"mine")
+        owner_record = owner.commit()
+        owners_file = owner.placed()["mine.bin"]
+    with job.handle(1).open() as thief:
+        thief._placed["stolen.bin"] = owners_file  # lists the other attempt's file
+        thief_record = thief.commit()
+    with pytest.raises(ManifestError, match="is not a file of task attempt"):
+        job.commit([owner_record, thief_record])
+    visible = [name for name in committed_files(dest) if not name.startswith("_temporary/")]
+    assert visible == []
+    job.abort()
+    assert committed_files(dest) == {}
+
+
+def test_a_job_commit_never_deletes_the_shared_directory_early(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rename stage deletes each finished manifest's attempt directory while other
+    chunks still rename: never the shared one, which holds their files too."""
+    from aiocommit.committers.manifest import rename_workers
+
+    monkeypatch.setattr(rename_workers, "CHUNK_FILES", 2)
+    dest = str(tmp_path / "out")
+    job = EngineJob.setup(dest, options={"concurrency": 2})  # one chunk at a time
+    records = []
+    for task in range(6):
+        with job.handle(task).open() as attempt:
+            attempt.write_bytes(f"part-{task}.bin", bytes([task]) * 3)
+            records.append(attempt.commit())
+    job.commit(records)
+    files = committed_files(dest)
+    assert {name: data for name, data in files.items() if name != "_SUCCESS"} == {
+        f"part-{task}.bin": bytes([task]) * 3 for task in range(6)
+    }
+
+
+def _forked_shared_dir_checks(handle: AttemptHandle) -> tuple[str, int]:
+    """In a forked worker: open ``handle``, counting the directories made (``makedirs``)."""
+    made: list[str] = []
+    real = os.makedirs
+
+    def counted(path: Any, *args: Any, **kwargs: Any) -> None:
+        made.append(str(path))
+        real(path, *args, **kwargs)
+
+    os.makedirs = counted  # type: ignore[assignment]
+    try:
+        with handle.open() as attempt:
+            attempt.write_bytes("child.bin", b"child")
+            return attempt.commit(), len(made)
+    finally:
+        os.makedirs = real
+
+
+def test_a_forked_worker_checks_the_shared_directory_itself(tmp_path: Path) -> None:
+    """The process remembers the shared attempts directory it made; a forked child does
+    not take its parent's word for it (the parent's job may have been cleaned up since)."""
+    dest = str(tmp_path / "out")
+    job = EngineJob.setup(dest)
+    with job.handle(0).open() as attempt:
+        attempt.write_bytes("parent.bin", b"parent")
+        first = attempt.commit()
+    with counted_stats_and_mkdirs() as calls, job.handle(1).open() as attempt:
+        attempt.write_bytes("again.bin", b"again")
+        second = attempt.commit()
+    assert [call for call, _ in calls].count("mkdir") == 0, calls
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        third, made = pool.apply(_forked_shared_dir_checks, (job.handle(2),))
+    assert made == 1
+    job.commit([first, second, third])
+    assert sorted(committed_files(dest)) == ["_SUCCESS", "again.bin", "child.bin", "parent.bin"]

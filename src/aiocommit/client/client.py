@@ -34,7 +34,12 @@ import anyio
 
 from aiocommit.client.inventory import JobInfo, job_in, jobs_in
 from aiocommit.committers.common.cleanup import remove_if_empty
-from aiocommit.committers.common.committer import Committer, TaskAttempt, name_attempt
+from aiocommit.committers.common.committer import (
+    Committer,
+    TaskAttempt,
+    WrittenFile,
+    name_attempt,
+)
 from aiocommit.committers.common.context import ProgressCallback, StageContext
 from aiocommit.committers.common.session import open_context, open_operations
 from aiocommit.committers.factory import (
@@ -305,14 +310,24 @@ class Job:
     # -- task side
 
     async def setup_task(
-        self, task: str | int, attempt: int | str = 0, *, committer: Committer | None = None
+        self,
+        task: str | int,
+        attempt: int | str = 0,
+        *,
+        committer: Committer | None = None,
+        shared_dir: str | None = None,
     ) -> TaskAttempt:
         """Set a task attempt up for the job's committer (``setup_task``): its working
         directory (manifest), local directory (staging), or nothing (magic). The attempt
         writes and commits through this client (``write_bytes``, ``open``, and
         ``commit_task`` with no ``store``) until the client closes. ``committer``: the
         job's, when the caller has it (another attempt's ``committer`` of this job): the
-        job's record is then not read again."""
+        job's record is then not read again. ``shared_dir`` (the manifest committer
+        only): a directory below the job's, which the caller made, that the attempt's
+        output shares with other attempts' instead of a directory of its own (no
+        ``mkdir`` per attempt, nor ``rmdir`` at clean-up); the caller writes each file
+        under a name no other attempt uses, lists them at commit (``written``) and
+        deletes them itself on abort."""
         async with self.context() as context:
             if committer is None:
                 committer = await job_committer(context, context.options)
@@ -326,6 +341,13 @@ class Job:
                 job_attempt=self.attempt,
                 committer=committer,
             )
+            if shared_dir is not None:
+                if committer.name != "manifest":
+                    raise InvalidInput(
+                        f"only the manifest committer's attempts share a directory, "
+                        f"not the {committer.name} committer's"
+                    )
+                named = dataclasses.replace(named, local_dir=shared_dir)
             ready = await committer.setup_task(context, named)
         return _on_client(ready, self.client)
 
@@ -334,7 +356,7 @@ class Job:
         attempt: TaskAttempt,
         *,
         per_attempt: bool = False,
-        written: Sequence[tuple[str, int]] | None = None,
+        written: Sequence[WrittenFile] | None = None,
     ) -> TaskManifest | PendingSet:
         """Commit the attempt (``commit_task``): save its record, replacing an earlier
         attempt's (``per_attempt``: under the attempt's own name instead)."""

@@ -11,7 +11,13 @@ import dataclasses
 from collections.abc import Sequence
 
 from aiocommit.client.client import Client
-from aiocommit.committers.common.committer import Committer, TaskAttempt, name_attempt, open_attempt
+from aiocommit.committers.common.committer import (
+    Committer,
+    TaskAttempt,
+    WrittenFile,
+    name_attempt,
+    open_attempt,
+)
 from aiocommit.committers.factory import RecordedCommitter
 from aiocommit.errors import InvalidInput
 from aiocommit.options import CommitOptions
@@ -70,14 +76,14 @@ async def commit_task(
     store: Store | None = None,
     options: CommitOptions | None = None,
     per_attempt: bool = False,
-    written: Sequence[tuple[str, int]] | None = None,
+    written: Sequence[WrittenFile] | None = None,
 ) -> TaskManifest | PendingSet:
     """Commit the attempt: save its record (the manifest committer: a manifest listing
     its files; the S3A committers: a pending set of its uploads), replacing an earlier
     attempt's: the last to commit wins. ``per_attempt``: under the attempt's own name
     (``committed_name``) instead, for a caller that picks the winning attempts itself
     and commits exactly those. ``written``: every file the attempt wrote below its
-    ``work_dir`` (relative path, size), when the caller knows them: the manifest
+    ``work_dir`` (``WrittenFile``), when the caller knows them: the manifest
     committer then lists nothing. Without ``store``, an attempt set up by a ``Client``
     commits through that client; any other opens its store from ``attempt.dest``."""
     async with open_attempt(attempt, store, options) as context:

@@ -33,6 +33,7 @@ from aiocommit.committers.common.committer import (
     AttemptFile,
     Committer,
     TaskAttempt,
+    WrittenFile,
 )
 from aiocommit.committers.common.context import StageContext, stage
 from aiocommit.committers.common.job_state import JobPresence, read_job_record, require_job
@@ -303,7 +304,7 @@ class RecordedCommitter:
         attempt: TaskAttempt,
         *,
         per_attempt: bool,
-        written: Sequence[tuple[str, int]] | None = None,
+        written: Sequence[WrittenFile] | None = None,
     ) -> TaskManifest | PendingSet:
         committer = await self.of(context)
         return await committer.commit_task(

@@ -29,7 +29,6 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from aiocommit.errors import InvalidInput
-from aiocommit.protocol.layout import check_output_name
 
 if TYPE_CHECKING:
     from aiocommit.integrations.attempts import WorkerAttempt
@@ -113,29 +112,67 @@ class AttemptFileSystemHandler(pafs.FileSystemHandler):  # type: ignore[misc]
 
 class LocalAttemptFileSystemHandler(AttemptFileSystemHandler):
     """The same over an attempt's local directory: Arrow's own local output streams (its
-    writers' own speed), parent directories made as needed."""
+    writers' own speed), each at ``WorkerAttempt.placed_name`` (for the manifest
+    committer, a file in a subdirectory is written at the directory's top; otherwise
+    parent directories are made as needed). Listings answer with the paths the files
+    land at."""
 
     def __init__(self, attempt: WorkerAttempt, local_dir: str):
         super().__init__(attempt)
         self._local = pafs.SubTreeFileSystem(local_dir, pafs.LocalFileSystem())
 
+    def _placed_info(self, path: str, placed: dict[str, str]) -> pafs.FileInfo | None:
+        """The info of ``path`` from the placed files (a file, or a directory above
+        one), or None when no placed file is at or below it."""
+        local = placed.get(path)
+        if local is not None:
+            return pafs.FileInfo(path, pafs.FileType.File, size=self._local_size(local))
+        if any(name.startswith(path + "/") for name in placed):
+            return pafs.FileInfo(path, pafs.FileType.Directory)
+        return None
+
+    def _local_size(self, local: str) -> int | None:
+        info = self._local.get_file_info(local)
+        return None if info.type == pafs.FileType.NotFound else int(info.size)
+
     def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
-        return list(self._local.get_file_info([path.strip("/") for path in paths]))
+        placed = self._attempt.placed()
+        out = []
+        for path in paths:
+            path = path.strip("/")
+            found = self._placed_info(path, placed) if path else None
+            if found is None and path and self._attempt.shares_dir:
+                found = pafs.FileInfo(path, pafs.FileType.NotFound)
+            out.append(found if found is not None else self._local.get_file_info(path))
+        return out
 
     def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
         base = selector.base_dir.strip("/")
-        if self._local.get_file_info(base).type == pafs.FileType.NotFound:
-            return []
-        local = pafs.FileSelector(base, recursive=selector.recursive)
-        return list(self._local.get_file_info(local))
+        placed = self._attempt.placed()
+        prefix = base + "/" if base else ""
+        under: set[str] = set()
+        for name in placed:
+            if not name.startswith(prefix):
+                continue
+            parts = name[len(prefix) :].split("/")
+            # the entry below ``base``, and with ``recursive`` every one further down
+            for depth in range(1, len(parts) + 1 if selector.recursive else 2):
+                under.add(prefix + "/".join(parts[:depth]))
+        listed = [info for name in sorted(under) if (info := self._placed_info(name, placed))]
+        if self._attempt.shares_dir:  # the other files there are other attempts'
+            return listed
+        if self._local.get_file_info(base).type == pafs.FileType.Directory:
+            hidden = set(placed.values())
+            local = pafs.FileSelector(base, recursive=selector.recursive)
+            listed += [info for info in self._local.get_file_info(local) if info.path not in hidden]
+        return listed
 
     def open_output_stream(self, path: str, metadata: Any) -> pa.NativeFile:
-        path = path.strip("/")
-        check_output_name(path)
-        parent = path.rpartition("/")[0]
+        local = self._attempt.placed_name(path)
+        parent = local.rpartition("/")[0]
         if parent:
             self._local.create_dir(parent, recursive=True)
-        return self._local.open_output_stream(path, metadata=metadata)
+        return self._local.open_output_stream(local, metadata=metadata)
 
 
 class _Finished:

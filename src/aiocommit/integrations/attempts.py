@@ -20,17 +20,22 @@ must not be made from a thread that runs an event loop itself. The exception is 
 attempt of the manifest committer on the local filesystem, whose steps (set-up, commit,
 abort) are a few system calls: it runs them on the worker thread's own loop
 (``run_in_thread_loop``), without a hop to the task loop's thread and back for each; its
-files are written by the writer itself, straight into the attempt's directory.
+files are written by the writer itself, straight into the directory the job attempt's
+local attempts share (``tasks/shared-attempts``: no directory made per attempt), each
+under a name of the attempt's own, and its commit says where each lands.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import io
 import logging
 import os
 import secrets
+import shutil
+import stat
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -39,11 +44,17 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
 
 from aiocommit.client.client import Client
 from aiocommit.client.task import TaskAttempt, committed_name
-from aiocommit.committers.common.committer import Committer
+from aiocommit.committers.common.committer import Committer, WrittenFile
 from aiocommit.committers.factory import job_committer
-from aiocommit.errors import AiocommitError, InvalidInput
+from aiocommit.errors import AiocommitError, CommitError, InvalidInput
 from aiocommit.integrations.task_loop import run_in_task_loop, run_in_thread_loop, task_portal
 from aiocommit.options import CommitOptions
+from aiocommit.protocol.layout import (
+    SHARED_ATTEMPTS_DIR,
+    JobLayout,
+    check_output_name,
+    shared_file_prefix,
+)
 from aiocommit.protocol.success import SuccessData
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.memory import MemoryStore
@@ -90,6 +101,10 @@ KEPT_PARSED_OPTIONS = 64
 #: the buffer of a file object opened by ``WorkerAttempt.open`` (writes below it are
 #: gathered before they cross to the task loop)
 FILE_BUFFER_BYTES = 8 * 1024 * 1024
+#: the name prefix of a file at the top of a local manifest attempt's directory that
+#: lands in a subdirectory of the destination (``WorkerAttempt.placed_name``); the
+#: attempt's own: a writer may not use it
+PLACED_PREFIX = ".aiocommit-placed-"
 
 
 @dataclass(frozen=True)
@@ -296,6 +311,39 @@ async def _worker_client(handle: AttemptHandle) -> tuple[Client, bool]:
     return client, True
 
 
+#: the shared directories this process made or found, of its process ID
+_shared_dirs: set[str] = set()
+_shared_dirs_pid = os.getpid()
+
+
+def _shared_dir_path(client: Client, handle: AttemptHandle) -> str | None:
+    """The directory a local manifest attempt's files go to: one per job attempt
+    (``SHARED_ATTEMPTS_DIR``), shared by its attempts, each file under a name of the
+    attempt's own (``WorkerAttempt.placed_name``), so an attempt makes no directory, and
+    job commit's clean-up deletes one instead of one per task. None for other
+    attempts."""
+    if handle.committer != "manifest" or not isinstance(client.store, LocalStore):
+        return None
+    layout = JobLayout(client.path, handle.job_id, handle.job_attempt)
+    return os.path.join(layout.tasks_dir, SHARED_ATTEMPTS_DIR)
+
+
+def _make_shared_dir(shared: str) -> None:
+    """``shared`` made if missing, once per process (a forked child checks again)."""
+    global _shared_dirs_pid
+    with _caches_lock:
+        if _shared_dirs_pid != os.getpid():
+            _shared_dirs.clear()
+            _shared_dirs_pid = os.getpid()
+        if shared in _shared_dirs:
+            return
+    os.makedirs(shared, exist_ok=True)
+    with _caches_lock:
+        if len(_shared_dirs) >= KEPT_COMMITTERS:
+            _shared_dirs.clear()  # made again (found) at the next attempt that needs it
+        _shared_dirs.add(shared)
+
+
 async def _open_attempt(handle: AttemptHandle, run: Runner) -> WorkerAttempt:
     client, kept = await _worker_client(handle)
     key = (handle.dest, handle.job_id, handle.job_attempt)
@@ -303,7 +351,12 @@ async def _open_attempt(handle: AttemptHandle, run: Runner) -> WorkerAttempt:
     with _caches_lock:
         known = _job_committers.get(key)
     try:
-        attempt = await job.setup_task(handle.task, handle.attempt, committer=known)
+        shared = _shared_dir_path(client, handle)
+        attempt = await job.setup_task(
+            handle.task, handle.attempt, committer=known, shared_dir=shared
+        )
+        if shared is not None:  # made once the job is known to be active
+            _make_shared_dir(shared)
     except BaseException:
         if not kept:
             await client.aclose()
@@ -351,6 +404,18 @@ class WorkerAttempt:
         #: the files written through the store, by name below the destination, with
         #: their sizes (files written below ``local_dir`` are not counted)
         self.written: dict[str, int] = {}
+        #: whether files that land in a subdirectory of the destination are written at
+        #: the top of ``local_dir`` (``placed_name``): the manifest committer's, which
+        #: is told at commit where each lands
+        self._places_flat = local_dir is not None and attempt.committer_name == "manifest"
+        #: whether ``local_dir`` is shared with other attempts (``_shared_dir``): every
+        #: file is then placed under a name of this attempt's own, and only those are
+        #: this attempt's
+        self.shares_dir = self._places_flat and attempt.local_dir is not None
+        #: destination name -> name below ``local_dir``, of the files ``placed_name`` put
+        #: at its top
+        self._placed: dict[str, str] = {}
+        self._placed_lock = threading.Lock()
 
     def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
         return self._run(fn)
@@ -359,18 +424,29 @@ class WorkerAttempt:
         await self._client.job(self.handle.job_id, attempt=self.handle.job_attempt).abort_task(
             self.attempt
         )
+        if self.shares_dir and self.local_dir is not None:
+            for local in self.placed().values():  # the directory is not this attempt's
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(self.local_dir, local))
 
     def _wrote(self, name: str, size: int) -> None:
         self.written[name] = size
 
     def write_bytes(self, name: str, data: bytes) -> None:
         """Write a file that lands at ``DEST/name`` when the job commits."""
+        if self.shares_dir:
+            with self.open(name) as file:
+                file.write(data)
+            return
         self._call(lambda: self.attempt.write_bytes(name, data))
         self._wrote(name, len(data))
 
     def write_file(self, name: str, local_path: str) -> None:
         """Add a finished local file (DuckDB's ``COPY ... TO``, any tool's output) to land
         at ``DEST/name``."""
+        if self.shares_dir and self.local_dir is not None:
+            shutil.copyfile(local_path, os.path.join(self.local_dir, self.placed_name(name)))
+            return
         size = os.path.getsize(local_path)
         self._call(lambda: self.attempt.write_file(name, local_path))
         self._wrote(name, size)
@@ -382,7 +458,7 @@ class WorkerAttempt:
         if mode != "wb":
             raise InvalidInput(f'an attempt opens files for writing only (mode "wb"), not {mode!r}')
         if self.local_dir is not None:
-            path = self.attempt.path(name)  # ReservedName for a name the protocol keeps
+            path = os.path.join(self.local_dir, self.placed_name(name))
             try:  # most files go straight into the attempt's directory, which exists
                 return open(path, "wb", buffering=FILE_BUFFER_BYTES)
             except FileNotFoundError:
@@ -390,6 +466,37 @@ class WorkerAttempt:
                 return open(path, "wb", buffering=FILE_BUFFER_BYTES)
         raw = _AttemptRawFile(self, name)
         return io.BufferedWriter(raw, buffer_size=FILE_BUFFER_BYTES)
+
+    def placed_name(self, name: str) -> str:
+        """Where below ``local_dir`` the file landing at ``DEST/name`` is written: ``name``
+        itself, or, for a name in a subdirectory when the attempt ``_places_flat`` (and
+        for every name when it ``shares_dir``), a file at the top of ``local_dir`` under
+        a name of its own (the same one for the same ``name``): no subdirectories, each
+        a ``mkdir`` in the task and an ``rmdir`` at the job's clean-up (Hive-style
+        partitions: one per value).
+        ``ReservedName`` for a name the protocol keeps; ``InvalidInput`` for a name
+        starting ``PLACED_PREFIX``."""
+        name = check_output_name(name.strip("/"))
+        if name.startswith(PLACED_PREFIX):
+            raise InvalidInput(f"task output {name!r}: {PLACED_PREFIX}* is the attempt's own")
+        if not self._places_flat or ("/" not in name and not self.shares_dir):
+            return name
+        with self._placed_lock:
+            local = self._placed.get(name)
+            if local is None:
+                prefix = (
+                    shared_file_prefix(self.attempt.task_attempt_id)
+                    if self.shares_dir
+                    else PLACED_PREFIX
+                )
+                local = f"{prefix}{len(self._placed)}-{name.rpartition('/')[2]}"
+                self._placed[name] = local
+        return local
+
+    def placed(self) -> dict[str, str]:
+        """``placed_name``'s files so far: destination name -> name below ``local_dir``."""
+        with self._placed_lock:
+            return dict(self._placed)
 
     def arrow_filesystem(self) -> pyarrow.fs.FileSystem:
         """An Arrow filesystem whose root is the destination: files written through it
@@ -415,13 +522,33 @@ class WorkerAttempt:
 
         return self._call(commit)
 
-    def _local_files(self) -> list[tuple[str, int]] | None:
-        """Every file below ``local_dir`` (relative path, size), which the manifest
-        committer then need not list through the store; None without one, or when a
-        symbolic link is there: the store's scan then refuses it, as for any attempt."""
+    def _local_files(self) -> list[WrittenFile] | None:
+        """Every file below ``local_dir`` (relative path, size, and where it lands when
+        ``placed_name`` put it elsewhere), which the manifest committer then need not
+        list through the store; None without one, or when a symbolic link is in an
+        attempt's own directory: the store's scan then refuses it, as for any attempt.
+        A link among a shared directory's files is refused here (``CommitError``)."""
         if self.local_dir is None:
             return None
-        found: list[tuple[str, int]] = []
+        if self.shares_dir:  # this attempt's files only (a name whose file was never
+            # made, its writer having failed to open it, is not one of them)
+            found_here: list[WrittenFile] = []
+            for name, local in self.placed().items():
+                path = os.path.join(self.local_dir, local)
+                try:
+                    status = os.lstat(path)
+                except FileNotFoundError:
+                    continue
+                if stat.S_ISLNK(status.st_mode):
+                    raise CommitError(
+                        "task output holds a symbolic link; links are refused: a task's "
+                        "output is the files it wrote, never what a link points at",
+                        path=path,
+                    )
+                found_here.append((local, status.st_size, name))
+            return found_here
+        lands_at = {local: name for name, local in self.placed().items()}
+        found: list[WrittenFile] = []
         pending = [self.local_dir]
         while pending:
             with os.scandir(pending.pop()) as entries:
@@ -430,9 +557,11 @@ class WorkerAttempt:
                         return None
                     if entry.is_dir(follow_symlinks=False):
                         pending.append(entry.path)
-                    else:
-                        size = entry.stat(follow_symlinks=False).st_size
-                        found.append((os.path.relpath(entry.path, self.local_dir), size))
+                        continue
+                    relative = os.path.relpath(entry.path, self.local_dir)
+                    size = entry.stat(follow_symlinks=False).st_size
+                    dest = lands_at.get(relative)
+                    found.append((relative, size) if dest is None else (relative, size, dest))
         return found
 
     def close(self) -> None:

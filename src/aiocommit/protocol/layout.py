@@ -4,6 +4,8 @@
     DEST/_temporary/JOB/NN/manifests/ATTEMPT-manifest.json.tmp   (while a task commits)
     DEST/_temporary/JOB/NN/manifests/TASK-manifest.json          (committed task)
     DEST/_temporary/JOB/NN/tasks/ATTEMPT/...                     (task attempt output)
+    DEST/_temporary/JOB/NN/tasks/shared-attempts/.ATTEMPT-N-NAME (aiocommit only: output
+                                               of attempts that share one directory)
     DEST/_temporary/JOB/NN/_SUCCESS.tmp
     DEST/_temporary/JOB/NN/_SUCCESS.old     (aiocommit only: an older job's _SUCCESS, set aside)
     DEST/_temporary/JOB/NN/commit-plan.json                      (aiocommit only; see below)
@@ -37,6 +39,18 @@ MAGIC_PREFIX = "__magic"
 #: the per-destination publish lease (aiocommit only; ``committers/common/lease.py``) and
 #: its claims, ``LEASE.claim-TOKEN``
 LEASE = "_aiocommit.lease"
+#: the directory below ``tasks`` whose files several task attempts share (aiocommit
+#: only: an engine worker's local attempts, which then make no directory each); each
+#: file is named ``shared_file_prefix(ATTEMPT)...``, and a manifest whose
+#: ``taskAttemptDir`` is this directory may name only its own attempt's files
+SHARED_ATTEMPTS_DIR = "shared-attempts"
+
+
+def shared_file_prefix(task_attempt_id: str) -> str:
+    """How the names of ``task_attempt_id``'s files in ``SHARED_ATTEMPTS_DIR`` start."""
+    return f".{task_attempt_id}-"
+
+
 #: names at the top of a destination the commit protocol keeps for itself
 RESERVED_TOP_NAMES = frozenset({SUCCESS, TEMPORARY})
 

@@ -41,6 +41,12 @@ from aiocommit.stores.base import Store, join
 #: the committers by name
 COMMITTER_NAMES = ("manifest", "staging", "partitioned", "magic")
 
+#: a file of a task attempt's output as its caller lists it (``commit_task``'s
+#: ``written``): its path relative to the attempt's ``work_dir``, its size, and, when it
+#: lands elsewhere than that same path below the destination, its path relative to the
+#: destination (checked with ``check_output_name`` at task commit)
+WrittenFile = tuple[str, int] | tuple[str, int, str]
+
 
 class AttemptFile(Protocol):
     """A file a task attempt is writing: bytes go in order; closing the ``open`` context
@@ -115,14 +121,15 @@ class Committer(Protocol):
         attempt: TaskAttempt,
         *,
         per_attempt: bool,
-        written: Sequence[tuple[str, int]] | None = None,
+        written: Sequence[WrittenFile] | None = None,
     ) -> TaskManifest | PendingSet:
         """Save the attempt's record (manifest or pending set): it is then committed.
         ``per_attempt``: under the attempt's own name (``committed_name``) only, for a
         caller that picks the winning attempts itself (Spark). ``written``: every file
-        of the attempt's output (path relative to ``work_dir``, size), when the caller
-        knows them: the manifest committer then lists nothing (the S3A committers know
-        their uploads and ignore it)."""
+        of the attempt's output (``WrittenFile``: path relative to ``work_dir``, size,
+        and where it lands if elsewhere), when the caller knows them: the manifest
+        committer then lists nothing (the S3A committers know their uploads and ignore
+        it)."""
         ...
 
     async def abort_task(self, context: StageContext, attempt: TaskAttempt) -> None:
@@ -150,7 +157,11 @@ class TaskAttempt:
     task_id: str
     task_attempt_id: str
     job_attempt: int = 0
-    #: the staging committer: the local directory holding the attempt's output
+    #: the staging committer: the local directory holding the attempt's output; the
+    #: manifest committer: a directory of the store its output shares with other
+    #: attempts', each file under a name of its own (``Client``'s ``setup_task(
+    #: shared_dir=...)``: the caller makes it, lists the files at commit and deletes
+    #: them on abort)
     local_dir: str | None = None
     committer: Committer = field(kw_only=True, compare=False, repr=False)
     #: opens the attempt's stage context on the client that set it up (``Client``): its

@@ -12,6 +12,7 @@ its delete) is finished by deleting the source.
 
 from __future__ import annotations
 
+import posixpath
 import time
 
 import anyio
@@ -19,6 +20,7 @@ import anyio
 from aiocommit.committers.common.context import StageContext
 from aiocommit.errors import AlreadyExists, CommitError, NotFound, OutputConflict, StoreError
 from aiocommit.protocol import statistics as S
+from aiocommit.protocol.layout import SHARED_ATTEMPTS_DIR
 from aiocommit.stores.base import FileStatus, parent_of
 
 Entry = tuple[str, str, int, str | None]
@@ -53,7 +55,10 @@ def file_done(countdown: AttemptCountdown, files: int = 1) -> bool:
 
 async def delete_attempt_dir(context: StageContext, countdown: AttemptCountdown) -> None:
     """Delete a finished manifest's task attempt directory (best effort: cleanup deletes
-    what is left)."""
+    what is left). Never the shared attempts directory, which holds other manifests'
+    files: cleanup deletes it."""
+    if posixpath.basename(countdown.attempt_dir) == SHARED_ATTEMPTS_DIR:
+        return
     try:
         deleted = await context.ops.delete(countdown.attempt_dir, recursive=True)
     except StoreError as error:

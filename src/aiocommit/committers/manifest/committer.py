@@ -40,7 +40,7 @@ from aiocommit.committers.common.commit_plan import (
     read_plan,
     save_plan,
 )
-from aiocommit.committers.common.committer import AttemptFile, TaskAttempt
+from aiocommit.committers.common.committer import AttemptFile, TaskAttempt, WrittenFile
 from aiocommit.committers.common.context import StageContext, stage
 from aiocommit.committers.common.job_state import read_job_record
 from aiocommit.committers.common.lease import destination_lease, release_stale_lease
@@ -75,7 +75,7 @@ from aiocommit.committers.manifest.rename_workers import RenameWorkers, job_comm
 from aiocommit.committers.manifest.swap_partitions import swap_partitions_stage, swapping_store
 from aiocommit.committers.manifest.task import abort_task_stage, commit_task_stage, setup_task_stage
 from aiocommit.committers.manifest.validate import validate_output_stage
-from aiocommit.errors import CommitError, ManifestError
+from aiocommit.errors import CommitError, InvalidInput, ManifestError
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.layout import MANIFEST_SUFFIX
@@ -148,7 +148,8 @@ class ManifestCommitter:
                 stage=S.TASK_STAGE_SETUP,
                 path=context.layout.manifests_dir,
             )
-        await setup_task_stage(context, attempt.work_dir)
+        if attempt.local_dir is None:  # a shared directory is its caller's to make
+            await setup_task_stage(context, attempt.work_dir)
         return attempt
 
     async def write_bytes(
@@ -172,7 +173,7 @@ class ManifestCommitter:
         attempt: TaskAttempt,
         *,
         per_attempt: bool,
-        written: Sequence[tuple[str, int]] | None = None,
+        written: Sequence[WrittenFile] | None = None,
     ) -> TaskManifest | PendingSet:
         """Scan the attempt's output (or take ``written``, the caller's list of it) and
         save its manifest as the task's committed manifest, replacing an earlier
@@ -183,8 +184,17 @@ class ManifestCommitter:
         own = None
         if per_attempt:
             own = join(context.layout.manifests_dir, self.committed_name(attempt, per_attempt=True))
+        if attempt.local_dir is not None and written is None:
+            raise InvalidInput(
+                "an attempt whose directory other attempts share must list its files (written)"
+            )
         return await commit_task_stage(
-            context, attempt.task_id, attempt.task_attempt_id, written=written, save_as=own
+            context,
+            attempt.task_id,
+            attempt.task_attempt_id,
+            written=written,
+            save_as=own,
+            attempt_dir=attempt.work_dir,
         )
 
     async def abort_task(self, context: StageContext, attempt: TaskAttempt) -> None:

@@ -28,7 +28,7 @@ from aiocommit.committers.manifest.spill import DestinationHashes, SpillFile
 from aiocommit.errors import ManifestError, NotFound, OutputConflict
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
-from aiocommit.protocol.layout import MANIFEST_SUFFIX
+from aiocommit.protocol.layout import MANIFEST_SUFFIX, SHARED_ATTEMPTS_DIR, shared_file_prefix
 from aiocommit.protocol.manifest import DirState, TaskManifest, decode_manifest
 from aiocommit.protocol.uris import plain_suffix
 from aiocommit.runtime.turns import take_turn
@@ -201,13 +201,20 @@ async def _load_all(
                 path=path,
             )
         seen_tasks[manifest.task_id] = name
-        if checked.attempt_dir in seen_attempt_dirs:
+        # the shared attempts directory holds several attempts' files, each attempt's
+        # under its own ID: attempts are told apart by the ID there
+        owner = (
+            checked.attempt_dir + "/" + manifest.task_attempt_id
+            if posixpath.basename(checked.attempt_dir) == SHARED_ATTEMPTS_DIR
+            else checked.attempt_dir
+        )
+        if owner in seen_attempt_dirs:
             raise ManifestError(
-                f"two manifests name task attempt directory {checked.attempt_dir}: "
-                f"{seen_attempt_dirs[checked.attempt_dir]} and {name}",
+                f"two manifests name task attempt directory {owner}: "
+                f"{seen_attempt_dirs[owner]} and {name}",
                 path=path,
             )
-        seen_attempt_dirs[checked.attempt_dir] = name
+        seen_attempt_dirs[owner] = name
         kept = loaded.spill.append(data) if keep_bytes else (0, 0)
         spill_offset, spill_length = loaded.spill.append(_spill_encoder.encode(checked.entries))
         loaded.manifests.append(
@@ -322,6 +329,11 @@ def _check_manifest(context: StageContext, manifest: TaskManifest, path: str) ->
     # the fast path: a URI that is its directory's URI plus a plain relative path is
     # that directory's path plus the same relative path (checked once per manifest)
     source_prefix = _uri_prefix(context, attempt_dir)
+    shared_prefix = (
+        shared_file_prefix(manifest.task_attempt_id)
+        if posixpath.basename(attempt_dir) == SHARED_ATTEMPTS_DIR
+        else None
+    )
     dest_prefix = _uri_prefix(context, dest_root)
     dest_base = dest_root.rstrip("/") + "/"
     root = dest_root.rstrip("/")
@@ -338,6 +350,14 @@ def _check_manifest(context: StageContext, manifest: TaskManifest, path: str) ->
                     path=path,
                 )
             source_relative = source[len(attempt_dir) + 1 :]
+        if shared_prefix is not None and (
+            not source_relative.startswith(shared_prefix) or "/" in source_relative
+        ):
+            raise ManifestError(
+                f"source {entry.source!r} in the shared attempts directory is not a file of "
+                f"task attempt {manifest.task_attempt_id}",
+                path=path,
+            )
         dest_relative = plain_suffix(entry.dest, dest_prefix) if dest_prefix is not None else None
         if dest_relative is None or dest_relative.startswith(_RESERVED):
             dest = local(entry.dest, "destination")
@@ -393,7 +413,12 @@ def _check_attempt_binding(manifest: TaskManifest, attempt_dir: str, path: str) 
     that attempt is an attempt of the manifest's task: no manifest can commit another
     attempt's or another task's files."""
     attempt_id = manifest.task_attempt_id
-    if attempt_id and posixpath.basename(attempt_dir) != attempt_id:
+    if posixpath.basename(attempt_dir) == SHARED_ATTEMPTS_DIR:
+        if not attempt_id:  # its files are known by the attempt's ID alone
+            raise ManifestError(
+                "a manifest of the shared attempts directory names no taskAttemptID", path=path
+            )
+    elif attempt_id and posixpath.basename(attempt_dir) != attempt_id:
         raise ManifestError(
             f"taskAttemptDir {attempt_dir!r} is not the directory of task attempt {attempt_id}",
             path=path,

@@ -8,8 +8,9 @@ Task commit
           destination, size, etag) and every directory, and replaced any manifest an
           earlier attempt of the task saved: the last attempt to commit wins. Saved
           under the attempt's own name instead (``save_as``), it replaces nothing.
-          With ``written`` (the caller's list of the files, relative path and size)
-          the attempt directory is not listed: the manifest lists exactly those.
+          With ``written`` (the caller's list of the files: relative path, size and
+          the destination path when another) the attempt directory is not listed: the
+          manifest lists exactly those.
     fail: nothing in the destination changes; a half-written manifest exists only under
           the attempt's ``.tmp`` name, which job commit never loads. A symbolic link in
           the attempt's output is refused (``CommitError`` naming it), never followed.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import anyio
 import msgspec
@@ -28,9 +30,13 @@ from aiocommit.committers.common.context import StageContext, stage
 from aiocommit.errors import CommitError
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.codec import encode_pretty
+from aiocommit.protocol.layout import check_output_name
 from aiocommit.protocol.manifest import DirEntry, DirState, FileEntry, TaskManifest, encode_manifest
 from aiocommit.runtime.turns import take_turn
 from aiocommit.stores.base import FileStatus, join, relative_to
+
+if TYPE_CHECKING:
+    from aiocommit.committers.common.committer import WrittenFile
 
 
 async def setup_task_stage(context: StageContext, attempt_dir: str) -> None:
@@ -92,22 +98,28 @@ async def _dir_entry(context: StageContext, dest_dir: str, level: int) -> DirEnt
 
 
 async def listed_task_attempt(
-    context: StageContext, attempt_dir: str, written: Sequence[tuple[str, int]]
+    context: StageContext, attempt_dir: str, written: Sequence[WrittenFile]
 ) -> tuple[list[FileEntry], list[DirEntry]]:
     """``scan_task_attempt``'s result for an attempt whose files the caller lists
-    (relative path, size): nothing is listed; each directory they are in is probed."""
+    (``WrittenFile``: relative path, size, and the destination path when another):
+    nothing is listed; each destination directory they land in is probed.
+    ``ReservedName`` for a destination path the protocol keeps."""
     dest_root = context.layout.dest
-    files = [
-        FileEntry(
-            source=context.to_uri(join(attempt_dir, relative)),
-            dest=context.to_uri(join(dest_root, relative)),
-            size=size,
-            etag=None,
+    files = []
+    landing: list[str] = []
+    for source, size, *elsewhere in written:
+        relative = check_output_name(elsewhere[0]) if elsewhere else source
+        landing.append(relative)
+        files.append(
+            FileEntry(
+                source=context.to_uri(join(attempt_dir, source)),
+                dest=context.to_uri(join(dest_root, relative)),
+                size=size,
+                etag=None,
+            )
         )
-        for relative, size in written
-    ]
     levels: dict[str, int] = {}
-    for relative, _ in written:
+    for relative in landing:
         parts = relative.split("/")[:-1]
         for depth in range(1, len(parts) + 1):
             levels.setdefault("/".join(parts[:depth]), depth)
@@ -194,11 +206,16 @@ async def commit_task_stage(
     task_id: str,
     task_attempt_id: str,
     *,
-    written: Sequence[tuple[str, int]] | None = None,
+    written: Sequence[WrittenFile] | None = None,
     save_as: str | None = None,
+    attempt_dir: str | None = None,
 ) -> TaskManifest:
+    """Save the manifest of the attempt's files below ``attempt_dir`` (by default its
+    own directory; one other attempts share only with ``written``: see the module
+    docstring)."""
     layout = context.layout
-    attempt_dir = layout.task_attempt_dir(task_attempt_id)
+    if attempt_dir is None:
+        attempt_dir = layout.task_attempt_dir(task_attempt_id)
     async with stage(context, S.TASK_STAGE_COMMIT):
         await _check_job_active(context)
         async with stage(context, S.TASK_STAGE_SCAN_DIRECTORY):

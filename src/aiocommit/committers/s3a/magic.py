@@ -18,7 +18,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import anyio
 
-from aiocommit.committers.common.committer import AttemptFile, TaskAttempt
+from aiocommit.committers.common.committer import AttemptFile, TaskAttempt, WrittenFile
 from aiocommit.committers.common.context import StageContext, parallel, stage
 from aiocommit.committers.s3a.abort_uploads import (
     abort_pending_stage,
@@ -240,7 +240,7 @@ class MagicCommitter(S3ACommitter):
         attempt: TaskAttempt,
         *,
         per_attempt: bool,
-        written: Sequence[tuple[str, int]] | None = None,
+        written: Sequence[WrittenFile] | None = None,
     ) -> TaskManifest | PendingSet:
         # ``written`` is not needed: the pending set holds the attempt's own uploads
         return await commit_magic(context, attempt, per_attempt=per_attempt)

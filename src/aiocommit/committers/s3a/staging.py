@@ -23,7 +23,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 import anyio
 import anyio.to_thread
 
-from aiocommit.committers.common.committer import AttemptFile, TaskAttempt
+from aiocommit.committers.common.committer import AttemptFile, TaskAttempt, WrittenFile
 from aiocommit.committers.common.context import StageContext, parallel, stage
 from aiocommit.committers.s3a.abort_uploads import abort_pending_stage
 from aiocommit.committers.s3a.committer import S3ACommitter
@@ -217,7 +217,7 @@ class StagingCommitter(S3ACommitter):
         attempt: TaskAttempt,
         *,
         per_attempt: bool,
-        written: Sequence[tuple[str, int]] | None = None,
+        written: Sequence[WrittenFile] | None = None,
     ) -> TaskManifest | PendingSet:
         # ``written`` is not needed: the pending set holds the attempt's own uploads
         settings = self.settings_for(context)
