@@ -42,7 +42,9 @@ Design (beyond the contract in ``stores.base`` and ``stores.multipart``):
   every store: botocore loads and parses the S3 service model once, not per store.
 * **Per-request CPU** (every call runs on the caller's event loop): the client sends a
   fixed ``User-Agent`` (``aiocommit/VERSION aiobotocore/VERSION botocore/VERSION``), so
-  botocore does not rebuild and sanitise its full user-agent string twice per request.
+  botocore does not rebuild and sanitise its full user-agent string twice per request;
+  timestamps (``Last-Modified`` of every HEAD, ``LastModified`` of every listed key and
+  copy) are parsed by the standard library, not dateutil (``parse_time``).
 * **Credentials and endpoint**: botocore's standard chain (environment, shared config and
   credentials files, SSO, container and instance metadata), overridden by
   ``fs.s3a.access.key`` / ``fs.s3a.secret.key`` / ``fs.s3a.session.token`` when given;
@@ -54,6 +56,8 @@ Design (beyond the contract in ``stores.base`` and ``stores.multipart``):
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import os
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -71,6 +75,7 @@ from botocore.exceptions import (
     ConnectTimeoutError,
     EndpointConnectionError,
 )
+from botocore.utils import parse_timestamp
 
 from aiocommit.errors import (
     AlreadyExists,
@@ -177,12 +182,35 @@ _edge = translating(translate, Exception)
 _sessions = threading.local()
 
 
+def parse_time(value: str) -> datetime.datetime:
+    """botocore's timestamp parser for the store's clients: S3's two forms, ISO 8601
+    (``2026-11-27T22:16:46.000Z``, in bodies) and the HTTP date (``Fri, 27 Nov 2026
+    22:16:46 GMT``, ``Last-Modified``), by the standard library; anything else by
+    botocore's own parser (dateutil, a hundred times slower). Returns an aware UTC
+    datetime, as botocore's does."""
+    try:
+        if "T" in value and value[:4].isdigit():
+            parsed = datetime.datetime.fromisoformat(value)
+        elif "," in value:
+            parsed = email.utils.parsedate_to_datetime(value)
+        else:
+            return parse_timestamp(value)
+    except (ValueError, TypeError, IndexError):
+        return parse_timestamp(value)
+    if parsed.tzinfo is None:
+        return parsed.replace(tzinfo=datetime.UTC)
+    return parsed.astimezone(datetime.UTC)
+
+
 def shared_session() -> AioSession:
     """This thread's aiobotocore session, made on first use: its clients share botocore's
-    loaded service models (a session is not safe to share between threads)."""
+    loaded service models (a session is not safe to share between threads) and parse
+    timestamps with ``parse_time``."""
     session: AioSession | None = getattr(_sessions, "session", None)
     if session is None:
         session = _sessions.session = get_session()
+        parsers = session.get_component("response_parser_factory")
+        parsers.set_parser_defaults(timestamp_parser=parse_time)
     return session
 
 
