@@ -186,8 +186,8 @@ def parse_time(value: str) -> datetime.datetime:
     """botocore's timestamp parser for the store's clients: S3's two forms, ISO 8601
     (``2026-11-27T22:16:46.000Z``, in bodies) and the HTTP date (``Fri, 27 Nov 2026
     22:16:46 GMT``, ``Last-Modified``), by the standard library; anything else by
-    botocore's own parser (dateutil, a hundred times slower). Returns an aware UTC
-    datetime, as botocore's does."""
+    botocore's own parser (dateutil, a hundred times slower). S3's forms carry their
+    zone; the answer is an aware UTC datetime (one without a zone is taken as UTC)."""
     try:
         if "T" in value and value[:4].isdigit():
             parsed = datetime.datetime.fromisoformat(value)
