@@ -1096,7 +1096,7 @@ def bench_cpu(**kw: Any) -> None:
     "stores",
     default="adls",
     show_default=True,
-    help="Comma-separated: adls, gcs, local, memory.",
+    help="Comma-separated: adls, gcs, local, memory, s3 (moto).",
 )
 @click.option("--files", type=int, default=2000, show_default=True)
 @click.option("--concurrency", type=int, default=64, show_default=True)

@@ -1,7 +1,8 @@
 """``bench ops``: client CPU per rename, stat and delete through one store adapter.
 
 The server runs in another process (the ADLS emulator; for GCS a fast stub answering with
-fake-gcs-server's bodies, see ``ops_servers``), so ``time.process_time`` of this process is
+fake-gcs-server's bodies, see ``ops_servers``; for S3 the moto server), so
+``time.process_time`` of this process is
 the adapter's cost plus the few µs of the driving loop. The same loop drives bare aiohttp
 PUTs against a trivial server: the floor no HTTP adapter can beat. Targets (issue #11):
 ADLS <= 400 µs per rename, GCS <= 650 µs per rename in 2 requests.
@@ -30,7 +31,7 @@ from aiocommit_testing.child_server import server_process
 
 #: µs of client CPU per rename that issue #11 sets as targets
 TARGETS_US = {"adls": 400.0, "gcs": 650.0}
-STORES = ("adls", "gcs", "local", "memory")
+STORES = ("adls", "gcs", "local", "memory", "s3")
 
 
 async def drive(
@@ -81,6 +82,13 @@ async def open_bench_store(kind: str, files: int) -> AsyncIterator[tuple[Any, li
             from aiocommit.stores.memory import MemoryStore
 
             store = MemoryStore(f"bench-ops-{os.getpid()}")
+        elif kind == "s3":
+            from aiocommit.stores.s3 import S3Store
+            from aiocommit_testing.s3_emulator import MotoServer, create_bucket
+
+            endpoint = stack.enter_context(MotoServer()).endpoint
+            await create_bucket(endpoint, "bench-ops")
+            store = S3Store("bench-ops", endpoint_url=endpoint)
         else:
             raise ValueError(f"--store must be one of {STORES}, not {kind!r}")
         base = root if kind == "local" else ""

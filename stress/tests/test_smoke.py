@@ -191,12 +191,13 @@ def test_bench_cpu_task_scan_and_scale(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.emulator
 def test_bench_ops_small(tmp_path: Path) -> None:
-    data = run(tmp_path, "bench", "ops", "--store", "memory,local,adls,gcs", "--files", "30",
+    data = run(tmp_path, "bench", "ops", "--store", "memory,local,adls,gcs,s3", "--files", "30",
                "--concurrency", "4")  # fmt: skip
     results = data["results"]
-    assert set(results) == {"memory", "local", "adls", "gcs", "aiohttp floor"}
-    for kind in ("memory", "local", "adls", "gcs"):
+    assert set(results) == {"memory", "local", "adls", "gcs", "s3", "aiohttp floor"}
+    for kind in ("memory", "local", "adls", "gcs", "s3"):
         assert results[kind]["verified"] is True
         assert all(results[kind][op]["cpu_us_per_op"] > 0 for op in ("rename", "stat", "delete"))
     assert results["aiohttp floor"]["cpu_us_per_op"] > 0

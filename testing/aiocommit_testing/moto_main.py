@@ -1,17 +1,23 @@
-"""``python -m moto.server`` with one S3 gap closed: ``ListMultipartUploads`` reports when
-each upload started (moto 5.x reports ``2010-11-10T20:48:33.000Z`` for every upload), so
-what reads an upload's start (the S3A committers' search for uploads whose create answer
-was lost) runs against moto as against S3."""
+"""``python -m moto.server`` with S3 gaps closed:
+
+* ``ListMultipartUploads`` reports when each upload started (moto 5.x reports
+  ``2010-11-10T20:48:33.000Z`` for every upload), so what reads an upload's start (the
+  S3A committers' search for uploads whose create answer was lost) runs against moto as
+  against S3.
+* ``CopyObject`` honours ``x-amz-copy-source-if-match`` (the source's etag) and
+  ``If-None-Match: *`` (no object at the destination) with S3's 412 ``PreconditionFailed``;
+  moto 5.x ignores both, and the S3 store's rename relies on them."""
 
 from __future__ import annotations
 
 import datetime
 import sys
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 
 def _patch() -> None:
-    from moto.s3 import models, responses
+    from moto.s3 import exceptions, models, responses
 
     original_init = models.FakeMultipart.__init__
 
@@ -30,8 +36,27 @@ def _patch() -> None:
                     entry["Initiated"] = started.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
         return original_serialized(self, result)
 
+    original_copy = responses.S3Response.copy_object
+
+    def copy_object(self: Any) -> Any:
+        """S3's CopyObject preconditions, checked before moto copies."""
+        wanted = self.headers.get("x-amz-copy-source-if-match")
+        if wanted is not None:
+            source = unquote(urlparse(str(self.headers.get("x-amz-copy-source"))).path)
+            bucket, _, key = source.lstrip("/").partition("/")
+            current = self.backend.get_object(bucket, key)
+            if current is not None and current.etag.strip('"') != wanted.strip('"'):
+                raise exceptions.PreconditionFailed("x-amz-copy-source-If-Match")
+        if (
+            self.headers.get("If-None-Match") == "*"
+            and self.backend.get_object(self.bucket_name, self.parse_key_name()) is not None
+        ):
+            raise exceptions.PreconditionFailed("If-None-Match")
+        return original_copy(self)
+
     models.FakeMultipart.__init__ = init  # type: ignore[method-assign]
     responses.S3Response.serialized = serialized  # type: ignore[method-assign,assignment]
+    responses.S3Response.copy_object = copy_object  # type: ignore[method-assign]
 
 
 def main() -> None:

@@ -7,7 +7,9 @@ aiohttp 3.14):
 * a second ``CompleteMultipartUpload`` of a completed upload answers ``NoSuchUpload``
   (moto answers 200): the job commit recognises the upload as done by its etag;
 * 503 SlowDown, 403 AccessDenied, 412 on ``If-None-Match: *``, 409
-  ConditionalRequestConflict, 500 InternalError: each becomes its store error.
+  ConditionalRequestConflict, 500 InternalError: each becomes its store error;
+* a rename's 412 from a copy carrying both preconditions: one HEAD of the destination
+  tells ``AlreadyExists`` from ``PreconditionFailed``.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class Scripted:
 
     answers: list[tuple[int, str, dict[str, str]]] = field(default_factory=list)
     requests: list[tuple[str, str]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
 
     def add(self, status: int, body: str = "", headers: dict[str, str] | None = None) -> None:
         self.answers.append((status, body, headers or {}))
@@ -44,6 +47,7 @@ class Scripted:
     async def handle(self, request: web.Request) -> web.Response:
         await request.read()
         self.requests.append((request.method, str(request.rel_url)))
+        self.headers.append(dict(request.headers))
         status, body, headers = self.answers.pop(0)
         return web.Response(
             status=status,
@@ -157,3 +161,34 @@ async def test_errors_mapped_at_the_edge(
     if isinstance(caught.value, Transient):
         assert caught.value.maybe_applied == (code != "ConditionalRequestConflict")
     assert caught.value.retryable == (error in (Throttled, Transient))  # type: ignore[attr-defined]
+
+
+EMPTY_LISTING = (
+    '<?xml version="1.0" encoding="UTF-8"?>'
+    "<ListBucketResult><Name>bkt</Name><KeyCount>0</KeyCount>"
+    "<IsTruncated>false</IsTruncated></ListBucketResult>"
+)
+
+
+@pytest.mark.parametrize(
+    ("dest_there", "error"), [(True, AlreadyExists), (False, PreconditionFailed)]
+)
+async def test_rename_412_is_told_apart_by_one_head(
+    scripted: tuple[S3Store, Scripted], dest_there: bool, error: type[Exception]
+) -> None:
+    """The copy carries ``x-amz-copy-source-if-match`` and ``If-None-Match: *``; S3's 412
+    names neither, so a HEAD of the destination decides; nothing is deleted."""
+    store, script = scripted
+    script.add(200, EMPTY_LISTING)
+    script.add(412, error_xml("PreconditionFailed"))
+    if dest_there:
+        script.add(200, "", {"ETag": '"e2"', "Content-Length": "1"})
+    else:
+        script.add(404, "")
+    with pytest.raises(error):
+        await store.rename("/d/a", "/d/b", source_etag="e1")
+    assert [method for method, _ in script.requests] == ["GET", "PUT", "HEAD"]
+    copy = script.headers[1]
+    assert copy["x-amz-copy-source-if-match"] == '"e1"'
+    assert copy["If-None-Match"] == "*"
+    assert script.requests[2][1] == "/bkt/d/b"

@@ -12,12 +12,17 @@ Design (beyond the contract in ``stores.base`` and ``stores.multipart``):
 * **Etag** is S3's ETag without quotes. CopyObject gives a multipart object a new etag,
   so ``etags_preserved_in_rename`` is ``False``; a single-part object's etag is its MD5,
   which a copy keeps, so it is also the ``checksum`` (``md5:...``) rename recovery compares.
-* **Rename is CopyObject + DeleteObject** (S3 has no rename; ``atomic_rename`` is False).
-  ``source_etag`` becomes ``x-amz-copy-source-if-match`` (and a HEAD compares it first,
-  as moto ignores that header). Without ``overwrite`` the
-  destination is probed first with HEAD: S3 has no create-only copy, so two racing renames
-  onto one new key can both succeed (the engine never races renames onto one key).
-  The S3A committers never rename data; they complete multipart uploads.
+* **Rename is ListObjectsV2 + CopyObject + DeleteObject**, three requests (S3 has no
+  rename; ``atomic_rename`` is False): the listing refuses a directory at the destination,
+  the copy carries the preconditions, the delete removes the source. ``source_etag``
+  becomes ``x-amz-copy-source-if-match``; without ``overwrite`` the copy carries
+  ``If-None-Match: *`` (S3 refuses a copy onto an existing key with 412). A 412 is
+  told apart by one HEAD of the destination: there, ``AlreadyExists``; else the source
+  changed, ``PreconditionFailed``. An S3-compatible store that ignores ``If-None-Match``
+  on CopyObject needs ``conditional_copy=False``: the destination is then probed with
+  HEAD before the copy (a check two racing renames can both pass; the engine never
+  races renames onto one key). The S3A committers never rename data; they complete
+  multipart uploads.
 * **Conditional put**: ``write_bytes(overwrite=False)`` and
   ``complete_upload(if_none_match=True)`` send ``If-None-Match: *``; a 412 is
   ``AlreadyExists``. S3 answers a concurrent conditional write with 409
@@ -33,7 +38,13 @@ Design (beyond the contract in ``stores.base`` and ``stores.multipart``):
   ``maybe_applied=False``.
 * **No hidden retries**: botocore's retries are off (one attempt), the engine's retry
   policy is the only one. One aiobotocore client per store: one connection pool of
-  ``connections`` sockets shared by every call.
+  ``connections`` sockets shared by every call. One aiobotocore session per thread for
+  every store: botocore loads and parses the S3 service model once, not per store.
+* **Per-request CPU** (every call runs on the caller's event loop): the client sends a
+  fixed ``User-Agent`` (``aiocommit/VERSION aiobotocore/VERSION botocore/VERSION``), so
+  botocore does not rebuild and sanitise its full user-agent string twice per request;
+  timestamps (``Last-Modified`` of every HEAD, ``LastModified`` of every listed key and
+  copy) are parsed by the standard library, not dateutil (``parse_time``).
 * **Credentials and endpoint**: botocore's standard chain (environment, shared config and
   credentials files, SSO, container and instance metadata), overridden by
   ``fs.s3a.access.key`` / ``fs.s3a.secret.key`` / ``fs.s3a.session.token`` when given;
@@ -45,21 +56,26 @@ Design (beyond the contract in ``stores.base`` and ``stores.multipart``):
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import os
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import aiobotocore
 import anyio
 import anyio.to_thread
 from aiobotocore.config import AioConfig
-from aiobotocore.session import get_session
+from aiobotocore.session import AioSession, get_session
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
     ConnectTimeoutError,
     EndpointConnectionError,
 )
+from botocore.utils import parse_timestamp
 
 from aiocommit.errors import (
     AlreadyExists,
@@ -163,6 +179,47 @@ def translate(
 
 _edge = translating(translate, Exception)
 
+_sessions = threading.local()
+
+
+def parse_time(value: str) -> datetime.datetime:
+    """botocore's timestamp parser for the store's clients: S3's two forms, ISO 8601
+    (``2026-11-27T22:16:46.000Z``, in bodies) and the HTTP date (``Fri, 27 Nov 2026
+    22:16:46 GMT``, ``Last-Modified``), by the standard library; anything else by
+    botocore's own parser (dateutil, a hundred times slower). S3's forms carry their
+    zone; the answer is an aware UTC datetime (one without a zone is taken as UTC)."""
+    try:
+        if "T" in value and value[:4].isdigit():
+            parsed = datetime.datetime.fromisoformat(value)
+        elif "," in value:
+            parsed = email.utils.parsedate_to_datetime(value)
+        else:
+            return parse_timestamp(value)
+    except (ValueError, TypeError, IndexError):
+        return parse_timestamp(value)
+    if parsed.tzinfo is None:
+        return parsed.replace(tzinfo=datetime.UTC)
+    return parsed.astimezone(datetime.UTC)
+
+
+def shared_session() -> AioSession:
+    """This thread's aiobotocore session, made on first use: its clients share botocore's
+    loaded service models (a session is not safe to share between threads) and parse
+    timestamps with ``parse_time``."""
+    session: AioSession | None = getattr(_sessions, "session", None)
+    if session is None:
+        session = _sessions.session = get_session()
+        parsers = session.get_component("response_parser_factory")
+        parsers.set_parser_defaults(timestamp_parser=parse_time)
+    return session
+
+
+def user_agent() -> str:
+    """The fixed start of the store's ``User-Agent`` (botocore appends its version)."""
+    from aiocommit import __version__
+
+    return f"aiocommit/{__version__} aiobotocore/{aiobotocore.__version__}"
+
 
 def _etag(value: Any) -> str:
     return str(value or "").strip('"')
@@ -189,6 +246,8 @@ class S3Store:
         connections: size of the shared connection pool.
         page_size: keys per listing page (at most 1000).
         timeout: seconds per HTTP call.
+        conditional_copy: the endpoint honours ``If-None-Match: *`` on CopyObject, as S3
+            does; False probes a rename's destination with HEAD first instead.
     """
 
     def __init__(
@@ -203,6 +262,7 @@ class S3Store:
         page_size: int | None = None,
         timeout: float | None = None,
         path_style: bool | None = None,
+        conditional_copy: bool = True,
     ):
         if not bucket or "/" in bucket:
             raise InvalidInput(f"not a bucket name: {bucket!r}")
@@ -237,6 +297,7 @@ class S3Store:
             )
             if opts.get(name)
         }
+        self.conditional_copy = conditional_copy
         self._stack: AsyncExitStack | None = None
         self._client: S3Client | None = None
         self._lock = anyio.Lock()
@@ -279,10 +340,11 @@ class S3Store:
                     connect_timeout=min(self.timeout, 10.0),
                     read_timeout=self.timeout,
                     s3={"addressing_style": "path" if self.path_style else "auto"},
+                    user_agent=user_agent(),
                 )
                 stack = AsyncExitStack()
                 self._client = await stack.enter_async_context(
-                    get_session().create_client(
+                    shared_session().create_client(
                         "s3",
                         endpoint_url=self.endpoint_url,
                         region_name=self.region,
@@ -454,26 +516,27 @@ class S3Store:
     async def rename(
         self, source: str, dest: str, *, overwrite: bool = False, source_etag: str | None = None
     ) -> None:
+        """Three requests: a listing under ``dest/``, the conditional copy, the delete of
+        the source (one more, a HEAD of ``dest``, to explain a 412 or where
+        ``conditional_copy`` is False). Nothing is copied when a check fails; the
+        source is deleted only after its copy succeeded."""
         check_clean(dest)
         client = await self.client()
-        if not overwrite and await self._head(dest, "rename") is not None:
+        probe_first = not overwrite and not self.conditional_copy
+        if probe_first and await self._head(dest, "rename") is not None:
             raise AlreadyExists("rename destination exists", path=dest, operation="rename")
         if await self._keys_under(dest, 1, "rename"):
             raise AlreadyExists("a directory is at the destination", path=dest, operation="rename")
         if source == dest:
+            exists = not overwrite and not probe_first and await self._head(dest, "rename")
+            if exists:
+                raise AlreadyExists("rename destination exists", path=dest, operation="rename")
             return
         extra: dict[str, Any] = {}
         if source_etag is not None:
-            # the header is the guarantee on S3; the HEAD answers the same where an
-            # S3-compatible store ignores the header (moto 5 does)
             extra["CopySourceIfMatch"] = f'"{source_etag}"'
-            current = await self._head(source, "rename")
-            if current is None:
-                raise NotFound("rename source not found", path=source, operation="rename")
-            if current.etag != source_etag:
-                raise PreconditionFailed(
-                    f"rename source is not at etag {source_etag}", path=source, operation="rename"
-                )
+        if not overwrite and self.conditional_copy:
+            extra["IfNoneMatch"] = "*"
         try:
             with _edge(source, "rename"):
                 await client.copy_object(
@@ -484,6 +547,16 @@ class S3Store:
                 )
         except NotFound as error:
             raise NotFound("rename source not found", path=source, operation="rename") from error
+        except PreconditionFailed as error:
+            if "IfNoneMatch" in extra and (
+                source_etag is None or await self._head(dest, "rename") is not None
+            ):
+                raise AlreadyExists(
+                    "rename destination exists", path=dest, operation="rename"
+                ) from error
+            raise PreconditionFailed(
+                f"rename source is not at etag {source_etag}", path=source, operation="rename"
+            ) from error
         with _edge(source, "rename"):
             await client.delete_object(Bucket=self.bucket, Key=object_key(source))
 
