@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+import importlib.metadata
 import os
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -216,9 +217,11 @@ def shared_session() -> AioSession:
 
 def user_agent() -> str:
     """The fixed start of the store's ``User-Agent`` (botocore appends its version)."""
-    from aiocommit import __version__
-
-    return f"aiocommit/{__version__} aiobotocore/{aiobotocore.__version__}"
+    try:
+        ours = importlib.metadata.version("aiocommit")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - a source tree
+        ours = "0+unknown"
+    return f"aiocommit/{ours} aiobotocore/{aiobotocore.__version__}"
 
 
 def _etag(value: Any) -> str:
