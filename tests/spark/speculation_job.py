@@ -60,6 +60,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 HOSTS = ("127.0.0.2", "127.0.0.3")
+#: the JVM options of the standalone master and workers (``SPARK_DAEMON_JAVA_OPTS``)
+DAEMON_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 PARTITIONS = 6
 
 
@@ -106,7 +108,18 @@ class Cluster:
         self.processes.append(process)
 
     def start(self) -> None:
-        base = dict(os.environ, SPARK_HOME=str(spark_home()), PYSPARK_PYTHON=sys.executable)
+        """Start the master, wait until it leads, then start the workers.
+
+        Post: the workers are starting (``wait_for_workers`` waits until they registered),
+        so an application's driver may start beside them."""
+        base = dict(
+            os.environ,
+            SPARK_HOME=str(spark_home()),
+            PYSPARK_PYTHON=sys.executable,
+            # the daemons only schedule: the JIT's first tier and the serial collector
+            # start them with less CPU
+            SPARK_DAEMON_JAVA_OPTS=DAEMON_JAVA_OPTIONS,
+        )
         master_env = dict(base, SPARK_LOCAL_IP="127.0.0.1")
         self._start(
             "master",
@@ -135,6 +148,9 @@ class Cluster:
                 ],
                 dict(base, SPARK_LOCAL_IP=host),
             )  # fmt: skip
+
+    def wait_for_workers(self) -> None:
+        """Post: both workers registered with the master."""
         wait_for(
             lambda: all(b"Successfully registered" in self._log(f"worker{i}") for i in range(2)),
             180,
@@ -303,9 +319,18 @@ def main(argv: list[str] | None = None) -> None:
     failed: list[str] = []
     try:
         cluster.start()
-        print(f"cluster up in {time.monotonic() - t0:.0f} s: {cluster.url}", flush=True)
-        spark = session(cluster, work)
+        spark = session(cluster, work)  # its driver starts while the workers do
         try:
+            cluster.wait_for_workers()
+            # the driver counts as one (pyspark 3.5's tracker has no getExecutorInfos):
+            # every write below runs with both executors
+            tracker = spark.sparkContext._jsc.sc().statusTracker()
+            wait_for(
+                lambda: len(tracker.getExecutorInfos()) > len(HOSTS),
+                180,
+                "an executor on each worker",
+            )
+            print(f"cluster up in {time.monotonic() - t0:.0f} s: {cluster.url}", flush=True)
             from aiocommit.integrations.spark import register, seam
 
             if seam.HAS_DATA_SOURCES:
