@@ -60,8 +60,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 HOSTS = ("127.0.0.2", "127.0.0.3")
-#: the JVM options of the standalone master and workers (``SPARK_DAEMON_JAVA_OPTS``)
-DAEMON_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: the JVM options of every JVM of the scenario (master, workers, driver, executors),
+#: each living a few minutes: the JIT's first tier and the serial collector
+SHORT_LIVED_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 PARTITIONS = 6
 
 
@@ -116,9 +117,7 @@ class Cluster:
             os.environ,
             SPARK_HOME=str(spark_home()),
             PYSPARK_PYTHON=sys.executable,
-            # the daemons only schedule: the JIT's first tier and the serial collector
-            # start them with less CPU
-            SPARK_DAEMON_JAVA_OPTS=DAEMON_JAVA_OPTIONS,
+            SPARK_DAEMON_JAVA_OPTS=SHORT_LIVED_JVM_OPTIONS,
         )
         master_env = dict(base, SPARK_LOCAL_IP="127.0.0.1")
         self._start(
@@ -206,7 +205,11 @@ def session(cluster: Cluster, work: Path) -> SparkSession:
         .config("spark.speculation.minTaskRuntime", "1s")
         .config("spark.speculation.efficiency.enabled", "false")
         .config("spark.sql.warehouse.dir", str(work / "warehouse"))
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+        .config(
+            "spark.driver.extraJavaOptions",
+            f"{SHORT_LIVED_JVM_OPTIONS} -Dlog4j2.configurationFile=file:{log4j}",
+        )
+        .config("spark.executor.extraJavaOptions", SHORT_LIVED_JVM_OPTIONS)
         .getOrCreate()
     )
 
