@@ -192,10 +192,19 @@ SPARK_MODULE_WEIGHTS: dict[str, float] = {
 }
 #: the weight of a module missing from ``SPARK_MODULE_WEIGHTS`` (a new one)
 NEW_SPARK_MODULE_WEIGHT = 20.0
+#: modules of few tests that take long (each a minute or less): xdist hands its units
+#: out by test count, most first, which would leave these for the end, where one of them
+#: keeps one worker busy while the other has nothing left (longest first; from a
+#: ``--durations=0`` run)
+LONG_FEW_TEST_MODULES = (
+    "stress/tests/test_streaming_sweep.py",
+    "stress/tests/test_kill_anywhere.py",
+    "tests/resilience/test_random_throttles.py",
+)
 #: the work units xdist hands out first, longest first (so the last to finish are short
 #: ones): the two Spark groups, then the speculation test's standalone cluster (its own
-#: JVMs)
-FIRST_WORK_UNITS = (*SPARK_GROUPS, "tests/spark/test_speculation.py")
+#: JVMs), then ``LONG_FEW_TEST_MODULES``
+FIRST_WORK_UNITS = (*SPARK_GROUPS, "tests/spark/test_speculation.py", *LONG_FEW_TEST_MODULES)
 
 
 def distributed_by_group(config: pytest.Config) -> bool:

@@ -7,8 +7,10 @@ cluster: exactly-once output whichever attempt wins.
 Spark only speculates across hosts, so this starts a standalone master on 127.0.0.1
 and two workers (2 cores each) bound to the loopback addresses 127.0.0.2 and
 127.0.0.3, using pyspark's bundled ``spark-class``. Start-up takes about a minute;
-each ``--via`` named (comma-separated) then writes in a Spark application of its own on
-that one cluster, its report lines prefixed ``[via]``.
+each ``--via`` named (comma-separated) then writes, one after another, in one Spark
+application on that cluster (its executors and Python workers started once), its report
+lines prefixed ``[via]``; each write's commit coordinator decisions are told apart by its
+stages (its writes run in a job group of their own).
 
 Scenarios (partition 0's first attempt is the slow one; every task logs its timeline):
 
@@ -58,6 +60,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 HOSTS = ("127.0.0.2", "127.0.0.3")
+#: the JVM options of every JVM of the scenario (master, workers, driver, executors),
+#: each living a few minutes: the JIT's first tier and the serial collector
+SHORT_LIVED_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 PARTITIONS = 6
 
 
@@ -104,7 +109,16 @@ class Cluster:
         self.processes.append(process)
 
     def start(self) -> None:
-        base = dict(os.environ, SPARK_HOME=str(spark_home()), PYSPARK_PYTHON=sys.executable)
+        """Start the master, wait until it leads, then start the workers.
+
+        Post: the workers are starting (``wait_for_workers`` waits until they registered),
+        so an application's driver may start beside them."""
+        base = dict(
+            os.environ,
+            SPARK_HOME=str(spark_home()),
+            PYSPARK_PYTHON=sys.executable,
+            SPARK_DAEMON_JAVA_OPTS=SHORT_LIVED_JVM_OPTIONS,
+        )
         master_env = dict(base, SPARK_LOCAL_IP="127.0.0.1")
         self._start(
             "master",
@@ -133,6 +147,9 @@ class Cluster:
                 ],
                 dict(base, SPARK_LOCAL_IP=host),
             )  # fmt: skip
+
+    def wait_for_workers(self) -> None:
+        """Post: both workers registered with the master."""
         wait_for(
             lambda: all(b"Successfully registered" in self._log(f"worker{i}") for i in range(2)),
             180,
@@ -188,7 +205,11 @@ def session(cluster: Cluster, work: Path) -> SparkSession:
         .config("spark.speculation.minTaskRuntime", "1s")
         .config("spark.speculation.efficiency.enabled", "false")
         .config("spark.sql.warehouse.dir", str(work / "warehouse"))
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+        .config(
+            "spark.driver.extraJavaOptions",
+            f"{SHORT_LIVED_JVM_OPTIONS} -Dlog4j2.configurationFile=file:{log4j}",
+        )
+        .config("spark.executor.extraJavaOptions", SHORT_LIVED_JVM_OPTIONS)
         .getOrCreate()
     )
 
@@ -233,9 +254,12 @@ def slow_udf(scenario: str, deadline: float, timeline: str) -> Any:
     return identity
 
 
-def coordinator_decisions(work: Path, application: str) -> dict[int, dict[str, str]]:
-    """Partition -> {Spark task attempt id: "authorized" or "denied"} for the measured
-    write of ``application``, from its executors' logs (``DataWritingSparkTask``)."""
+def coordinator_decisions(
+    work: Path, application: str, stages: set[str]
+) -> dict[int, dict[str, str]]:
+    """Partition -> {Spark task attempt id: "authorized" or "denied"} in ``stages`` (the
+    measured write's) of ``application``, from its executors' logs
+    (``DataWritingSparkTask``)."""
     pattern = re.compile(
         r"Commit (authorized|denied) for partition (\d+) \(task (\d+), .*stage (\d+)"
     )
@@ -243,7 +267,7 @@ def coordinator_decisions(work: Path, application: str) -> dict[int, dict[str, s
     for log in work.glob(f"worker*/{application}/*/stderr"):
         for match in pattern.finditer(log.read_text(errors="replace")):
             verdict, partition, tid, stage = match.groups()
-            if stage != "0":  # stage 0 is the warm-up write
+            if stage in stages:
                 decisions.setdefault(int(partition), {})[tid] = verdict
     return decisions
 
@@ -298,10 +322,27 @@ def main(argv: list[str] | None = None) -> None:
     failed: list[str] = []
     try:
         cluster.start()
-        print(f"cluster up in {time.monotonic() - t0:.0f} s: {cluster.url}", flush=True)
-        for via in vias:
-            if not scenario(cluster, work, via, args.scenario, args.rows):
-                failed.append(via)
+        spark = session(cluster, work)  # its driver starts while the workers do
+        try:
+            cluster.wait_for_workers()
+            # the driver counts as one (pyspark 3.5's tracker has no getExecutorInfos):
+            # every write below runs with both executors
+            tracker = spark.sparkContext._jsc.sc().statusTracker()
+            wait_for(
+                lambda: len(tracker.getExecutorInfos()) > len(HOSTS),
+                180,
+                "an executor on each worker",
+            )
+            print(f"cluster up in {time.monotonic() - t0:.0f} s: {cluster.url}", flush=True)
+            from aiocommit.integrations.spark import register, seam
+
+            if seam.HAS_DATA_SOURCES:
+                register(spark)
+            for via in vias:
+                if not scenario(spark, work, via, args.scenario, args.rows):
+                    failed.append(via)
+        finally:
+            spark.stop()
         if failed:
             raise SystemExit(1)
     finally:
@@ -312,18 +353,30 @@ def main(argv: list[str] | None = None) -> None:
             shutil.rmtree(work, ignore_errors=True)
 
 
-#: the ways to write, each checked in its own Spark application on the shared cluster
+#: the ways to write, each checked in turn in the one Spark application on the cluster
 VIAS = ("format", "write", "jvm")
 
 
-def scenario(cluster: Cluster, work: Path, via: str, name: str, rows: int) -> bool:
-    """One write ``via`` a way of writing, in a Spark application of its own (its own
-    executors, so its own coordinator log), checked; its report lines start ``[via]``.
-    True when it committed every row exactly once."""
+def measured_stages(spark: SparkSession, group: str) -> set[str]:
+    """The ids of the stages of every job run in job group ``group``."""
+    tracker = spark.sparkContext.statusTracker()
+    stages: set[str] = set()
+    for job in tracker.getJobIdsForGroup(group):
+        info = tracker.getJobInfo(job)
+        if info is not None:
+            stages.update(str(stage) for stage in info.stageIds)
+    return stages
+
+
+def scenario(spark: SparkSession, work: Path, via: str, name: str, rows: int) -> bool:
+    """One write ``via`` a way of writing in ``spark``'s application, checked: the commit
+    coordinator's decisions are read for the stages of this write's job group only (the
+    executors' logs hold every write's); its report lines start ``[via]``. True when it
+    committed every row exactly once."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType
 
-    from aiocommit.integrations.spark import register, seam, write
+    from aiocommit.integrations.spark import write
 
     def say(line: str) -> None:
         print(f"[{via}] {line}", flush=True)
@@ -331,11 +384,10 @@ def scenario(cluster: Cluster, work: Path, via: str, name: str, rows: int) -> bo
     out = f"out-{via}"
     dest = work / out
     timeline = work / f"timeline-{via}.jsonl"
-    spark = session(cluster, work)
+    context = spark.sparkContext
+    application = context.applicationId
+    measured = f"measured-{via}"
     try:
-        application = spark.sparkContext.applicationId
-        if seam.HAS_DATA_SOURCES:
-            register(spark)
         df = spark.range(rows, numPartitions=PARTITIONS).selectExpr("id", "id % 7 AS k")
         # warm up the executors' Python workers so the timings below mean something
         engine = "jvm" if via == "jvm" else "python"
@@ -350,6 +402,7 @@ def scenario(cluster: Cluster, work: Path, via: str, name: str, rows: int) -> bo
         delay = F.udf(slow_udf(name, deadline, str(timeline)), LongType())
         slow = df.select(delay("id").alias("id"), "k")
         started = time.monotonic()
+        context.setJobGroup(measured, f"the measured write via {via}")
         if via in ("write", "jvm"):
             write(slow, out, mode="append", partition_by="k", engine=engine)
         else:
@@ -359,10 +412,9 @@ def scenario(cluster: Cluster, work: Path, via: str, name: str, rows: int) -> bo
                 "partitionBy", "k"
             ).save(out)
         say(f"write took {time.monotonic() - started:.1f} s")
-
-        ids = [row["id"] for row in spark.read.parquet(str(dest)).select("id").collect()]
     finally:
-        spark.stop()
+        context.setJobGroup(f"check-{via}", f"reading back the write via {via}")
+    ids = [row["id"] for row in spark.read.parquet(str(dest)).select("id").collect()]
     duplicates = [i for i, n in Counter(ids).items() if n > 1]
     events = [json.loads(line) for line in timeline.read_text().splitlines()]
     for event in sorted(events, key=lambda e: (e["partition"], e["attempt"])):
@@ -372,7 +424,20 @@ def scenario(cluster: Cluster, work: Path, via: str, name: str, rows: int) -> bo
     say(f"partition 0 attempts that got past the sleep: {finished}")
     leftovers = list((dest / "_temporary").rglob("*")) if (dest / "_temporary").exists() else []
     say(f"left under _temporary: {len(leftovers)} entries")
-    decisions = coordinator_decisions(work, application)
+    stages = measured_stages(spark, measured)
+    decisions = coordinator_decisions(work, application, stages)
+    # the executors live on, their logs copied to the files as they come: for a moment
+    # the last decisions may be missing (the check below reports what is there)
+    lagging = time.monotonic() + 10
+    while (
+        via == "format"
+        and time.monotonic() < lagging
+        and not all(
+            "authorized" in decisions.get(partition, {}).values() for partition in range(PARTITIONS)
+        )
+    ):
+        time.sleep(0.2)
+        decisions = coordinator_decisions(work, application, stages)
     # Spark's own file names carry no attempt ID
     committed = committed_tids(dest) if via != "jvm" else {}
     success = (dest / "_SUCCESS").exists()

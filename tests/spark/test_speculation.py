@@ -1,7 +1,8 @@
 """Speculative execution on a real standalone cluster (a master and two workers on
 127.0.0.2 and 127.0.0.3), run as the script ``speculation_job.py`` beside this test in a
-subprocess: one cluster for every way of writing (``format``, ``write``, ``jvm``), each
-in a Spark application of its own; about 2 minutes, a minute of it the cluster starting.
+subprocess: one cluster and one Spark application for every way of writing (``format``,
+``write``, ``jvm``), one write after another, each write's commit coordinator decisions
+read for its own stages; a minute of it the cluster starting.
 
 It checks issue #13's items 1 and 4 together: the write succeeds even though a losing
 attempt is still writing while the job cleans up (before the fix: ``CommitError:
@@ -46,8 +47,9 @@ class Run:
 
 @pytest.fixture(scope="module")
 def speculation_run(request: pytest.FixtureRequest) -> Run:
-    """Every way of writing selected that can run here, one after another on one
-    standalone cluster (its start-up is most of the time), in one subprocess."""
+    """Every way of writing selected that can run here, one after another in one Spark
+    application on one standalone cluster (its start-up is most of the time), in one
+    subprocess."""
     selected = {
         item.callspec.params["via"]
         for item in request.session.items
@@ -92,7 +94,7 @@ def test_speculation_on_a_standalone_cluster_is_exactly_once(
 ) -> None:
     """``via``: ``format("aiocommit")`` (Spark's commit coordinator picks the attempt),
     ``write()`` (``mapInArrow``: the attempt whose result ``collect()`` kept) or
-    ``write(engine="jvm")``; each its own Spark application on the shared cluster."""
+    ``write(engine="jvm")``; each a write of its own in the one Spark application."""
     report = speculation_run.report
     lines = {line for line in speculation_run.stdout.splitlines() if line.startswith(f"[{via}] ")}
     assert f"[{via}] EXACTLY ONCE: yes" in lines, report
