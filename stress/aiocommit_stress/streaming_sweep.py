@@ -53,10 +53,6 @@ SINKS = ("aiocommit", "parquet")
 START_TIMEOUT = 600.0
 #: how often the parent looks for the next kill point
 POLL = 0.005
-#: the JVM options of each start's driver (local mode: the executors are in it): the
-#: JIT's first tier and the serial collector, as every start is a short-lived JVM
-#: killed or stopped after a few micro-batches
-QUERY_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 # --- the child: one start of the query ------------------------------------------------
@@ -75,7 +71,6 @@ def run_query(sink: str, source: str, checkpoint: str, dest: str) -> None:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.extraJavaOptions", QUERY_JAVA_OPTIONS)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
