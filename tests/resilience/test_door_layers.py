@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import random
 
+import anyio
 import pytest
 
 from aiocommit.errors import NotFound, Throttled, Transient
 from aiocommit.io.admission import Admission
 from aiocommit.io.metering import CallMeter
+from aiocommit.io.operations import StoreOperations
 from aiocommit.io.retry import RetryPolicy
 from aiocommit.io.retrying import Retrying, Tries
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
+from aiocommit.stores.faulty import Faults, FaultyStore, Latency
 from aiocommit.stores.memory import MemoryStore
 
 
@@ -113,7 +116,7 @@ async def test_only_a_recursive_delete_waits_at_the_delete_rate() -> None:
     waits = []
     for statistic in (S.OP_DELETE_DIR, S.OP_DELETE_DIR, S.OP_DELETE, S.OP_RENAME):
         _, waited = await admission.enter(admission.pace, statistic)
-        admission.release()
+        admission.release(admission.pace)
         waits.append(waited)
     assert waits[0] == 0.0 and waits[1] > 0.0  # 20 a second: the second waits its turn
     assert waits[2:] == [0.0, 0.0]
@@ -128,3 +131,30 @@ def test_the_meter_records_a_wait_only_when_there_was_one() -> None:
     assert S.STORE_IO_RATE_LIMITED + ".mean" not in stats.snapshot().meanstatistics
     meter.waited(0.25)
     assert stats.snapshot().meanstatistics[S.STORE_IO_RATE_LIMITED + ".mean"].sum == 250.0
+
+
+async def test_the_pace_counts_the_calls_pending_through_every_ending() -> None:
+    """The pace's ``pending`` (calls begun, not ended) is back at 0 after calls that
+    succeeded, were throttled and retried, answered a probe with not-found, or failed."""
+    memory = MemoryStore("pending")
+    faults = Faults(seed=5, throttle_probability=0.4, latency=Latency(fixed=0.001))
+    store = FaultyStore(memory, faults)
+    ops = StoreOperations(store, CommitOptions(retry_base_delay=0.001), IOStatistics())
+    for n in range(20):
+        await memory.write_bytes(f"/a/{n}", b"x")
+    await memory.mkdirs("/b")
+    seen: list[int] = []
+
+    async def rename(n: int) -> None:
+        await ops.rename(f"/a/{n}", f"/b/{n}")
+        seen.append(ops.pace.pending)
+
+    async with anyio.create_task_group() as group:
+        for n in range(20):
+            group.start_soon(rename, n)
+    assert max(seen) > 0  # calls were pending while others ended
+    assert await ops.stat_or_none("/a/missing") is None
+    with pytest.raises(NotFound):
+        await ops.stat("/a/missing")
+    assert store.counts.throttled > 0
+    assert ops.pace.pending == 0

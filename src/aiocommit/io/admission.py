@@ -98,7 +98,10 @@ class Admission:
         """A free slot taken without waiting (its epoch) when no rate paces the call;
         None when the call must ``enter``."""
         if pace.rate is None and not self._rated:
-            return self.limiter.try_acquire()
+            epoch = self.limiter.try_acquire()
+            if epoch is not None:
+                pace.pending += 1
+            return epoch
         return None
 
     async def enter(self, pace: AdaptiveRate, statistic: str) -> tuple[int, float]:
@@ -124,6 +127,7 @@ class Admission:
                 limiter.release()
                 waited += await self.wait_turn(pace)
                 epoch = await limiter.acquire()
+        pace.pending += 1
         return epoch, waited
 
     async def wait_turn(self, turn: AdaptiveRate | RateLimiter) -> float:
@@ -141,19 +145,23 @@ class Admission:
         taken = 1
         while taken < wanted and limiter.try_acquire() is not None:
             taken += 1
+        self.pace.pending += taken
         return epoch, taken
 
-    def release(self, slots: int = 1) -> None:
-        """Give back the slots of calls that ended (then ``answered`` or ``heard``)."""
+    def release(self, pace: AdaptiveRate, slots: int = 1) -> None:
+        """Give back the slots of calls on ``pace`` that ended (then ``answered`` or
+        ``heard``)."""
         limiter = self.limiter
         for _ in range(slots):
             limiter.release()
+        pace.pending -= slots
 
     def succeeded(self, pace: AdaptiveRate, counted: bool) -> None:
         """A call ended well: its slot back, the limit hears it, and ``pace`` counts it
         as admitted unless its requests were ``counted`` each already."""
         limiter = self.limiter
         limiter.release()
+        pace.pending -= 1
         limiter.on_success()
         if counted:
             pace.admitted += 1

@@ -269,8 +269,12 @@ class AdaptiveRate:
 
     Unpaced (``rate`` None, nothing to wait for) until the store throttles at least
     ``engage_share`` of the calls finished since the window's first throttle (at least
-    ``ENGAGE_CALLS`` calls and ``engage_throttles`` throttles; successes before the first
-    throttle do not dilute a storm): a store that limits requests per second. Then
+    ``ENGAGE_CALLS`` finished and ``engage_throttles`` throttles; successes before the
+    first throttle do not dilute a storm): a store that limits requests per second. Once
+    throttles were judged not to follow the rate (``unpaced``), the calls still
+    ``pending`` count too: a throttle is answered at once and a success after the store's
+    work, so of calls begun together the throttled ones finish first, and the pending
+    calls are the successes not yet back, counted however long they take. Then
     every call waits its turn at ``rate`` requests a second (first come, first served; a
     changed rate applies to calls waiting).
 
@@ -334,6 +338,8 @@ class AdaptiveRate:
         self.ceiling = 0.0
         #: successes reported (the caller increments it)
         self.admitted = 0
+        #: calls begun and not yet ended (the caller keeps it)
+        self.pending = 0
         self.decreases = 0
         now = clock()
         self._changed = now  # when the rate last dropped (or the window began)
@@ -437,7 +443,7 @@ class AdaptiveRate:
         if (
             self._throttles < self.engage_throttles
             or finished < ENGAGE_CALLS
-            or self._throttles < self.engage_share * finished
+            or self._throttles < self.engage_share * (finished + self._pending())
         ):
             return False
         admitted = max(
@@ -449,6 +455,14 @@ class AdaptiveRate:
         self._paced_admitted, self._paced_throttles = self.admitted, 0
         self._found = False  # measured in a storm of throttles: maybe low; grow fast
         return True
+
+    def _pending(self) -> int:
+        """The calls still pending that the engaging share counts: none until throttles
+        were judged not to follow the rate (``unpaced``). A store limiting requests a
+        second throttles its calls' retries and the calls begun in their freed slots at
+        once, while its admitted calls are pending: counted, it was paced rounds later
+        (docs/performance.md, "The pace counts the calls pending")."""
+        return max(0, self.pending) if self.unpaced else 0
 
     def seed(self, rate: float) -> None:
         """Unpaced: start paced at ``rate`` (learnt on another prefix of the store), grown

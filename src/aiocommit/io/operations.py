@@ -133,7 +133,7 @@ class StoreOperations:
             try:
                 result = await function()
             except StoreError as error:
-                admission.release()
+                admission.release(pace)
                 answered = probe and isinstance(error, NotFound)
                 meter.finished(statistic, begin, failed=not answered)
                 if answered:
@@ -147,7 +147,7 @@ class StoreOperations:
                 await self.retrying.backoff(error, tries, paced=pace.rate is not None)
                 continue
             except BaseException:
-                admission.release()
+                admission.release(pace)
                 raise
             finally:
                 if requests is not None:
@@ -172,12 +172,12 @@ class StoreOperations:
         try:
             result = await function()
         except StoreError as error:
-            admission.release()
+            admission.release(pace)
             self.meter.finished(statistic, begin, failed=True)
             admission.heard(error, epoch, begin, pace)
             raise
         except BaseException:
-            admission.release()
+            admission.release(pace)
             raise
         finally:
             REQUEST_RETRY.reset(token)
@@ -211,7 +211,7 @@ class StoreOperations:
         try:
             outcomes = await batch(renames)
         finally:
-            admission.release(taken)
+            admission.release(admission.pace, taken)
         millis = (perf_counter() - begin) * 1000
         renamed = outcomes.count(None)
         self.meter.succeeded_many(S.OP_RENAME, millis, renamed)
