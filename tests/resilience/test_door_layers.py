@@ -102,7 +102,7 @@ async def test_a_call_is_admitted_at_once_only_when_no_rate_paces_it() -> None:
     free = Admission(MemoryStore("admit-free"), CommitOptions(concurrency=2), meter)
     assert free.try_enter(free.pace) is not None
     assert free.limiter.in_flight == 1
-    free.succeeded(free.pace, True)
+    free.succeeded(free.pace, True, 0.0)
     assert free.limiter.in_flight == 0 and free.pace.admitted == 1
     rated = Admission(MemoryStore("admit-rated"), CommitOptions(rate_limit=1000.0), meter)
     assert rated.try_enter(rated.pace) is None  # its turn at the rate first: ``enter``

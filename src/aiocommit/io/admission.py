@@ -156,15 +156,15 @@ class Admission:
             limiter.release()
         pace.pending -= slots
 
-    def succeeded(self, pace: AdaptiveRate, counted: bool) -> None:
-        """A call ended well: its slot back, the limit hears it, and ``pace`` counts it
-        as admitted unless its requests were ``counted`` each already."""
+    def succeeded(self, pace: AdaptiveRate, counted: bool, begin: float) -> None:
+        """A call begun at ``begin`` ended well: its slot back, the limit hears it, and
+        ``pace`` counts it as admitted unless its requests were ``counted`` each already."""
         limiter = self.limiter
         limiter.release()
         pace.pending -= 1
         limiter.on_success()
         if counted:
-            pace.admitted += 1
+            pace.on_success(begin)
 
     def succeeded_many(self, count: int) -> None:
         """``count`` calls of a batch (their slots released) ended well."""
@@ -173,11 +173,11 @@ class Admission:
             limiter.on_success()
         self.pace.admitted += count
 
-    def answered(self, pace: AdaptiveRate) -> None:
-        """A call (its slot released) got an answer that is not a failure (a probe's
-        not-found): counted as a success."""
+    def answered(self, pace: AdaptiveRate, begin: float) -> None:
+        """A call begun at ``begin`` (its slot released) got an answer that is not a
+        failure (a probe's not-found): counted as a success."""
         self.limiter.on_success()
-        pace.admitted += 1
+        pace.on_success(begin)
 
     def heard(self, error: StoreError, epoch: int, begin: float, pace: AdaptiveRate) -> None:
         """A call (its slot taken in ``epoch``, begun at ``begin``) failed with ``error``:

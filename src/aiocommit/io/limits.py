@@ -254,14 +254,18 @@ SAME_CEILING = 0.1
 #: share of the ceiling the rate recovers to after a decrease (below the store's limit:
 #: the bucket refills, so a burst of retries or a jittered call is not throttled)
 RECOVER_TO = 0.95
-#: decreases in a row at a throttled share of at least ``RANDOM_SHARE`` before the
-#: throttles are judged not to follow the rate (a store throttling at random): paced at
-#: what a rate-limited store admits, only probes are throttled, a small share
-RANDOM_DECREASES = 3
+#: the decreases since engaging are a run; once they took the rate to ``RANDOM_FALL``
+#: of the highest rate in force or admitted in the run, the calls sent from then on, held
+#: at that rate, are the verdict's: a rate-limited store whose limit fell less than that
+#: admits them (only probes would be throttled, and probes wait for the verdict).
+#: ``RANDOM_THROTTLES`` of them throttled at a share of ``RANDOM_SHARE`` or more (or
+#: that share after ``RANDOM_CALLS``) mean throttles that do not follow the rate (a
+#: store throttling at random); ``RANDOM_CALLS`` ended at a lower share end the run
+RANDOM_FALL = 0.25
 RANDOM_SHARE = 0.1
-#: or calls since engaging (sent after a change settled), at that share
+RANDOM_THROTTLES = 4
 RANDOM_CALLS = 32
-RANDOM_PACED_SHARE = 0.1
+RANDOM_THROTTLES = 4
 
 
 class AdaptiveRate:
@@ -293,14 +297,21 @@ class AdaptiveRate:
     A probe that finds the store's limit goes back to ``decrease_factor`` of the ceiling
     (or of the success rate, if higher): the ceiling falls only at a decrease below it.
     The rate never falls below ``minimum``.
-    ``RANDOM_DECREASES`` decreases in a row at a throttled share of at least
-    ``RANDOM_SHARE`` (or ``RANDOM_PACED_SHARE`` of the ``RANDOM_CALLS`` or more calls
-    since engaging) mean throttles that do not follow the rate (a store throttling at
-    random): unpaced again, and ``engage_share`` raised by a quarter.
+    The decreases since engaging are a run. Once they took the rate to ``RANDOM_FALL``
+    of the highest rate in force or admitted in the run (or to ``minimum``), the rate is
+    held there, probes wait, and the calls begun after that settled are the verdict's,
+    each outcome counted for the rate its call began at (``on_success``, ``on_throttle``):
+    ``RANDOM_THROTTLES`` of them throttled at a share of at least ``RANDOM_SHARE`` (or
+    that share of ``RANDOM_CALLS``) mean throttles that do not follow the rate (a store
+    throttling at random): unpaced again, and ``engage_share`` raised by a quarter;
+    ``RANDOM_CALLS`` ended at a lower share end the run (the next decrease begins
+    another). A rate-limited store is judged random only if its limit fell below
+    ``RANDOM_FALL`` of that reference within the run. Counts only, no timer: the
+    verdict does not move with the machine's speed.
     ``seed(rate)``: start paced at a rate learnt elsewhere (another prefix of the store).
 
-    Callers report each success (``admitted += 1``: one increment on the hot path) and
-    each throttle with the clock reading when that call started (``on_throttle``).
+    Callers report each success (``on_success``) and each throttle (``on_throttle``)
+    with the clock reading when that call started.
     """
 
     def __init__(
@@ -350,9 +361,12 @@ class AdaptiveRate:
         self._adjusted = now
         self._probing = 0.0  # ticks spent probing above the ceiling since the last decrease
         self._found = True  # False from engaging until the first decrease while paced
-        self._high = 0  # decreases in a row at a throttled share of half ``engage_share``
-        self._paced_admitted = 0  # admitted when the rate engaged
-        self._paced_throttles = 0  # throttles since (of calls sent after it settled)
+        #: the rate at the current run's first decrease (None: no run)
+        self._run_rate: float | None = None
+        #: calls begun from this clock reading on are the verdict's (None: not yet)
+        self._verdict_from: float | None = None
+        self._verdict_ok = 0  # of those, the successes and the throttles so far
+        self._verdict_throttled = 0
         #: times the throttles were judged not to follow the rate
         self.unpaced = 0
         self._probe_wait = PROBE_SECONDS
@@ -365,31 +379,47 @@ class AdaptiveRate:
         self._urgent: deque[anyio.Event] = deque()
         self._holder: anyio.Event | None = None  # the waiter whose turn is next
 
+    def on_success(self, started: float) -> None:
+        """A call that started at ``started`` succeeded (or got an answer)."""
+        self.admitted += 1
+        verdict_from = self._verdict_from
+        if verdict_from is not None and started >= verdict_from:
+            self._verdict_ok += 1
+            if self._verdict_ok + self._verdict_throttled >= RANDOM_CALLS:
+                self._end_run()  # the throttles followed the rate: probe again
+
     def on_throttle(self, started: float) -> bool:
         """A call that started at ``started`` was throttled; True if the rate dropped."""
         now = self._clock()
         self._mark(now)
+        verdict_from = self._verdict_from
+        if verdict_from is not None and started >= verdict_from:
+            self._verdict_throttled += 1
+            ended = self._verdict_ok + self._verdict_throttled
+            throttled = self._verdict_throttled
+            if throttled >= RANDOM_SHARE * ended and (
+                throttled >= RANDOM_THROTTLES or ended >= RANDOM_CALLS
+            ):
+                # sent far below what the store admitted, throttled as before: a store
+                # whose throttles do not follow the rate, not a rate limit
+                self._unpace(now)
+                return False
+            if ended >= RANDOM_CALLS:
+                self._end_run()  # the throttles followed the rate
         if started < self._changed + (self.settle if self.rate is not None else 0.0):
             return False  # sent before the last change settled: already accounted for
         self._throttles += 1
         if self.rate is None:
             return self._engage(now)
-        self._paced_throttles += 1
         throttles = self._throttles
         finished = self.admitted - self._window_admitted + throttles
         if throttles < 2 or (finished < 8 and throttles < 4):
             return False
-        # a store whose throttles do not follow the rate (a share that stays high however
-        # far the rate drops, over decreases in a row or over every call since engaging)
-        # is not rate-limited: back to unpaced, and slower to engage
         rate = self.rate
-        self._high = self._high + 1 if throttles >= RANDOM_SHARE * finished else 0
-        paced = self.admitted - self._paced_admitted + self._paced_throttles
-        if self._high >= RANDOM_DECREASES or (
-            paced >= RANDOM_CALLS and self._paced_throttles >= RANDOM_PACED_SHARE * paced
-        ):
-            self._unpace(now)
-            return False
+        if self._verdict_from is not None:
+            return False  # the verdict's calls all go at the rate it began at
+        # the run's reference: the highest rate in force or admitted in it
+        self._run_rate = max(self._run_rate or 0.0, rate, self._measured(now))
         admitted = max(min(rate, self._measured(now)), rate / 2)
         if self._found and rate > self.ceiling * RECOVER_TO:
             # a probe above the ceiling found the store's limit: back below the ceiling
@@ -400,14 +430,29 @@ class AdaptiveRate:
             admitted = max(admitted, min(rate, self.ceiling))
         self._decrease(now, admitted)
         self._found = True
+        run_rate, fallen = self._run_rate, self.rate
+        if (
+            run_rate is not None
+            and self._verdict_from is None
+            and fallen is not None
+            and fallen <= max(RANDOM_FALL * run_rate, self.minimum)
+        ):
+            # the verdict's calls go at that fraction of the reference (or the
+            # minimum), however far the decrease took the rate below it
+            self.rate = max(fallen, RANDOM_FALL * run_rate)
+            self._verdict_from = now + self.settle
+            self._verdict_ok = self._verdict_throttled = 0
         return True
+
+    def _end_run(self) -> None:
+        self._run_rate = self._verdict_from = None
 
     def _unpace(self, now: float) -> None:
         """Throttles that do not follow the rate: unpaced again, and slower to engage."""
         self.rate = None
         self.engage_share = min(0.95, self.engage_share + 0.25)
         self._changed, self._window_admitted, self._throttles = now, self.admitted, 0
-        self._high = 0
+        self._end_run()
         self.unpaced += 1
 
     def _mark(self, now: float) -> None:
@@ -452,7 +497,7 @@ class AdaptiveRate:
         )
         self._credit, self._refilled = 0.0, now
         self._decrease(now, admitted)
-        self._paced_admitted, self._paced_throttles = self.admitted, 0
+        self._end_run()
         self._found = False  # measured in a storm of throttles: maybe low; grow fast
         return True
 
@@ -472,7 +517,7 @@ class AdaptiveRate:
         now = self._clock()
         self._credit, self._refilled = 0.0, now
         self._decrease(now, rate / self.decrease_factor)
-        self._paced_admitted, self._paced_throttles = self.admitted, 0
+        self._end_run()
         self._found = False
 
     def _decrease(self, now: float, admitted: float) -> None:
@@ -507,8 +552,8 @@ class AdaptiveRate:
             rate *= (1 + self.grow) ** ticks
         elif rate < recovered:
             rate = min(recovered, rate * (1 + self.recover) ** ticks)
-        elif now - self._changed < self._probe_wait:
-            return
+        elif now - self._changed < self._probe_wait or self._verdict_from is not None:
+            return  # not yet time to probe, or the calls now sent are the verdict's
         else:  # probing: faster the longer the store has not throttled
             self._probing += ticks
             probing = self._probing

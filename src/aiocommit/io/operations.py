@@ -137,7 +137,7 @@ class StoreOperations:
                 answered = probe and isinstance(error, NotFound)
                 meter.finished(statistic, begin, failed=not answered)
                 if answered:
-                    admission.answered(pace)
+                    admission.answered(pace, begin)
                 else:
                     admission.heard(error, epoch, begin, pace)
                 if tries is None:
@@ -153,7 +153,7 @@ class StoreOperations:
                 if requests is not None:
                     REQUEST_RETRY.reset(token)
             meter.finished(statistic, begin)
-            admission.succeeded(pace, requests is None or requests.first)
+            admission.succeeded(pace, requests is None or requests.first, begin)
             return result
 
     async def _try(
@@ -182,7 +182,7 @@ class StoreOperations:
         finally:
             REQUEST_RETRY.reset(token)
         self.meter.finished(statistic, begin)
-        admission.succeeded(pace, requests.first)
+        admission.succeeded(pace, requests.first, begin)
         return result
 
     def rename_batcher(self) -> RenameBatch | None:

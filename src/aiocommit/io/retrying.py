@@ -132,8 +132,8 @@ class RequestRetry:
                     meter.transient()
                     ride = False
                 else:
-                    pace.admitted += 1  # an answer (not found, a conflict)
+                    pace.on_success(begin)  # an answer (not found, a conflict)
                 await retrying.backoff(error, tries, paced=pace.rate is not None)
                 continue
-            pace.admitted += 1  # counted when answered: the rate measures the store
+            pace.on_success(begin)  # counted when answered: the rate measures the store
             return result
