@@ -120,7 +120,7 @@ async def test_a_rate_limited_store_is_never_judged_random(
     down is at a high throttled share (the rate is above the limit), and on the
     session-41 pace three of them judged the store random (every run at 8 a second):
     unpaced, it was paced again only after hundreds of throttles. The verdict counts
-    only calls sent at a quarter of the run's highest rate, which the store admits, so
+    only calls sent at an eighth of the run's highest rate, which the store admits, so
     it never unpaces, however slow a success is."""
     now, pace = _fake_clock()
     store = _token_bucket(lambda at: limit if at < 3.0 else limit / 2)
@@ -135,7 +135,7 @@ async def test_a_rate_limited_store_is_never_judged_random(
 async def test_a_store_throttling_at_random_is_judged_so_once(share: float, seed: int) -> None:
     """A front throttling ``share`` of the calls at random, answering throttles at once
     and successes after 0.5 s (seeds whose storm engages the pace): the calls sent at a
-    quarter of the run's rate are throttled as often, so it is judged random and
+    eighth of the run's rate are throttled as often, so it is judged random and
     unpaced, once, and the storms at later stages' starts do not pace it again (on
     session 40's pace they did); the commit stays within 3x its unthrottled time."""
     now, pace = _fake_clock()

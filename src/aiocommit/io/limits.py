@@ -261,7 +261,7 @@ RECOVER_TO = 0.95
 #: ``RANDOM_THROTTLES`` of them throttled at a share of ``RANDOM_SHARE`` or more (or
 #: that share after ``RANDOM_CALLS``) mean throttles that do not follow the rate (a
 #: store throttling at random); ``RANDOM_CALLS`` ended at a lower share end the run
-RANDOM_FALL = 0.25
+RANDOM_FALL = 0.125
 RANDOM_SHARE = 0.1
 RANDOM_THROTTLES = 4
 RANDOM_CALLS = 32
