@@ -149,3 +149,19 @@ async def test_a_store_throttling_at_random_is_judged_so_once(share: float, seed
     now, unthrottled = _fake_clock()
     base = await _commit(unthrottled, now, lambda at: False, [200] * 5, success_seconds=0.5)
     assert run.seconds <= 3 * base.seconds, (run, base)
+
+
+@pytest.mark.parametrize("success_seconds", [0.02, 0.2])
+async def test_a_limit_halved_after_the_pace_settled_is_not_judged_random(
+    success_seconds: float,
+) -> None:
+    """A store admitting 200 requests a second, then 40 (the pace engaged far above the
+    limit comes down to it and holds there), then 20: the halving is below an eighth of
+    the rate the pace engaged at, but the store admitted the rate it held before, so
+    the run of decreases from 200 ended there; judged against 200, the verdict's calls
+    went at 25 a second, above the halved limit, and the store was judged random."""
+    now, pace = _fake_clock()
+    store = _token_bucket(lambda at: 200.0 if at < 1.0 else 40.0 if at < 5.0 else 20.0)
+    run = await _commit(pace, now, store, [600], success_seconds=success_seconds)
+    assert pace.unpaced == 0, run
+    assert pace.rate is not None and 0.7 * 20.0 <= pace.rate <= 1.1 * 20.0, pace.rate

@@ -254,17 +254,20 @@ SAME_CEILING = 0.1
 #: share of the ceiling the rate recovers to after a decrease (below the store's limit:
 #: the bucket refills, so a burst of retries or a jittered call is not throttled)
 RECOVER_TO = 0.95
-#: the decreases since engaging are a run; once they took the rate to ``RANDOM_FALL``
-#: of the highest rate in force or admitted in the run, the calls sent from then on, held
-#: at that rate, are the verdict's: a rate-limited store whose limit fell less than that
-#: admits them (only probes would be throttled, and probes wait for the verdict).
-#: ``RANDOM_THROTTLES`` of them throttled at a share of ``RANDOM_SHARE`` or more (or
-#: that share after ``RANDOM_CALLS``) mean throttles that do not follow the rate (a
-#: store throttling at random); ``RANDOM_CALLS`` ended at a lower share end the run
+#: the decreases since engaging (or since the store last admitted the rate) are a run;
+#: once they took the rate to ``RANDOM_FALL`` of the highest success rate over a second
+#: in the run, the calls sent from then on, held at that rate, are the verdict's: a
+#: rate-limited store whose limit fell less than that admits them (only probes would be
+#: throttled, and probes wait for the verdict). ``RANDOM_THROTTLES`` of them throttled
+#: before ``RANDOM_CALLS`` ended mean throttles that do not follow the rate (a store
+#: throttling at random); ``RANDOM_CALLS`` ended with fewer end the run
 RANDOM_FALL = 0.125
 RANDOM_SHARE = 0.1
 RANDOM_THROTTLES = 4
-RANDOM_CALLS = 32
+RANDOM_CALLS = 64
+#: calls sent after a decrease settled that end a run when the store admitted them (less
+#: than ``RANDOM_SHARE`` throttled): a later fall is measured from the rate they went at
+ADMITTED_CALLS = 32
 
 
 class AdaptiveRate:
@@ -296,17 +299,20 @@ class AdaptiveRate:
     A probe that finds the store's limit goes back to ``decrease_factor`` of the ceiling
     (or of the success rate, if higher): the ceiling falls only at a decrease below it.
     The rate never falls below ``minimum``.
-    The decreases since engaging are a run. Once they took the rate to ``RANDOM_FALL``
-    of the highest rate in force or admitted in the run (or to ``minimum``), the rate is
-    held there, probes wait, and the calls begun after that settled are the verdict's,
-    each outcome counted for the rate its call began at (``on_success``, ``on_throttle``):
-    ``RANDOM_THROTTLES`` of them throttled at a share of at least ``RANDOM_SHARE`` (or
-    that share of ``RANDOM_CALLS``) mean throttles that do not follow the rate (a store
+    The decreases since engaging are a run; ``ADMITTED_CALLS`` calls sent after a
+    decrease settled and throttled less than ``RANDOM_SHARE`` (the store admitted the
+    rate) end it. Once the decreases took the rate to ``RANDOM_FALL`` of the run's
+    highest success rate over a second (a reference the pace's own overshoot does not
+    raise; a store's bucket of half a second's requests adds at most half its limit)
+    or to ``minimum``, the rate is held there, probes wait, and the calls begun after
+    that settled are the verdict's, each outcome counted for the rate its call began
+    at (``on_success``, ``on_throttle``): ``RANDOM_THROTTLES`` of them throttled before
+    ``RANDOM_CALLS`` ended mean throttles that do not follow the rate (a store
     throttling at random): unpaced again, and ``engage_share`` raised by a quarter;
-    ``RANDOM_CALLS`` ended at a lower share end the run (the next decrease begins
-    another). A rate-limited store is judged random only if its limit fell below
-    ``RANDOM_FALL`` of that reference within the run. Counts only, no timer: the
-    verdict does not move with the machine's speed.
+    ``RANDOM_CALLS`` ended with fewer end the run (the next decrease begins another).
+    A rate-limited store is judged random only if its limit fell below ``RANDOM_FALL``
+    of that reference within a run. Counts only, no timer: the verdict does not move
+    with the machine's speed.
     ``seed(rate)``: start paced at a rate learnt elsewhere (another prefix of the store).
 
     Callers report each success (``on_success``) and each throttle (``on_throttle``)
@@ -366,6 +372,7 @@ class AdaptiveRate:
         self._verdict_from: float | None = None
         self._verdict_ok = 0  # of those, the successes and the throttles so far
         self._verdict_throttled = 0
+        self._settled_ok = 0  # successes of calls begun after the last change settled
         #: times the throttles were judged not to follow the rate
         self.unpaced = 0
         self._probe_wait = PROBE_SECONDS
@@ -381,11 +388,22 @@ class AdaptiveRate:
     def on_success(self, started: float) -> None:
         """A call that started at ``started`` succeeded (or got an answer)."""
         self.admitted += 1
+        if self._run_rate is None:
+            return
         verdict_from = self._verdict_from
-        if verdict_from is not None and started >= verdict_from:
-            self._verdict_ok += 1
-            if self._verdict_ok + self._verdict_throttled >= RANDOM_CALLS:
-                self._end_run()  # the throttles followed the rate: probe again
+        if verdict_from is not None:
+            if started >= verdict_from:
+                self._verdict_ok += 1
+                if self._verdict_ok + self._verdict_throttled >= RANDOM_CALLS:
+                    self._end_run()  # the throttles followed the rate: probe again
+        elif started >= self._changed + self.settle:
+            self._settled_ok += 1
+            throttles = self._throttles
+            ended = self._settled_ok + throttles
+            if ended >= ADMITTED_CALLS and throttles < RANDOM_SHARE * ended:
+                # the store admits the rate the decreases came to: a later decrease
+                # (a probe, a store that tightened) is measured against this rate
+                self._end_run()
 
     def on_throttle(self, started: float) -> bool:
         """A call that started at ``started`` was throttled; True if the rate dropped."""
@@ -396,9 +414,7 @@ class AdaptiveRate:
             self._verdict_throttled += 1
             ended = self._verdict_ok + self._verdict_throttled
             throttled = self._verdict_throttled
-            if throttled >= RANDOM_SHARE * ended and (
-                throttled >= RANDOM_THROTTLES or ended >= RANDOM_CALLS
-            ):
+            if throttled >= RANDOM_THROTTLES:
                 # sent far below what the store admitted, throttled as before: a store
                 # whose throttles do not follow the rate, not a rate limit
                 self._unpace(now)
@@ -417,8 +433,8 @@ class AdaptiveRate:
         rate = self.rate
         if self._verdict_from is not None:
             return False  # the verdict's calls all go at the rate it began at
-        # the run's reference: the highest rate in force or admitted in it
-        self._run_rate = max(self._run_rate or 0.0, rate, self._measured(now))
+        # the run's reference: the highest rate the store admitted in it, over a second
+        self._run_rate = max(self._run_rate or 0.0, self._sustained(now))
         admitted = max(min(rate, self._measured(now)), rate / 2)
         if self._found and rate > self.ceiling * RECOVER_TO:
             # a probe above the ceiling found the store's limit: back below the ceiling
@@ -470,6 +486,17 @@ class AdaptiveRate:
                 when, admitted = mark
                 break
         return (self.admitted - admitted) / max(now - when, 1e-3)
+
+    def _sustained(self, now: float) -> float:
+        """Successes a second over the latest ``MEASURE_SECONDS_MOST`` or more (as if that
+        long when the marks are younger): a store's bucket of half a second's requests,
+        full before a storm, adds at most half of its limit to it."""
+        when, admitted = self._marks[0]
+        for mark in reversed(self._marks):
+            if now - mark[0] >= MEASURE_SECONDS_MOST:
+                when, admitted = mark
+                break
+        return (self.admitted - admitted) / max(now - when, MEASURE_SECONDS_MOST)
 
     def _engage(self, now: float) -> bool:
         """Unpaced: start pacing once enough of the window's calls were throttled, at once
@@ -531,6 +558,7 @@ class AdaptiveRate:
         rate = max(self.minimum, admitted * self.decrease_factor)
         self.rate = rate if self.rate is None else min(self.rate, rate)
         self._changed, self._window_admitted, self._throttles = now, self.admitted, 0
+        self._settled_ok = 0
         self._adjusted = now
         self._probing = 0.0
         self.decreases += 1
