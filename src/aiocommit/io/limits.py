@@ -500,10 +500,12 @@ class AdaptiveRate:
 
     def _engage(self, now: float) -> bool:
         """Unpaced: start pacing once enough of the window's calls were throttled, at once
-        (every call sent unpaced meanwhile would be throttled too), at the success rate
-        since the window's first throttle (over at least ``engage_seconds``) or since the
-        window began, whichever is larger (too high costs a few throttles and a decrease;
-        too low, time: the rate grows fast until the first decrease)."""
+        (every call sent unpaced meanwhile would be throttled too), at the rate of the
+        successes and the calls still pending since the window's first throttle (over at
+        least ``engage_seconds``; a storm at a stage's start comes before any success of a
+        slow store, which it paced at ``minimum``) or of the successes since the window
+        began, whichever is larger (too high costs a few throttles and decreases, each at
+        most a halving; too low, time: the rate grows fast until the first decrease)."""
         if self._throttles == 1:
             self._first = (now, self.admitted)
         first, admitted_then = self._first
@@ -518,7 +520,8 @@ class AdaptiveRate:
         ):
             return False
         admitted = max(
-            (self.admitted - admitted_then) / max(now - first, self.engage_seconds),
+            (self.admitted - admitted_then + max(0, self.pending))
+            / max(now - first, self.engage_seconds),
             (self.admitted - self._window_admitted) / max(now - self._changed, 1e-3),
         )
         self._credit, self._refilled = 0.0, now
