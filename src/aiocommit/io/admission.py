@@ -69,6 +69,8 @@ class Admission:
         #: the rate the first prefix to be paced started at: every other prefix (and any
         #: later one) starts paced there, not in a storm of its own
         self._learned: float | None = None
+        #: a prefix's pace judged the store's throttles random: every prefix takes it
+        self._random = False
         self._adaptive = options.adaptive_concurrency
         #: the configured rate of every call, and of recursive deletes
         self.rate: RateLimiter | None = self.limits.rate
@@ -84,7 +86,9 @@ class Admission:
         pace = paces.get(prefix)
         if pace is None:
             pace = paces[prefix] = AdaptiveRate(sleep=self._sleep)
-            if self._learned is not None:
+            if self._random:
+                pace.unpace()
+            elif self._learned is not None:
                 pace.seed(self._learned)
         return pace
 
@@ -199,13 +203,28 @@ class Admission:
         if not self._adaptive:
             return
         unpaced = pace.rate is None
+        judged = pace.unpaced
         if pace.on_throttle(begin):
             meter.rate_decreased()
             if unpaced and pace.rate is not None:
-                if self._paces is not None and self._learned is None:
+                if self._paces is not None and self._learned is None and not self._random:
                     self._learned = pace.rate
                     for other in self._paces.values():
                         other.seed(pace.rate)
                 self.limiter.reset()  # the rate paces the calls from now on
         elif pace.rate is None and self.limiter.on_throttle(epoch):
             meter.concurrency_decreased()
+        paces = self._paces
+        if pace.unpaced != judged and paces is not None:
+            self._judged_random(pace, paces)
+
+    def _judged_random(self, judged: AdaptiveRate, paces: dict[str, AdaptiveRate]) -> None:
+        """``judged``, a prefix's pace, found the store's throttles random: so are every
+        other prefix's (one front throttles them all), each judged over again at a
+        crawl otherwise, and the rate learnt from the storm that seeded them was no
+        limit. Post: no prefix paced until one engages on its own; none seeded again."""
+        self._learned = None
+        self._random = True
+        for other in paces.values():
+            if other is not judged and other.unpaced < judged.unpaced:
+                other.unpace()

@@ -462,6 +462,12 @@ class AdaptiveRate:
     def _end_run(self) -> None:
         self._run_rate = self._verdict_from = None
 
+    def unpace(self) -> None:
+        """Take a verdict reached elsewhere (another prefix's pace on the same store): its
+        throttles do not follow the rate. Post: unpaced, ``engage_share`` raised by a
+        quarter, ``unpaced`` counted (later storms count the calls pending)."""
+        self._unpace(self._clock())
+
     def _unpace(self, now: float) -> None:
         """Throttles that do not follow the rate: unpaced again, and slower to engage."""
         self.rate = None
