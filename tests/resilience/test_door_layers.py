@@ -3,6 +3,7 @@ layer (``Retrying``), admission (``Admission``) and statistics (``CallMeter``)."
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 
@@ -10,8 +11,9 @@ import anyio
 import msgspec
 import pytest
 
-from aiocommit.errors import NotFound, Throttled, Transient
+from aiocommit.errors import NotFound, StoreError, Throttled, Transient
 from aiocommit.io.admission import Admission
+from aiocommit.io.limits import AdaptiveRate
 from aiocommit.io.metering import CallMeter
 from aiocommit.io.operations import StoreOperations
 from aiocommit.io.retry import RetryPolicy
@@ -19,7 +21,7 @@ from aiocommit.io.retrying import Retrying, Tries
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
-from aiocommit.stores.base import StoreCapabilities
+from aiocommit.stores.base import FileStatus, StoreCapabilities
 from aiocommit.stores.faulty import Faults, FaultyStore, Latency
 from aiocommit.stores.memory import MemoryStore
 
@@ -48,10 +50,10 @@ async def test_a_paced_throttle_waits_the_base_delay_and_the_next_backoff_starts
     clock, stats = _Clock(), IOStatistics()
     retrying = _retrying(clock, stats, base_delay=0.5, max_delay=30.0)
     tries = Tries(clock(), attempt=3, delay=8.0)
-    await retrying.backoff(Throttled("slow down"), tries, paced=True)
+    await retrying.backoff(Throttled("slow down"), tries, in_line=True)
     assert clock.slept == [0.5]  # uniform(base, max(base, 0 * 3)): the base delay
     assert tries.delay == 0.0
-    await retrying.backoff(Transient("reset"), tries, paced=True)  # not a throttle
+    await retrying.backoff(Transient("reset"), tries, in_line=True)  # not a throttle
     assert tries.delay == clock.slept[-1] == 0.5  # from afresh, then it grows
     assert stats.snapshot().counters[S.STORE_IO_RETRY] == 2
 
@@ -85,6 +87,82 @@ async def test_an_unpaced_backoff_grows_and_the_error_that_ends_it_carries_the_t
         await retrying.backoff(error, tries)
     assert ended.value.attempts == 3
     assert ended.value.retried_seconds == pytest.approx(sum(clock.slept))
+
+
+class _ThrottlingStore(MemoryStore):
+    """Answers ``stat`` with the scripted errors first, one per call (``always``: a
+    throttle every time, a store that is down)."""
+
+    def __init__(self, errors: list[StoreError], *, always: bool = False) -> None:
+        super().__init__("throttling")
+        self.errors = errors
+        self.always = always
+        self.calls = 0
+
+    async def stat(self, path: str) -> FileStatus:
+        self.calls += 1
+        if self.always:
+            raise Throttled("down")
+        if self.errors:
+            raise self.errors.pop(0)
+        return await super().stat(path)
+
+
+def _door(store: MemoryStore, clock: _Clock, **policy: float) -> StoreOperations:
+    rules = RetryPolicy(clock=clock, rng=random.Random(3), **policy)  # type: ignore[arg-type]
+    return StoreOperations(store, CommitOptions(), IOStatistics(), retry=rules, sleep=clock.sleep)
+
+
+async def _judge_random(admission: Admission, pace: AdaptiveRate) -> None:
+    """Throttle ``pace`` as a store throttling at random does: a storm engages it, and
+    the verdict's calls are throttled as before. Post: unpaced by a verdict."""
+    for _ in range(32):
+        admission.throttled(0, time.perf_counter(), pace)
+    assert pace.rate is not None
+    while pace.rate is not None:
+        await anyio.sleep(pace.settle * 1.1)
+        for _ in range(4):
+            admission.throttled(0, time.perf_counter(), pace)
+    assert pace.unpaced == 1
+
+
+async def test_once_judged_random_a_throttled_call_retries_at_the_base_delay() -> None:
+    """After the verdict that the store's throttles are random, each retry of a
+    throttled call waits the base delay (a Retry-After when it is longer), not a
+    decorrelated-jitter wait grown from the last (6.6-20 s tails at 30 %, before); a
+    transient error still backs off growing. Attempts still bound a store that is down."""
+    clock = _Clock()
+    throttles: list[StoreError] = [Throttled("busy") for _ in range(6)]
+    throttles[3] = Throttled("busy", retry_after=0.5)
+    store = _ThrottlingStore([*throttles, Transient("reset"), Transient("reset")])
+    await store.write_bytes("/f", b"x")
+    door = _door(store, clock, base_delay=0.05, max_delay=20.0)
+    await _judge_random(door.admission, door.pace)
+    assert (await door.stat("/f")).size == 1
+    assert store.calls == 9
+    assert clock.slept[:6] == [0.05, 0.05, 0.05, 0.5, 0.05, 0.05]
+    assert clock.slept[6] == 0.05 and clock.slept[7] > 0.05  # transient: grows afresh
+    down = _ThrottlingStore([], always=True)
+    down_clock = _Clock()
+    door = _door(down, down_clock, base_delay=0.05, max_delay=20.0, max_attempts=8)
+    await _judge_random(door.admission, door.pace)
+    with pytest.raises(Throttled) as ended:
+        await door.stat("/f")
+    assert ended.value.attempts == down.calls == 8
+    assert down_clock.slept == [0.05] * 7
+
+
+async def test_a_throttled_call_backs_off_growing_while_no_verdict_judged_random() -> None:
+    """The same throttles on a store whose pace never judged them random (unpaced, as
+    before a storm or on a store that throttles what is in flight): the waits grow."""
+    clock = _Clock()
+    store = _ThrottlingStore([Throttled("busy") for _ in range(6)])
+    await store.write_bytes("/f", b"x")
+    door = _door(store, clock, base_delay=0.05, max_delay=20.0)
+    assert not door.pace.retries_in_line
+    await door.stat("/f")
+    assert clock.slept[0] == 0.05 and max(clock.slept) > 0.05 * 3
+    assert all(later <= earlier * 3 for earlier, later in itertools.pairwise(clock.slept))
 
 
 async def test_an_error_a_request_gave_up_on_and_a_final_answer_are_not_retried() -> None:
