@@ -13,7 +13,7 @@ import pytest
 
 from aiocommit.errors import NotFound, StoreError, Throttled, Transient
 from aiocommit.io.admission import Admission
-from aiocommit.io.limits import AdaptiveRate
+from aiocommit.io.limits import AdaptiveLimiter, AdaptiveRate
 from aiocommit.io.metering import CallMeter
 from aiocommit.io.operations import StoreOperations
 from aiocommit.io.retry import RetryPolicy
@@ -150,6 +150,33 @@ async def test_once_judged_random_a_throttled_call_retries_at_the_base_delay() -
         await door.stat("/f")
     assert ended.value.attempts == down.calls == 8
     assert down_clock.slept == [0.05] * 7
+
+
+async def test_once_the_in_flight_limit_judged_throttles_random_retries_wait_the_base() -> None:
+    """The in-flight limit's verdict counts too: a store throttling 30 % at random that
+    never engaged the pace (S3 in `bench random-throttle`: no rate decrease, yet its
+    longest backoff 3.38 s) retries its throttled calls after the base delay."""
+    limiter = AdaptiveLimiter(2048, minimum=4, initial=64)
+    draw = random.Random(7)
+    while not limiter.random_throttles:
+        epochs = [limiter.try_acquire() for _ in range(limiter.limit)]
+        for epoch in epochs:
+            assert epoch is not None
+            limiter.release()
+            if draw.random() < 0.3:
+                limiter.on_throttle(epoch)
+            else:
+                limiter.on_success()
+    clock = _Clock()
+    store = _ThrottlingStore([Throttled("busy") for _ in range(6)])
+    await store.write_bytes("/f", b"x")
+    rules = RetryPolicy(clock=clock, rng=random.Random(3), base_delay=0.05, max_delay=20.0)
+    door = StoreOperations(
+        store, CommitOptions(), IOStatistics(), retry=rules, sleep=clock.sleep, limiter=limiter
+    )
+    assert door.pace.rate is None and door.pace.unpaced == 0
+    await door.stat("/f")
+    assert clock.slept == [0.05] * 6
 
 
 async def test_a_throttled_call_backs_off_growing_while_no_verdict_judged_random() -> None:

@@ -218,6 +218,13 @@ class Admission:
         if pace.unpaced != judged and paces is not None:
             self._judged_random(pace, paces)
 
+    def retries_in_line(self, pace: AdaptiveRate) -> bool:
+        """Whether a call on ``pace`` that was throttled retries after the base delay (or
+        the store's ``Retry-After``) without backing off further: ``pace`` spaces the
+        calls or judged the throttles random (``AdaptiveRate.retries_in_line``), or the
+        in-flight limit judged them random (``AdaptiveLimiter.random_throttles``)."""
+        return pace.retries_in_line or self.limiter.random_throttles > 0
+
     def _judged_random(self, judged: AdaptiveRate, paces: dict[str, AdaptiveRate]) -> None:
         """``judged``, a prefix's pace, found the store's throttles random: so are every
         other prefix's (one front throttles them all), each judged over again at a

@@ -36,7 +36,7 @@ class Retrying:
     ``backoff`` either sleeps the policy's delay (recorded) and returns, or re-raises the
     error with ``attempts`` and ``retried_seconds`` set, so callers can tell a call that
     may have been applied although it reported failure. A throttled call retried
-    ``in_line`` (``AdaptiveRate.retries_in_line``: paced, or on a store whose throttles
+    ``in_line`` (``Admission.retries_in_line``: paced, or on a store whose throttles
     were judged random) waits the base delay (or the store's ``Retry-After``) and, if
     paced, its turn at the rate again, rather than backing off further each time: the
     rate spaces calls, and a random throttle is no rarer after a longer wait. The
@@ -136,7 +136,7 @@ class RequestRetry:
                     ride = False
                 else:
                     pace.on_success(begin)  # an answer (not found, a conflict)
-                await retrying.backoff(error, tries, in_line=pace.retries_in_line)
+                await retrying.backoff(error, tries, in_line=self.admission.retries_in_line(pace))
                 continue
             pace.on_success(begin)  # counted when answered: the rate measures the store
             return result
