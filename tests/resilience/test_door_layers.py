@@ -138,6 +138,7 @@ async def test_once_judged_random_a_throttled_call_retries_at_the_base_delay() -
     await store.write_bytes("/f", b"x")
     door = _door(store, clock, base_delay=0.05, max_delay=20.0)
     await _judge_random(door.admission, door.pace)
+    assert door.stats.counters[S.STORE_IO_RATE_ENGAGED] == 1
     assert (await door.stat("/f")).size == 1
     assert store.calls == 9
     assert clock.slept[:6] == [0.05, 0.05, 0.05, 0.5, 0.05, 0.05]

@@ -207,6 +207,7 @@ class Admission:
         if pace.on_throttle(begin):
             meter.rate_decreased()
             if unpaced and pace.rate is not None:
+                meter.rate_engaged()
                 if self._paces is not None and self._learned is None and not self._random:
                     self._learned = pace.rate
                     for other in self._paces.values():
