@@ -57,17 +57,6 @@ def test_the_limiter_stops_cutting_for_throttles_at_random() -> None:
         assert limiter.limit >= 64, (share, limiter.limit)
 
 
-def test_once_judged_random_slow_start_takes_the_limit_to_its_maximum() -> None:
-    """Slow start resumed by the verdict is not ended by the next throttle at random: the
-    limit reaches the store's 128 in flight (before, it stayed at 64-90, so a throttled
-    commit ran at half the calls in flight of an unthrottled one)."""
-    for share in SHARES:
-        limiter = AdaptiveLimiter(128, minimum=4, initial=64)
-        _drive(limiter, share, 0, 3_000)
-        assert limiter.random_throttles >= 1, share
-        assert limiter.limit == 128, (share, limiter.limit)
-
-
 def test_the_limiter_still_backs_off_from_a_limit_on_calls_in_flight() -> None:
     limiter = AdaptiveLimiter(2048, minimum=4, initial=64)
     _drive(limiter, None, 24, 20_000)

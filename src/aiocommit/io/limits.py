@@ -58,9 +58,7 @@ class AdaptiveLimiter:
     run, the share since its first cut is still ``SHARE_KEPT`` of its first, the throttles do
     not follow the limit (a store throttling a share of requests at random): the limit
     goes back to where the run began, slow start resumes (a throttle at random ended
-    it) and from then on only a cut ends it (before, the next throttle at random did,
-    and the limit stayed near where the run began), and ``throttle_threshold`` rises
-    above the shares
+    it), and ``throttle_threshold`` rises above the shares
     seen (``RANDOM_THRESHOLD`` at least, over ``RANDOM_CUT_CALLS`` calls), so that share
     cuts no more (``random_throttles`` counts these judgements).
 
@@ -191,11 +189,8 @@ class AdaptiveLimiter:
             self._set_limit(min(self.maximum, self._limit + 1))
 
     def on_throttle(self, epoch: int) -> bool:
-        """Record a throttle of a call that started in ``epoch``; True if the limit dropped.
-        The first throttle ends slow start; once throttles were judged random
-        (``random_throttles``), only a cut does."""
-        if not self.random_throttles:
-            self._slow_start = False
+        """Record a throttle of a call that started in ``epoch``; True if the limit dropped."""
+        self._slow_start = False
         if self._run_limit is not None:  # every call finished since the run's first cut
             self._run_finished += 1
             self._run_throttled += 1
@@ -234,7 +229,6 @@ class AdaptiveLimiter:
             self._slow_start = restored < self.maximum
             self._set_limit(restored)
             return False
-        self._slow_start = False
         new_limit = max(self.minimum, int(self._limit * self.decrease_factor))
         if new_limit == self._limit:
             return False
