@@ -37,13 +37,29 @@ SHARES = (0.2, 0.3)
 TARGET = 3.0
 
 
-async def _commit(target: ChaosTarget, dest: str, job_id: str) -> tuple[float, dict[str, int]]:
-    """Commit through the proxy with default options: seconds, and the job's counters."""
+async def _commit(target: ChaosTarget, dest: str, job_id: str) -> tuple[float, dict[str, float]]:
+    """Commit through the proxy with default options: seconds, and the job's counters
+    with what its calls slept: ``backoff_seconds`` (retries' backoff, summed over the
+    calls), ``backoff_most_seconds`` (the longest one), ``paced_seconds`` (turns waited
+    at the adaptive rate, summed), and its ``peak_in_flight`` and final
+    ``concurrency_limit``."""
     target.proxy.counts.clear()
     begin = time.perf_counter()
     summary = await commit_job(dest, job_id, store=target.store, options=CommitOptions())
     seconds = time.perf_counter() - begin
-    return seconds, dict(summary.iostatistics.counters)
+    stats = summary.iostatistics
+    figures: dict[str, float] = dict(stats.counters)
+    means = stats.meanstatistics
+    backoff = means.get(S.STORE_IO_BACKOFF + ".mean")
+    paced = means.get(S.STORE_IO_RATE_LIMITED + ".mean")
+    figures["backoff_seconds"] = backoff.sum / 1000 if backoff else 0.0
+    figures["backoff_most_seconds"] = (
+        max(0, stats.maximums.get(S.STORE_IO_BACKOFF + ".max", 0)) / 1000
+    )
+    figures["paced_seconds"] = paced.sum / 1000 if paced else 0.0
+    figures["peak_in_flight"] = stats.gauges.get(S.STORE_IO_CONCURRENCY_PEAK, 0)
+    figures["concurrency_limit"] = stats.gauges.get(S.STORE_IO_CONCURRENCY_LIMIT, 0)
+    return seconds, figures
 
 
 async def random_throttle_bench(
@@ -114,7 +130,7 @@ async def _run(
     base: dict[StoreKind, float] = {}
     for share in levels:
         load = os.getloadavg()[0]
-        done: dict[StoreKind, tuple[float, dict[str, int], dict[str, int]]] = {}
+        done: dict[StoreKind, tuple[float, dict[str, float], dict[str, int]]] = {}
 
         async def commit(kind: StoreKind, share: float, done: dict[StoreKind, Any]) -> None:
             chaoses[kind].throttle = share
@@ -146,6 +162,11 @@ async def _run(
                 "retries": counters.get(S.STORE_IO_RETRY, 0),
                 "concurrency_decreases": counters.get(S.STORE_IO_CONCURRENCY_DECREASED, 0),
                 "rate_decreases": counters.get(S.STORE_IO_RATE_DECREASED, 0),
+                "backoff_seconds": round(counters["backoff_seconds"], 1),
+                "backoff_most_seconds": round(counters["backoff_most_seconds"], 2),
+                "paced_seconds": round(counters["paced_seconds"], 1),
+                "peak_in_flight": counters["peak_in_flight"],
+                "concurrency_limit": counters["concurrency_limit"],
                 "load": round(load, 1),
             }
             rows.append(row)
@@ -156,5 +177,8 @@ async def _run(
                 f"{row['files_per_second']} files/s, {row['throttled']} of {requests} "
                 f"requests throttled, {row['retries']} retries, "
                 f"{row['concurrency_decreases']} concurrency / {row['rate_decreases']} rate "
-                f"decreases (load {load:.1f})"
+                f"decreases, slept {row['backoff_seconds']} s in backoff (longest "
+                f"{row['backoff_most_seconds']} s) and {row['paced_seconds']} s paced "
+                f"(summed over calls), in flight at most {row['peak_in_flight']}, limit "
+                f"{row['concurrency_limit']} at the end (load {load:.1f})"
             )

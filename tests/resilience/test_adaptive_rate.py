@@ -60,7 +60,8 @@ async def test_calls_queued_for_a_slot_wait_their_turn_once_the_rate_engages() -
         assert ops.limiter.in_flight == 1 and reached == 0
         _engage(ops.pace, time.perf_counter())
         rate = ops.pace.rate
-        assert rate is not None and rate <= 1.0
+        # engaged at the one call pending over ``engage_seconds``: 9 a second
+        assert rate is not None and rate <= 10.0
         began = time.perf_counter()
         release.set()
         await anyio.sleep(0.3)
@@ -249,3 +250,51 @@ async def test_a_call_begun_finishes_before_more_calls_begin() -> None:
     assert len(names) == 16
     # the first rename's delete comes before most of the other renames' copies
     assert names.index("delete-source") <= 3, names
+
+
+def test_throttles_back_before_the_successes_begun_with_them_do_not_engage() -> None:
+    """A store throttling 30 % at random answers a throttle at once and a success after
+    its work: of 64 calls begun together (a stage's start), the throttled ones finish
+    first, and each freed slot begins another call, throttled 30 % again. Counted over
+    the calls finished only, that was every call throttled, and the rate engaged and
+    paced the commit to a crawl at every stage's start; once the throttles were judged
+    not to follow the rate, the 64 calls still pending count too."""
+    now = [10.0]
+    rate = AdaptiveRate(clock=lambda: now[0])
+    rate.unpaced = 1  # judged once: paced, and three decreases did not cut the share
+    rate.pending = 64
+    for _ in range(48):  # throttled, and a call begun in the freed slot
+        now[0] += 0.001
+        rate.pending -= 1
+        assert not rate.on_throttle(now[0] - 0.0005)
+        rate.pending += 1
+    for _ in range(10):  # the successes come back, throttled on at 30 %
+        now[0] += 0.1
+        rate.admitted += 7
+        for _ in range(3):
+            assert not rate.on_throttle(now[0] - 0.0005)
+    assert rate.rate is None
+
+
+def _throttles_to_engage(unpaced: int) -> int:
+    """Throttles until a rate (``unpaced`` judgements before) engages, 64 calls pending
+    and each throttled call's slot beginning another call."""
+    now = [10.0]
+    rate = AdaptiveRate(clock=lambda: now[0])
+    rate.unpaced = unpaced
+    rate.pending = 64
+    throttles = 0
+    while rate.rate is None and throttles < 200:
+        now[0] += 0.001
+        throttles += 1
+        rate.pending -= 1
+        rate.on_throttle(now[0] - 0.0005)
+        rate.pending += 1
+    return throttles
+
+
+def test_a_storm_of_throttles_engages_at_once_until_judged_random() -> None:
+    """A store limiting requests a second throttles most calls: the rate engages at 32
+    throttles, as before; judged random once, one round of pending calls later."""
+    assert _throttles_to_engage(0) == 32
+    assert 60 <= _throttles_to_engage(1) <= 80

@@ -80,7 +80,7 @@ async def _rename_seconds(files: int, faults: Faults, name: str) -> tuple[float,
     return seconds, dict(summary.iostatistics.counters)
 
 
-@pytest.mark.slow  # three timed commits of 2,000 files
+@pytest.mark.slow  # four timed commits of 2,000 files
 async def test_a_commit_keeps_its_floor_throughput_under_throttles_at_random() -> None:
     """A store answering 20 % or 30 % of calls with a throttle at random, whatever the
     pace (50 ms a call, 64 in flight: the time is the store's, not the CPU's): the
@@ -88,13 +88,16 @@ async def test_a_commit_keeps_its_floor_throughput_under_throttles_at_random() -
     few times only. Issue 37's target, 3x, is not met reliably yet (3.03-3.80x at 30 %
     in a third of the runs on a loaded runner); `bench random-throttle` measures it."""
     latency = Latency(fixed=0.05)
-    base, _ = await _rename_seconds(FILES, Faults(latency=latency), "random-base")
     for share in SHARES:
+        # the unthrottled commit just before each: the machine's load moves between them
+        base, _ = await _rename_seconds(FILES, Faults(latency=latency), f"random-base-{share}")
         faults = Faults(seed=3, latency=latency, throttle_probability=share)
         seconds, counters = await _rename_seconds(FILES, faults, f"random-{share}")
         assert counters[S.STORE_IO_THROTTLED] > 0.1 * FILES
         assert counters.get(S.STORE_IO_CONCURRENCY_DECREASED, 0) <= 12, counters
-        assert seconds <= 5 * base, f"{share:.0%}: {seconds:.2f} s vs {base:.2f} s unthrottled"
+        assert seconds <= 5 * base, (
+            f"{share:.0%}: {seconds:.2f} s vs {base:.2f} s unthrottled: {counters}"
+        )
 
 
 @pytest.mark.slow  # a commit of 2,000 files at 600 calls a second
@@ -105,3 +108,32 @@ async def test_a_store_limiting_requests_a_second_is_still_paced() -> None:
     _, counters = await _rename_seconds(FILES, faults, "rate-limited")
     assert counters.get(S.STORE_IO_RATE_DECREASED, 0) > 0, counters
     assert counters[S.STORE_IO_THROTTLED] < 0.2 * FILES, counters
+
+
+@pytest.mark.slow  # two timed commits of 1,000 files at 0.5 s a success
+async def test_throttles_answered_before_slow_successes_do_not_pace_the_commit() -> None:
+    """A front throttling 30 % at random answers a throttle at once while a success
+    takes the store's work (0.5 s, a loaded remote store): of calls begun together the
+    throttled ones finish first. Judged over the calls finished only, the pace engaged
+    at stage after stage and held the commit to a crawl (in one run of main, 12 rate
+    decreases, 81.5 s against 14.6 s unthrottled); once judged random, the calls still
+    pending count, so it engages once at most. Engagements are counted, not decreases:
+    one engagement's way down to its verdict takes 4-7 decreases as the load moves the
+    success rates it measures."""
+    slow = Faults(latency=Latency(fixed=0.5))
+
+    async def seconds(share: float) -> tuple[float, dict[str, int]]:
+        store = MemoryStore(f"slow-successes-{share}")
+        job_id, expected = await run_tasks(store, "/dest", tasks=10, files_per_task=100)
+        front = FaultyStore(FaultyStore(store, slow), Faults(seed=2, throttle_probability=share))
+        begin = time.perf_counter()
+        summary = await commit_job("/dest", job_id, store=front, options=CommitOptions())
+        took = time.perf_counter() - begin
+        assert await output(store, "/dest") == expected
+        return took, dict(summary.iostatistics.counters)
+
+    base, _ = await seconds(0.0)
+    throttled, counters = await seconds(0.3)
+    assert counters[S.STORE_IO_THROTTLED] > 0.2 * 1000
+    assert counters.get(S.STORE_IO_RATE_ENGAGED, 0) <= 1, counters
+    assert throttled <= 3 * base, f"{throttled:.2f} s vs {base:.2f} s unthrottled: {counters}"

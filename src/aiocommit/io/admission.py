@@ -69,6 +69,8 @@ class Admission:
         #: the rate the first prefix to be paced started at: every other prefix (and any
         #: later one) starts paced there, not in a storm of its own
         self._learned: float | None = None
+        #: a prefix's pace judged the store's throttles random: every prefix takes it
+        self._random = False
         self._adaptive = options.adaptive_concurrency
         #: the configured rate of every call, and of recursive deletes
         self.rate: RateLimiter | None = self.limits.rate
@@ -84,7 +86,9 @@ class Admission:
         pace = paces.get(prefix)
         if pace is None:
             pace = paces[prefix] = AdaptiveRate(sleep=self._sleep)
-            if self._learned is not None:
+            if self._random:
+                pace.unpace()
+            elif self._learned is not None:
                 pace.seed(self._learned)
         return pace
 
@@ -98,7 +102,10 @@ class Admission:
         """A free slot taken without waiting (its epoch) when no rate paces the call;
         None when the call must ``enter``."""
         if pace.rate is None and not self._rated:
-            return self.limiter.try_acquire()
+            epoch = self.limiter.try_acquire()
+            if epoch is not None:
+                pace.pending += 1
+            return epoch
         return None
 
     async def enter(self, pace: AdaptiveRate, statistic: str) -> tuple[int, float]:
@@ -124,6 +131,7 @@ class Admission:
                 limiter.release()
                 waited += await self.wait_turn(pace)
                 epoch = await limiter.acquire()
+        pace.pending += 1
         return epoch, waited
 
     async def wait_turn(self, turn: AdaptiveRate | RateLimiter) -> float:
@@ -141,22 +149,26 @@ class Admission:
         taken = 1
         while taken < wanted and limiter.try_acquire() is not None:
             taken += 1
+        self.pace.pending += taken
         return epoch, taken
 
-    def release(self, slots: int = 1) -> None:
-        """Give back the slots of calls that ended (then ``answered`` or ``heard``)."""
+    def release(self, pace: AdaptiveRate, slots: int = 1) -> None:
+        """Give back the slots of calls on ``pace`` that ended (then ``answered`` or
+        ``heard``)."""
         limiter = self.limiter
         for _ in range(slots):
             limiter.release()
+        pace.pending -= slots
 
-    def succeeded(self, pace: AdaptiveRate, counted: bool) -> None:
-        """A call ended well: its slot back, the limit hears it, and ``pace`` counts it
-        as admitted unless its requests were ``counted`` each already."""
+    def succeeded(self, pace: AdaptiveRate, counted: bool, begin: float) -> None:
+        """A call begun at ``begin`` ended well: its slot back, the limit hears it, and
+        ``pace`` counts it as admitted unless its requests were ``counted`` each already."""
         limiter = self.limiter
         limiter.release()
+        pace.pending -= 1
         limiter.on_success()
         if counted:
-            pace.admitted += 1
+            pace.on_success(begin)
 
     def succeeded_many(self, count: int) -> None:
         """``count`` calls of a batch (their slots released) ended well."""
@@ -165,11 +177,11 @@ class Admission:
             limiter.on_success()
         self.pace.admitted += count
 
-    def answered(self, pace: AdaptiveRate) -> None:
-        """A call (its slot released) got an answer that is not a failure (a probe's
-        not-found): counted as a success."""
+    def answered(self, pace: AdaptiveRate, begin: float) -> None:
+        """A call begun at ``begin`` (its slot released) got an answer that is not a
+        failure (a probe's not-found): counted as a success."""
         self.limiter.on_success()
-        pace.admitted += 1
+        pace.on_success(begin)
 
     def heard(self, error: StoreError, epoch: int, begin: float, pace: AdaptiveRate) -> None:
         """A call (its slot taken in ``epoch``, begun at ``begin``) failed with ``error``:
@@ -191,13 +203,36 @@ class Admission:
         if not self._adaptive:
             return
         unpaced = pace.rate is None
+        judged = pace.unpaced
         if pace.on_throttle(begin):
             meter.rate_decreased()
             if unpaced and pace.rate is not None:
-                if self._paces is not None and self._learned is None:
+                meter.rate_engaged()
+                if self._paces is not None and self._learned is None and not self._random:
                     self._learned = pace.rate
                     for other in self._paces.values():
                         other.seed(pace.rate)
                 self.limiter.reset()  # the rate paces the calls from now on
         elif pace.rate is None and self.limiter.on_throttle(epoch):
             meter.concurrency_decreased()
+        paces = self._paces
+        if pace.unpaced != judged and paces is not None:
+            self._judged_random(pace, paces)
+
+    def retries_in_line(self, pace: AdaptiveRate) -> bool:
+        """Whether a call on ``pace`` that was throttled retries after the base delay (or
+        the store's ``Retry-After``) without backing off further: ``pace`` spaces the
+        calls or judged the throttles random (``AdaptiveRate.retries_in_line``), or the
+        in-flight limit judged them random (``AdaptiveLimiter.random_throttles``)."""
+        return pace.retries_in_line or self.limiter.random_throttles > 0
+
+    def _judged_random(self, judged: AdaptiveRate, paces: dict[str, AdaptiveRate]) -> None:
+        """``judged``, a prefix's pace, found the store's throttles random: so are every
+        other prefix's (one front throttles them all), each judged over again at a
+        crawl otherwise, and the rate learnt from the storm that seeded them was no
+        limit. Post: no prefix paced until one engages on its own; none seeded again."""
+        self._learned = None
+        self._random = True
+        for other in paces.values():
+            if other is not judged and other.unpaced < judged.unpaced:
+                other.unpace()

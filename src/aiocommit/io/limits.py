@@ -254,14 +254,20 @@ SAME_CEILING = 0.1
 #: share of the ceiling the rate recovers to after a decrease (below the store's limit:
 #: the bucket refills, so a burst of retries or a jittered call is not throttled)
 RECOVER_TO = 0.95
-#: decreases in a row at a throttled share of at least ``RANDOM_SHARE`` before the
-#: throttles are judged not to follow the rate (a store throttling at random): paced at
-#: what a rate-limited store admits, only probes are throttled, a small share
-RANDOM_DECREASES = 3
+#: the decreases since engaging (or since the store last admitted the rate) are a run;
+#: once they took the rate to ``RANDOM_FALL`` of the highest success rate over a second
+#: in the run, the calls sent from then on, held at that rate, are the verdict's: a
+#: rate-limited store whose limit fell less than that admits them (only probes would be
+#: throttled, and probes wait for the verdict). ``RANDOM_THROTTLES`` of them throttled
+#: before ``RANDOM_CALLS`` ended mean throttles that do not follow the rate (a store
+#: throttling at random); ``RANDOM_CALLS`` ended with fewer end the run
+RANDOM_FALL = 0.125
 RANDOM_SHARE = 0.1
-#: or calls since engaging (sent after a change settled), at that share
-RANDOM_CALLS = 32
-RANDOM_PACED_SHARE = 0.1
+RANDOM_THROTTLES = 4
+RANDOM_CALLS = 64
+#: calls sent after a decrease settled that end a run when the store admitted them (less
+#: than ``RANDOM_SHARE`` throttled): a later fall is measured from the rate they went at
+ADMITTED_CALLS = 32
 
 
 class AdaptiveRate:
@@ -269,8 +275,12 @@ class AdaptiveRate:
 
     Unpaced (``rate`` None, nothing to wait for) until the store throttles at least
     ``engage_share`` of the calls finished since the window's first throttle (at least
-    ``ENGAGE_CALLS`` calls and ``engage_throttles`` throttles; successes before the first
-    throttle do not dilute a storm): a store that limits requests per second. Then
+    ``ENGAGE_CALLS`` finished and ``engage_throttles`` throttles; successes before the
+    first throttle do not dilute a storm): a store that limits requests per second. Once
+    throttles were judged not to follow the rate (``unpaced``), the calls still
+    ``pending`` count too: a throttle is answered at once and a success after the store's
+    work, so of calls begun together the throttled ones finish first, and the pending
+    calls are the successes not yet back, counted however long they take. Then
     every call waits its turn at ``rate`` requests a second (first come, first served; a
     changed rate applies to calls waiting).
 
@@ -289,14 +299,24 @@ class AdaptiveRate:
     A probe that finds the store's limit goes back to ``decrease_factor`` of the ceiling
     (or of the success rate, if higher): the ceiling falls only at a decrease below it.
     The rate never falls below ``minimum``.
-    ``RANDOM_DECREASES`` decreases in a row at a throttled share of at least
-    ``RANDOM_SHARE`` (or ``RANDOM_PACED_SHARE`` of the ``RANDOM_CALLS`` or more calls
-    since engaging) mean throttles that do not follow the rate (a store throttling at
-    random): unpaced again, and ``engage_share`` raised by a quarter.
+    The decreases since engaging are a run; ``ADMITTED_CALLS`` calls sent after a
+    decrease settled and throttled less than ``RANDOM_SHARE`` (the store admitted the
+    rate) end it. Once the decreases took the rate to ``RANDOM_FALL`` of the run's
+    highest success rate over a second (a reference the pace's own overshoot does not
+    raise; a store's bucket of half a second's requests adds at most half its limit)
+    or to ``minimum``, the rate is held there, probes wait, and the calls begun after
+    that settled are the verdict's, each outcome counted for the rate its call began
+    at (``on_success``, ``on_throttle``): ``RANDOM_THROTTLES`` of them throttled before
+    ``RANDOM_CALLS`` ended mean throttles that do not follow the rate (a store
+    throttling at random): unpaced again, and ``engage_share`` raised by a quarter;
+    ``RANDOM_CALLS`` ended with fewer end the run (the next decrease begins another).
+    A rate-limited store is judged random only if its limit fell below ``RANDOM_FALL``
+    of that reference within a run. Counts only, no timer: the verdict does not move
+    with the machine's speed.
     ``seed(rate)``: start paced at a rate learnt elsewhere (another prefix of the store).
 
-    Callers report each success (``admitted += 1``: one increment on the hot path) and
-    each throttle with the clock reading when that call started (``on_throttle``).
+    Callers report each success (``on_success``) and each throttle (``on_throttle``)
+    with the clock reading when that call started.
     """
 
     def __init__(
@@ -334,6 +354,8 @@ class AdaptiveRate:
         self.ceiling = 0.0
         #: successes reported (the caller increments it)
         self.admitted = 0
+        #: calls begun and not yet ended (the caller keeps it)
+        self.pending = 0
         self.decreases = 0
         now = clock()
         self._changed = now  # when the rate last dropped (or the window began)
@@ -344,9 +366,13 @@ class AdaptiveRate:
         self._adjusted = now
         self._probing = 0.0  # ticks spent probing above the ceiling since the last decrease
         self._found = True  # False from engaging until the first decrease while paced
-        self._high = 0  # decreases in a row at a throttled share of half ``engage_share``
-        self._paced_admitted = 0  # admitted when the rate engaged
-        self._paced_throttles = 0  # throttles since (of calls sent after it settled)
+        #: the rate at the current run's first decrease (None: no run)
+        self._run_rate: float | None = None
+        #: calls begun from this clock reading on are the verdict's (None: not yet)
+        self._verdict_from: float | None = None
+        self._verdict_ok = 0  # of those, the successes and the throttles so far
+        self._verdict_throttled = 0
+        self._settled_ok = 0  # successes of calls begun after the last change settled
         #: times the throttles were judged not to follow the rate
         self.unpaced = 0
         self._probe_wait = PROBE_SECONDS
@@ -359,31 +385,56 @@ class AdaptiveRate:
         self._urgent: deque[anyio.Event] = deque()
         self._holder: anyio.Event | None = None  # the waiter whose turn is next
 
+    def on_success(self, started: float) -> None:
+        """A call that started at ``started`` succeeded (or got an answer)."""
+        self.admitted += 1
+        if self._run_rate is None:
+            return
+        verdict_from = self._verdict_from
+        if verdict_from is not None:
+            if started >= verdict_from:
+                self._verdict_ok += 1
+                if self._verdict_ok + self._verdict_throttled >= RANDOM_CALLS:
+                    self._end_run()  # the throttles followed the rate: probe again
+        elif started >= self._changed + self.settle:
+            self._settled_ok += 1
+            throttles = self._throttles
+            ended = self._settled_ok + throttles
+            if ended >= ADMITTED_CALLS and throttles < RANDOM_SHARE * ended:
+                # the store admits the rate the decreases came to: a later decrease
+                # (a probe, a store that tightened) is measured against this rate
+                self._end_run()
+
     def on_throttle(self, started: float) -> bool:
         """A call that started at ``started`` was throttled; True if the rate dropped."""
         now = self._clock()
         self._mark(now)
+        verdict_from = self._verdict_from
+        if verdict_from is not None and started >= verdict_from:
+            self._verdict_throttled += 1
+            ended = self._verdict_ok + self._verdict_throttled
+            throttled = self._verdict_throttled
+            if throttled >= RANDOM_THROTTLES:
+                # sent far below what the store admitted, throttled as before: a store
+                # whose throttles do not follow the rate, not a rate limit
+                self._unpace(now)
+                return False
+            if ended >= RANDOM_CALLS:
+                self._end_run()  # the throttles followed the rate
         if started < self._changed + (self.settle if self.rate is not None else 0.0):
             return False  # sent before the last change settled: already accounted for
         self._throttles += 1
         if self.rate is None:
             return self._engage(now)
-        self._paced_throttles += 1
         throttles = self._throttles
         finished = self.admitted - self._window_admitted + throttles
         if throttles < 2 or (finished < 8 and throttles < 4):
             return False
-        # a store whose throttles do not follow the rate (a share that stays high however
-        # far the rate drops, over decreases in a row or over every call since engaging)
-        # is not rate-limited: back to unpaced, and slower to engage
         rate = self.rate
-        self._high = self._high + 1 if throttles >= RANDOM_SHARE * finished else 0
-        paced = self.admitted - self._paced_admitted + self._paced_throttles
-        if self._high >= RANDOM_DECREASES or (
-            paced >= RANDOM_CALLS and self._paced_throttles >= RANDOM_PACED_SHARE * paced
-        ):
-            self._unpace(now)
-            return False
+        if self._verdict_from is not None:
+            return False  # the verdict's calls all go at the rate it began at
+        # the run's reference: the highest rate the store admitted in it, over a second
+        self._run_rate = max(self._run_rate or 0.0, self._sustained(now))
         admitted = max(min(rate, self._measured(now)), rate / 2)
         if self._found and rate > self.ceiling * RECOVER_TO:
             # a probe above the ceiling found the store's limit: back below the ceiling
@@ -394,14 +445,35 @@ class AdaptiveRate:
             admitted = max(admitted, min(rate, self.ceiling))
         self._decrease(now, admitted)
         self._found = True
+        run_rate, fallen = self._run_rate, self.rate
+        if (
+            run_rate is not None
+            and self._verdict_from is None
+            and fallen is not None
+            and fallen <= max(RANDOM_FALL * run_rate, self.minimum)
+        ):
+            # the verdict's calls go at that fraction of the reference (or the
+            # minimum), however far the decrease took the rate below it
+            self.rate = max(fallen, RANDOM_FALL * run_rate)
+            self._verdict_from = now + self.settle
+            self._verdict_ok = self._verdict_throttled = 0
         return True
+
+    def _end_run(self) -> None:
+        self._run_rate = self._verdict_from = None
+
+    def unpace(self) -> None:
+        """Take a verdict reached elsewhere (another prefix's pace on the same store): its
+        throttles do not follow the rate. Post: unpaced, ``engage_share`` raised by a
+        quarter, ``unpaced`` counted (later storms count the calls pending)."""
+        self._unpace(self._clock())
 
     def _unpace(self, now: float) -> None:
         """Throttles that do not follow the rate: unpaced again, and slower to engage."""
         self.rate = None
         self.engage_share = min(0.95, self.engage_share + 0.25)
         self._changed, self._window_admitted, self._throttles = now, self.admitted, 0
-        self._high = 0
+        self._end_run()
         self.unpaced += 1
 
     def _mark(self, now: float) -> None:
@@ -421,12 +493,25 @@ class AdaptiveRate:
                 break
         return (self.admitted - admitted) / max(now - when, 1e-3)
 
+    def _sustained(self, now: float) -> float:
+        """Successes a second over the latest ``MEASURE_SECONDS_MOST`` or more (as if that
+        long when the marks are younger): a store's bucket of half a second's requests,
+        full before a storm, adds at most half of its limit to it."""
+        when, admitted = self._marks[0]
+        for mark in reversed(self._marks):
+            if now - mark[0] >= MEASURE_SECONDS_MOST:
+                when, admitted = mark
+                break
+        return (self.admitted - admitted) / max(now - when, MEASURE_SECONDS_MOST)
+
     def _engage(self, now: float) -> bool:
         """Unpaced: start pacing once enough of the window's calls were throttled, at once
-        (every call sent unpaced meanwhile would be throttled too), at the success rate
-        since the window's first throttle (over at least ``engage_seconds``) or since the
-        window began, whichever is larger (too high costs a few throttles and a decrease;
-        too low, time: the rate grows fast until the first decrease)."""
+        (every call sent unpaced meanwhile would be throttled too), at the rate of the
+        successes and the calls still pending since the window's first throttle (over at
+        least ``engage_seconds``; a storm at a stage's start comes before any success of a
+        slow store, which it paced at ``minimum``) or of the successes since the window
+        began, whichever is larger (too high costs a few throttles and decreases, each at
+        most a halving; too low, time: the rate grows fast until the first decrease)."""
         if self._throttles == 1:
             self._first = (now, self.admitted)
         first, admitted_then = self._first
@@ -437,18 +522,35 @@ class AdaptiveRate:
         if (
             self._throttles < self.engage_throttles
             or finished < ENGAGE_CALLS
-            or self._throttles < self.engage_share * finished
+            or self._throttles < self.engage_share * (finished + self._pending())
         ):
             return False
         admitted = max(
-            (self.admitted - admitted_then) / max(now - first, self.engage_seconds),
+            (self.admitted - admitted_then + max(0, self.pending))
+            / max(now - first, self.engage_seconds),
             (self.admitted - self._window_admitted) / max(now - self._changed, 1e-3),
         )
         self._credit, self._refilled = 0.0, now
         self._decrease(now, admitted)
-        self._paced_admitted, self._paced_throttles = self.admitted, 0
+        self._end_run()
         self._found = False  # measured in a storm of throttles: maybe low; grow fast
         return True
+
+    @property
+    def retries_in_line(self) -> bool:
+        """Whether a throttled call retries after the base delay (or the store's
+        ``Retry-After``) and no longer: the rate spaces the calls (paced), or the throttles
+        were judged not to follow the rate (``unpaced``), so a longer wait makes the next
+        one no rarer and only lengthens the call. Else the backoff grows."""
+        return self.rate is not None or self.unpaced > 0
+
+    def _pending(self) -> int:
+        """The calls still pending that the engaging share counts: none until throttles
+        were judged not to follow the rate (``unpaced``). A store limiting requests a
+        second throttles its calls' retries and the calls begun in their freed slots at
+        once, while its admitted calls are pending: counted, it was paced rounds later
+        (docs/performance.md, "The pace counts the calls pending")."""
+        return max(0, self.pending) if self.unpaced else 0
 
     def seed(self, rate: float) -> None:
         """Unpaced: start paced at ``rate`` (learnt on another prefix of the store), grown
@@ -458,7 +560,7 @@ class AdaptiveRate:
         now = self._clock()
         self._credit, self._refilled = 0.0, now
         self._decrease(now, rate / self.decrease_factor)
-        self._paced_admitted, self._paced_throttles = self.admitted, 0
+        self._end_run()
         self._found = False
 
     def _decrease(self, now: float, admitted: float) -> None:
@@ -473,6 +575,7 @@ class AdaptiveRate:
         rate = max(self.minimum, admitted * self.decrease_factor)
         self.rate = rate if self.rate is None else min(self.rate, rate)
         self._changed, self._window_admitted, self._throttles = now, self.admitted, 0
+        self._settled_ok = 0
         self._adjusted = now
         self._probing = 0.0
         self.decreases += 1
@@ -493,8 +596,8 @@ class AdaptiveRate:
             rate *= (1 + self.grow) ** ticks
         elif rate < recovered:
             rate = min(recovered, rate * (1 + self.recover) ** ticks)
-        elif now - self._changed < self._probe_wait:
-            return
+        elif now - self._changed < self._probe_wait or self._verdict_from is not None:
+            return  # not yet time to probe, or the calls now sent are the verdict's
         else:  # probing: faster the longer the store has not throttled
             self._probing += ticks
             probing = self._probing

@@ -49,6 +49,9 @@ class CallMeter:
     def rate_decreased(self) -> None:
         self.stats.increment(S.STORE_IO_RATE_DECREASED)
 
+    def rate_engaged(self) -> None:
+        self.stats.increment(S.STORE_IO_RATE_ENGAGED)
+
     def concurrency_decreased(self) -> None:
         self.stats.increment(S.STORE_IO_CONCURRENCY_DECREASED)
 

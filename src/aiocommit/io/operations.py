@@ -133,27 +133,27 @@ class StoreOperations:
             try:
                 result = await function()
             except StoreError as error:
-                admission.release()
+                admission.release(pace)
                 answered = probe and isinstance(error, NotFound)
                 meter.finished(statistic, begin, failed=not answered)
                 if answered:
-                    admission.answered(pace)
+                    admission.answered(pace, begin)
                 else:
                     admission.heard(error, epoch, begin, pace)
                 if tries is None:
                     tries = Tries(started)
                 tries.attempt += 1
                 tries.started = started
-                await self.retrying.backoff(error, tries, paced=pace.rate is not None)
+                await self.retrying.backoff(error, tries, in_line=admission.retries_in_line(pace))
                 continue
             except BaseException:
-                admission.release()
+                admission.release(pace)
                 raise
             finally:
                 if requests is not None:
                     REQUEST_RETRY.reset(token)
             meter.finished(statistic, begin)
-            admission.succeeded(pace, requests is None or requests.first)
+            admission.succeeded(pace, requests is None or requests.first, begin)
             return result
 
     async def _try(
@@ -172,17 +172,17 @@ class StoreOperations:
         try:
             result = await function()
         except StoreError as error:
-            admission.release()
+            admission.release(pace)
             self.meter.finished(statistic, begin, failed=True)
             admission.heard(error, epoch, begin, pace)
             raise
         except BaseException:
-            admission.release()
+            admission.release(pace)
             raise
         finally:
             REQUEST_RETRY.reset(token)
         self.meter.finished(statistic, begin)
-        admission.succeeded(pace, requests.first)
+        admission.succeeded(pace, requests.first, begin)
         return result
 
     def rename_batcher(self) -> RenameBatch | None:
@@ -211,7 +211,7 @@ class StoreOperations:
         try:
             outcomes = await batch(renames)
         finally:
-            admission.release(taken)
+            admission.release(admission.pace, taken)
         millis = (perf_counter() - begin) * 1000
         renamed = outcomes.count(None)
         self.meter.succeeded_many(S.OP_RENAME, millis, renamed)
@@ -227,7 +227,7 @@ class StoreOperations:
             try:
                 self.meter.failed(S.OP_RENAME, millis)
                 admission.heard(error, epoch, begin, pace)
-                await self.retrying.backoff(error, tries, paced=pace.rate is not None)
+                await self.retrying.backoff(error, tries, in_line=admission.retries_in_line(pace))
                 await self._call(
                     S.OP_RENAME,
                     partial(self.store.rename, source, dest, source_etag=source_etag),

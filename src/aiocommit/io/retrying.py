@@ -35,10 +35,13 @@ class Retrying:
 
     ``backoff`` either sleeps the policy's delay (recorded) and returns, or re-raises the
     error with ``attempts`` and ``retried_seconds`` set, so callers can tell a call that
-    may have been applied although it reported failure. A call that is paced and
-    throttled waits the base delay (or the store's ``Retry-After``) and then its turn at
-    the rate again, rather than backing off further each time: the rate spaces calls. A
-    ``Retry-After`` raises one wait; the backoff grows from its own delays, not from it.
+    may have been applied although it reported failure. A throttled call retried
+    ``in_line`` (``Admission.retries_in_line``: paced, or on a store whose throttles
+    were judged random) waits the base delay (or the store's ``Retry-After``) and, if
+    paced, its turn at the rate again, rather than backing off further each time: the
+    rate spaces calls, and a random throttle is no rarer after a longer wait. The
+    policy's attempts and budget still bound it. A ``Retry-After`` raises one wait; the
+    backoff grows from its own delays, not from it.
     """
 
     __slots__ = ("meter", "policy", "sleep")
@@ -54,15 +57,15 @@ class Retrying:
         """The tries of a call beginning now (``attempt`` of them made already)."""
         return Tries(self.policy.clock(), attempt)
 
-    async def backoff(self, error: StoreError, tries: Tries, *, paced: bool = False) -> None:
-        """Sleep before attempt ``tries.attempt + 1`` (a ``paced`` call that was throttled:
-        the base delay, and the next unpaced backoff starts afresh), or re-raise
+    async def backoff(self, error: StoreError, tries: Tries, *, in_line: bool = False) -> None:
+        """Sleep before attempt ``tries.attempt + 1`` (a throttle retried ``in_line``:
+        the base delay, and the next growing backoff starts afresh), or re-raise
         ``error``. A request of the call that was retried on its own and given up
         already (``error.retried_seconds``) is not retried again."""
         if error.retried_seconds:
             raise error
         policy = self.policy
-        in_line = paced and isinstance(error, Throttled)
+        in_line = in_line and isinstance(error, Throttled)
         delay = policy.next_delay(
             error, tries.attempt, 0.0 if in_line else tries.delay, tries.started
         )
@@ -132,8 +135,8 @@ class RequestRetry:
                     meter.transient()
                     ride = False
                 else:
-                    pace.admitted += 1  # an answer (not found, a conflict)
-                await retrying.backoff(error, tries, paced=pace.rate is not None)
+                    pace.on_success(begin)  # an answer (not found, a conflict)
+                await retrying.backoff(error, tries, in_line=self.admission.retries_in_line(pace))
                 continue
-            pace.admitted += 1  # counted when answered: the rate measures the store
+            pace.on_success(begin)  # counted when answered: the rate measures the store
             return result

@@ -58,6 +58,9 @@ STORE_IO_RATE_LIMITED = "store_io_rate_limited"
 STORE_IO_CONCURRENCY_DECREASED = "store_io_concurrency_decreased"
 #: times the adaptive rate (requests/s) dropped to what the store admitted
 STORE_IO_RATE_DECREASED = "store_io_rate_decreased"
+#: times the adaptive rate began pacing the calls (a storm read as a limit of requests a
+#: second); each engagement's decreases count in ``STORE_IO_RATE_DECREASED`` too
+STORE_IO_RATE_ENGAGED = "store_io_rate_engaged"
 
 # gauges (ours)
 #: milliseconds from the start of the job commit to writing _SUCCESS
