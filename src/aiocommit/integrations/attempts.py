@@ -101,9 +101,8 @@ KEPT_PARSED_OPTIONS = 64
 #: the buffer of a file object opened by ``WorkerAttempt.open`` (writes below it are
 #: gathered before they cross to the task loop)
 FILE_BUFFER_BYTES = 8 * 1024 * 1024
-#: the name prefix of a file at the top of a local manifest attempt's directory that
-#: lands in a subdirectory of the destination (``WorkerAttempt.placed_name``); the
-#: attempt's own: a writer may not use it
+#: a name prefix kept for the attempt's own files (``WorkerAttempt.placed_name``): a
+#: writer may not use it
 PLACED_PREFIX = ".aiocommit-placed-"
 
 
@@ -366,12 +365,7 @@ async def _open_attempt(handle: AttemptHandle, run: Runner) -> WorkerAttempt:
             _job_committers[key] = attempt.committer
             while len(_job_committers) > KEPT_COMMITTERS:
                 del _job_committers[next(iter(_job_committers))]
-    local_dir = attempt.local_dir
-    if local_dir is None and attempt.committer_name == "manifest":
-        # the manifest committer lists its attempt directory at task commit: on the local
-        # filesystem, writers may write there themselves
-        local_dir = attempt.work_dir if isinstance(client.store, LocalStore) else None
-    return WorkerAttempt(handle, client, attempt, local_dir, owns_client=not kept, run=run)
+    return WorkerAttempt(handle, client, attempt, attempt.local_dir, owns_client=not kept, run=run)
 
 
 class WorkerAttempt:
@@ -404,14 +398,11 @@ class WorkerAttempt:
         #: the files written through the store, by name below the destination, with
         #: their sizes (files written below ``local_dir`` are not counted)
         self.written: dict[str, int] = {}
-        #: whether files that land in a subdirectory of the destination are written at
-        #: the top of ``local_dir`` (``placed_name``): the manifest committer's, which
-        #: is told at commit where each lands
-        self._places_flat = local_dir is not None and attempt.committer_name == "manifest"
-        #: whether ``local_dir`` is shared with other attempts (``_shared_dir``): every
-        #: file is then placed under a name of this attempt's own, and only those are
-        #: this attempt's
-        self.shares_dir = self._places_flat and attempt.local_dir is not None
+        #: whether ``local_dir`` is the manifest committer's directory shared with other
+        #: attempts (``_shared_dir_path``): every file is then written at its top under a
+        #: name of this attempt's own (``placed_name``), only those are this attempt's,
+        #: and the commit is told where each lands
+        self.shares_dir = local_dir is not None and attempt.committer_name == "manifest"
         #: destination name -> name below ``local_dir``, of the files ``placed_name`` put
         #: at its top
         self._placed: dict[str, str] = {}
@@ -469,26 +460,21 @@ class WorkerAttempt:
 
     def placed_name(self, name: str) -> str:
         """Where below ``local_dir`` the file landing at ``DEST/name`` is written: ``name``
-        itself, or, for a name in a subdirectory when the attempt ``_places_flat`` (and
-        for every name when it ``shares_dir``), a file at the top of ``local_dir`` under
-        a name of its own (the same one for the same ``name``): no subdirectories, each
-        a ``mkdir`` in the task and an ``rmdir`` at the job's clean-up (Hive-style
-        partitions: one per value).
+        itself, or, when the attempt ``shares_dir``, a file at the top of ``local_dir``
+        under a name of this attempt's own (the same one for the same ``name``): no
+        subdirectories, each a ``mkdir`` in the task and an ``rmdir`` at the job's
+        clean-up (Hive-style partitions: one per value).
         ``ReservedName`` for a name the protocol keeps; ``InvalidInput`` for a name
         starting ``PLACED_PREFIX``."""
         name = check_output_name(name.strip("/"))
         if name.startswith(PLACED_PREFIX):
             raise InvalidInput(f"task output {name!r}: {PLACED_PREFIX}* is the attempt's own")
-        if not self._places_flat or ("/" not in name and not self.shares_dir):
+        if not self.shares_dir:
             return name
         with self._placed_lock:
             local = self._placed.get(name)
             if local is None:
-                prefix = (
-                    shared_file_prefix(self.attempt.task_attempt_id)
-                    if self.shares_dir
-                    else PLACED_PREFIX
-                )
+                prefix = shared_file_prefix(self.attempt.task_attempt_id)
                 local = f"{prefix}{len(self._placed)}-{name.rpartition('/')[2]}"
                 self._placed[name] = local
         return local
@@ -523,45 +509,26 @@ class WorkerAttempt:
         return self._call(commit)
 
     def _local_files(self) -> list[WrittenFile] | None:
-        """Every file below ``local_dir`` (relative path, size, and where it lands when
-        ``placed_name`` put it elsewhere), which the manifest committer then need not
-        list through the store; None without one, or when a symbolic link is in an
-        attempt's own directory: the store's scan then refuses it, as for any attempt.
-        A link among a shared directory's files is refused here (``CommitError``)."""
-        if self.local_dir is None:
+        """Every file of this attempt in the shared ``local_dir`` (its name there, size,
+        and where it lands), which the manifest committer then need not list through the
+        store; None for an attempt that shares no directory. A link among them is
+        refused (``CommitError``), as the store's scan refuses one."""
+        if not self.shares_dir or self.local_dir is None:
             return None
-        if self.shares_dir:  # this attempt's files only (a name whose file was never
-            # made, its writer having failed to open it, is not one of them)
-            found_here: list[WrittenFile] = []
-            for name, local in self.placed().items():
-                path = os.path.join(self.local_dir, local)
-                try:
-                    status = os.lstat(path)
-                except FileNotFoundError:
-                    continue
-                if stat.S_ISLNK(status.st_mode):
-                    raise CommitError(
-                        "task output holds a symbolic link; links are refused: a task's "
-                        "output is the files it wrote, never what a link points at",
-                        path=path,
-                    )
-                found_here.append((local, status.st_size, name))
-            return found_here
-        lands_at = {local: name for name, local in self.placed().items()}
         found: list[WrittenFile] = []
-        pending = [self.local_dir]
-        while pending:
-            with os.scandir(pending.pop()) as entries:
-                for entry in entries:
-                    if entry.is_symlink():
-                        return None
-                    if entry.is_dir(follow_symlinks=False):
-                        pending.append(entry.path)
-                        continue
-                    relative = os.path.relpath(entry.path, self.local_dir)
-                    size = entry.stat(follow_symlinks=False).st_size
-                    dest = lands_at.get(relative)
-                    found.append((relative, size) if dest is None else (relative, size, dest))
+        for name, local in self.placed().items():
+            path = os.path.join(self.local_dir, local)
+            try:
+                status = os.lstat(path)
+            except FileNotFoundError:  # its writer failed to open it: not one of them
+                continue
+            if stat.S_ISLNK(status.st_mode):
+                raise CommitError(
+                    "task output holds a symbolic link; links are refused: a task's "
+                    "output is the files it wrote, never what a link points at",
+                    path=path,
+                )
+            found.append((local, status.st_size, name))
         return found
 
     def close(self) -> None:
