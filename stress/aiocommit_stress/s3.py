@@ -203,72 +203,72 @@ async def crash_scenario(
     *, runs: int, tasks: int, files: int, committer: str, seed: int, reporter: Reporter
 ) -> dict[str, Any]:
     rng = random.Random(seed)
-    tmpdir = tempfile.mkdtemp(prefix="aiocommit-s3-crash-")
     kills = completions = attempts = unkilled = outstanding_left = 0
     killed_ops: Counter[str] = Counter()
     failures: list[str] = []
     started = time.monotonic()
-    async with s3_target() as target:
-        store = target.store
-        with reporter.live():
-            dest = "/crash/calibration"
-            job_id, expected = await prepare_s3_job(
-                store, dest, tasks, files, seed, committer, tmpdir
-            )
-            calibration = await _child(
-                target, dest, job_id, 0, False, kill_after=None, tmpdir=tmpdir
-            )
-            done = [line for line in calibration.lines if line.startswith("DONE")]
-            if calibration.returncode != 0 or not done:
-                raise RuntimeError(f"calibration commit failed: {calibration.stderr}")
-            _, calls_text, seconds_text = done[0].split()
-            calls, seconds = int(calls_text), float(seconds_text)
-            if problems := await verify_s3(store, dest, expected):
-                raise RuntimeError(f"calibration output wrong: {problems}")
-            with reporter.bar("kills", runs) as advance:
-                while kills < runs and attempts < runs * 3:
-                    attempts += 1
-                    dest = f"/crash/run-{attempts:04d}"
-                    job_id, expected = await prepare_s3_job(
-                        store, dest, tasks, files, seed + attempts, committer, tmpdir
-                    )
-                    if attempts % 2:
-                        at, after = rng.randint(1, calls), rng.random() < 0.5
-                        result = await _child(
-                            target, dest, job_id, at, after, kill_after=None, tmpdir=tmpdir
+    with tempfile.TemporaryDirectory(prefix="aiocommit-s3-crash-") as tmpdir:
+        async with s3_target() as target:
+            store = target.store
+            with reporter.live():
+                dest = "/crash/calibration"
+                job_id, expected = await prepare_s3_job(
+                    store, dest, tasks, files, seed, committer, tmpdir
+                )
+                calibration = await _child(
+                    target, dest, job_id, 0, False, kill_after=None, tmpdir=tmpdir
+                )
+                done = [line for line in calibration.lines if line.startswith("DONE")]
+                if calibration.returncode != 0 or not done:
+                    raise RuntimeError(f"calibration commit failed: {calibration.stderr}")
+                _, calls_text, seconds_text = done[0].split()
+                calls, seconds = int(calls_text), float(seconds_text)
+                if problems := await verify_s3(store, dest, expected):
+                    raise RuntimeError(f"calibration output wrong: {problems}")
+                with reporter.bar("kills", runs) as advance:
+                    while kills < runs and attempts < runs * 3:
+                        attempts += 1
+                        dest = f"/crash/run-{attempts:04d}"
+                        job_id, expected = await prepare_s3_job(
+                            store, dest, tasks, files, seed + attempts, committer, tmpdir
                         )
-                    else:
-                        delay = rng.uniform(0, seconds)
-                        result = await _child(
-                            target, dest, job_id, 0, False, kill_after=delay, tmpdir=tmpdir
-                        )
-                    if result.returncode not in (0, -signal.SIGKILL):
-                        failures.append(
-                            f"run {attempts}: child exit {result.returncode}: "
-                            f"{result.stderr[-300:]}"
-                        )
-                        continue
-                    if result.killed:
-                        kills += 1
-                        advance(1)
-                        for line in result.lines:
-                            if line.startswith("KILL"):
-                                killed_ops[line.split()[2]] += 1
-                    else:
-                        unkilled += 1
-                    try:
-                        await commit_job(dest, job_id, store=store)
-                    except Exception as error:
-                        failures.append(
-                            f"run {attempts}: re-run failed: {type(error).__name__}: {error}"
-                        )
-                        continue
-                    problems = await verify_s3(store, dest, expected)
-                    outstanding_left += sum(1 for p in problems if "outstanding" in p)
-                    if problems:
-                        failures.append(f"run {attempts}: " + "; ".join(problems))
-                    else:
-                        completions += 1
+                        if attempts % 2:
+                            at, after = rng.randint(1, calls), rng.random() < 0.5
+                            result = await _child(
+                                target, dest, job_id, at, after, kill_after=None, tmpdir=tmpdir
+                            )
+                        else:
+                            delay = rng.uniform(0, seconds)
+                            result = await _child(
+                                target, dest, job_id, 0, False, kill_after=delay, tmpdir=tmpdir
+                            )
+                        if result.returncode not in (0, -signal.SIGKILL):
+                            failures.append(
+                                f"run {attempts}: child exit {result.returncode}: "
+                                f"{result.stderr[-300:]}"
+                            )
+                            continue
+                        if result.killed:
+                            kills += 1
+                            advance(1)
+                            for line in result.lines:
+                                if line.startswith("KILL"):
+                                    killed_ops[line.split()[2]] += 1
+                        else:
+                            unkilled += 1
+                        try:
+                            await commit_job(dest, job_id, store=store)
+                        except Exception as error:
+                            failures.append(
+                                f"run {attempts}: re-run failed: {type(error).__name__}: {error}"
+                            )
+                            continue
+                        problems = await verify_s3(store, dest, expected)
+                        outstanding_left += sum(1 for p in problems if "outstanding" in p)
+                        if problems:
+                            failures.append(f"run {attempts}: " + "; ".join(problems))
+                        else:
+                            completions += 1
     verified = kills + unkilled
     ok = not failures and completions == verified and kills >= runs and outstanding_left == 0
     reporter.table(

@@ -4,6 +4,7 @@ its output, exit 0, and write its JSON (and plots, for the sweeps)."""
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -281,14 +282,27 @@ def test_odd_partition_names_stay_distinct() -> None:
 
 
 @pytest.mark.emulator  # the harness starts moto
-def test_s3_job_and_crash_on_moto(tmp_path: Path) -> None:
+def test_s3_job_and_crash_on_moto(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The S3 job and crash scenarios, small; the crash scenario's scratch directory (its
+    staged files, the children's ``TMPDIR``) is gone when it returns."""
     data = run(tmp_path, "job", "--store", "s3", "--tasks", "3", "--files-per-task", "4")
     assert data["figures"]["files"] == 12 and data["figures"]["problems"] == []
     assert data["figures"]["uploads_aborted_by_cleanup"] == 4  # the failed attempt's
+    made: list[str] = []
+    make_directory = tempfile.mkdtemp
+
+    def recording_mkdtemp(*args: Any, **kwargs: Any) -> str:
+        made.append(make_directory(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(tempfile, "mkdtemp", recording_mkdtemp)
     data = run(tmp_path, "crash", "--store", "s3", "--runs", "2", "--tasks", "2")
     assert data["figures"]["kills"] == 2
     assert data["figures"]["correct_completions"] == 2
     assert data["figures"]["runs_with_outstanding_uploads"] == 0
+    scratch = [path for path in made if Path(path).name.startswith("aiocommit-s3-crash-")]
+    assert len(scratch) == 1, made
+    assert not Path(scratch[0]).exists(), "the crash scenario left its scratch directory"
 
 
 def test_filesystem_floor_renames_a_tree_of_the_job_shape(tmp_path: Path) -> None:

@@ -77,6 +77,10 @@ def pytest_runtest_makereport(
 
 #: a zone other than UTC, so that timestamp handling is exercised
 SESSION_TIME_ZONE = "America/Los_Angeles"
+#: the session JVM's options: the JIT's first tier and the serial collector. Its work is
+#: many small queries, each compiling new code that runs a few times, so the optimising
+#: tier's compile threads cost more than its faster code saves on two cores
+SESSION_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 @pytest.fixture(scope="session")
@@ -110,7 +114,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         .config(
             "spark.driver.extraJavaOptions",
             # a metastore, if one starts (Hive), writes under this session's directory
-            f"-Dlog4j2.configurationFile=file:{log4j} -Dderby.system.home={base / 'derby'}",
+            f"{SESSION_JVM_OPTIONS} -Dlog4j2.configurationFile=file:{log4j} "
+            f"-Dderby.system.home={base / 'derby'}",
         )
     )
     if seam.HAS_DATA_SOURCES:  # pyspark 3.5's jars have no Spark Connect server

@@ -89,3 +89,14 @@ def test_a_call_interrupted_mid_answer_does_not_spoil_the_next_tests(
     drop_thread_connection()
     assert spark.range(5).count() == 5
     assert spark.sparkContext.parallelize([1, 2, 3], 1).sum() == 6
+
+
+def test_the_session_jvm_runs_with_its_options(spark: SparkSession) -> None:
+    """The test session's JVM got ``SESSION_JVM_OPTIONS`` (in client mode Spark reads
+    ``spark.driver.extraJavaOptions`` only when it starts the JVM)."""
+    from tests.spark.conftest import SESSION_JVM_OPTIONS
+
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    runtime = jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    assert set(SESSION_JVM_OPTIONS.split()) <= set(runtime.getInputArguments())
