@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
 import anyio
@@ -68,6 +68,8 @@ from aiocommit.stores.edge import retry_after as retry_after_seconds
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
+
+T = TypeVar("T")
 
 ENV_ENDPOINT = "AIOCOMMIT_ADLS_ENDPOINT"
 ENV_CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"
@@ -553,22 +555,39 @@ class AdlsStore:
             raise NotFound("is a directory, not a file", path=path, operation="read_bytes")
         return response.body
 
+    async def _lean_request(
+        self, send: Callable[[], Awaitable[T]], *, operation: str, path: str
+    ) -> T:
+        """One request on the lean client; its failure as a store error."""
+        try:
+            return await send()
+        except (DfsResponseError, aiohttp.ClientError, TimeoutError) as error:
+            raise self._translate_lean(error, operation, path) from error
+
     async def _write(self, path: str, data: bytes, overwrite: bool, operation: str) -> FileStatus:
         check_clean(path)
         rel = self._rel(path)
         if not rel:
             raise AlreadyExists("the root is a directory", path=path, operation=operation)
         dfs = self._dfs()
-        try:
-            # as the SDK's create_file / upload_data: create (If-None-Match: * unless
-            # overwriting), append, flush if the file is still the one created
-            etag = await dfs.create(rel, "file", {} if overwrite else {"if-none-match": "*"})
-            if data or not overwrite:
-                for position in range(0, len(data), APPEND_BYTES):
-                    await dfs.append(rel, position, data[position : position + APPEND_BYTES])
-                etag = await dfs.flush(rel, len(data), etag)
-        except (DfsResponseError, aiohttp.ClientError, TimeoutError) as error:
-            raise self._translate_lean(error, operation, path) from error
+        retry = REQUEST_RETRY.get()
+        lean = functools.partial(self._lean_request, operation=operation, path=path)
+        # as the SDK's create_file / upload_data: create (If-None-Match: * unless
+        # overwriting), append, flush if the file is still the one created; each request
+        # in ``REQUEST_RETRY`` (a throttled one was not applied: it alone is sent again)
+        headers = {} if overwrite else {"if-none-match": "*"}
+        etag = await retry(
+            functools.partial(lean, functools.partial(dfs.create, rel, "file", headers))
+        )
+        if data or not overwrite:
+            for position in range(0, len(data), APPEND_BYTES):
+                chunk = data[position : position + APPEND_BYTES]
+                await retry(
+                    functools.partial(lean, functools.partial(dfs.append, rel, position, chunk))
+                )
+            etag = await retry(
+                functools.partial(lean, functools.partial(dfs.flush, rel, len(data), etag))
+            )
         return FileStatus(path, False, len(data), _unquote_etag(etag))
 
     async def write_bytes(self, path: str, data: bytes, *, overwrite: bool = True) -> FileStatus:
