@@ -107,7 +107,14 @@ def _translate_status(
     message = f"{status} {code}: {message}"
     where: dict[str, Any] = {"path": path, "operation": operation}
     if status == 429 or status == 503 or (status == 500 and code == "OperationTimedOut"):
-        return Throttled(message, retry_after=retry_after_seconds(retry_after), **where)
+        # a timed-out operation may have been done: not retried on its own as a request
+        # of a write (a second append of the same bytes, a second flush)
+        return Throttled(
+            message,
+            retry_after=retry_after_seconds(retry_after),
+            maybe_applied=status == 500,
+            **where,
+        )
     if status == 404:
         if code == "RenameDestinationParentPathNotFound" and dest is not None:
             where["path"] = parent_of(dest)
