@@ -23,7 +23,7 @@
     │   ├── NotAFile                        a rename source is a directory or a link
     │   ├── PreconditionFailed              an etag / generation condition did not hold
     │   ├── PermissionDenied                (also a PermissionError)
-    │   ├── Throttled(retry_after)          retryable: the store asked us to slow down
+    │   ├── Throttled(retry_after, maybe_applied) retryable: the store asked us to slow down
     │   └── Transient(maybe_applied)        retryable: the outcome of the call is unknown
     └── CommitError(stage, operation, path) a job or task commit failed; ``__cause__`` is why
         ├── ManifestError                   a manifest is malformed, of another job, or unsafe
@@ -192,7 +192,9 @@ class PermissionDenied(StoreError, PermissionError):
 
 
 class Throttled(StoreError):
-    """The store refused the call under load; retry after ``retry_after`` seconds if given."""
+    """The store refused the call under load; retry after ``retry_after`` seconds if given.
+    ``maybe_applied`` is true for an answer the store may send after doing the work (ADLS's
+    ``500 OperationTimedOut``): a retry must expect it done."""
 
     retryable: ClassVar[bool] = True
 
@@ -203,9 +205,11 @@ class Throttled(StoreError):
         path: str | None = None,
         operation: str | None = None,
         retry_after: float | None = None,
+        maybe_applied: bool = False,
     ):
         super().__init__(message, path=path, operation=operation)
         self.retry_after = retry_after
+        self.maybe_applied = maybe_applied
 
 
 class Transient(StoreError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import anyio
 import pytest
 
 from aiocommit import CommitOptions, commit_job
@@ -121,28 +122,48 @@ async def test_rate_limiter_is_shared_only_through_limits() -> None:
     assert alone.limits.rate.rate == 7 and limits.rate.rate == 100
 
 
-@pytest.mark.slow
-async def test_adaptive_rate_finds_the_store_capacity() -> None:
-    """A store that accepts 800 ops/s and throttles beyond: with a 256 in-flight limit
-    and 5 ms latency, the adaptive rate keeps goodput near the capacity without a retry
-    storm (unpaced, with only adaptive concurrency, ~55 % of the renames were throttled
-    once more: 1,700-1,900 throttles for 3,200 files)."""
-    capacity = 800
-    store = MemoryStore("capacity")
+async def _capacity_goodput(
+    name: str, capacity: int, options: CommitOptions
+) -> tuple[float, dict[str, int]]:
+    """Renames a second of a 3,200-file job commit on a store accepting ``capacity``
+    calls a second (5 ms each) and throttling beyond, and the job's counters."""
+    store = MemoryStore(name)
     job_id, expected = await run_tasks(store, "/dest", tasks=8, files_per_task=400)
     faulty = FaultyStore(store, Faults(capacity_per_second=capacity, latency=Latency(fixed=0.005)))
-    options = CommitOptions(
-        concurrency=256, retry_base_delay=0.01, retry_max_delay=0.2, max_attempts=50
-    )
     summary = await commit_job("/dest", job_id, store=faulty, options=options)
     assert await output(store, "/dest") == expected
     rename_seconds = (
         summary.iostatistics.meanstatistics[S.JOB_STAGE_RENAME_FILES + ".mean"].sum / 1000
     )
-    goodput = 3200 / rename_seconds
-    # 0.75-0.9 of capacity alone; 0.5 holds at load 12 on two cores
-    assert goodput >= 0.5 * capacity, f"goodput {goodput:.0f}/s vs capacity {capacity}/s"
-    counters = summary.iostatistics.counters
+    return 3200 / rename_seconds, dict(summary.iostatistics.counters)
+
+
+@pytest.mark.slow
+async def test_adaptive_rate_finds_the_store_capacity() -> None:
+    """A store that accepts 800 ops/s and throttles beyond: with a 256 in-flight limit
+    and 5 ms latency, the adaptive rate keeps goodput near the capacity without a retry
+    storm (unpaced, with only adaptive concurrency, ~55 % of the renames were throttled
+    once more: 1,700-1,900 throttles for 3,200 files). Its goodput is compared with the
+    same commit paced at a configured 90 % of the capacity, run beside it: what this
+    machine's loop reaches at that moment (an absolute 400 a second failed 3 runs in 10
+    at load 11-29, on the pace before and after session 44's)."""
+    capacity = 800
+    adaptive = CommitOptions(
+        concurrency=256, retry_base_delay=0.01, retry_max_delay=0.2, max_attempts=50
+    )
+    configured = adaptive.with_values(rate_limit=0.9 * capacity, adaptive_concurrency=False)
+    results: dict[str, tuple[float, dict[str, int]]] = {}
+
+    async def run(name: str, options: CommitOptions) -> None:
+        results[name] = await _capacity_goodput(name, capacity, options)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run, "adaptive", adaptive)
+        group.start_soon(run, "configured", configured)
+    goodput, counters = results["adaptive"]
+    reach, _ = results["configured"]
+    # 0.8-0.95 of the configured pace's goodput alone
+    assert goodput >= 0.6 * reach, f"goodput {goodput:.0f}/s vs {reach:.0f}/s at 90 % of capacity"
     assert counters[S.STORE_IO_RATE_DECREASED] > 0
     assert counters[S.STORE_IO_THROTTLED] < 0.4 * 3200, counters[S.STORE_IO_THROTTLED]
 

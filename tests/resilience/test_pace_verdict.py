@@ -168,4 +168,54 @@ async def test_a_limit_halved_after_the_pace_settled_is_not_judged_random(
     store = _token_bucket(lambda at: 200.0 if at < 1.0 else 40.0 if at < 5.0 else 20.0)
     run = await _commit(pace, now, store, [600], success_seconds=success_seconds)
     assert pace.unpaced == 0, run
-    assert pace.rate is not None and 0.7 * 20.0 <= pace.rate <= 1.1 * 20.0, pace.rate
+    # the limit it found is the halved one; the rate may be probing above it by now
+    assert 0.7 * 20.0 <= pace.ceiling <= 1.1 * 20.0, pace.ceiling
+    assert pace.rate is not None and 0.7 * 20.0 <= pace.rate <= 1.2 * 20.0, pace.rate
+
+
+async def test_a_storm_engages_at_the_latest_seconds_rate_not_the_windows_average() -> None:
+    """A window whose first throttle came during serial stages (two successes a second
+    for 8 s, a throttle among them now and then), then a parallel stage's storm: 40
+    throttles answered at once while its 60 calls' successes are pending. The pace
+    engages at what the latest second admitted and has in flight, not at the window's
+    average (on the pace before, 9 a second: the next stage's 1,000 calls crawled there
+    and down to the verdict at 1 a second)."""
+    now, pace = _fake_clock()
+    for tick in range(16):  # serial stages: a success every half second
+        now[0] = tick * 0.5
+        if tick % 4 == 0:
+            pace.on_throttle(now[0])
+        pace.on_success(now[0] - 0.5)
+    now[0] = 8.0
+    pace.pending = 60
+    for _ in range(40):
+        pace.on_throttle(now[0])
+        if pace.rate is not None:
+            break
+    assert pace.rate is not None
+    # 60 pending and 4 successes over the 2 s since the newest mark a second old (an
+    # unpaced pace marks its count at throttles), at 0.9; the window's average: 8.6
+    assert pace.rate >= 0.9 * 64 / 2, pace.rate
+
+
+@pytest.mark.parametrize("seed", range(1, 9))
+async def test_serial_stages_before_a_storm_keep_the_commit_within_its_bound(seed: int) -> None:
+    """The slow resilience test's commit on the fake clock (successes 0.5 s, 30 % at
+    random, 128 in flight): serial stages, a 90-call scan whose start storms the pace,
+    then 1,000 renames. Engaged at the window's average, seed 8 was paced down to 1 a
+    second and judged 35 s in (3.06x its unthrottled time)."""
+    stages = [1] * 6 + [10] + [1] * 4 + [90] + [8] + [1000] + [1] * 8
+    now, pace = _fake_clock()
+    draw = random.Random(seed)
+    run = await _commit(
+        pace, now, lambda at: draw.random() < 0.3, stages, success_seconds=0.5, in_flight=128
+    )
+    now, unthrottled = _fake_clock()
+    base = await _commit(
+        unthrottled, now, lambda at: False, stages, success_seconds=0.5, in_flight=128
+    )
+    assert pace.unpaced <= 1, run
+    # each decrease steps by the share of its turns not throttled: the measured success
+    # rate lags a success's time behind the rate (9-13 decreases on some seeds)
+    assert pace.decreases <= 7, run
+    assert run.seconds <= 2.5 * base.seconds, (run.seconds, base.seconds, pace.decreases)

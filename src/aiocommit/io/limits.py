@@ -286,9 +286,11 @@ class AdaptiveRate:
 
     Decrease: two throttles (and eight calls, or four throttles) of calls started at least
     ``settle`` seconds after the last change (the store's own bucket may still be empty
-    from before it) set the rate to ``decrease_factor`` of the success rate over the latest
-    ``MEASURE_SECONDS`` and ``MEASURE_CALLS`` (what the store admitted; at most the rate,
-    at least half of it) and remember that as the ceiling. Increase, every ``tick``
+    from before it) set the rate to ``decrease_factor`` of what the store admitted: the
+    success rate over the latest ``MEASURE_SECONDS`` and ``MEASURE_CALLS``, and no more
+    than the share of the turns granted since the change settled that were not
+    throttled (at most the rate, at least half of it), and remember that as the
+    ceiling. Increase, every ``tick``
     seconds at least ``hold`` after a decrease: ``grow`` per tick from engaging to
     the first decrease (the rate measured then may be low); ``recover`` per tick up to
     ``RECOVER_TO`` of the ceiling; then, ``PROBE_SECONDS`` after the decrease (doubled by
@@ -373,6 +375,7 @@ class AdaptiveRate:
         self._verdict_ok = 0  # of those, the successes and the throttles so far
         self._verdict_throttled = 0
         self._settled_ok = 0  # successes of calls begun after the last change settled
+        self._granted = 0  # turns granted at the rate since the last change settled
         #: times the throttles were judged not to follow the rate
         self.unpaced = 0
         self._probe_wait = PROBE_SECONDS
@@ -435,7 +438,13 @@ class AdaptiveRate:
             return False  # the verdict's calls all go at the rate it began at
         # the run's reference: the highest rate the store admitted in it, over a second
         self._run_rate = max(self._run_rate or 0.0, self._sustained(now))
-        admitted = max(min(rate, self._measured(now)), rate / 2)
+        # what the store admitted: the success rate measured, and no more than the share
+        # of the turns granted since the change settled that were not throttled (a
+        # store limiting requests a second throttles ``1 - limit / rate`` of them, one
+        # throttling at random its share at any rate; the successes measured lag the
+        # rate by a success's time, and at a few a second a measure is mostly noise)
+        granted = max(self._granted, throttles)
+        admitted = max(min(rate, self._measured(now), rate * (1 - throttles / granted)), rate / 2)
         if self._found and rate > self.ceiling * RECOVER_TO:
             # a probe above the ceiling found the store's limit: back below the ceiling
             # the rate held without throttles, not to a measure over a second or less
@@ -504,11 +513,22 @@ class AdaptiveRate:
                 break
         return (self.admitted - admitted) / max(now - when, MEASURE_SECONDS_MOST)
 
+    def _recent(self, now: float, first: float, admitted_then: int) -> tuple[float, int]:
+        """The newest mark at least ``MEASURE_SECONDS_MOST`` old and not before ``first``
+        (when, admitted then), else ``(first, admitted_then)``."""
+        for mark in reversed(self._marks):
+            if mark[0] < first:
+                break
+            if now - mark[0] >= MEASURE_SECONDS_MOST:
+                return mark
+        return first, admitted_then
+
     def _engage(self, now: float) -> bool:
         """Unpaced: start pacing once enough of the window's calls were throttled, at once
         (every call sent unpaced meanwhile would be throttled too), at the rate of the
-        successes and the calls still pending since the window's first throttle (over at
-        least ``engage_seconds``; a storm at a stage's start comes before any success of a
+        successes and the calls still pending since the window's first throttle, or over
+        the latest ``MEASURE_SECONDS_MOST`` when that came earlier (over at least
+        ``engage_seconds``; a storm at a stage's start comes before any success of a
         slow store, which it paced at ``minimum``) or of the successes since the window
         began, whichever is larger (too high costs a few throttles and decreases, each at
         most a halving; too low, time: the rate grows fast until the first decrease)."""
@@ -525,9 +545,13 @@ class AdaptiveRate:
             or self._throttles < self.engage_share * (finished + self._pending())
         ):
             return False
+        # over the latest second or more of the window: a window whose first throttle
+        # came stages ago, at a serial stage's few calls, averages them in, and the
+        # parallel stage whose storm engaged it was paced at that crawl
+        since, admitted_since = self._recent(now, first, admitted_then)
         admitted = max(
-            (self.admitted - admitted_then + max(0, self.pending))
-            / max(now - first, self.engage_seconds),
+            (self.admitted - admitted_since + max(0, self.pending))
+            / max(now - since, self.engage_seconds),
             (self.admitted - self._window_admitted) / max(now - self._changed, 1e-3),
         )
         self._credit, self._refilled = 0.0, now
@@ -575,7 +599,7 @@ class AdaptiveRate:
         rate = max(self.minimum, admitted * self.decrease_factor)
         self.rate = rate if self.rate is None else min(self.rate, rate)
         self._changed, self._window_admitted, self._throttles = now, self.admitted, 0
-        self._settled_ok = 0
+        self._settled_ok = self._granted = 0
         self._adjusted = now
         self._probing = 0.0
         self.decreases += 1
@@ -604,6 +628,11 @@ class AdaptiveRate:
             rate = max(rate, recovered * (1 + self.probe * (probing + probing**2 / 20)))
         self.rate = rate
 
+    def _grant(self, now: float) -> None:
+        """A turn granted at ``now``: counted once the last change settled."""
+        if now >= self._changed + self.settle:
+            self._granted += 1
+
     def _take(self, now: float, rate: float) -> float:
         """Take a token if there is one (0.0), else the seconds until there is."""
         burst = max(1.0, rate * 0.05)
@@ -626,7 +655,10 @@ class AdaptiveRate:
         if self._holder is None:  # nobody waiting
             self._adjust(now)
             rate = self.rate
-            if rate is None or self._take(now, rate) == 0.0:
+            if rate is None:
+                return 0.0
+            if self._take(now, rate) == 0.0:
+                self._grant(now)
                 return 0.0
         turn = anyio.Event()
         line = self._urgent if urgent else self._queue
@@ -645,6 +677,7 @@ class AdaptiveRate:
                     break
                 short = self._take(now, rate)
                 if short == 0.0:
+                    self._grant(now)
                     break
                 await self._sleep(min(short, self.tick))
         finally:

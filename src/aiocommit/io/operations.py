@@ -376,7 +376,10 @@ class StoreOperations:
         """One store write, retried (on a store where one write is several requests, not
         whole on failure: ``write_bytes`` is)."""
         return self._call(
-            S.OP_WRITE, lambda: self.store.write_bytes(path, data, overwrite=overwrite), path
+            S.OP_WRITE,
+            lambda: self.store.write_bytes(path, data, overwrite=overwrite),
+            path,
+            requests=self._write_requests(),
         )
 
     async def upload_file(
@@ -387,4 +390,12 @@ class StoreOperations:
             S.OP_UPLOAD,
             lambda: self.store.upload_file(local_path, path, overwrite=overwrite),
             path,
+            requests=self._write_requests(),
         )
+
+    def _write_requests(self) -> RequestRetry | None:
+        """Where one write is several requests (ADLS: create, append, flush), each is
+        paced and retried on its own when throttled (``REQUEST_RETRY``): a throttled one
+        was not applied, and a write sent again whole meets the store's throttles once
+        per request again."""
+        return None if self.capabilities.atomic_write else self._requests(transient=False)

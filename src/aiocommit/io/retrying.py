@@ -88,8 +88,9 @@ class RequestRetry:
     sets ``pace``, ``epoch`` and ``first`` per attempt); every other one takes its own
     turn, ahead of calls waiting to begin (a call begun finishes first). Each is counted
     as admitted when answered, and retried on its own when throttled (a throttled
-    request was not applied) or, with ``transient``, on a transient error (where
-    repeating a request is safe: listings, deletes, markers). An error a request gives
+    request was not applied, unless the throttle says it ``maybe_applied``) or, with
+    ``transient``, on any throttle or transient error (where repeating a request is
+    safe: listings, deletes, markers). An error a request gives
     up on carries ``retried_seconds``: the call does not retry it again.
     """
 
@@ -126,12 +127,15 @@ class RequestRetry:
             try:
                 result = await request()
             except StoreError as error:
+                maybe_applied = isinstance(error, Throttled | Transient) and error.maybe_applied
+                if maybe_applied and not self.transient:
+                    raise  # the call's own retry decides (it may have been applied)
                 if isinstance(error, Throttled):
                     self.admission.throttled(self.epoch, begin, pace)
                     ride = False
                 elif isinstance(error, Transient):
                     if not self.transient:
-                        raise  # the call's own retry decides (it may have been applied)
+                        raise  # the call's own retry decides
                     meter.transient()
                     ride = False
                 else:

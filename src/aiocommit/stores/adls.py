@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
 import anyio
@@ -68,6 +68,8 @@ from aiocommit.stores.edge import retry_after as retry_after_seconds
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
+
+T = TypeVar("T")
 
 ENV_ENDPOINT = "AIOCOMMIT_ADLS_ENDPOINT"
 ENV_CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"
@@ -105,7 +107,14 @@ def _translate_status(
     message = f"{status} {code}: {message}"
     where: dict[str, Any] = {"path": path, "operation": operation}
     if status == 429 or status == 503 or (status == 500 and code == "OperationTimedOut"):
-        return Throttled(message, retry_after=retry_after_seconds(retry_after), **where)
+        # a timed-out operation may have been done: not retried on its own as a request
+        # of a write (a second append of the same bytes, a second flush)
+        return Throttled(
+            message,
+            retry_after=retry_after_seconds(retry_after),
+            maybe_applied=status == 500,
+            **where,
+        )
     if status == 404:
         if code == "RenameDestinationParentPathNotFound" and dest is not None:
             where["path"] = parent_of(dest)
@@ -553,22 +562,39 @@ class AdlsStore:
             raise NotFound("is a directory, not a file", path=path, operation="read_bytes")
         return response.body
 
+    async def _lean_request(
+        self, send: Callable[[], Awaitable[T]], *, operation: str, path: str
+    ) -> T:
+        """One request on the lean client; its failure as a store error."""
+        try:
+            return await send()
+        except (DfsResponseError, aiohttp.ClientError, TimeoutError) as error:
+            raise self._translate_lean(error, operation, path) from error
+
     async def _write(self, path: str, data: bytes, overwrite: bool, operation: str) -> FileStatus:
         check_clean(path)
         rel = self._rel(path)
         if not rel:
             raise AlreadyExists("the root is a directory", path=path, operation=operation)
         dfs = self._dfs()
-        try:
-            # as the SDK's create_file / upload_data: create (If-None-Match: * unless
-            # overwriting), append, flush if the file is still the one created
-            etag = await dfs.create(rel, "file", {} if overwrite else {"if-none-match": "*"})
-            if data or not overwrite:
-                for position in range(0, len(data), APPEND_BYTES):
-                    await dfs.append(rel, position, data[position : position + APPEND_BYTES])
-                etag = await dfs.flush(rel, len(data), etag)
-        except (DfsResponseError, aiohttp.ClientError, TimeoutError) as error:
-            raise self._translate_lean(error, operation, path) from error
+        retry = REQUEST_RETRY.get()
+        lean = functools.partial(self._lean_request, operation=operation, path=path)
+        # as the SDK's create_file / upload_data: create (If-None-Match: * unless
+        # overwriting), append, flush if the file is still the one created; each request
+        # in ``REQUEST_RETRY`` (a throttled one was not applied: it alone is sent again)
+        headers = {} if overwrite else {"if-none-match": "*"}
+        etag = await retry(
+            functools.partial(lean, functools.partial(dfs.create, rel, "file", headers))
+        )
+        if data or not overwrite:
+            for position in range(0, len(data), APPEND_BYTES):
+                chunk = data[position : position + APPEND_BYTES]
+                await retry(
+                    functools.partial(lean, functools.partial(dfs.append, rel, position, chunk))
+                )
+            etag = await retry(
+                functools.partial(lean, functools.partial(dfs.flush, rel, len(data), etag))
+            )
         return FileStatus(path, False, len(data), _unquote_etag(etag))
 
     async def write_bytes(self, path: str, data: bytes, *, overwrite: bool = True) -> FileStatus:
