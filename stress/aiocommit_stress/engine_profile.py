@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from aiocommit.integrations.attempts import AttemptHandle, WorkerAttempt
+from aiocommit.integrations.attempts import AttemptHandle, TaskCommitMessage, WorkerAttempt
 from aiocommit_stress.engine_bench import ENGINES
 
 #: the job commit stages reported, in the order they run
@@ -78,7 +78,7 @@ def _since(start: tuple[float, float, float]) -> tuple[float, float, float]:
 
 def timed_task(
     write: Callable[[WorkerAttempt], None], timings_dir: str, handle: AttemptHandle
-) -> str:
+) -> TaskCommitMessage:
     """Open ``handle``, ``write(attempt)``, commit; one JSON line of milliseconds (wall,
     process CPU, thread CPU) per step to a file of this process in ``timings_dir``."""
     profiler = cProfile.Profile() if os.path.exists(os.path.join(timings_dir, PROFILE)) else None
@@ -98,7 +98,7 @@ def timed_task(
     start = _clock()
     if profiler is not None:
         profiler.enable()
-    name = attempt.commit()
+    name = attempt.commit_message()
     opened.__exit__(None, None, None)
     if profiler is not None:
         profiler.disable()
@@ -132,7 +132,7 @@ def _ray_ours(timings_dir: str) -> Callable[[Any, Path], None]:
     from aiocommit.integrations.ray import AiocommitDatasink
 
     class TimedSink(AiocommitDatasink):
-        def write(self, blocks: Any, ctx: Any) -> str:
+        def write(self, blocks: Any, ctx: Any) -> TaskCommitMessage:
             assert self.job is not None
             tables = [BlockAccessor.for_block(block).to_arrow() for block in blocks]
             table = pa.concat_tables([t for t in tables if t.num_rows])
@@ -148,7 +148,7 @@ def _ray_ours(timings_dir: str) -> Callable[[Any, Path], None]:
     return ours
 
 
-def _dask_partition(frame: Any, handle: Any, timings_dir: str) -> str:
+def _dask_partition(frame: Any, handle: Any, timings_dir: str) -> TaskCommitMessage:
     import pyarrow as pa
 
     from aiocommit.integrations.arrow import write_table
@@ -161,7 +161,7 @@ def _dask_partition(frame: Any, handle: Any, timings_dir: str) -> str:
     )
 
 
-def _dask_commit(handle: Any, records: list[str], timings_dir: str) -> Any:
+def _dask_commit(handle: Any, records: list[TaskCommitMessage], timings_dir: str) -> Any:
     """The Dask job-commit task (``aiocommit.integrations.dask._commit``), timed."""
     from aiocommit.integrations.attempts import commit_job_blocking
 

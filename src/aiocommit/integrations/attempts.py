@@ -55,6 +55,7 @@ from aiocommit.protocol.layout import (
     check_output_name,
     shared_file_prefix,
 )
+from aiocommit.protocol.manifest import TaskManifest, encode_manifest
 from aiocommit.protocol.success import SuccessData
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.memory import MemoryStore
@@ -508,6 +509,30 @@ class WorkerAttempt:
 
         return self._call(commit)
 
+    def commit_message(self) -> TaskCommitMessage:
+        """Commit the attempt for an engine that returns the result to the job commit
+        (Ray's ``Datasink``, Dask's graph): the manifest committer's manifest travels in
+        the message, and no file is saved for it (``docs/protocol.md``, "Manifests
+        carried by commit messages"); the S3A committers' pending sets are saved as by
+        ``commit``. ``EngineJob.commit`` takes the message."""
+        if self.attempt.committer_name != "manifest":
+            return TaskCommitMessage(self.commit())
+
+        self.handle.hooks.before_commit(self.handle.task)
+        written = self._local_files()
+
+        async def commit() -> TaskCommitMessage:
+            job = self._client.job(self.handle.job_id, attempt=self.handle.job_attempt)
+            manifest = await job.commit_task(
+                self.attempt, per_attempt=True, written=written, save=False
+            )
+            assert isinstance(manifest, TaskManifest)
+            return TaskCommitMessage(
+                committed_name(self.attempt, per_attempt=True), encode_manifest(manifest)
+            )
+
+        return self._call(commit)
+
     def _local_files(self) -> list[WrittenFile] | None:
         """Every file of this attempt in the shared ``local_dir`` (its name there, size,
         and where it lands), which the manifest committer then need not list through the
@@ -575,6 +600,36 @@ class _AttemptRawFile(io.RawIOBase):
 
 
 @dataclass(frozen=True)
+class TaskCommitMessage:
+    """What a committed task attempt returns through its engine to the job commit
+    (``WorkerAttempt.commit_message``): the task record's name and, for the manifest
+    committer, the manifest itself (encoded; no file holds it), else None (the record
+    is a saved file). The job commit checks a carried manifest as one read from a file:
+    of this job, naming only its own attempt's files."""
+
+    name: str
+    manifest: bytes | None = None
+
+
+#: a task's result as ``EngineJob.commit`` takes it: a message, or a saved record's name
+TaskResult = TaskCommitMessage | str
+
+
+def split_results(results: Sequence[TaskResult]) -> tuple[list[str], dict[str, bytes]]:
+    """The task records' names, and the manifests the messages carried by name."""
+    names: list[str] = []
+    delivered: dict[str, bytes] = {}
+    for result in results:
+        if isinstance(result, str):
+            names.append(result)
+            continue
+        names.append(result.name)
+        if result.manifest is not None:
+            delivered[result.name] = result.manifest
+    return names, delivered
+
+
+@dataclass(frozen=True)
 class EngineJob:
     """One engine write's job, on the driver: set up, its tasks' handles, then commit
     over exactly the task records the engine returned, or abort."""
@@ -626,8 +681,9 @@ class EngineJob:
         """``options.as_record()``, made once per job (a worker makes a handle per task)."""
         return self.options.as_record()
 
-    def commit(self, task_records: Sequence[str]) -> SuccessData:
-        """Commit the job over exactly ``task_records`` (``WorkerAttempt.commit``'s names)."""
+    def commit(self, task_records: Sequence[TaskResult]) -> SuccessData:
+        """Commit the job over exactly ``task_records`` (``WorkerAttempt.commit``'s
+        names, ``commit_message``'s messages). Re-runnable with the same ones."""
         return _on_driver(lambda: commit_engine_job(self.handle(0), list(task_records)))
 
     def abort(self) -> None:
@@ -640,16 +696,20 @@ class EngineJob:
         _on_driver(abort)
 
 
-async def commit_engine_job(handle: AttemptHandle, task_records: list[str]) -> SuccessData:
+async def commit_engine_job(
+    handle: AttemptHandle, task_records: Sequence[TaskResult]
+) -> SuccessData:
     """Commit ``handle``'s job over exactly ``task_records`` (anywhere: the driver or a
-    worker of the engine). Re-runnable after a kill."""
+    worker of the engine). Re-runnable after a kill, with the same records (or with
+    none, once the commit saved its plan: the plan holds the carried manifests)."""
+    names, delivered = split_results(task_records)
     async with engine_client(handle.dest, handle.commit_options()) as client:
         return await client.job(handle.job_id, attempt=handle.job_attempt).commit(
-            task_records=task_records
+            task_records=names, delivered=delivered
         )
 
 
-def commit_job_blocking(handle: AttemptHandle, task_records: Sequence[str]) -> SuccessData:
+def commit_job_blocking(handle: AttemptHandle, task_records: Sequence[TaskResult]) -> SuccessData:
     """``commit_engine_job`` from a worker's thread."""
     return run_in_task_loop(commit_engine_job, handle, list(task_records))
 

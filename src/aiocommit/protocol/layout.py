@@ -33,6 +33,10 @@ TEMPORARY = "_temporary"
 SUCCESS = "_SUCCESS"
 MANIFEST_SUFFIX = "-manifest.json"
 TEMP_MANIFEST_SUFFIX = "-manifest.json.tmp"
+#: per-attempt manifests (``commit_task(per_attempt=True)``); not ``-manifest.json``, so
+#: the job's own listing of its manifests (and tools built on it) still sees one manifest
+#: per task
+ATTEMPT_MANIFEST_SUFFIX = ".attempt-manifest.json"
 #: the magic committer's directories (``__magic``, Hadoop's ``__magic_job-JOB``) start so
 MAGIC_PREFIX = "__magic"
 
