@@ -169,3 +169,24 @@ def test_a_job_commit_rerun_after_the_driver_died_mid_commit_finishes(
         **{f"part-{task}.bin": bytes([task]) for task in range(3)},
     }
     assert not os.path.exists(os.path.join(dest, "_temporary"))
+
+
+def test_a_commit_without_the_messages_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    """The driver died before its job commit: the manifests died with it, and a commit
+    that lists the job's manifests would find none (an empty output replacing the old)."""
+    dest = tmp_path / "out"
+    dest.mkdir()
+    (dest / "old.bin").write_bytes(b"old")
+    job = EngineJob.setup(str(dest), mode="overwrite")
+    _write(job.handle(0), "new.bin", b"new")
+
+    async def commit_without_records() -> None:
+        async with Client(str(dest)) as client:
+            await client.job(job.job_id).commit()
+
+    with pytest.raises(ManifestError) as caught:
+        anyio.run(commit_without_records)
+    assert "travel in its engine's commit messages" in _one_line(caught)
+    assert (dest / "old.bin").read_bytes() == b"old" and not (dest / "new.bin").exists()
+    job.abort()
+    assert committed_files(str(dest)) == {"old.bin": b"old"}

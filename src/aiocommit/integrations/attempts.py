@@ -50,6 +50,7 @@ from aiocommit.errors import AiocommitError, CommitError, InvalidInput
 from aiocommit.integrations.task_loop import run_in_task_loop, run_in_thread_loop, task_portal
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.layout import (
+    MESSAGE_RECORDS_MARKER,
     SHARED_ATTEMPTS_DIR,
     JobLayout,
     check_output_name,
@@ -57,6 +58,7 @@ from aiocommit.protocol.layout import (
 )
 from aiocommit.protocol.manifest import TaskManifest, encode_manifest
 from aiocommit.protocol.success import SuccessData
+from aiocommit.stores.base import join
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.memory import MemoryStore
 from aiocommit.stores.registry import is_local_url
@@ -645,7 +647,9 @@ class EngineJob:
         cls, dest: str, *, mode: str = "error", options: Mapping[str, Any] | None = None
     ) -> EngineJob:
         """Set a job up for a write in ``mode`` (``MODES``); ``options``: commit options
-        by any of their names, and the test hooks. Blocking."""
+        by any of their names, and the test hooks. Blocking. With the manifest committer
+        the job is marked as one whose manifests travel in commit messages
+        (``MESSAGE_RECORDS_MARKER``): a job commit without them is refused."""
         conflict, per_partition = MODES[check_mode(mode)]
         given = dict(options or {})
         commit_options = CommitOptions.from_mapping(
@@ -660,6 +664,9 @@ class EngineJob:
                 job = await client.setup_job()
                 async with job.context() as context:
                     committer = (await job_committer(context, context.options)).name
+                    if committer == "manifest":  # its tasks' manifests travel in messages
+                        marker = join(context.layout.manifests_dir, MESSAGE_RECORDS_MARKER)
+                        await context.ops.write_bytes(marker, b"")
             return cls(dest, job.job_id, committer, commit_options, WriterHooks.from_mapping(given))
 
         return _on_driver(setup)

@@ -37,6 +37,9 @@ TEMP_MANIFEST_SUFFIX = "-manifest.json.tmp"
 #: the job's own listing of its manifests (and tools built on it) still sees one manifest
 #: per task
 ATTEMPT_MANIFEST_SUFFIX = ".attempt-manifest.json"
+#: in a job attempt's ``manifests/``: its tasks' manifests travel in an engine's commit
+#: messages, not files, so a job commit that lists ``manifests/`` for them refuses
+MESSAGE_RECORDS_MARKER = "_task-records-in-messages"
 #: the magic committer's directories (``__magic``, Hadoop's ``__magic_job-JOB``) start so
 MAGIC_PREFIX = "__magic"
 

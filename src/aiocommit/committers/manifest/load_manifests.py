@@ -31,6 +31,7 @@ from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.protocol.layout import (
     ATTEMPT_MANIFEST_SUFFIX,
     MANIFEST_SUFFIX,
+    MESSAGE_RECORDS_MARKER,
     SHARED_ATTEMPTS_DIR,
     shared_file_prefix,
 )
@@ -117,9 +118,18 @@ def spilled_entries(
 
 
 async def list_manifest_names(context: StageContext) -> list[str]:
+    """The manifests in the job's ``manifests/``; ``ManifestError`` for a job whose
+    manifests travel in its engine's commit messages (``MESSAGE_RECORDS_MARKER``): the
+    listing would miss them."""
     names: list[str] = []
     try:
         async for page in context.ops.list_dir(context.layout.manifests_dir):
+            if any(s.name == MESSAGE_RECORDS_MARKER for s in page):
+                raise ManifestError(
+                    "this job's task manifests travel in its engine's commit messages, not "
+                    "files: commit it with them (EngineJob.commit), or abort it",
+                    path=context.layout.manifests_dir,
+                )
             names.extend(s.name for s in page if not s.is_dir and s.name.endswith(MANIFEST_SUFFIX))
     except NotFound as error:
         raise ManifestError(
