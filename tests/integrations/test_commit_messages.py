@@ -190,3 +190,21 @@ def test_a_commit_without_the_messages_is_refused_and_changes_nothing(tmp_path: 
     assert (dest / "old.bin").read_bytes() == b"old" and not (dest / "new.bin").exists()
     job.abort()
     assert committed_files(str(dest)) == {"old.bin": b"old"}
+
+
+@pytest.mark.parametrize("limit", ["bytes", "files"])
+def test_a_large_manifest_is_saved_and_the_message_names_it(
+    limit: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aiocommit.integrations import attempts
+
+    monkeypatch.setattr(attempts, f"MESSAGE_MANIFEST_{limit.upper()}", 0)  # one file is over
+    dest = str(tmp_path / "out")
+    job = EngineJob.setup(dest)
+    large = _write(job.handle(0), "large.bin", b"a")
+    assert large.manifest is None and _saved_manifests(dest, job) == [large.name]
+    monkeypatch.undo()
+    small = _write(job.handle(1), "small.bin", b"b")
+    assert small.manifest is not None
+    job.commit([large, small])
+    assert committed_files(dest).keys() == {"_SUCCESS", "large.bin", "small.bin"}

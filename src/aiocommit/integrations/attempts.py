@@ -104,6 +104,13 @@ KEPT_PARSED_OPTIONS = 64
 #: the buffer of a file object opened by ``WorkerAttempt.open`` (writes below it are
 #: gathered before they cross to the task loop)
 FILE_BUFFER_BYTES = 8 * 1024 * 1024
+#: the largest manifest a commit message carries (``WorkerAttempt.commit_message``); a
+#: larger one is saved as a file and the message names it: an engine's driver holds
+#: every task's message at once, where a job commit loads files a bounded number at a time
+MESSAGE_MANIFEST_BYTES = 1 << 20
+#: an attempt listing more files than this saves its manifest without building it for a
+#: message first (about ``MESSAGE_MANIFEST_BYTES`` of entries)
+MESSAGE_MANIFEST_FILES = 2048
 #: a name prefix kept for the attempt's own files (``WorkerAttempt.placed_name``): a
 #: writer may not use it
 PLACED_PREFIX = ".aiocommit-placed-"
@@ -522,16 +529,21 @@ class WorkerAttempt:
 
         self.handle.hooks.before_commit(self.handle.task)
         written = self._local_files()
+        name = committed_name(self.attempt, per_attempt=True)
 
         async def commit() -> TaskCommitMessage:
             job = self._client.job(self.handle.job_id, attempt=self.handle.job_attempt)
-            manifest = await job.commit_task(
-                self.attempt, per_attempt=True, written=written, save=False
-            )
-            assert isinstance(manifest, TaskManifest)
-            return TaskCommitMessage(
-                committed_name(self.attempt, per_attempt=True), encode_manifest(manifest)
-            )
+            if written is None or len(written) <= MESSAGE_MANIFEST_FILES:
+                manifest = await job.commit_task(
+                    self.attempt, per_attempt=True, written=written, save=False
+                )
+                assert isinstance(manifest, TaskManifest)
+                data = encode_manifest(manifest)
+                if len(data) <= MESSAGE_MANIFEST_BYTES:
+                    return TaskCommitMessage(name, data)
+            # a large manifest is saved as a file: the driver holds every message at once
+            await job.commit_task(self.attempt, per_attempt=True, written=written)
+            return TaskCommitMessage(name)
 
         return self._call(commit)
 
