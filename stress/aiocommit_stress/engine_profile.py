@@ -44,10 +44,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiocommit.integrations.attempts import AttemptHandle, TaskCommitMessage, WorkerAttempt
 from aiocommit_stress.engine_bench import ENGINES
+
+if TYPE_CHECKING:  # at run time too on a library that predates commit messages
+    from aiocommit.integrations.attempts import AttemptHandle, TaskCommitMessage, WorkerAttempt
 
 #: the job commit stages reported, in the order they run
 STAGES = (
@@ -108,7 +110,7 @@ def timed_task(
     if profiler is not None:
         profiler.enable()
     # ``commit`` where the library predates commit messages (to profile it side by side)
-    name = getattr(attempt, "commit_message", attempt.commit)()
+    name: TaskCommitMessage = getattr(attempt, "commit_message", attempt.commit)()
     opened.__exit__(None, None, None)
     if profiler is not None:
         profiler.disable()
