@@ -110,7 +110,8 @@ def timed_task(
     if profiler is not None:
         profiler.enable()
     # ``commit`` where the library predates commit messages (to profile it side by side)
-    name: TaskCommitMessage = getattr(attempt, "commit_message", attempt.commit)()
+    commit: Callable[[], TaskCommitMessage] = getattr(attempt, "commit_message", attempt.commit)
+    name = commit()
     opened.__exit__(None, None, None)
     if profiler is not None:
         profiler.disable()
