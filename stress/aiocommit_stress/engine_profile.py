@@ -89,7 +89,7 @@ def timed_task(
     handle: AttemptHandle,
     *,
     blocks: tuple[float, float, float] = (0.0, 0.0, 0.0),
-) -> TaskCommitMessage:
+) -> TaskCommitMessage | str:
     """Open ``handle``, ``write(attempt)``, commit; one JSON line of milliseconds (wall,
     process CPU, thread CPU) per step to a file of this process in ``timings_dir``."""
     profiler = cProfile.Profile() if os.path.exists(os.path.join(timings_dir, PROFILE)) else None
@@ -110,7 +110,9 @@ def timed_task(
     if profiler is not None:
         profiler.enable()
     # ``commit`` where the library predates commit messages (to profile it side by side)
-    commit: Callable[[], TaskCommitMessage] = getattr(attempt, "commit_message", attempt.commit)
+    commit: Callable[[], TaskCommitMessage | str] = getattr(
+        attempt, "commit_message", attempt.commit
+    )
     name = commit()
     opened.__exit__(None, None, None)
     if profiler is not None:
@@ -150,7 +152,9 @@ def _ray_ours(timings_dir: str, partitioned: bool) -> Callable[[Any, Path], None
     from aiocommit.integrations.ray import AiocommitDatasink
 
     class TimedSink(AiocommitDatasink):
-        def write(self, blocks: Any, ctx: Any) -> TaskCommitMessage:
+        def write(
+            self, blocks: Any, ctx: Any
+        ) -> Any:  # a message, or a name on a library before them
             assert self.job is not None
             start = _clock()
             tables = [BlockAccessor.for_block(block).to_arrow() for block in blocks]
@@ -193,7 +197,7 @@ def _ray_own(timings_dir: str, partitioned: bool) -> Callable[[Any, Path], None]
 
 def _dask_partition(
     frame: Any, handle: Any, timings_dir: str, partitioned: bool
-) -> TaskCommitMessage:
+) -> TaskCommitMessage | str:
     import pyarrow as pa
 
     from aiocommit.integrations.arrow import write_table
