@@ -33,9 +33,9 @@ TEMPORARY = "_temporary"
 SUCCESS = "_SUCCESS"
 MANIFEST_SUFFIX = "-manifest.json"
 TEMP_MANIFEST_SUFFIX = "-manifest.json.tmp"
-#: per-attempt manifests (``commit_task(per_attempt=True)``); not ``-manifest.json``, so
-#: the job's own listing of its manifests (and tools built on it) still sees one manifest
-#: per task
+#: per-attempt manifests (``commit_task(per_attempt=True)``). The name ends in
+#: ``-manifest.json`` too, so a job commit that lists ``manifests/`` loads every
+#: attempt's (two of one task are refused): such jobs are committed with their records
 ATTEMPT_MANIFEST_SUFFIX = ".attempt-manifest.json"
 #: in a job attempt's ``manifests/``: its tasks' manifests travel in an engine's commit
 #: messages, not files, so a job commit that lists ``manifests/`` for them refuses
