@@ -1,9 +1,9 @@
-"""Where the time of one flat engine write through aiocommit goes, beside the engine's own
-writer: wall and CPU of the driver's job set-up and job commit (and the commit's stages,
-from its ``_SUCCESS`` statistics), and each write task's attempt set-up, write and commit.
+"""Where the time of one engine write through aiocommit goes (flat or partitioned), beside the
+engine's own writer: wall and CPU of the driver's job set-up and job commit (and the commit's
+stages, from its ``_SUCCESS`` statistics), and each write task's attempt set-up, write and commit.
 
     .venv/bin/python -m aiocommit_stress.engine_profile [--engines ray,dask]
-        [--rows 1000000] [--files 100] [--rounds 3]
+        [--rows 1000000] [--files 100] [--rounds 3] [--variant flat|partitioned]
 
     .venv/bin/python -m aiocommit_stress.engine_profile --local-attempts 100 [--rounds 5]
 
@@ -17,9 +17,14 @@ and by cumulative time of the timed rounds, and the calls per attempt
 (``--save-profile PATH`` keeps the merged profile for ``pstats``). The task lines also
 count the garbage collections that ran during set-up and commit.
 
-Same data and clusters as ``engine_bench`` (flat only). The tasks here are timed copies
-of the integrations' own write tasks (the same calls, with clocks around each step):
-each task appends one line to a file the driver reads. Prints, per engine and round, the
+``--variant partitioned``: ``engine_bench``'s partitioned writes (``--files / 10`` tasks,
+each writing one file per value of ``p``) instead of the flat ones; Ray's own writer's
+tasks are timed too (``own task``: blocks to Arrow and ``write_dataset``), beside ours
+(``task blocks``: blocks to Arrow; then set-up, write, commit).
+
+Same data and clusters as ``engine_bench``. The tasks here are timed copies of the
+integrations' own write tasks (the same calls, with clocks around each step): each task
+appends one line to a file the driver reads. Prints, per engine and round, the
 own writer's wall time, aiocommit's, and aiocommit's parts; then the medians.
 """
 
@@ -39,10 +44,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiocommit.integrations.attempts import AttemptHandle, WorkerAttempt
 from aiocommit_stress.engine_bench import ENGINES
+
+if TYPE_CHECKING:  # at run time too on a library that predates commit messages
+    from aiocommit.integrations.attempts import AttemptHandle, TaskCommitMessage, WorkerAttempt
 
 #: the job commit stages reported, in the order they run
 STAGES = (
@@ -77,8 +84,12 @@ def _since(start: tuple[float, float, float]) -> tuple[float, float, float]:
 
 
 def timed_task(
-    write: Callable[[WorkerAttempt], None], timings_dir: str, handle: AttemptHandle
-) -> str:
+    write: Callable[[WorkerAttempt], None],
+    timings_dir: str,
+    handle: AttemptHandle,
+    *,
+    blocks: tuple[float, float, float] = (0.0, 0.0, 0.0),
+) -> TaskCommitMessage | str:
     """Open ``handle``, ``write(attempt)``, commit; one JSON line of milliseconds (wall,
     process CPU, thread CPU) per step to a file of this process in ``timings_dir``."""
     profiler = cProfile.Profile() if os.path.exists(os.path.join(timings_dir, PROFILE)) else None
@@ -98,7 +109,11 @@ def timed_task(
     start = _clock()
     if profiler is not None:
         profiler.enable()
-    name = attempt.commit()
+    # ``commit`` where the library predates commit messages (to profile it side by side)
+    commit: Callable[[], TaskCommitMessage | str] = getattr(
+        attempt, "commit_message", attempt.commit
+    )
+    name = commit()
     opened.__exit__(None, None, None)
     if profiler is not None:
         profiler.disable()
@@ -109,6 +124,7 @@ def timed_task(
         after - before for before, after in zip(collections, collections_before_commit, strict=True)
     ]
     line = {
+        "blocks": blocks,
         "setup": setup,
         "write": wrote,
         "commit": committed,
@@ -124,7 +140,11 @@ def timed_task(
     return name
 
 
-def _ray_ours(timings_dir: str) -> Callable[[Any, Path], None]:
+def _partition_by(partitioned: bool) -> list[str]:
+    return ["p"] if partitioned else []
+
+
+def _ray_ours(timings_dir: str, partitioned: bool) -> Callable[[Any, Path], None]:
     import pyarrow as pa
     from ray.data.block import BlockAccessor
 
@@ -132,14 +152,21 @@ def _ray_ours(timings_dir: str) -> Callable[[Any, Path], None]:
     from aiocommit.integrations.ray import AiocommitDatasink
 
     class TimedSink(AiocommitDatasink):
-        def write(self, blocks: Any, ctx: Any) -> str:
+        def write(
+            self, blocks: Any, ctx: Any
+        ) -> Any:  # a message, or a name on a library before them
             assert self.job is not None
+            start = _clock()
             tables = [BlockAccessor.for_block(block).to_arrow() for block in blocks]
             table = pa.concat_tables([t for t in tables if t.num_rows])
+            blocks_ms = _since(start)
             return timed_task(
-                lambda attempt: write_table(attempt, table, format="parquet"),
+                lambda attempt: write_table(
+                    attempt, table, format="parquet", partition_by=_partition_by(partitioned)
+                ),
                 timings_dir,
                 self.job.handle(ctx.task_idx),
+                blocks=blocks_ms,
             )
 
     def ours(data: Any, dest: Path) -> None:
@@ -148,20 +175,44 @@ def _ray_ours(timings_dir: str) -> Callable[[Any, Path], None]:
     return ours
 
 
-def _dask_partition(frame: Any, handle: Any, timings_dir: str) -> str:
+def _ray_own(timings_dir: str, partitioned: bool) -> Callable[[Any, Path], None]:
+    """Ray's own ``write_parquet``, its write tasks timed (``ParquetDatasink.write``:
+    blocks to Arrow and ``write_dataset``), one JSON line each in ``timings_dir``."""
+    from ray.data._internal.datasource.parquet_datasink import ParquetDatasink
+
+    class TimedParquetSink(ParquetDatasink):
+        def write(self, blocks: Any, ctx: Any) -> None:
+            start = _clock()
+            super().write(blocks, ctx)
+            line = {"own task": _since(start)}
+            with open(os.path.join(timings_dir, f"own-{os.getpid()}.jsonl"), "a") as out:
+                out.write(json.dumps(line) + "\n")
+
+    def own(data: Any, dest: Path) -> None:
+        sink = TimedParquetSink(str(dest), partition_cols=_partition_by(partitioned) or None)
+        data.write_datasink(sink)
+
+    return own
+
+
+def _dask_partition(
+    frame: Any, handle: Any, timings_dir: str, partitioned: bool
+) -> TaskCommitMessage | str:
     import pyarrow as pa
 
     from aiocommit.integrations.arrow import write_table
 
     table = pa.Table.from_pandas(frame, preserve_index=False)
     return timed_task(
-        lambda attempt: write_table(attempt, table, format="parquet"),
+        lambda attempt: write_table(
+            attempt, table, format="parquet", partition_by=_partition_by(partitioned)
+        ),
         timings_dir,
         handle.retry(),
     )
 
 
-def _dask_commit(handle: Any, records: list[str], timings_dir: str) -> Any:
+def _dask_commit(handle: Any, records: list[TaskCommitMessage], timings_dir: str) -> Any:
     """The Dask job-commit task (``aiocommit.integrations.dask._commit``), timed."""
     from aiocommit.integrations.attempts import commit_job_blocking
 
@@ -172,7 +223,7 @@ def _dask_commit(handle: Any, records: list[str], timings_dir: str) -> Any:
     return summary
 
 
-def _dask_ours(timings_dir: str) -> Callable[[Any, Path], None]:
+def _dask_ours(timings_dir: str, partitioned: bool) -> Callable[[Any, Path], None]:
     from dask.delayed import delayed
 
     from aiocommit.integrations.attempts import EngineJob
@@ -181,7 +232,7 @@ def _dask_ours(timings_dir: str) -> Callable[[Any, Path], None]:
         job = EngineJob.setup(str(dest))
         write = delayed(_dask_partition, pure=False)
         records = [
-            write(part, job.handle(index), timings_dir)
+            write(part, job.handle(index), timings_dir, partitioned)
             for index, part in enumerate(data.to_delayed())
         ]
         delayed(_dask_commit, pure=False)(job.handle(0), records, timings_dir).compute()
@@ -234,16 +285,27 @@ def _stage_times(summary: Any) -> dict[str, tuple[float, float, float]]:
 
 
 def _task_times(timings_dir: Path) -> dict[str, tuple[float, float, float]]:
+    """The medians and sums of the write tasks' steps (ours), or of the own writer's
+    whole tasks (``own task``)."""
     lines = [
         json.loads(line)
         for path in timings_dir.glob("*.jsonl")
         for line in path.read_text().splitlines()
     ]
-    out = {}
-    for step in ("setup", "write", "commit"):
-        walls = [line[step][0] for line in lines]
-        cpus = [line[step][1] for line in lines]
-        threads = [line[step][2] for line in lines]
+    out: dict[str, tuple[float, float, float]] = {}
+    own = [line["own task"] for line in lines if "own task" in line]
+    if own:
+        medians = [statistics.median(line[at] for line in own) for at in range(3)]
+        sums = [sum(line[at] for line in own) for at in range(3)]
+        out[f"own task (median of {len(own)})"] = (medians[0], medians[1], medians[2])
+        out["own task (sum)"] = (sums[0], sums[1], sums[2])
+    lines = [line for line in lines if "setup" in line]
+    if not lines:
+        return out
+    for step in ("blocks", "setup", "write", "commit"):
+        walls = [line.get(step, (0.0, 0.0, 0.0))[0] for line in lines]
+        cpus = [line.get(step, (0.0, 0.0, 0.0))[1] for line in lines]
+        threads = [line.get(step, (0.0, 0.0, 0.0))[2] for line in lines]
         out[f"task {step} (median of {len(lines)})"] = (
             statistics.median(walls),
             statistics.median(cpus),
@@ -281,17 +343,25 @@ def profile(
     rounds: int,
     cprofile: int = 0,
     save_profile: str | None = None,
+    variant: str = "flat",
 ) -> None:
-    """Alternate the own writer and aiocommit's timed tasks (flat), printing each part;
-    with ``cprofile``, the top functions of the tasks' attempts (rounds after warm-up)."""
+    """Alternate the own writer and aiocommit's timed tasks (``variant``: flat or
+    partitioned), printing each part (Ray's own writer's tasks timed too); with
+    ``cprofile``, the top functions of the tasks' attempts (rounds after warm-up)."""
     timings_dir = work / "timings"
     profiles = work / "profiles"
     profiles.mkdir(exist_ok=True)
     table: dict[str, list[tuple[float, float, float]]] = {}
     with ENGINES[engine](rows, files) as (data, writers):
-        ours = (_ray_ours if engine == "ray" else _dask_ours)(str(timings_dir))
-        own = writers["own"]
-        flat = data["flat"]
+        partitioned = variant == "partitioned"
+        ours = (_ray_ours if engine == "ray" else _dask_ours)(str(timings_dir), partitioned)
+        own_writer = writers["own"]
+        own = (
+            _ray_own(str(timings_dir), partitioned)
+            if engine == "ray"
+            else lambda data, dest: own_writer(data, dest, partitioned)
+        )
+        flat = data[variant]
         for round_number in range(-1, rounds):  # round -1 warms up
             for name in ("own", "aiocommit") if round_number % 2 else ("aiocommit", "own"):
                 dest = work / f"{engine}-{name}-{round_number}"
@@ -302,7 +372,8 @@ def profile(
                 parts: dict[str, tuple[float, float, float]] = {}
                 start = _clock()
                 if name == "own":
-                    own(flat, dest, False)
+                    own(flat, dest)
+                    parts.update(_task_times(timings_dir))
                 else:
                     with _driver_clocks(parts):
                         ours(flat, dest)
@@ -411,6 +482,7 @@ def main(argv: list[str] | None = None) -> None:
         help="profile each attempt's set-up and commit; print the TOP functions",
     )
     parser.add_argument("--save-profile", metavar="PATH", help="save the merged profile here")
+    parser.add_argument("--variant", choices=("flat", "partitioned"), default="flat")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="aiocommit-engine-profile-"))
     try:
@@ -432,6 +504,7 @@ def main(argv: list[str] | None = None) -> None:
                 rounds=args.rounds,
                 cprofile=args.cprofile,
                 save_profile=args.save_profile,
+                variant=args.variant,
             )
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -357,12 +357,15 @@ class Job:
         *,
         per_attempt: bool = False,
         written: Sequence[WrittenFile] | None = None,
+        save: bool = True,
     ) -> TaskManifest | PendingSet:
         """Commit the attempt (``commit_task``): save its record, replacing an earlier
-        attempt's (``per_attempt``: under the attempt's own name instead)."""
+        attempt's (``per_attempt``: under the attempt's own name instead). ``save=False``
+        (the manifest committer, ``per_attempt``): return the manifest unsaved, for the
+        caller to carry to ``commit(delivered=...)`` (an engine's commit message)."""
         async with self.client.attempt_context(attempt) as context:
             return await attempt.committer.commit_task(
-                context, attempt, per_attempt=per_attempt, written=written
+                context, attempt, per_attempt=per_attempt, written=written, save=save
             )
 
     async def abort_task(self, attempt: TaskAttempt) -> None:
@@ -379,15 +382,18 @@ class Job:
         progress: ProgressCallback | None = None,
         job_id_source: str = "JobID",
         manifests: Sequence[str] | None = None,
+        delivered: Mapping[str, bytes] | None = None,
     ) -> SuccessData:
         """Commit the job (``commit_job``): every committed task's output into place,
         then ``_SUCCESS``; its summary. ``task_records``: exactly these task records
-        (manifests or pending sets); ``manifests``: its deprecated name."""
+        (manifests or pending sets); ``manifests``: its deprecated name. ``delivered``:
+        the manifests of ``task_records`` that tasks' commit messages carried, by name
+        (``commit_task(save=False)``, encoded)."""
         task_records = renamed("manifests", manifests, "task_records", task_records, None)
         async with self.context(progress=progress, job_id_source=job_id_source) as context:
             _, committer = await find_job(context, "commit_job")
             committer = committer or await job_committer(context, context.options)
-            summary = await committer.commit_job(context, task_records)
+            summary = await committer.commit_job(context, task_records, delivered=delivered)
         # a service commits job after job: its heap's free pages go back, not kept per thread
         await release_free_memory()
         return summary

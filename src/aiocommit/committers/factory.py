@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -264,9 +264,13 @@ class RecordedCommitter:
         await (await self.of(context)).setup_job(context)
 
     async def commit_job(
-        self, context: StageContext, committed: Sequence[str] | None
+        self,
+        context: StageContext,
+        committed: Sequence[str] | None,
+        *,
+        delivered: Mapping[str, bytes] | None = None,
     ) -> SuccessData:
-        return await (await self.of(context)).commit_job(context, committed)
+        return await (await self.of(context)).commit_job(context, committed, delivered=delivered)
 
     async def abort_job(self, context: StageContext, *, undo: bool) -> list[str]:
         return await (await self.of(context)).abort_job(context, undo=undo)
@@ -305,10 +309,11 @@ class RecordedCommitter:
         *,
         per_attempt: bool,
         written: Sequence[WrittenFile] | None = None,
+        save: bool = True,
     ) -> TaskManifest | PendingSet:
         committer = await self.of(context)
         return await committer.commit_task(
-            context, attempt, per_attempt=per_attempt, written=written
+            context, attempt, per_attempt=per_attempt, written=written, save=save
         )
 
     async def abort_task(self, context: StageContext, attempt: TaskAttempt) -> None:

@@ -50,12 +50,15 @@ from aiocommit.errors import AiocommitError, CommitError, InvalidInput
 from aiocommit.integrations.task_loop import run_in_task_loop, run_in_thread_loop, task_portal
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.layout import (
+    MESSAGE_RECORDS_MARKER,
     SHARED_ATTEMPTS_DIR,
     JobLayout,
     check_output_name,
     shared_file_prefix,
 )
+from aiocommit.protocol.manifest import TaskManifest, encode_manifest
 from aiocommit.protocol.success import SuccessData
+from aiocommit.stores.base import join
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.memory import MemoryStore
 from aiocommit.stores.registry import is_local_url
@@ -101,6 +104,13 @@ KEPT_PARSED_OPTIONS = 64
 #: the buffer of a file object opened by ``WorkerAttempt.open`` (writes below it are
 #: gathered before they cross to the task loop)
 FILE_BUFFER_BYTES = 8 * 1024 * 1024
+#: the largest manifest a commit message carries (``WorkerAttempt.commit_message``); a
+#: larger one is saved as a file and the message names it: an engine's driver holds
+#: every task's message at once, where a job commit loads files a bounded number at a time
+MESSAGE_MANIFEST_BYTES = 1 << 20
+#: an attempt listing more files than this saves its manifest without building it for a
+#: message first (about ``MESSAGE_MANIFEST_BYTES`` of entries)
+MESSAGE_MANIFEST_FILES = 2048
 #: a name prefix kept for the attempt's own files (``WorkerAttempt.placed_name``): a
 #: writer may not use it
 PLACED_PREFIX = ".aiocommit-placed-"
@@ -508,6 +518,35 @@ class WorkerAttempt:
 
         return self._call(commit)
 
+    def commit_message(self) -> TaskCommitMessage:
+        """Commit the attempt for an engine that returns the result to the job commit
+        (Ray's ``Datasink``, Dask's graph): the manifest committer's manifest travels in
+        the message, and no file is saved for it (``docs/protocol.md``, "Manifests
+        carried by commit messages"); the S3A committers' pending sets are saved as by
+        ``commit``. ``EngineJob.commit`` takes the message."""
+        if self.attempt.committer_name != "manifest":
+            return TaskCommitMessage(self.commit())
+
+        self.handle.hooks.before_commit(self.handle.task)
+        written = self._local_files()
+        name = committed_name(self.attempt, per_attempt=True)
+
+        async def commit() -> TaskCommitMessage:
+            job = self._client.job(self.handle.job_id, attempt=self.handle.job_attempt)
+            if written is None or len(written) <= MESSAGE_MANIFEST_FILES:
+                manifest = await job.commit_task(
+                    self.attempt, per_attempt=True, written=written, save=False
+                )
+                assert isinstance(manifest, TaskManifest)
+                data = encode_manifest(manifest)
+                if len(data) <= MESSAGE_MANIFEST_BYTES:
+                    return TaskCommitMessage(name, data)
+            # a large manifest is saved as a file: the driver holds every message at once
+            await job.commit_task(self.attempt, per_attempt=True, written=written)
+            return TaskCommitMessage(name)
+
+        return self._call(commit)
+
     def _local_files(self) -> list[WrittenFile] | None:
         """Every file of this attempt in the shared ``local_dir`` (its name there, size,
         and where it lands), which the manifest committer then need not list through the
@@ -575,6 +614,36 @@ class _AttemptRawFile(io.RawIOBase):
 
 
 @dataclass(frozen=True)
+class TaskCommitMessage:
+    """What a committed task attempt returns through its engine to the job commit
+    (``WorkerAttempt.commit_message``): the task record's name and, for the manifest
+    committer, the manifest itself (encoded; no file holds it), else None (the record
+    is a saved file). The job commit checks a carried manifest as one read from a file:
+    of this job, naming only its own attempt's files."""
+
+    name: str
+    manifest: bytes | None = None
+
+
+#: a task's result as ``EngineJob.commit`` takes it: a message, or a saved record's name
+TaskResult = TaskCommitMessage | str
+
+
+def split_results(results: Sequence[TaskResult]) -> tuple[list[str], dict[str, bytes]]:
+    """The task records' names, and the manifests the messages carried by name."""
+    names: list[str] = []
+    delivered: dict[str, bytes] = {}
+    for result in results:
+        if isinstance(result, str):
+            names.append(result)
+            continue
+        names.append(result.name)
+        if result.manifest is not None:
+            delivered[result.name] = result.manifest
+    return names, delivered
+
+
+@dataclass(frozen=True)
 class EngineJob:
     """One engine write's job, on the driver: set up, its tasks' handles, then commit
     over exactly the task records the engine returned, or abort."""
@@ -590,7 +659,9 @@ class EngineJob:
         cls, dest: str, *, mode: str = "error", options: Mapping[str, Any] | None = None
     ) -> EngineJob:
         """Set a job up for a write in ``mode`` (``MODES``); ``options``: commit options
-        by any of their names, and the test hooks. Blocking."""
+        by any of their names, and the test hooks. Blocking. With the manifest committer
+        the job is marked as one whose manifests travel in commit messages
+        (``MESSAGE_RECORDS_MARKER``): a job commit without them is refused."""
         conflict, per_partition = MODES[check_mode(mode)]
         given = dict(options or {})
         commit_options = CommitOptions.from_mapping(
@@ -605,6 +676,9 @@ class EngineJob:
                 job = await client.setup_job()
                 async with job.context() as context:
                     committer = (await job_committer(context, context.options)).name
+                    if committer == "manifest":  # its tasks' manifests travel in messages
+                        marker = join(context.layout.manifests_dir, MESSAGE_RECORDS_MARKER)
+                        await context.ops.write_bytes(marker, b"")
             return cls(dest, job.job_id, committer, commit_options, WriterHooks.from_mapping(given))
 
         return _on_driver(setup)
@@ -626,8 +700,9 @@ class EngineJob:
         """``options.as_record()``, made once per job (a worker makes a handle per task)."""
         return self.options.as_record()
 
-    def commit(self, task_records: Sequence[str]) -> SuccessData:
-        """Commit the job over exactly ``task_records`` (``WorkerAttempt.commit``'s names)."""
+    def commit(self, task_records: Sequence[TaskResult]) -> SuccessData:
+        """Commit the job over exactly ``task_records`` (``WorkerAttempt.commit``'s
+        names, ``commit_message``'s messages). Re-runnable with the same ones."""
         return _on_driver(lambda: commit_engine_job(self.handle(0), list(task_records)))
 
     def abort(self) -> None:
@@ -640,16 +715,20 @@ class EngineJob:
         _on_driver(abort)
 
 
-async def commit_engine_job(handle: AttemptHandle, task_records: list[str]) -> SuccessData:
+async def commit_engine_job(
+    handle: AttemptHandle, task_records: Sequence[TaskResult]
+) -> SuccessData:
     """Commit ``handle``'s job over exactly ``task_records`` (anywhere: the driver or a
-    worker of the engine). Re-runnable after a kill."""
+    worker of the engine). Re-runnable after a kill, with the same records (or with
+    none, once the commit saved its plan: the plan holds the carried manifests)."""
+    names, delivered = split_results(task_records)
     async with engine_client(handle.dest, handle.commit_options()) as client:
         return await client.job(handle.job_id, attempt=handle.job_attempt).commit(
-            task_records=task_records
+            task_records=names, delivered=delivered
         )
 
 
-def commit_job_blocking(handle: AttemptHandle, task_records: Sequence[str]) -> SuccessData:
+def commit_job_blocking(handle: AttemptHandle, task_records: Sequence[TaskResult]) -> SuccessData:
     """``commit_engine_job`` from a worker's thread."""
     return run_in_task_loop(commit_engine_job, handle, list(task_records))
 

@@ -8,10 +8,11 @@ How it runs, and why it is exactly once:
   from ``mode``) and one graph built;
 * one task per partition writes the partition through its own task attempt (a new
   attempt number for every execution: a retry or a re-run after a lost worker writes
-  elsewhere) and commits it under the attempt's name, returning that name. A killed or
-  failed execution returns nothing, whatever files it left;
-* one job-commit task depends on all of them and commits the job over exactly the names
-  it received: one per partition, whichever execution produced it. It is re-runnable,
+  elsewhere) and commits it under the attempt's name, returning its commit message
+  (with the manifest committer, the manifest itself: no file is saved for it). A killed
+  or failed execution returns nothing, whatever files it left;
+* one job-commit task depends on all of them and commits the job over exactly the
+  messages it received: one per partition, whichever execution produced it. It is re-runnable,
   so a worker lost during it only makes it run again;
 * if the graph fails (a partition failed on every retry), the job is aborted: nothing
   of it is visible and the old output is untouched.
@@ -26,7 +27,12 @@ import pyarrow as pa
 from dask.delayed import delayed
 
 from aiocommit.integrations.arrow import check_format, partition_columns, write_table
-from aiocommit.integrations.attempts import AttemptHandle, EngineJob, commit_job_blocking
+from aiocommit.integrations.attempts import (
+    AttemptHandle,
+    EngineJob,
+    TaskCommitMessage,
+    commit_job_blocking,
+)
 from aiocommit.protocol.success import SuccessData
 
 if TYPE_CHECKING:
@@ -80,17 +86,17 @@ def _write_partition(
     format: str,
     partition_by: list[str],
     writer_options: dict[str, Any],
-) -> str:
-    """Task: write one partition through a new attempt of its task, commit it; the
-    attempt's task record name."""
+) -> TaskCommitMessage:
+    """Task: write one partition through a new attempt of its task, commit it; its
+    commit message (the manifest committer's carries the manifest)."""
     table = pa.Table.from_pandas(frame, preserve_index=False)
     with handle.retry().open() as attempt:
         write_table(
             attempt, table, format=format, partition_by=partition_by, options=writer_options
         )
-        return attempt.commit()
+        return attempt.commit_message()
 
 
-def _commit(handle: AttemptHandle, records: list[str]) -> SuccessData:
+def _commit(handle: AttemptHandle, records: list[TaskCommitMessage]) -> SuccessData:
     """Task: commit the job over exactly ``records``."""
     return commit_job_blocking(handle, records)

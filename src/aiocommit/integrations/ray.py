@@ -8,8 +8,9 @@ How it runs, and why it is exactly once:
   from ``mode``;
 * each write task writes its blocks through a new attempt of its task (a new attempt
   number for every execution, so Ray's retry of a killed task writes elsewhere), commits
-  it under the attempt's name and returns that name;
-* ``on_write_complete`` commits the job over exactly the names Ray collected: one per
+  it under the attempt's name and returns its commit message (with the manifest
+  committer, the manifest itself: no file is saved for it);
+* ``on_write_complete`` commits the job over exactly the messages Ray collected: one per
   task that succeeded, whichever execution produced it;
 * ``on_write_failed`` aborts the job, tasks that had succeeded included: nothing of it is
   visible, the old output untouched.
@@ -26,7 +27,7 @@ from ray.data.block import BlockAccessor
 
 from aiocommit.errors import InvalidInput
 from aiocommit.integrations.arrow import check_format, partition_columns, write_table
-from aiocommit.integrations.attempts import EngineJob, check_mode
+from aiocommit.integrations.attempts import EngineJob, TaskCommitMessage, check_mode
 from aiocommit.protocol.success import SuccessData
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from ray.data.datasource.datasink import WriteResult
 
 
-class AiocommitDatasink(Datasink[str]):
+class AiocommitDatasink(Datasink[TaskCommitMessage]):
     """A Ray Data sink committing through aiocommit (see the module docstring).
 
     Args:
@@ -79,9 +80,9 @@ class AiocommitDatasink(Datasink[str]):
         if self.job is None:
             self.job = EngineJob.setup(self.dest, mode=self.mode, options=self.options)
 
-    def write(self, blocks: Iterable[Block], ctx: TaskContext) -> str:
+    def write(self, blocks: Iterable[Block], ctx: TaskContext) -> TaskCommitMessage:
         """Write task: the blocks through a new attempt of task ``ctx.task_idx``, then
-        commit it; the attempt's task record name."""
+        commit it; its commit message (the manifest committer's carries the manifest)."""
         if self.job is None:
             raise InvalidInput("the job was not set up: on_write_start did not run")
         tables = [BlockAccessor.for_block(block).to_arrow() for block in blocks]
@@ -95,10 +96,10 @@ class AiocommitDatasink(Datasink[str]):
                     partition_by=self.partition_by,
                     options=self.writer_options,
                 )
-            return attempt.commit()
+            return attempt.commit_message()
 
-    def on_write_complete(self, write_result: WriteResult[str]) -> None:
-        """Driver: commit the job over exactly the task records the tasks returned."""
+    def on_write_complete(self, write_result: WriteResult[TaskCommitMessage]) -> None:
+        """Driver: commit the job over exactly the messages the tasks returned."""
         assert self.job is not None
         self.summary = self.job.commit(list(write_result.write_returns))
 

@@ -33,6 +33,13 @@ TEMPORARY = "_temporary"
 SUCCESS = "_SUCCESS"
 MANIFEST_SUFFIX = "-manifest.json"
 TEMP_MANIFEST_SUFFIX = "-manifest.json.tmp"
+#: per-attempt manifests (``commit_task(per_attempt=True)``). The name ends in
+#: ``-manifest.json`` too, so a job commit that lists ``manifests/`` loads every
+#: attempt's (two of one task are refused): such jobs are committed with their records
+ATTEMPT_MANIFEST_SUFFIX = ".attempt-manifest.json"
+#: in a job attempt's ``manifests/``: its tasks' manifests travel in an engine's commit
+#: messages, not files, so a job commit that lists ``manifests/`` for them refuses
+MESSAGE_RECORDS_MARKER = "_task-records-in-messages"
 #: the magic committer's directories (``__magic``, Hadoop's ``__magic_job-JOB``) start so
 MAGIC_PREFIX = "__magic"
 

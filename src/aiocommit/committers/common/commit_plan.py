@@ -93,6 +93,9 @@ class CommitPlan(msgspec.Struct):
     #: the options tree the commit started with (``CommitOptions.as_record``: tree
     #: path -> value), for the record
     options: dict[str, str] = msgspec.field(default_factory=dict)
+    #: the manifests that tasks' commit messages carried (no file in ``manifests/``):
+    #: a re-run reads them from ``copies``
+    delivered: list[str] = msgspec.field(default_factory=list)
 
 
 _plan_decoder = msgspec.json.Decoder(CommitPlan)

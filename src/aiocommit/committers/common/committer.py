@@ -23,7 +23,7 @@ committer             how the output gets into place
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -75,11 +75,17 @@ class Committer(Protocol):
         ...
 
     async def commit_job(
-        self, context: StageContext, committed: Sequence[str] | None
+        self,
+        context: StageContext,
+        committed: Sequence[str] | None,
+        *,
+        delivered: Mapping[str, bytes] | None = None,
     ) -> SuccessData:
         """Put every committed task's output in place (``committed``: exactly these task
         records, manifests or pending sets, by name), write ``_SUCCESS``, clean up.
-        Re-runnable after a failure or a kill."""
+        ``delivered``: records of ``committed`` that tasks' commit messages carried
+        instead of saving them (``commit_task(save=False)``; the manifest committer
+        only). Re-runnable after a failure or a kill."""
         ...
 
     async def abort_job(self, context: StageContext, *, undo: bool) -> list[str]:
@@ -122,8 +128,11 @@ class Committer(Protocol):
         *,
         per_attempt: bool,
         written: Sequence[WrittenFile] | None = None,
+        save: bool = True,
     ) -> TaskManifest | PendingSet:
         """Save the attempt's record (manifest or pending set): it is then committed.
+        ``save=False`` (the manifest committer, ``per_attempt``): return it unsaved, for
+        a caller that carries it to the job commit (``commit_job(delivered=...)``).
         ``per_attempt``: under the attempt's own name (``committed_name``) only, for a
         caller that picks the winning attempts itself (Spark). ``written``: every file
         of the attempt's output (``WrittenFile``: path relative to ``work_dir``, size,

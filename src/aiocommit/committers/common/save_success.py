@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Awaitable, Callable
 
 from aiocommit.committers.common.context import StageContext, stage
 from aiocommit.errors import AiocommitError, NotFound
@@ -148,17 +149,27 @@ async def save_report(context: StageContext, summary: SuccessData) -> None:
         await store.aclose()
 
 
-async def copy_manifests_for_diagnostics(context: StageContext, names: list[str]) -> None:
+async def copy_manifests_for_diagnostics(
+    context: StageContext,
+    names: list[str],
+    *,
+    read: Callable[[str], Awaitable[bytes]] | None = None,
+) -> None:
     """Copy the loaded manifests to ``DIAGNOSTICS_DIR/JOB/`` (copied, not renamed, so a
-    re-run of an interrupted commit still finds them)."""
+    re-run of an interrupted commit still finds them), each read by ``read(name)``
+    (by default from the job's ``manifests/``)."""
     target = context.options.diagnostics_dir
     if not target:
         return
     store, path = open_store(target)
     try:
         for name in names:
-            data = await context.ops.read_bytes(
-                join(context.layout.manifests_dir, name), statistic=S.OP_LOAD_MANIFEST
+            data = await (
+                read(name)
+                if read is not None
+                else context.ops.read_bytes(
+                    join(context.layout.manifests_dir, name), statistic=S.OP_LOAD_MANIFEST
+                )
             )
             await store.write_bytes(join(path, context.layout.job_id, name), data)
     finally:

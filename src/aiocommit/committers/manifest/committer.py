@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
@@ -78,15 +78,13 @@ from aiocommit.committers.manifest.validate import validate_output_stage
 from aiocommit.errors import CommitError, InvalidInput, ManifestError
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
-from aiocommit.protocol.layout import MANIFEST_SUFFIX
+from aiocommit.protocol.layout import ATTEMPT_MANIFEST_SUFFIX, MANIFEST_SUFFIX
 from aiocommit.protocol.manifest import TaskManifest
 from aiocommit.protocol.pending import PendingSet
 from aiocommit.protocol.success import SuccessData
 from aiocommit.stores.base import join, parent_of
 
-#: per-attempt manifest copies; not ``-manifest.json``, so the job's own listing of its
-#: manifests (and tools built on it) still sees one manifest per task
-ATTEMPT_MANIFEST_SUFFIX = ".attempt-manifest.json"
+__all__ = ["ATTEMPT_MANIFEST_SUFFIX", "ManifestCommitter"]
 
 
 @dataclass(frozen=True)
@@ -105,10 +103,18 @@ class ManifestCommitter:
             await context.ops.mkdirs(context.layout.manifests_dir)
 
     async def commit_job(
-        self, context: StageContext, committed: Sequence[str] | None
+        self,
+        context: StageContext,
+        committed: Sequence[str] | None,
+        *,
+        delivered: Mapping[str, bytes] | None = None,
     ) -> SuccessData:
+        """``delivered``: manifests carried by tasks' commit messages (``commit_task(
+        save=False)``), by name; each name is one of ``committed`` too."""
+        if delivered and (committed is None or not set(delivered) <= set(committed)):
+            raise InvalidInput("every delivered manifest must be one of the task records")
         with job_commit_collections(context.options):
-            return await run_job_commit(context, _ManifestJobCommit(committed))
+            return await run_job_commit(context, _ManifestJobCommit(committed, delivered or {}))
 
     async def abort_job(self, context: StageContext, *, undo: bool) -> list[str]:
         """Every attempt whose commit plan says ``committing`` has its renamed files moved
@@ -174,16 +180,20 @@ class ManifestCommitter:
         *,
         per_attempt: bool,
         written: Sequence[WrittenFile] | None = None,
+        save: bool = True,
     ) -> TaskManifest | PendingSet:
         """Scan the attempt's output (or take ``written``, the caller's list of it) and
         save its manifest as the task's committed manifest, replacing an earlier
         attempt's: the last to commit wins. ``per_attempt``: save it under the
         attempt's own name instead, for a caller that picks its winners after the fact
         (a losing speculative attempt may commit after the winner) and commits exactly
-        those."""
+        those. ``save=False`` (with ``per_attempt``): save nothing; the caller carries
+        the returned manifest to the job commit (``commit_job(delivered=...)``)."""
         own = None
         if per_attempt:
             own = join(context.layout.manifests_dir, self.committed_name(attempt, per_attempt=True))
+        elif not save:
+            raise InvalidInput("a task record carried to the job commit must be per attempt")
         if attempt.local_dir is not None and written is None:
             raise InvalidInput(
                 "an attempt whose directory other attempts share must list its files (written)"
@@ -195,6 +205,7 @@ class ManifestCommitter:
             written=written,
             save_as=own,
             attempt_dir=attempt.work_dir,
+            save=save,
         )
 
     async def abort_task(self, context: StageContext, attempt: TaskAttempt) -> None:
@@ -225,8 +236,9 @@ async def _buffered(context: StageContext, path: str) -> AsyncIterator[AttemptFi
 class _ManifestJobCommit:
     """The manifest committer's steps of one job commit (``commit_frame``)."""
 
-    def __init__(self, committed: Sequence[str] | None) -> None:
+    def __init__(self, committed: Sequence[str] | None, delivered: Mapping[str, bytes]) -> None:
         self.committed = committed
+        self.delivered = delivered
         self.task_stats = new_statistics()
         self.loaded: LoadedJob | None = None
         self.plan: CommitPlan | None = None
@@ -245,7 +257,11 @@ class _ManifestJobCommit:
     async def load(self, context: StageContext, summary: SuccessData) -> None:
         assert self.workers is not None
         self.loaded, self.plan = await _load_for_plan(
-            context, self.committed, self.task_stats, self.workers.manifests_loaded
+            context,
+            self.committed,
+            self.task_stats,
+            self.workers.manifests_loaded,
+            self.delivered,
         )
         await check_sources_stage(context, self.loaded)
 
@@ -285,7 +301,11 @@ class _ManifestJobCommit:
         await rename_files_stage(context, loaded, workers)
         if context.options.validate_output:
             await validate_output_stage(context, loaded)
-        await copy_manifests_for_diagnostics(context, [m.name for m in loaded.manifests])
+        await copy_manifests_for_diagnostics(
+            context,
+            [m.name for m in loaded.manifests],
+            read=copies_reader(context, plan) if plan.delivered else None,
+        )
         await finish_conflicts_stage(context, plan)
         if plan.state != COMMITTED:
             plan.state = COMMITTED  # the commit point: abort no longer undoes anything
@@ -312,13 +332,16 @@ async def _load_for_plan(
     manifests: Sequence[str] | None,
     task_stats: IOStatistics,
     on_loaded: LoadedCallback,
+    delivered: Mapping[str, bytes],
 ) -> tuple[LoadedJob, CommitPlan]:
     """Load the manifests this commit renames and fix them in the plan.
 
-    A first run loads the caller's manifests (else every one in ``manifests/``), keeping
-    a copy of each beside the plan, and saves the plan before anything is renamed. A
-    re-run loads the plan's manifests and checks they did not change; a re-run after the
-    commit point loads the plan's own copies, which no late attempt can replace.
+    A first run loads the caller's manifests (else every one in ``manifests/``; those
+    in ``delivered`` from there, carried by tasks' commit messages), keeping a copy of
+    each beside the plan, and saves the plan before anything is renamed. A re-run loads
+    the plan's manifests and checks they did not change (the delivered ones from the
+    plan's copies: they have no file); a re-run after the commit point loads the
+    plan's own copies, which no late attempt can replace.
     """
     layout = context.layout
     requested = (
@@ -328,7 +351,13 @@ async def _load_for_plan(
     if plan is None:
         names = requested if requested is not None else await list_manifest_names(context)
         loaded = await load_manifests_stage(
-            context, names, task_stats, keep_bytes=True, on_loaded=on_loaded
+            context,
+            names,
+            task_stats,
+            keep_bytes=True,
+            on_loaded=on_loaded,
+            read=_delivered_or_saved(context, delivered) if delivered else None,
+            delivered=delivered,
         )
         try:
             plan = CommitPlan(
@@ -340,6 +369,7 @@ async def _load_for_plan(
                     bool(context.options.replace_partitions),
                 ),
                 options=context.options.as_record(),
+                delivered=sorted(delivered),
             )
             await context.ops.write_bytes(layout.commit_plan_path, await encode_plan_off_loop(plan))
         except BaseException:
@@ -367,13 +397,54 @@ async def _load_for_plan(
             on_loaded=on_loaded,
         )
         return loaded, plan
-    loaded = await load_manifests_stage(context, planned, task_stats, on_loaded=on_loaded)
+    carried = set(plan.delivered)
+    loaded = await load_manifests_stage(
+        context,
+        planned,
+        task_stats,
+        on_loaded=on_loaded,
+        read=_copied_or_saved(context, plan) if carried else None,
+        delivered=carried,
+    )
     try:
         check_unchanged(context, plan, {m.name: m.digest for m in loaded.manifests})
     except BaseException:
         loaded.close()
         raise
     return loaded, plan
+
+
+def _delivered_or_saved(
+    context: StageContext, delivered: Mapping[str, bytes]
+) -> Callable[[str], Awaitable[bytes]]:
+    """Reads a manifest from ``delivered`` (a task's commit message carried it), else
+    from the job's ``manifests/``."""
+
+    async def read(name: str) -> bytes:
+        data = delivered.get(name)
+        if data is not None:
+            return data
+        return await context.ops.read_bytes(
+            join(context.layout.manifests_dir, name), statistic=S.OP_LOAD_MANIFEST
+        )
+
+    return read
+
+
+def _copied_or_saved(context: StageContext, plan: CommitPlan) -> Callable[[str], Awaitable[bytes]]:
+    """Reads a manifest a commit message carried from the plan's copies (it has no
+    file), any other from the job's ``manifests/``."""
+    copies = copies_reader(context, plan)
+    carried = set(plan.delivered)
+
+    async def read(name: str) -> bytes:
+        if name in carried:
+            return await copies(name)
+        return await context.ops.read_bytes(
+            join(context.layout.manifests_dir, name), statistic=S.OP_LOAD_MANIFEST
+        )
+
+    return read
 
 
 def _manifest_name(context: StageContext, manifest: str) -> str:

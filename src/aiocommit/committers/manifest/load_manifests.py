@@ -18,7 +18,7 @@ import hashlib
 import posixpath
 import unicodedata
 from array import array
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
@@ -28,7 +28,13 @@ from aiocommit.committers.manifest.spill import DestinationHashes, SpillFile
 from aiocommit.errors import ManifestError, NotFound, OutputConflict
 from aiocommit.protocol import statistics as S
 from aiocommit.protocol.iostatistics import IOStatistics
-from aiocommit.protocol.layout import MANIFEST_SUFFIX, SHARED_ATTEMPTS_DIR, shared_file_prefix
+from aiocommit.protocol.layout import (
+    ATTEMPT_MANIFEST_SUFFIX,
+    MANIFEST_SUFFIX,
+    MESSAGE_RECORDS_MARKER,
+    SHARED_ATTEMPTS_DIR,
+    shared_file_prefix,
+)
 from aiocommit.protocol.manifest import DirState, TaskManifest, decode_manifest
 from aiocommit.protocol.uris import plain_suffix
 from aiocommit.runtime.turns import take_turn
@@ -112,9 +118,18 @@ def spilled_entries(
 
 
 async def list_manifest_names(context: StageContext) -> list[str]:
+    """The manifests in the job's ``manifests/``; ``ManifestError`` for a job whose
+    manifests travel in its engine's commit messages (``MESSAGE_RECORDS_MARKER``): the
+    listing would miss them."""
     names: list[str] = []
     try:
         async for page in context.ops.list_dir(context.layout.manifests_dir):
+            if any(s.name == MESSAGE_RECORDS_MARKER for s in page):
+                raise ManifestError(
+                    "this job's task manifests travel in its engine's commit messages, not "
+                    "files: commit it with them (EngineJob.commit), or abort it",
+                    path=context.layout.manifests_dir,
+                )
             names.extend(s.name for s in page if not s.is_dir and s.name.endswith(MANIFEST_SUFFIX))
     except NotFound as error:
         raise ManifestError(
@@ -134,12 +149,15 @@ async def load_manifests_stage(
     keep_bytes: bool = False,
     digests: dict[str, str] | None = None,
     on_loaded: LoadedCallback | None = None,
+    delivered: Collection[str] = (),
 ) -> LoadedJob:
     """Load the named manifests concurrently, read by ``read(name)`` (by default from the
     job's ``manifests/``). With ``keep_bytes``, each manifest's bytes are kept in the
     spill file too (for the commit plan's copies); with ``digests``, a manifest whose
     bytes hash otherwise is refused. ``on_loaded(manifests, files, of_manifests)`` is
-    called after each manifest is loaded, with the totals so far."""
+    called after each manifest is loaded, with the totals so far. ``delivered``: the
+    names whose manifests a task's commit message carried (no file): each must be its
+    own attempt's name (``ATTEMPT.attempt-manifest.json``), and errors name the message."""
     async with stage(context, S.JOB_STAGE_LOAD_MANIFESTS):
         loaded = LoadedJob(SpillFile())
         try:
@@ -152,6 +170,7 @@ async def load_manifests_stage(
                 keep_bytes,
                 digests,
                 on_loaded,
+                delivered,
             )
         except BaseException:
             loaded.close()
@@ -168,6 +187,7 @@ async def _load_all(
     keep_bytes: bool,
     digests: dict[str, str] | None,
     on_loaded: LoadedCallback | None,
+    delivered: Collection[str],
 ) -> None:
     layout = context.layout
     of_manifests = len(names)
@@ -177,7 +197,8 @@ async def _load_all(
     progress = context.counter(S.JOB_STAGE_LOAD_MANIFESTS, of_manifests, unit="manifests")
 
     async def load_one(name: str) -> None:
-        path = join(layout.manifests_dir, name)
+        carried = name in delivered
+        path = f"{name} (a task's commit message)" if carried else join(layout.manifests_dir, name)
         try:
             data = await (
                 read(name)
@@ -193,6 +214,12 @@ async def _load_all(
                 "manifest is not the one the commit plan fixed (its hash differs)", path=path
             )
         manifest = decode_manifest(data, path=path)
+        if carried and name != manifest.task_attempt_id + ATTEMPT_MANIFEST_SUFFIX:
+            raise ManifestError(
+                f"commit message {name!r} carries task attempt "
+                f"{manifest.task_attempt_id!r}'s manifest, not its own",
+                path=path,
+            )
         checked = _check_manifest(context, manifest, path)
         if manifest.task_id in seen_tasks:
             raise ManifestError(

@@ -10,7 +10,8 @@ Task commit
           under the attempt's own name instead (``save_as``), it replaces nothing.
           With ``written`` (the caller's list of the files: relative path, size and
           the destination path when another) the attempt directory is not listed: the
-          manifest lists exactly those.
+          manifest lists exactly those. Not saved (``save=False``), it is returned for
+          the caller to carry to the job commit (an engine's commit message).
     fail: nothing in the destination changes; a half-written manifest exists only under
           the attempt's ``.tmp`` name, which job commit never loads. A symbolic link in
           the attempt's output is refused (``CommitError`` naming it), never followed.
@@ -209,10 +210,12 @@ async def commit_task_stage(
     written: Sequence[WrittenFile] | None = None,
     save_as: str | None = None,
     attempt_dir: str | None = None,
+    save: bool = True,
 ) -> TaskManifest:
     """Save the manifest of the attempt's files below ``attempt_dir`` (by default its
     own directory; one other attempts share only with ``written``: see the module
-    docstring)."""
+    docstring). ``save=False``: return it without saving (its statistics in it), for
+    a caller that carries it to the job commit itself."""
     layout = context.layout
     if attempt_dir is None:
         attempt_dir = layout.task_attempt_dir(task_attempt_id)
@@ -245,6 +248,9 @@ async def commit_task_stage(
             files=files,
             directories=dirs,
         )
+        if not save:
+            manifest.iostatistics = context.stats.snapshot(recorded_only=True)
+            return manifest
         async with stage(context, S.TASK_STAGE_SAVE_MANIFEST):
             if save_as is None:
                 await save_manifest(context, manifest)

@@ -4,13 +4,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from aiocommit.committers.common.committer import TaskAttempt
 from aiocommit.committers.common.context import StageContext
 from aiocommit.committers.s3a.job import abort_s3, cleanup_s3, commit_s3, setup_s3
 from aiocommit.committers.s3a.options import S3CommitterOptions, with_options
+from aiocommit.errors import InvalidInput
 from aiocommit.protocol.pending import PENDINGSET_SUFFIX
 from aiocommit.protocol.success import SuccessData
 
@@ -43,8 +44,14 @@ class S3ACommitter:
         await setup_s3(context)
 
     async def commit_job(
-        self, context: StageContext, committed: Sequence[str] | None
+        self,
+        context: StageContext,
+        committed: Sequence[str] | None,
+        *,
+        delivered: Mapping[str, bytes] | None = None,
     ) -> SuccessData:
+        if delivered:
+            raise InvalidInput(f"the {self.name} committer takes no delivered task records")
         return await commit_s3(context, None, committed, fallback=self.settings)
 
     async def abort_job(self, context: StageContext, *, undo: bool) -> list[str]:
@@ -55,3 +62,9 @@ class S3ACommitter:
 
     def committed_name(self, attempt: TaskAttempt, *, per_attempt: bool) -> str:
         return (attempt.task_attempt_id if per_attempt else attempt.task_id) + PENDINGSET_SUFFIX
+
+
+def refuse_unsaved(committer: str, save: bool) -> None:
+    """``InvalidInput`` unless ``save``: an S3A task commit always saves its pending set."""
+    if not save:
+        raise InvalidInput(f"the {committer} committer's task commit always saves its pending set")

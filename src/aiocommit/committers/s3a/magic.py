@@ -26,7 +26,7 @@ from aiocommit.committers.s3a.abort_uploads import (
     forget_recorded_uploads,
     recorded_uploads,
 )
-from aiocommit.committers.s3a.committer import S3ACommitter
+from aiocommit.committers.s3a.committer import S3ACommitter, refuse_unsaved
 from aiocommit.committers.s3a.save_pendingset import save_pendingset_stage
 from aiocommit.committers.s3a.staging import check_active, file_chunks
 from aiocommit.committers.s3a.upload import upload_pending
@@ -241,8 +241,10 @@ class MagicCommitter(S3ACommitter):
         *,
         per_attempt: bool,
         written: Sequence[WrittenFile] | None = None,
+        save: bool = True,
     ) -> TaskManifest | PendingSet:
         # ``written`` is not needed: the pending set holds the attempt's own uploads
+        refuse_unsaved(self.name, save)
         return await commit_magic(context, attempt, per_attempt=per_attempt)
 
     async def abort_task(self, context: StageContext, attempt: TaskAttempt) -> None:

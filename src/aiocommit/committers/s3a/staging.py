@@ -26,7 +26,7 @@ import anyio.to_thread
 from aiocommit.committers.common.committer import AttemptFile, TaskAttempt, WrittenFile
 from aiocommit.committers.common.context import StageContext, parallel, stage
 from aiocommit.committers.s3a.abort_uploads import abort_pending_stage
-from aiocommit.committers.s3a.committer import S3ACommitter
+from aiocommit.committers.s3a.committer import S3ACommitter, refuse_unsaved
 from aiocommit.committers.s3a.options import S3CommitterOptions
 from aiocommit.committers.s3a.save_pendingset import save_pendingset_stage
 from aiocommit.committers.s3a.upload import upload_pending
@@ -218,8 +218,10 @@ class StagingCommitter(S3ACommitter):
         *,
         per_attempt: bool,
         written: Sequence[WrittenFile] | None = None,
+        save: bool = True,
     ) -> TaskManifest | PendingSet:
         # ``written`` is not needed: the pending set holds the attempt's own uploads
+        refuse_unsaved(self.name, save)
         settings = self.settings_for(context)
         pending = await commit_staging(context, attempt, settings, per_attempt=per_attempt)
         await abort_staging_task(attempt)
