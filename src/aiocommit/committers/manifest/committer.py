@@ -22,7 +22,15 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
@@ -356,7 +364,9 @@ async def _load_for_plan(
             task_stats,
             keep_bytes=True,
             on_loaded=on_loaded,
-            read=_delivered_or_saved(context, delivered) if delivered else None,
+            read=_carried_or_saved(context, delivered, _from_messages(delivered))
+            if delivered
+            else None,
             delivered=delivered,
         )
         try:
@@ -403,7 +413,7 @@ async def _load_for_plan(
         planned,
         task_stats,
         on_loaded=on_loaded,
-        read=_copied_or_saved(context, plan) if carried else None,
+        read=_carried_or_saved(context, carried, copies_reader(context, plan)) if carried else None,
         delivered=carried,
     )
     try:
@@ -414,32 +424,27 @@ async def _load_for_plan(
     return loaded, plan
 
 
-def _delivered_or_saved(
-    context: StageContext, delivered: Mapping[str, bytes]
-) -> Callable[[str], Awaitable[bytes]]:
-    """Reads a manifest from ``delivered`` (a task's commit message carried it), else
-    from the job's ``manifests/``."""
+def _from_messages(delivered: Mapping[str, bytes]) -> Callable[[str], Awaitable[bytes]]:
+    """Reads a manifest a task's commit message carried."""
 
     async def read(name: str) -> bytes:
-        data = delivered.get(name)
-        if data is not None:
-            return data
-        return await context.ops.read_bytes(
-            join(context.layout.manifests_dir, name), statistic=S.OP_LOAD_MANIFEST
-        )
+        return delivered[name]
 
     return read
 
 
-def _copied_or_saved(context: StageContext, plan: CommitPlan) -> Callable[[str], Awaitable[bytes]]:
-    """Reads a manifest a commit message carried from the plan's copies (it has no
-    file), any other from the job's ``manifests/``."""
-    copies = copies_reader(context, plan)
-    carried = set(plan.delivered)
+def _carried_or_saved(
+    context: StageContext,
+    carried: Collection[str],
+    read_carried: Callable[[str], Awaitable[bytes]],
+) -> Callable[[str], Awaitable[bytes]]:
+    """Reads a manifest a commit message carried with ``read_carried`` (the message on a
+    first run, the plan's copies on a re-run: it has no file), any other from the job's
+    ``manifests/``."""
 
     async def read(name: str) -> bytes:
         if name in carried:
-            return await copies(name)
+            return await read_carried(name)
         return await context.ops.read_bytes(
             join(context.layout.manifests_dir, name), statistic=S.OP_LOAD_MANIFEST
         )
