@@ -44,9 +44,9 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
 
 from aiocommit.client.client import Client
 from aiocommit.client.task import TaskAttempt, committed_name
-from aiocommit.committers.common.committer import Committer, WrittenFile
+from aiocommit.committers.common.committer import Committer, WrittenFile, link_refused
 from aiocommit.committers.factory import job_committer
-from aiocommit.errors import AiocommitError, CommitError, InvalidInput
+from aiocommit.errors import AiocommitError, InvalidInput
 from aiocommit.integrations.task_loop import run_in_task_loop, run_in_thread_loop, task_portal
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.layout import (
@@ -562,11 +562,7 @@ class WorkerAttempt:
             except FileNotFoundError:  # its writer failed to open it: not one of them
                 continue
             if stat.S_ISLNK(status.st_mode):
-                raise CommitError(
-                    "task output holds a symbolic link; links are refused: a task's "
-                    "output is the files it wrote, never what a link points at",
-                    path=path,
-                )
+                raise link_refused(path)
             found.append((local, status.st_size, name))
         return found
 

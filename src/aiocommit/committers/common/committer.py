@@ -30,6 +30,7 @@ from typing import Protocol
 
 from aiocommit.committers.common.context import StageContext
 from aiocommit.committers.common.session import open_context
+from aiocommit.errors import CommitError
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.ids import attempt_ids
 from aiocommit.protocol.layout import JobLayout, check_output_name
@@ -46,6 +47,17 @@ COMMITTER_NAMES = ("manifest", "staging", "partitioned", "magic")
 #: lands elsewhere than that same path below the destination, its path relative to the
 #: destination (checked with ``check_output_name`` at task commit)
 WrittenFile = tuple[str, int] | tuple[str, int, str]
+
+
+def link_refused(path: str, *, operation: str | None = None) -> CommitError:
+    """The error for a symbolic link in a task attempt's output (``path``): a task's
+    output is the files it wrote, and a link is never followed."""
+    return CommitError(
+        "task output holds a symbolic link; links are refused: a task's output is the "
+        "files under its attempt directory, never what a link points at",
+        operation=operation,
+        path=path,
+    )
 
 
 class AttemptFile(Protocol):

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import anyio
 import msgspec
 
+from aiocommit.committers.common.committer import link_refused
 from aiocommit.committers.common.context import StageContext, stage
 from aiocommit.errors import CommitError
 from aiocommit.protocol import statistics as S
@@ -69,13 +70,7 @@ async def scan_task_attempt(
                 for status in page:
                     relative = relative_to(status.path, attempt_dir)
                     if status.is_link:
-                        raise CommitError(
-                            "task output holds a symbolic link; links are refused: a task's "
-                            "output is the files under its attempt directory, never what a "
-                            "link points at",
-                            operation="list_dir",
-                            path=context.qualify(status.path),
-                        )
+                        raise link_refused(context.qualify(status.path), operation="list_dir")
                     if status.is_dir:
                         dest_dir = join(dest_root, relative)
                         group.start_soon(probe, dest_dir, relative.count("/") + 1)
