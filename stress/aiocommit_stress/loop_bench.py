@@ -45,12 +45,9 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from aiocommit import CommitOptions, abort_job, commit_job
-from aiocommit.errors import NotFound
+from aiocommit import Client, CommitOptions, abort_job, commit_job
 from aiocommit.options import option_specs
-from aiocommit.protocol.layout import SUCCESS, TEMPORARY
-from aiocommit.protocol.success import decode_success
-from aiocommit.stores.base import join
+from aiocommit.protocol.layout import TEMPORARY
 from aiocommit_stress.jobgen import JobSpec, PreparedJob
 from aiocommit_stress.report import Reporter
 from aiocommit_stress.runner import prepare
@@ -359,7 +356,8 @@ async def cancel_part(
                 await call()
                 clean = await _check(target, job)
                 after = "re-run exact" if clean else "re-run NOT exact"
-            elif await _committed(target, job):  # the cancel landed after the _SUCCESS
+            elif await _committed(target, job):  # the cancel landed past the commit point
+                await call()  # finishes what the cancel left: the _SUCCESS, the clean-up
                 clean = await _check(target, job)
                 after = "committed before the cancel, exact" if clean else "committed, NOT exact"
             else:
@@ -485,12 +483,12 @@ async def _linked(
 
 
 async def _committed(target: Target, job: PreparedJob) -> bool:
-    """Whether the destination's ``_SUCCESS`` names ``job`` (an abort leaves it)."""
-    try:
-        data = await target.store.read_bytes(join(job.dest, SUCCESS))
-    except NotFound:
-        return False
-    return decode_success(data).job_id == job.job_id
+    """Whether ``job``'s commit passed its commit point: its state is ``committed`` (its
+    plan says so, or the destination's ``_SUCCESS`` is its own). A re-run finishes such
+    a job (its ``_SUCCESS``, its clean-up); an abort would only clean it up, its output
+    staying in place (``docs/protocol.md``)."""
+    async with Client(job.dest, store=target.store) as client:
+        return (await client.job(job.job_id).info()).state == "committed"
 
 
 async def _nothing_left(target: Target, job: PreparedJob) -> bool:
