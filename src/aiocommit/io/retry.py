@@ -31,8 +31,8 @@ class InLine(enum.Enum):
     #: delay), ``IN_LINE_TRIES`` times: the store's throttles were judged not to follow
     #: the job's pace, so a longer wait makes the next one no rarer
     RANDOM = "random"
-    #: the base delay, ``IN_LINE_TRIES`` times: the job has no other call in flight (a
-    #: serial stage), so waiting longer takes nothing of its own off the store
+    #: the base delay, ``IN_LINE_TRIES`` times: the job has at most one other call in
+    #: flight (a serial stage), so waiting longer takes next to nothing off the store
     ALONE = "alone"
 
 
