@@ -28,17 +28,18 @@ class InLine(enum.Enum):
     #: the base delay, then its turn at the adaptive rate, which spaces the calls
     PACED = "paced"
     #: as long as the throttle's answer took (at least ``QUICK_WAIT``, at most the base
-    #: delay), ``IN_LINE_TRIES`` times: the store's throttles were judged not to follow
-    #: the job's pace, so a longer wait makes the next one no rarer
+    #: delay) ``IN_LINE_TRIES`` times, then the base delay: the store's throttles were
+    #: judged not to follow the job's pace, so a longer wait makes the next one no rarer
     RANDOM = "random"
-    #: the base delay, ``IN_LINE_TRIES`` times: the job has at most one other call in
-    #: flight (a serial stage), so waiting longer takes next to nothing off the store
+    #: the base delay ``IN_LINE_TRIES`` times, then a growing backoff: the job has at
+    #: most one other call in flight (a serial stage), so waiting longer takes next to
+    #: nothing off the store, but nothing says the throttles are not a limit
     ALONE = "alone"
 
 
-#: consecutive throttles of one call retried ``RANDOM`` or ``ALONE`` before its backoff
-#: grows again: a store that throttles every request (down, not sampling a share) is
-#: backed off from, while a share at random seldom throttles one call so often
+#: throttles of one call retried after ``RANDOM``'s short wait or ``ALONE``'s base delay:
+#: a share at random seldom throttles one request so often, and a store that throttles
+#: everything (down, not sampling a share) is not sent twenty attempts in a moment
 IN_LINE_TRIES = 3
 #: the least wait of a ``RANDOM`` retry (a throttle answered from the client's own host)
 QUICK_WAIT = 0.001

@@ -41,13 +41,15 @@ class Retrying:
     may have been applied although it reported failure. A throttled call retried in
     line (``Admission.in_line``) does not back off further each time: paced, it waits
     the base delay and its turn at the rate again (the rate spaces the calls); where the
-    throttles were judged random, it waits as long as the throttle's answer took (a
-    random throttle is no rarer after a longer wait, and a wait of the store's own
-    latency, not a fixed base, is what a commit on a fast store can afford on each of
-    its serial requests); alone in flight, the base delay. The last two only
-    ``IN_LINE_TRIES`` times in a row: then the backoff grows. The store's ``Retry-After``
-    is a floor for any wait; the policy's attempts and budget still bound them all. A
-    ``Retry-After`` raises one wait; the backoff grows from its own delays, not from it.
+    throttles were judged random, its first ``IN_LINE_TRIES`` retries wait as long as the
+    throttle's answer took, the later ones the base delay (a random throttle is no rarer
+    after a longer wait, and a wait of the store's own latency, not a fixed base, is what
+    a commit on a fast store can afford on each of its serial requests; a call of
+    several requests fails an attempt when any of them is throttled, so its throttles
+    come several in a row); alone in flight, the base delay ``IN_LINE_TRIES`` times, then
+    the backoff grows. The store's ``Retry-After`` is a floor for any wait; the policy's
+    attempts and budget still bound them all. A ``Retry-After`` raises one wait; the
+    backoff grows from its own delays, not from it.
     """
 
     __slots__ = ("meter", "policy", "sleep")
@@ -80,11 +82,11 @@ class Retrying:
             raise error
         policy = self.policy
         if not isinstance(error, Throttled) or (
-            in_line is not InLine.PACED and tries.in_line >= IN_LINE_TRIES
+            in_line is InLine.ALONE and tries.in_line >= IN_LINE_TRIES
         ):
             in_line = InLine.NO
         wait = None
-        if in_line is InLine.RANDOM:
+        if in_line is InLine.RANDOM and tries.in_line < IN_LINE_TRIES:
             wait = min(policy.base_delay, max(QUICK_WAIT, took))
         elif in_line is not InLine.NO:
             wait = policy.base_delay
@@ -101,8 +103,7 @@ class Retrying:
             tries.delay = min(delay, policy.growth_bound(tries.delay))
         else:
             tries.delay = 0.0
-            if in_line is not InLine.PACED:
-                tries.in_line += 1
+            tries.in_line += 1
         self.meter.backoff(delay)
         await self.sleep(delay)
 
