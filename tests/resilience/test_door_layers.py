@@ -16,7 +16,7 @@ from aiocommit.io.admission import Admission
 from aiocommit.io.limits import AdaptiveLimiter, AdaptiveRate
 from aiocommit.io.metering import CallMeter
 from aiocommit.io.operations import StoreOperations
-from aiocommit.io.retry import RetryPolicy
+from aiocommit.io.retry import IN_LINE_TRIES, QUICK_WAIT, InLine, RetryPolicy
 from aiocommit.io.retrying import Retrying, Tries
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
@@ -50,10 +50,10 @@ async def test_a_paced_throttle_waits_the_base_delay_and_the_next_backoff_starts
     clock, stats = _Clock(), IOStatistics()
     retrying = _retrying(clock, stats, base_delay=0.5, max_delay=30.0)
     tries = Tries(clock(), attempt=3, delay=8.0)
-    await retrying.backoff(Throttled("slow down"), tries, in_line=True)
-    assert clock.slept == [0.5]  # uniform(base, max(base, 0 * 3)): the base delay
+    await retrying.backoff(Throttled("slow down"), tries, in_line=InLine.PACED)
+    assert clock.slept == [0.5]  # the base delay
     assert tries.delay == 0.0
-    await retrying.backoff(Transient("reset"), tries, in_line=True)  # not a throttle
+    await retrying.backoff(Transient("reset"), tries, in_line=InLine.PACED)  # not a throttle
     assert tries.delay == clock.slept[-1] == 0.5  # from afresh, then it grows
     assert stats.snapshot().counters[S.STORE_IO_RETRY] == 2
 
@@ -126,23 +126,29 @@ async def _judge_random(admission: Admission, pace: AdaptiveRate) -> None:
     assert pace.unpaced == 1
 
 
-async def test_once_judged_random_a_throttled_call_retries_at_the_base_delay() -> None:
-    """After the verdict that the store's throttles are random, each retry of a
-    throttled call waits the base delay (a Retry-After when it is longer), not a
-    decorrelated-jitter wait grown from the last (6.6-20 s tails at 30 %, before); a
-    transient error still backs off growing. Attempts still bound a store that is down."""
+async def test_once_judged_random_a_throttled_call_retries_after_its_own_latency() -> None:
+    """After the verdict that the store's throttles are random, a throttled call's
+    first ``IN_LINE_TRIES`` retries each wait as long as the throttle's answer took
+    (here under a millisecond: ``QUICK_WAIT``), not the base delay or a wait grown from
+    the last (6.6-20 s tails at 30 %, before); a Retry-After longer than that is waited.
+    The later ones wait the base delay, not a growing backoff (a call of several
+    requests is throttled several times in a row at random: grown, S3's renames at 30 %
+    waited up to 20 s); the attempts bound a store that is down; a transient error backs
+    off growing."""
+    assert IN_LINE_TRIES == 3
     clock = _Clock()
-    throttles: list[StoreError] = [Throttled("busy") for _ in range(6)]
-    throttles[3] = Throttled("busy", retry_after=0.5)
+    throttles: list[StoreError] = [Throttled("busy") for _ in range(3)]
+    throttles[1] = Throttled("busy", retry_after=0.5)
     store = _ThrottlingStore([*throttles, Transient("reset"), Transient("reset")])
     await store.write_bytes("/f", b"x")
     door = _door(store, clock, base_delay=0.05, max_delay=20.0)
     await _judge_random(door.admission, door.pace)
     assert door.stats.counters[S.STORE_IO_RATE_ENGAGED] == 1
+    assert door.admission.in_line(door.pace) is InLine.RANDOM
     assert (await door.stat("/f")).size == 1
-    assert store.calls == 9
-    assert clock.slept[:6] == [0.05, 0.05, 0.05, 0.5, 0.05, 0.05]
-    assert clock.slept[6] == 0.05 and clock.slept[7] > 0.05  # transient: grows afresh
+    assert store.calls == 6
+    assert clock.slept[:3] == [QUICK_WAIT, 0.5, QUICK_WAIT]
+    assert clock.slept[3] == 0.05 and clock.slept[4] > 0.05  # transient: grows afresh
     down = _ThrottlingStore([], always=True)
     down_clock = _Clock()
     door = _door(down, down_clock, base_delay=0.05, max_delay=20.0, max_attempts=8)
@@ -150,7 +156,7 @@ async def test_once_judged_random_a_throttled_call_retries_at_the_base_delay() -
     with pytest.raises(Throttled) as ended:
         await door.stat("/f")
     assert ended.value.attempts == down.calls == 8
-    assert down_clock.slept == [0.05] * 7
+    assert down_clock.slept == [QUICK_WAIT] * 3 + [0.05] * 4
 
 
 async def test_once_the_in_flight_limit_judged_throttles_random_retries_wait_the_base() -> None:
@@ -177,19 +183,38 @@ async def test_once_the_in_flight_limit_judged_throttles_random_retries_wait_the
     )
     assert door.pace.rate is None and door.pace.unpaced == 0
     await door.stat("/f")
-    assert clock.slept == [0.05] * 6
+    assert clock.slept == [QUICK_WAIT] * 3 + [0.05] * 3
 
 
 async def test_a_throttled_call_backs_off_growing_while_no_verdict_judged_random() -> None:
     """The same throttles on a store whose pace never judged them random (unpaced, as
-    before a storm or on a store that throttles what is in flight): the waits grow."""
+    before a storm or on a store that throttles what is in flight), other calls of the
+    job in flight: the waits grow."""
     clock = _Clock()
     store = _ThrottlingStore([Throttled("busy") for _ in range(6)])
     await store.write_bytes("/f", b"x")
     door = _door(store, clock, base_delay=0.05, max_delay=20.0)
-    assert not door.pace.retries_in_line
+    for _ in range(2):
+        assert door.limiter.try_acquire() is not None  # two calls of the job in flight
+    assert door.admission.in_line(door.pace) is InLine.NO
     await door.stat("/f")
     assert clock.slept[0] == 0.05 and max(clock.slept) > 0.05 * 3
+    assert all(later <= earlier * 3 for earlier, later in itertools.pairwise(clock.slept))
+
+
+async def test_a_throttled_call_alone_in_flight_retries_at_the_base_delay_then_grows() -> None:
+    """No verdict yet, but nothing else of the job in flight (a serial stage: the plan,
+    the lease, ``_SUCCESS``): its first ``IN_LINE_TRIES`` retries wait the base delay,
+    not a wait grown from the last (a plan write throttled four times in a row waited
+    0.65 s, half an unthrottled commit on the ADLS emulator); then the backoff grows."""
+    clock = _Clock()
+    store = _ThrottlingStore([Throttled("busy") for _ in range(6)])
+    await store.write_bytes("/f", b"x")
+    door = _door(store, clock, base_delay=0.05, max_delay=20.0)
+    assert door.admission.in_line(door.pace) is InLine.ALONE
+    await door.stat("/f")
+    assert clock.slept[:4] == [0.05] * 4  # three in line, then the growth's first draw
+    assert max(clock.slept) > 0.05 * 3 / 2
     assert all(later <= earlier * 3 for earlier, later in itertools.pairwise(clock.slept))
 
 

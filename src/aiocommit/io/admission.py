@@ -18,6 +18,7 @@ from aiocommit.io.limits import (
     in_flight_ceiling,
 )
 from aiocommit.io.metering import CallMeter
+from aiocommit.io.retry import InLine
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
 from aiocommit.stores.base import Store
@@ -219,12 +220,19 @@ class Admission:
         if pace.unpaced != judged and paces is not None:
             self._judged_random(pace, paces)
 
-    def retries_in_line(self, pace: AdaptiveRate) -> bool:
-        """Whether a call on ``pace`` that was throttled retries after the base delay (or
-        the store's ``Retry-After``) without backing off further: ``pace`` spaces the
-        calls or judged the throttles random (``AdaptiveRate.retries_in_line``), or the
-        in-flight limit judged them random (``AdaptiveLimiter.random_throttles``)."""
-        return pace.retries_in_line or self.limiter.random_throttles > 0
+    def in_line(self, pace: AdaptiveRate) -> InLine:
+        """How a call on ``pace`` that was throttled retries (``Retrying``): ``PACED``
+        when ``pace`` spaces the calls; ``RANDOM`` when ``pace`` or the in-flight limit
+        judged the throttles random (``AdaptiveRate.unpaced``,
+        ``AdaptiveLimiter.random_throttles``); ``ALONE`` when the job has at most one
+        other call in flight; else ``NO`` (the backoff grows)."""
+        if pace.rate is not None:
+            return InLine.PACED
+        if pace.unpaced > 0 or self.limiter.random_throttles > 0:
+            return InLine.RANDOM
+        if self.limiter.in_flight <= 1:
+            return InLine.ALONE
+        return InLine.NO
 
     def _judged_random(self, judged: AdaptiveRate, paces: dict[str, AdaptiveRate]) -> None:
         """``judged``, a prefix's pace, found the store's throttles random: so are every

@@ -560,14 +560,6 @@ class AdaptiveRate:
         self._found = False  # measured in a storm of throttles: maybe low; grow fast
         return True
 
-    @property
-    def retries_in_line(self) -> bool:
-        """Whether a throttled call retries after the base delay (or the store's
-        ``Retry-After``) and no longer: the rate spaces the calls (paced), or the throttles
-        were judged not to follow the rate (``unpaced``), so a longer wait makes the next
-        one no rarer and only lengthens the call. Else the backoff grows."""
-        return self.rate is not None or self.unpaced > 0
-
     def _pending(self) -> int:
         """The calls still pending that the engaging share counts: none until throttles
         were judged not to follow the rate (``unpaced``). A store limiting requests a

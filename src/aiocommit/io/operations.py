@@ -144,7 +144,9 @@ class StoreOperations:
                     tries = Tries(started)
                 tries.attempt += 1
                 tries.started = started
-                await self.retrying.backoff(error, tries, in_line=admission.retries_in_line(pace))
+                await self.retrying.backoff(
+                    error, tries, in_line=admission.in_line(pace), took=perf_counter() - begin
+                )
                 continue
             except BaseException:
                 admission.release(pace)
@@ -227,7 +229,9 @@ class StoreOperations:
             try:
                 self.meter.failed(S.OP_RENAME, millis)
                 admission.heard(error, epoch, begin, pace)
-                await self.retrying.backoff(error, tries, in_line=admission.retries_in_line(pace))
+                await self.retrying.backoff(
+                    error, tries, in_line=admission.in_line(pace), took=millis / 1000
+                )
                 await self._call(
                     S.OP_RENAME,
                     partial(self.store.rename, source, dest, source_etag=source_etag),

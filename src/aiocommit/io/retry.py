@@ -3,6 +3,7 @@ Retry-After, bounded by attempts and by a time budget. Clock and random are inje
 
 from __future__ import annotations
 
+import enum
 import os
 import random
 import time
@@ -17,6 +18,31 @@ from aiocommit.errors import StoreError, Throttled
 #: its parent's and siblings')
 _process_rng = random.Random()
 os.register_at_fork(after_in_child=_process_rng.seed)
+
+
+class InLine(enum.Enum):
+    """How a throttled call waits before its next attempt (``Admission.in_line``)."""
+
+    #: its backoff grows (decorrelated jitter): nothing says the throttle is not a limit
+    NO = "no"
+    #: the base delay, then its turn at the adaptive rate, which spaces the calls
+    PACED = "paced"
+    #: as long as the throttle's answer took (at least ``QUICK_WAIT``, at most the base
+    #: delay) ``IN_LINE_TRIES`` times, then the base delay: the store's throttles were
+    #: judged not to follow the job's pace, so a longer wait makes the next one no rarer
+    RANDOM = "random"
+    #: the base delay ``IN_LINE_TRIES`` times, then a growing backoff: the job has at
+    #: most one other call in flight (a serial stage), so waiting longer takes next to
+    #: nothing off the store, but nothing says the throttles are not a limit
+    ALONE = "alone"
+
+
+#: throttles of one call retried after ``RANDOM``'s short wait or ``ALONE``'s base delay:
+#: a share at random seldom throttles one request so often, and a store that throttles
+#: everything (down, not sampling a share) is not sent twenty attempts in a moment
+IN_LINE_TRIES = 3
+#: the least wait of a ``RANDOM`` retry (a throttle answered from the client's own host)
+QUICK_WAIT = 0.001
 
 
 def process_rng() -> random.Random:
@@ -51,7 +77,13 @@ class RetryPolicy:
         return min(self.max_delay, max(self.base_delay, previous_delay * 3))
 
     def next_delay(
-        self, error: BaseException, attempt: int, previous_delay: float, started: float
+        self,
+        error: BaseException,
+        attempt: int,
+        previous_delay: float,
+        started: float,
+        *,
+        wait: float | None = None,
     ) -> float | None:
         """Seconds to wait before attempt ``attempt + 1``, or None to give up.
 
@@ -59,11 +91,15 @@ class RetryPolicy:
             error: what attempt ``attempt`` (1-based) raised.
             previous_delay: the delay before that attempt (0 for the first).
             started: the clock reading at the first attempt.
+            wait: the delay to use instead of the jitter's draw (a retry in line).
         """
         if not self.should_retry(error) or attempt >= self.max_attempts:
             return None
-        upper = max(self.base_delay, previous_delay * 3)
-        delay = min(self.max_delay, self.rng.uniform(self.base_delay, upper))
+        if wait is None:
+            upper = max(self.base_delay, previous_delay * 3)
+            delay = min(self.max_delay, self.rng.uniform(self.base_delay, upper))
+        else:
+            delay = wait
         if isinstance(error, Throttled) and error.retry_after is not None:
             delay = max(delay, error.retry_after)
         if self.clock() - started + delay > self.budget_seconds:

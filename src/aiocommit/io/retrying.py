@@ -12,22 +12,25 @@ from aiocommit.errors import StoreError, Throttled, Transient
 from aiocommit.io.admission import Admission
 from aiocommit.io.limits import AdaptiveRate
 from aiocommit.io.metering import CallMeter
-from aiocommit.io.retry import RetryPolicy
+from aiocommit.io.retry import IN_LINE_TRIES, QUICK_WAIT, InLine, RetryPolicy
 
 T = TypeVar("T")
 
 
 class Tries:
     """One call's attempts so far: how many were made, the backoff before the last one,
-    and when the first began (the retry budget's start, moved on by the time spent
-    waiting for a turn at a rate: that is not time spent retrying)."""
+    how many were retried in line after a throttle judged random or alone
+    (``InLine.RANDOM``, ``InLine.ALONE``), and when the first began (the retry budget's
+    start, moved on by the time spent waiting for a turn at a rate: that is not time
+    spent retrying)."""
 
-    __slots__ = ("attempt", "delay", "started")
+    __slots__ = ("attempt", "delay", "in_line", "started")
 
     def __init__(self, started: float, attempt: int = 0, delay: float = 0.0) -> None:
         self.started = started
         self.attempt = attempt
         self.delay = delay
+        self.in_line = 0
 
 
 class Retrying:
@@ -35,12 +38,17 @@ class Retrying:
 
     ``backoff`` either sleeps the policy's delay (recorded) and returns, or re-raises the
     error with ``attempts`` and ``retried_seconds`` set, so callers can tell a call that
-    may have been applied although it reported failure. A throttled call retried
-    ``in_line`` (``Admission.retries_in_line``: paced, or on a store whose throttles
-    were judged random) waits the base delay (or the store's ``Retry-After``) and, if
-    paced, its turn at the rate again, rather than backing off further each time: the
-    rate spaces calls, and a random throttle is no rarer after a longer wait. The
-    policy's attempts and budget still bound it. A ``Retry-After`` raises one wait; the
+    may have been applied although it reported failure. A throttled call retried in
+    line (``Admission.in_line``) does not back off further each time: paced, it waits
+    the base delay and its turn at the rate again (the rate spaces the calls); where the
+    throttles were judged random, its first ``IN_LINE_TRIES`` retries wait as long as the
+    throttle's answer took, the later ones the base delay (a random throttle is no rarer
+    after a longer wait, and a wait of the store's own latency, not a fixed base, is what
+    a commit on a fast store can afford on each of its serial requests; a call of
+    several requests fails an attempt when any of them is throttled, so its throttles
+    come several in a row); alone in flight, the base delay ``IN_LINE_TRIES`` times, then
+    the backoff grows. The store's ``Retry-After`` is a floor for any wait; the policy's
+    attempts and budget still bound them all. A ``Retry-After`` raises one wait; the
     backoff grows from its own delays, not from it.
     """
 
@@ -57,26 +65,45 @@ class Retrying:
         """The tries of a call beginning now (``attempt`` of them made already)."""
         return Tries(self.policy.clock(), attempt)
 
-    async def backoff(self, error: StoreError, tries: Tries, *, in_line: bool = False) -> None:
-        """Sleep before attempt ``tries.attempt + 1`` (a throttle retried ``in_line``:
-        the base delay, and the next growing backoff starts afresh), or re-raise
-        ``error``. A request of the call that was retried on its own and given up
-        already (``error.retried_seconds``) is not retried again."""
+    async def backoff(
+        self,
+        error: StoreError,
+        tries: Tries,
+        *,
+        in_line: InLine = InLine.NO,
+        took: float = 0.0,
+    ) -> None:
+        """Sleep before attempt ``tries.attempt + 1``, or re-raise ``error``. A throttle
+        retried ``in_line`` waits as that says (``took``: the seconds the throttled
+        attempt took), and the next growing backoff starts afresh. A request of the
+        call that was retried on its own and given up already (``error.retried_seconds``)
+        is not retried again."""
         if error.retried_seconds:
             raise error
         policy = self.policy
-        in_line = in_line and isinstance(error, Throttled)
-        delay = policy.next_delay(
-            error, tries.attempt, 0.0 if in_line else tries.delay, tries.started
-        )
+        if not isinstance(error, Throttled) or (
+            in_line is InLine.ALONE and tries.in_line >= IN_LINE_TRIES
+        ):
+            in_line = InLine.NO
+        wait = None
+        if in_line is InLine.RANDOM and tries.in_line < IN_LINE_TRIES:
+            wait = min(policy.base_delay, max(QUICK_WAIT, took))
+        elif in_line is not InLine.NO:
+            wait = policy.base_delay
+        delay = policy.next_delay(error, tries.attempt, tries.delay, tries.started, wait=wait)
         if delay is None:
             error.attempts = tries.attempt
             error.retried_seconds = max(1e-9, policy.clock() - tries.started)
             raise error
-        # the store's Retry-After is a floor for this wait, not a step of the backoff's
-        # growth: a throttle at random with Retry-After: 1 would otherwise start the next
-        # wait's range at 3 s, the one after at 9 s (a long tail for one unlucky call)
-        tries.delay = 0.0 if in_line else min(delay, policy.growth_bound(tries.delay))
+        if in_line is InLine.NO:
+            # the store's Retry-After is a floor for this wait, not a step of the
+            # backoff's growth: a throttle at random with Retry-After: 1 would otherwise
+            # start the next wait's range at 3 s, the one after at 9 s (a long tail for
+            # one unlucky call)
+            tries.delay = min(delay, policy.growth_bound(tries.delay))
+        else:
+            tries.delay = 0.0
+            tries.in_line += 1
         self.meter.backoff(delay)
         await self.sleep(delay)
 
@@ -140,7 +167,12 @@ class RequestRetry:
                     ride = False
                 else:
                     pace.on_success(begin)  # an answer (not found, a conflict)
-                await retrying.backoff(error, tries, in_line=self.admission.retries_in_line(pace))
+                await retrying.backoff(
+                    error,
+                    tries,
+                    in_line=self.admission.in_line(pace),
+                    took=time.perf_counter() - begin,
+                )
                 continue
             pace.on_success(begin)  # counted when answered: the rate measures the store
             return result
