@@ -33,7 +33,14 @@ from aiocommit.options import CommitOptions
 from aiocommit.protocol.iostatistics import IOStatistics
 from aiocommit.stores.base import Store, join
 from aiocommit_stress.verify import walk
-from aiocommit_testing.chaos_proxy import Chaos, ChaosProxy, StoreKind, run_chaos_proxy
+from aiocommit_testing.chaos_proxy import (
+    Chaos,
+    ChaosProxy,
+    ChaosProxyServer,
+    StoreKind,
+    run_chaos_proxy,
+)
+from aiocommit_testing.child_server import run_child_server
 
 T = TypeVar("T")
 
@@ -52,48 +59,93 @@ class ChaosTarget:
     direct: Store
 
 
-@asynccontextmanager
-async def chaos_target(kind: StoreKind, chaos: Chaos) -> AsyncIterator[ChaosTarget]:
-    """Start ``kind``'s emulator and a chaos proxy in front of it for the block."""
-    async with AsyncExitStack() as stack:
-        store: Store
-        direct: Store
-        if kind == "adls":
-            from aiocommit.stores.adls import AdlsStore
+async def _emulator(
+    kind: StoreKind, stack: AsyncExitStack, *, in_process: bool
+) -> tuple[str, Callable[[str], Store], Store]:
+    """Start ``kind``'s emulator for ``stack``: its endpoint, the store at an endpoint
+    in front of it (``proxy.url(endpoint)``), and the store on the emulator itself. The
+    ADLS emulator runs in this event loop when ``in_process``, else in a child process;
+    fake-gcs-server and moto are always child processes."""
+    if kind == "adls":
+        from aiocommit.stores.adls import AdlsStore
+
+        if in_process:
             from aiocommit_testing.adls_emulator import run_adls_emulator
 
             handle = await stack.enter_async_context(run_adls_emulator())
             handle.create_filesystem(BUCKET)
-            proxy = await stack.enter_async_context(run_chaos_proxy(handle.endpoint, kind, chaos))
-            store = AdlsStore(
-                handle.account, BUCKET, endpoint=proxy.url(handle.endpoint), account_key=handle.key
-            )
-            direct = AdlsStore(
-                handle.account, BUCKET, endpoint=handle.endpoint, account_key=handle.key
-            )
-        elif kind == "gcs":
-            from aiocommit.stores.gcs import GcsStore
-            from aiocommit_testing.gcs_emulator import create_bucket, run_fake_gcs_server
-
-            server = await stack.enter_async_context(run_fake_gcs_server())
-            await create_bucket(server.endpoint, BUCKET)
-            proxy = await stack.enter_async_context(run_chaos_proxy(server.endpoint, kind, chaos))
-            store = GcsStore(BUCKET, api_root=proxy.endpoint)
-            # reads only: fake-gcs-server's own answers are right for them
-            direct = GcsStore(BUCKET, api_root=server.endpoint)
+            upstream, account, key = handle.endpoint, handle.account, handle.key
         else:
-            from aiocommit.stores.s3 import S3Store
-            from aiocommit_testing.s3_emulator import create_bucket as create_s3_bucket
-            from aiocommit_testing.s3_emulator import run_moto_server
+            from aiocommit_testing.adls_emulator import AdlsEmulatorServer
 
-            moto = await stack.enter_async_context(run_moto_server())
-            await create_s3_bucket(moto.endpoint, BUCKET)
-            proxy = await stack.enter_async_context(run_chaos_proxy(moto.endpoint, kind, chaos))
-            store = S3Store(BUCKET, endpoint_url=proxy.endpoint)
-            direct = S3Store(BUCKET, endpoint_url=moto.endpoint)
+            server = AdlsEmulatorServer(BUCKET)
+            await stack.enter_async_context(run_child_server(server))
+            upstream, account, key = server.account_endpoint, server.account, server.key
+
+        def adls(endpoint: str) -> Store:
+            return AdlsStore(account, BUCKET, endpoint=endpoint, account_key=key)
+
+        return upstream, adls, adls(upstream)
+    if kind == "gcs":
+        from aiocommit.stores.gcs import GcsStore
+        from aiocommit_testing.gcs_emulator import create_bucket, run_fake_gcs_server
+
+        fake_gcs = await stack.enter_async_context(run_fake_gcs_server())
+        await create_bucket(fake_gcs.endpoint, BUCKET)
+
+        def gcs(endpoint: str) -> Store:
+            return GcsStore(BUCKET, api_root=endpoint)
+
+        # direct: reads only, fake-gcs-server's own answers are right for them
+        return fake_gcs.endpoint, gcs, gcs(fake_gcs.endpoint)
+    from aiocommit.stores.s3 import S3Store
+    from aiocommit_testing.s3_emulator import create_bucket as create_s3_bucket
+    from aiocommit_testing.s3_emulator import run_moto_server
+
+    moto = await stack.enter_async_context(run_moto_server())
+    await create_s3_bucket(moto.endpoint, BUCKET)
+
+    def s3(endpoint: str) -> Store:
+        return S3Store(BUCKET, endpoint_url=endpoint)
+
+    return moto.endpoint, s3, s3(moto.endpoint)
+
+
+@asynccontextmanager
+async def chaos_target(kind: StoreKind, chaos: Chaos) -> AsyncIterator[ChaosTarget]:
+    """Start ``kind``'s emulator and a chaos proxy in front of it for the block."""
+    async with AsyncExitStack() as stack:
+        upstream, store_at, direct = await _emulator(kind, stack, in_process=True)
+        proxy = await stack.enter_async_context(run_chaos_proxy(upstream, kind, chaos))
+        store = store_at(proxy.url(upstream))
         stack.push_async_callback(store.aclose)
         stack.push_async_callback(direct.aclose)
         yield ChaosTarget(kind, proxy, store, direct)
+
+
+@dataclasses.dataclass
+class ChildChaosTarget:
+    """A store through a chaos proxy in a child process, the same store without it, and
+    the proxy (set and read through its control API)."""
+
+    kind: StoreKind
+    proxy: ChaosProxyServer
+    store: Store
+    direct: Store
+
+
+@asynccontextmanager
+async def child_chaos_target(kind: StoreKind, chaos: Chaos) -> AsyncIterator[ChildChaosTarget]:
+    """``chaos_target`` with the proxy, and the ADLS emulator, each in a child process (as
+    fake-gcs-server and moto are): the caller's event loop runs only the store's client."""
+    async with AsyncExitStack() as stack:
+        upstream, store_at, direct = await _emulator(kind, stack, in_process=False)
+        server = ChaosProxyServer(upstream, kind, chaos)
+        proxy = await stack.enter_async_context(run_child_server(server))
+        store = store_at(proxy.url(upstream))
+        stack.push_async_callback(store.aclose)
+        stack.push_async_callback(direct.aclose)
+        yield ChildChaosTarget(kind, proxy, store, direct)
 
 
 @dataclasses.dataclass
@@ -228,7 +280,7 @@ async def _magic_job(
 
 
 async def check_destination(
-    target: ChaosTarget, dest: str, expected: dict[str, bytes]
+    target: ChaosTarget | ChildChaosTarget, dest: str, expected: dict[str, bytes]
 ) -> list[str]:
     """What is wrong with ``dest`` read directly: missing, extra or wrong files, a missing
     ``_SUCCESS`` (when something was committed), leftovers, open uploads."""

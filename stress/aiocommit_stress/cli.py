@@ -881,15 +881,17 @@ def bench_throttled(**kw: Any) -> None:
 @click.option(
     "--retry-after-share",
     type=float,
-    default=0.5,
+    default=0.0,
     show_default=True,
-    help="Share of throttle answers with Retry-After: 1 (0: as S3, GCS and ADLS usually answer).",
+    help="Share of throttle answers with Retry-After: 1. 0 answers as the stores do (Azure's "
+    "503 ServerBusy, S3's 503 SlowDown and GCS's 429 come without it); 0.5 is the harder case.",
 )
 @output_options
 def bench_random_throttle(**kw: Any) -> None:
     """Job commit through a front throttling a fixed share of requests at random (the
     store's own throttle answer, independent of the pace), default options, the stores
-    in parallel: seconds against the same store's unthrottled commit in the same run."""
+    in parallel (their emulators and fronts in child processes): seconds against the
+    same store's unthrottled commit in the same run."""
     from aiocommit_stress.random_throttle import random_throttle_bench
 
     stores = tuple(s.strip() for s in kw["stores"].split(",") if s.strip())

@@ -4,11 +4,18 @@
 moto), each behind its own chaos proxy, jobs of ``files`` files are prepared past the proxy;
 then, for each share (0, then 20 % and 30 % by default), one job per store is committed
 through its proxy with default options, the stores in parallel (the load of the issue's
-run: three commits and three emulators at once). The proxy answers that share of requests
-at random with the store's own throttling response (ADLS ``503 ServerBusy``, GCS ``429`` /
-``503``, S3 ``503 SlowDown``; ``retry_after_share`` of them with ``Retry-After: 1``),
-independent of the pace: cutting
-concurrency or the rate does not cut the share.
+run: three commits at once). The emulators and the proxies run in child processes, as a
+remote store's servers would: this process's event loop runs only the three commits, so
+what is timed is the committer, not the harness serving the other stores' retries. The
+proxy answers that share of requests at random with the store's own throttling response
+(ADLS ``503 ServerBusy``, GCS ``429`` / ``503``, S3 ``503 SlowDown``), independent of the
+pace: cutting concurrency or the rate does not cut the share.
+
+``retry_after_share`` of those answers carry ``Retry-After: 1``; by default none, as the
+stores answer (the issue asks for each store's throttle response): Azure Storage documents
+no ``Retry-After`` on its data plane's ``503 ServerBusy``, and S3's ``503 SlowDown`` and
+GCS's ``429`` / ``503`` come without one (``../shared/notes/stores.md``). ``0.5`` is the
+harder case, the engine honouring a server's asked pause.
 
 Prints, per store and share, the commit's seconds and its ratio to the same store's
 unthrottled commit in the same run; the target is at most ``target`` (3×). The output is
@@ -27,7 +34,7 @@ import anyio
 from aiocommit.client.job import commit_job
 from aiocommit.options import CommitOptions
 from aiocommit.protocol import statistics as S
-from aiocommit_stress.chaos import ChaosTarget, chaos_target, check_destination
+from aiocommit_stress.chaos import ChildChaosTarget, check_destination, child_chaos_target
 from aiocommit_stress.throttled import PARTITIONS, _names, _prepare
 from aiocommit_testing.chaos_proxy import KINDS, Chaos, StoreKind
 
@@ -37,13 +44,14 @@ SHARES = (0.2, 0.3)
 TARGET = 3.0
 
 
-async def _commit(target: ChaosTarget, dest: str, job_id: str) -> tuple[float, dict[str, float]]:
+async def _commit(
+    target: ChildChaosTarget, dest: str, job_id: str
+) -> tuple[float, dict[str, float]]:
     """Commit through the proxy with default options: seconds, and the job's counters
     with what its calls slept: ``backoff_seconds`` (retries' backoff, summed over the
     calls), ``backoff_most_seconds`` (the longest one), ``paced_seconds`` (turns waited
     at the adaptive rate, summed), and its ``peak_in_flight`` and final
     ``concurrency_limit``."""
-    target.proxy.counts.clear()
     begin = time.perf_counter()
     summary = await commit_job(dest, job_id, store=target.store, options=CommitOptions())
     seconds = time.perf_counter() - begin
@@ -70,25 +78,21 @@ async def random_throttle_bench(
     tasks: int = 10,
     target: float = TARGET,
     seed: int = 0,
-    retry_after_share: float = 0.5,
+    retry_after_share: float = 0.0,
     reporter: Any,
 ) -> dict[str, Any]:
     """Run the bench (see the module docstring); ``retry_after_share``: the share of
-    throttle answers carrying ``Retry-After: 1`` (the proxy's default, half)."""
+    throttle answers carrying ``Retry-After: 1`` (none by default, as the stores answer)."""
     levels = (0.0, *shares)
-    chaoses = {
-        kind: Chaos(seed=seed, enforce=True, retry_after_share=retry_after_share) for kind in stores
-    }
+    chaos = Chaos(seed=seed, enforce=True, retry_after_share=retry_after_share)
     expected = {name: data.encode() for name, data in _names(tasks, files, PARTITIONS).items()}
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
     async with AsyncExitStack() as stack:
-        targets: dict[StoreKind, ChaosTarget] = {}
+        targets: dict[StoreKind, ChildChaosTarget] = {}
         for kind in stores:
-            targets[kind] = await stack.enter_async_context(chaos_target(kind, chaoses[kind]))
-        await _run(
-            targets, chaoses, levels, files, tasks, target, expected, rows, problems, reporter
-        )
+            targets[kind] = await stack.enter_async_context(child_chaos_target(kind, chaos))
+        await _run(targets, levels, files, tasks, target, expected, rows, problems, reporter)
     verdict = "PASS" if not problems else "FAIL: " + "; ".join(problems)
     reporter.figure(f"random throttles, {files} files per commit: {verdict}")
     return {
@@ -99,8 +103,7 @@ async def random_throttle_bench(
 
 
 async def _run(
-    targets: dict[StoreKind, ChaosTarget],
-    chaoses: dict[StoreKind, Chaos],
+    targets: dict[StoreKind, ChildChaosTarget],
     levels: tuple[float, ...],
     files: int,
     tasks: int,
@@ -133,12 +136,20 @@ async def _run(
         done: dict[StoreKind, tuple[float, dict[str, float], dict[str, int]]] = {}
 
         async def commit(kind: StoreKind, share: float, done: dict[StoreKind, Any]) -> None:
-            chaoses[kind].throttle = share
+            proxy = targets[kind].proxy
             dest, job_id = jobs[kind, share]
             seconds, counters = await _commit(targets[kind], dest, job_id)
-            chaoses[kind].throttle = 0.0
-            done[kind] = (seconds, counters, dict(targets[kind].proxy.counts))
+            counts = dict(await proxy.counts())
+            await proxy.update(throttle=0.0)
+            done[kind] = (seconds, counters, counts)
 
+        async def throttle(kind: StoreKind, share: float) -> None:
+            await targets[kind].proxy.update(throttle=share)
+            await targets[kind].proxy.clear_counts()
+
+        async with anyio.create_task_group() as group:  # every store set before any commit
+            for kind in stores:
+                group.start_soon(throttle, kind, share)
         async with anyio.create_task_group() as group:
             for kind in stores:
                 group.start_soon(commit, kind, share, done)

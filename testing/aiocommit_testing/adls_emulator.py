@@ -32,7 +32,8 @@ JSON ``{"filesystem": FS, "files": [[PATH, SIZE], ...]}``) creates files in bulk
 bench's preparation; loopback only.
 
 CLI: ``python -m aiocommit_testing.adls_emulator --port N`` prints the environment
-(``AIOCOMMIT_ADLS_ENDPOINT``, ``AZURE_STORAGE_ACCOUNT_KEY``) for ``abfs://FS@ACCOUNT.dfs.core.windows.net/``.
+(``AIOCOMMIT_ADLS_ENDPOINT``, ``AZURE_STORAGE_ACCOUNT_KEY``) for ``abfs://FS@ACCOUNT.dfs.core.windows.net/``;
+``AdlsEmulatorServer`` runs it so for a block (``child_server.run_child_server``).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ import itertools
 import json
 import random
 import signal
+import sys
 import time
 import uuid
 from collections import Counter
@@ -60,6 +62,8 @@ from urllib.parse import unquote
 from xml.sax.saxutils import escape
 
 from aiohttp import web
+
+from aiocommit_testing.child_server import ChildServer
 
 DEFAULT_ACCOUNT = "devstoreaccount1"
 #: Not a secret: the emulator's account key (signatures are checked against it).
@@ -1031,6 +1035,30 @@ async def run_adls_emulator(
         )
     finally:
         await runner.cleanup()
+
+
+class AdlsEmulatorServer(ChildServer):
+    """The emulator in a child process (this module's CLI), with the default account and
+    key and ``filesystems`` made at start: ``AdlsStore(ACCOUNT, FS,
+    endpoint=server.account_endpoint, account_key=server.key)``."""
+
+    name = "ADLS emulator"
+    ready_path = "/_emulator/stats"
+    account = DEFAULT_ACCOUNT
+    key = DEFAULT_KEY
+
+    def __init__(self, *filesystems: str, port: int = 0) -> None:
+        super().__init__(port)
+        self.filesystems = filesystems
+
+    def command(self) -> list[str]:
+        made = [arg for name in self.filesystems for arg in ("--filesystem", name)]
+        module = "aiocommit_testing.adls_emulator"
+        return [sys.executable, "-m", module, "--port", str(self.port), *made]
+
+    @property
+    def account_endpoint(self) -> str:
+        return f"{self.endpoint}/{self.account}"
 
 
 async def _serve(args: argparse.Namespace) -> None:

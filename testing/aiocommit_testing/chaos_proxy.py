@@ -20,18 +20,27 @@ on simple uploads, rewrites, copies and deletes; ``ifSourceGenerationMatch``), a
 412 ``conditionNotMet``; on S3 a request naming a completed multipart upload (a repeated
 ``CompleteMultipartUpload``, an abort after completion) gets ``404 NoSuchUpload`` where moto
 answers 200. ``ChaosProxy.counts`` says what was injected.
+
+``ChaosProxyServer`` runs the same proxy in a child process (``python -m
+aiocommit_testing.chaos_proxy``), so that serving it takes nothing from the caller's event
+loop, as a remote store's front would not; its control API (``CONTROL``: ``GET``/``POST``
+the ``Chaos`` fields, ``GET .../counts``, ``POST .../counts/clear``) is answered before any
+chaos is drawn and is not counted.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import dataclasses
 import json
 import random
+import signal
+import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal
 from urllib.parse import quote
 
@@ -39,12 +48,16 @@ import anyio
 from aiohttp import ClientSession, ClientTimeout, web
 from yarl import URL
 
+from aiocommit_testing.child_server import ChildServer
+
 #: the largest request body forwarded (aiohttp's default is 1 MiB; a commit plan's part is more)
 MAX_BODY = 256 * 1024 * 1024
 
 StoreKind = Literal["adls", "gcs", "s3"]
 RateScope = Literal["account", "bucket", "prefix"]
 KINDS: tuple[StoreKind, ...] = ("adls", "gcs", "s3")
+#: the control API's path on a proxy run with ``control`` (no store's path starts so)
+CONTROL = "/_chaos"
 
 _AUTO_HEADERS = ("Content-Type", "User-Agent", "Accept-Encoding", "Accept")
 _HOP_HEADERS = {
@@ -183,7 +196,9 @@ def _answer(
 class ChaosProxy:
     """The proxy's state: settings (``chaos``), counters and the upstream client."""
 
-    def __init__(self, upstream: str, kind: StoreKind, chaos: Chaos) -> None:
+    def __init__(
+        self, upstream: str, kind: StoreKind, chaos: Chaos, *, control: bool = False
+    ) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown store kind {kind!r}; one of {KINDS}")
         self.upstream = str(URL(upstream).origin())
@@ -193,6 +208,7 @@ class ChaosProxy:
         self.buckets = TokenBuckets()
         self.counts: Counter[str] = Counter()
         self.endpoint = ""
+        self.control = control
         self._completed_uploads: set[str] = set()
         self._lock = asyncio.Lock()
         self._client: ClientSession | None = None
@@ -206,7 +222,40 @@ class ChaosProxy:
         self.chaos.seed = seed
         self.rng = random.Random(seed)
 
+    def update(self, fields: Mapping[str, Any]) -> None:
+        """Set ``Chaos`` fields by name (``seed`` also reseeds); an unknown name raises
+        ``ValueError`` and sets nothing."""
+        known = {field.name for field in dataclasses.fields(Chaos)}
+        if unknown := sorted(set(fields) - known):
+            raise ValueError(f"not Chaos fields: {unknown}")
+        for name, value in fields.items():
+            setattr(self.chaos, name, value)
+        if "seed" in fields:
+            self.reseed(self.chaos.seed)
+
+    async def _control(self, request: web.BaseRequest) -> web.Response:
+        """The control API (see the module docstring)."""
+        path, method = request.path.rstrip("/"), request.method
+        if path == CONTROL and method == "POST":
+            try:
+                fields = await request.json()
+                if not isinstance(fields, dict):
+                    raise ValueError("a JSON object of Chaos fields is expected")
+                self.update(fields)
+            except ValueError as error:
+                return web.json_response({"error": str(error)}, status=400)
+        elif path == CONTROL + "/counts/clear" and method == "POST":
+            self.counts.clear()
+            return web.json_response({})
+        elif path == CONTROL + "/counts" and method == "GET":
+            return web.json_response(dict(self.counts))
+        elif not (path == CONTROL and method == "GET"):
+            return web.json_response({"error": f"no {method} {path}"}, status=404)
+        return web.json_response(dataclasses.asdict(self.chaos))
+
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        if self.control and (request.path == CONTROL or request.path.startswith(CONTROL + "/")):
+            return await self._control(request)
         chaos, rng = self.chaos, self.rng
         self.counts["requests"] += 1
         target = target_of(self.kind, request)
@@ -351,12 +400,18 @@ class ChaosProxy:
 
 @contextlib.asynccontextmanager
 async def run_chaos_proxy(
-    upstream: str, kind: StoreKind, chaos: Chaos | None = None, *, port: int = 0
+    upstream: str,
+    kind: StoreKind,
+    chaos: Chaos | None = None,
+    *,
+    port: int = 0,
+    control: bool = False,
 ) -> AsyncIterator[ChaosProxy]:
     """Run a chaos proxy in the current event loop on ``127.0.0.1:port`` for the block.
     Requests go to ``upstream``'s origin with their own path: ``proxy.url(upstream)`` is
-    ``upstream`` with the proxy's origin (e.g. an ADLS endpoint with its account)."""
-    proxy = ChaosProxy(upstream, kind, chaos or Chaos())
+    ``upstream`` with the proxy's origin (e.g. an ADLS endpoint with its account).
+    ``control``: serve the control API at ``CONTROL``."""
+    proxy = ChaosProxy(upstream, kind, chaos or Chaos(), control=control)
     loop = asyncio.get_running_loop()
 
     def request(
@@ -378,3 +433,95 @@ async def run_chaos_proxy(
         with anyio.CancelScope(shield=True):
             await runner.cleanup()
             await proxy.aclose()
+
+
+class ChaosProxyServer(ChildServer):
+    """A chaos proxy with its control API in a child process, for the block::
+
+        async with run_child_server(ChaosProxyServer(upstream, "s3", chaos)) as proxy:
+            await proxy.update(throttle=0.3)
+            ... S3Store(bucket, endpoint_url=proxy.endpoint) ...
+            counts = await proxy.counts()
+
+    ``chaos`` is the proxy's initial settings; the child keeps its own copy."""
+
+    name = "chaos proxy"
+    ready_path = CONTROL
+
+    def __init__(
+        self, upstream: str, kind: StoreKind, chaos: Chaos | None = None, *, port: int = 0
+    ) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"unknown store kind {kind!r}; one of {KINDS}")
+        super().__init__(port)
+        self.upstream = upstream
+        self.kind = kind
+        self.initial = chaos or Chaos()
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "aiocommit_testing.chaos_proxy",
+            "--upstream",
+            self.upstream,
+            "--kind",
+            self.kind,
+            "--port",
+            str(self.port),
+            "--chaos",
+            json.dumps(dataclasses.asdict(self.initial)),
+        ]
+
+    def url(self, upstream: str) -> str:
+        """``upstream`` (with its path, e.g. an ADLS account) through this proxy."""
+        return self.endpoint + URL(upstream).path.rstrip("/")
+
+    async def _call(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+        async with (
+            ClientSession(timeout=ClientTimeout(total=30)) as session,
+            session.request(method, self.endpoint + CONTROL + path, json=body) as reply,
+        ):
+            answer: dict[str, Any] = await reply.json()
+            if reply.status != 200:
+                raise ValueError(f"{self.name}: {method} {CONTROL}{path}: {answer}")
+            return answer
+
+    async def update(self, **fields: Any) -> Chaos:
+        """Set ``Chaos`` fields in the child (``seed`` also reseeds); its settings after."""
+        return Chaos(**await self._call("POST", "", fields))
+
+    async def settings(self) -> Chaos:
+        return Chaos(**await self._call("GET", ""))
+
+    async def counts(self) -> Counter[str]:
+        """What the proxy counted (``requests``, ``throttled``, ...) since the last clear."""
+        return Counter(await self._call("GET", "/counts"))
+
+    async def clear_counts(self) -> None:
+        await self._call("POST", "/counts/clear")
+
+
+async def _serve(upstream: str, kind: StoreKind, chaos: Chaos, port: int) -> None:
+    async with run_chaos_proxy(upstream, kind, chaos, port=port, control=True) as proxy:
+        print(f"CHAOS_PROXY_ENDPOINT={proxy.endpoint}", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Chaos proxy with a control API (loopback)")
+    parser.add_argument("--upstream", required=True, help="the store emulator's endpoint")
+    parser.add_argument("--kind", required=True, choices=KINDS)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--chaos", default="{}", help="initial Chaos fields, a JSON object")
+    args = parser.parse_args(argv)
+    chaos = Chaos(**json.loads(args.chaos))
+    asyncio.run(_serve(args.upstream, args.kind, chaos, args.port))
+
+
+if __name__ == "__main__":
+    main()

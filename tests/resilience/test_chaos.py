@@ -241,4 +241,47 @@ async def test_an_adls_write_rides_out_throttling_request_by_request(
             assert await store.read_bytes(f"/w/f{index:02}") == b"data %d" % index
 
 
+@pytest.mark.emulator  # the ADLS emulator and a chaos proxy, each in a child process
+async def test_a_child_proxy_is_set_and_read_through_its_control_api() -> None:
+    """The proxy in a child process (as ``bench random-throttle`` runs it): its control
+    API sets the throttled share there and reads its counts, itself neither counted nor
+    throttled; a throttled request gets ADLS's own answer over HTTP, without
+    ``Retry-After`` when none is asked for; an unknown field is refused."""
+    import aiohttp
+
+    from aiocommit.stores.adls import AdlsStore
+    from aiocommit_testing.adls_emulator import AdlsEmulatorServer
+    from aiocommit_testing.chaos_proxy import ChaosProxyServer
+    from aiocommit_testing.child_server import run_child_server
+
+    async with (
+        run_child_server(AdlsEmulatorServer("fs")) as adls,
+        run_child_server(
+            ChaosProxyServer(adls.account_endpoint, "adls", Chaos(seed=7, retry_after_share=0))
+        ) as proxy,
+    ):
+        through = proxy.url(adls.account_endpoint)
+        store = AdlsStore(adls.account, "fs", endpoint=through, account_key=adls.key)
+        try:
+            await store.write_bytes("/a/f", b"x")
+            assert (await proxy.counts())["throttled"] == 0
+            settings = await proxy.update(throttle=1.0)
+            assert (settings.throttle, settings.seed) == (1.0, 7)
+            await proxy.clear_counts()
+            async with aiohttp.ClientSession() as session, session.get(through + "/fs/a/f") as r:
+                assert r.status == 503
+                assert r.headers["x-ms-error-code"] == "ServerBusy"
+                assert "Retry-After" not in r.headers
+            with pytest.raises(Throttled):
+                await store.stat("/a/f")
+            assert await proxy.counts() == {"requests": 2, "throttled": 2}
+            await proxy.update(throttle=0.0)
+            assert await store.read_bytes("/a/f") == b"x"
+        finally:
+            await store.aclose()
+        with pytest.raises(ValueError, match="throttel"):
+            await proxy.update(throttel=0.5)
+        assert (await proxy.settings()).throttle == 0.0
+
+
 # -- whole jobs through the proxy --------------------------------------------------------------
