@@ -18,13 +18,14 @@ import base64
 import hashlib
 import itertools
 import json
-import signal
 import time
 import zlib
 from typing import Any
 from urllib.parse import quote
 
 from aiohttp import web
+
+from aiocommit_testing.child_server import until_signalled
 
 _NOT_FOUND = json.dumps(
     {
@@ -159,12 +160,8 @@ async def _serve(kind: str) -> None:
     server = site._server
     assert isinstance(server, asyncio.base_events.Server)
     print(f"PORT={server.sockets[0].getsockname()[1]}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     try:
-        await stop.wait()
+        await until_signalled()
     finally:
         await runner.cleanup()
 

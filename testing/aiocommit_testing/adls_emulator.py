@@ -50,7 +50,6 @@ import ipaddress
 import itertools
 import json
 import random
-import signal
 import sys
 import time
 import uuid
@@ -63,7 +62,7 @@ from xml.sax.saxutils import escape
 
 from aiohttp import web
 
-from aiocommit_testing.child_server import ChildServer
+from aiocommit_testing.child_server import ChildServer, until_signalled
 
 DEFAULT_ACCOUNT = "devstoreaccount1"
 #: Not a secret: the emulator's account key (signatures are checked against it).
@@ -1078,11 +1077,7 @@ async def _serve(args: argparse.Namespace) -> None:
         print(f"AIOCOMMIT_ADLS_ENDPOINT={handle.endpoint}", flush=True)
         print(f"AZURE_STORAGE_ACCOUNT_KEY={handle.key}", flush=True)
         print(f"# abfs://FILESYSTEM@{handle.account}.dfs.core.windows.net/", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        await until_signalled()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -36,7 +36,6 @@ import contextlib
 import dataclasses
 import json
 import random
-import signal
 import sys
 import time
 from collections import Counter
@@ -48,7 +47,7 @@ import anyio
 from aiohttp import ClientSession, ClientTimeout, web
 from yarl import URL
 
-from aiocommit_testing.child_server import ChildServer
+from aiocommit_testing.child_server import ChildServer, until_signalled
 
 #: the largest request body forwarded (aiohttp's default is 1 MiB; a commit plan's part is more)
 MAX_BODY = 256 * 1024 * 1024
@@ -505,11 +504,7 @@ class ChaosProxyServer(ChildServer):
 async def _serve(upstream: str, kind: StoreKind, chaos: Chaos, port: int) -> None:
     async with run_chaos_proxy(upstream, kind, chaos, port=port, control=True) as proxy:
         print(f"CHAOS_PROXY_ENDPOINT={proxy.endpoint}", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        await until_signalled()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,8 +18,10 @@ The one implementation of that life cycle for the emulators that run as processe
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -32,6 +34,16 @@ from typing import IO, Any, Self, TypeVar
 
 import anyio
 import anyio.to_thread
+
+
+async def until_signalled() -> None:
+    """In a child server's own process: return at SIGINT or SIGTERM (``stop_process``
+    sends SIGTERM), so the server's clean-up runs."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
 
 
 def free_port() -> int:
