@@ -1,3 +1,4 @@
-"""The test tiers for every test directory (tests/, stress/tests/): see tests/tiers.py."""
+"""The test tiers for every test directory (tests/, stress/tests/): see tests/tiers.py;
+the checkout's sources compiled before the run: tests/bytecode.py."""
 
-pytest_plugins = ["tests.tiers"]
+pytest_plugins = ["tests.tiers", "tests.bytecode"]
