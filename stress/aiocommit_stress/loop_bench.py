@@ -6,11 +6,13 @@ wake-ups, the loop thread's own CPU time (``time.thread_time``: what the loop ra
 that gap; a wait for the GIL or the kernel is not counted) and the wall time. Parts:
 
 * ``local`` / ``cloud``: ``commit_job`` of N files on the local store and on a cloud
-  emulator (ADLS or fake-gcs), default options. The bench process is the host: it holds
-  the prepared job's N expected entries, as structs the garbage collector does not track
-  (``ExpectedFile``), and reports the full collections during the commit and the
-  longest (each walks every tracked object of the process: with the entries tracked,
-  100,000 of them, one took 50-120 ms whatever set it off). What is measured is the job commit:
+  emulator (ADLS or fake-gcs), default options. By default (``--host service``) the
+  commits run in a service-like process (``loop_host``: aiohttp's server and client and
+  aiocommit loaded, not the harness), which reports the full collections during the
+  commit and the longest (each walks every tracked object of the process) and how many
+  objects it tracked; ``--host bench`` runs them in the bench's own process, as before
+  (it also holds the harness, and the prepared job's N expected entries as structs the
+  garbage collector does not track, ``ExpectedFile``). What is measured is the job commit:
   on ADLS the tasks' output files are seeded into the emulator's state in one request
   per task (``/_emulator/seed``) instead of three requests per file, and the task
   commits (listing, manifest) run through the store as ever; fake-gcs has no such call,
@@ -30,10 +32,13 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import os
+import pickle
 import random
 import shutil
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -46,9 +51,12 @@ import anyio.to_thread
 from aiocommit import Client, CommitOptions, abort_job, commit_job
 from aiocommit.options import option_specs
 from aiocommit.protocol.layout import TEMPORARY
+from aiocommit.stores.base import opener_of
 from aiocommit_stress.jobgen import JobSpec, PreparedJob
+from aiocommit_stress.loop_host import HostRequest
 from aiocommit_stress.loop_probes import (
     collections_watched,
+    full_collection_ms,
     stages_watched,
 )
 from aiocommit_stress.report import Reporter
@@ -87,10 +95,15 @@ async def commit_part(
     jobs: int = 1,
     seed: int = 0,
     direct: bool = False,
+    host: str = "service",
 ) -> dict[str, Any]:
     """``jobs`` commits of ``files // jobs`` files each, at once, beside the ticker.
     ``direct``: the tasks' output files are seeded into the emulator's state where the
-    target can (ADLS), not written through the store; task commits run as ever."""
+    target can (ADLS), not written through the store; task commits run as ever.
+    ``host``: ``service`` commits in a service-like process (``loop_host``) where the
+    store can be opened in another (not the memory store), ``bench`` in this one."""
+    if host not in HOSTS:
+        raise ValueError(f"host {host!r}: use one of {', '.join(HOSTS)}")
     prepare_started = time.perf_counter()
     prepared = [
         await prepare(
@@ -100,13 +113,70 @@ async def commit_part(
     ]
     prepare_seconds = time.perf_counter() - prepare_started
     seeded = direct and target.seed_files is not None
-    seconds: list[float] = []
+    opener = opener_of(target.store) if host == "service" else None
+    if opener is not None:
+        request = HostRequest(opener, [(job.dest, job.job_id) for job in prepared], options)
+        measured = await in_service_host(request)
+    else:
+        measured = await run_commits_here(target, prepared, options)
+    ok = all([await _check(target, job) for job in prepared])
+    figures = {
+        "part": name,
+        "store": target.kind,
+        "processes": options.processes,
+        "files": sum(len(j.expected.files) for j in prepared),
+        "jobs": jobs,
+        "host": "service" if opener is not None else "bench",
+        "prepare_seconds": round(prepare_seconds, 1),
+        "outputs_seeded": seeded,
+        "verified": ok,
+        **measured,
+    }
+    figures["ok"] = ok and figures["worst_stall_ms"] <= STALL_TARGET_MS
+    reporter.log(
+        f"{name} ({target.kind}, {figures['files']:,} files, {jobs} job(s), "
+        f"processes={options.processes}, {figures['host']} host of "
+        f"{figures['host_tracked_objects']:,} tracked objects, a full collection "
+        f"{figures['host_full_collection_ms']} ms after): "
+        f"{figures['commit_seconds']:.2f} s, worst stall {figures['worst_stall_ms']} ms "
+        f"(wall gap {figures['worst_wall_gap_ms']} ms), {figures['full_collections']} full "
+        f"collections (longest {figures['longest_full_collection_ms']} ms), verified {ok}"
+    )
+    reporter.log(
+        "  worst stall per stage (ms): "
+        + ", ".join(f"{stage} {ms}" for stage, ms in figures["stage_worst_stall_ms"].items())
+    )
+    return figures
+
+
+#: where ``commit_part`` runs the commits: a service-like process, or the bench's own
+HOSTS = ("service", "bench")
+
+
+async def in_service_host(request: HostRequest) -> dict[str, Any]:
+    """``request`` committed by ``python -m aiocommit_stress.loop_host``; its figures."""
+    process = await anyio.run_process(
+        [sys.executable, "-m", "aiocommit_stress.loop_host"],
+        input=pickle.dumps(request),
+        check=False,
+    )
+    if process.returncode != 0:
+        tail = process.stderr.decode(errors="replace").strip().splitlines()[-5:]
+        raise RuntimeError(f"the loop host failed ({process.returncode}): {' / '.join(tail)}")
+    figures: dict[str, Any] = json.loads(process.stdout.decode().splitlines()[-1])
+    return figures
+
+
+async def run_commits_here(
+    target: Target, prepared: list[PreparedJob], options: CommitOptions
+) -> dict[str, Any]:
+    """The prepared jobs committed at once in this process beside the ticker; the same
+    figures as ``loop_host``."""
 
     async def one(job: PreparedJob) -> None:
-        started = time.perf_counter()
         await commit_job(job.dest, job.job_id, store=target.store, options=options)
-        seconds.append(time.perf_counter() - started)
 
+    tracked = len(gc.get_objects())  # no collection first: the host's state as it was
     started = time.perf_counter()
     loop_cpu_started = time.thread_time()
     with stages_watched() as stages:
@@ -117,39 +187,17 @@ async def commit_part(
         ):
             for job in prepared:
                 group.start_soon(one, job)
-    wall = time.perf_counter() - started
-    loop_cpu = time.thread_time() - loop_cpu_started
-    ok = all([await _check(target, job) for job in prepared])
-    figures = {
-        "part": name,
-        "store": target.kind,
-        "processes": options.processes,
-        "files": sum(len(j.expected.files) for j in prepared),
-        "jobs": jobs,
-        "commit_seconds": round(wall, 2),
+    return {
+        "commit_seconds": round(time.perf_counter() - started, 2),
         # the loop thread's CPU over the commit (the ticker's included): near the wall
         # time, the loop is what sets the pace
-        "loop_cpu_seconds": round(loop_cpu, 2),
-        "prepare_seconds": round(prepare_seconds, 1),
-        "outputs_seeded": seeded,
-        "verified": ok,
+        "loop_cpu_seconds": round(time.thread_time() - loop_cpu_started, 2),
+        "host_tracked_objects": tracked,
+        "host_full_collection_ms": full_collection_ms(),
         **ticker.figures(),
         **collected.figures(),
         "stage_worst_stall_ms": stages.figures(),
     }
-    figures["ok"] = ok and figures["worst_stall_ms"] <= STALL_TARGET_MS
-    reporter.log(
-        f"{name} ({target.kind}, {figures['files']:,} files, {jobs} job(s), "
-        f"processes={options.processes}): "
-        f"{wall:.2f} s, worst stall {figures['worst_stall_ms']} ms "
-        f"(wall gap {figures['worst_wall_gap_ms']} ms), {figures['full_collections']} full "
-        f"collections (longest {figures['longest_full_collection_ms']} ms), verified {ok}"
-    )
-    reporter.log(
-        "  worst stall per stage (ms): "
-        + ", ".join(f"{stage} {ms}" for stage, ms in figures["stage_worst_stall_ms"].items())
-    )
-    return figures
 
 
 # -- cancellation ------------------------------------------------------------------------
@@ -529,8 +577,10 @@ async def loop_bench(
     seed: int,
     reporter: Reporter,
     processes: list[int] | None = None,
+    host: str = "service",
 ) -> dict[str, Any]:
-    """The parts asked for; ``local``, ``cloud``, ``concurrent`` and the two cancel parts
+    """The parts asked for (the commit parts in ``host``: see ``commit_part``); ``local``,
+    ``cloud``, ``concurrent`` and the two cancel parts
     once per ``processes`` setting (by default ``options``' own), the RSS parts once
     per ``rss_processes`` setting. The cloud parts commit ``cloud_files`` files."""
     results: list[dict[str, Any]] = []
@@ -541,11 +591,20 @@ async def loop_bench(
             async with open_target("local", workdir=common.workdir, keep=common.keep) as target:
                 for each in settings:
                     if "local" in parts:
-                        results.append(await commit_part("local", target, files, each, reporter))
+                        results.append(
+                            await commit_part("local", target, files, each, reporter, host=host)
+                        )
                     if "concurrent" in parts:
                         results.append(
                             await commit_part(
-                                "concurrent", target, files, each, reporter, jobs=jobs, seed=seed
+                                "concurrent",
+                                target,
+                                files,
+                                each,
+                                reporter,
+                                jobs=jobs,
+                                seed=seed,
+                                host=host,
                             )
                         )
                     if "cancel" in parts:
@@ -566,7 +625,7 @@ async def loop_bench(
                     if "cloud" in parts:
                         results.append(
                             await commit_part(
-                                "cloud", target, cloud_files, each, reporter, direct=True
+                                "cloud", target, cloud_files, each, reporter, direct=True, host=host
                             )
                         )
                     if "cloud-cancel" in parts:
