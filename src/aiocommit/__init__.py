@@ -33,6 +33,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from aiocommit._version import VERSION as __version__
     from aiocommit.client.client import Client, Job
     from aiocommit.client.job import abort_job, cleanup_job, commit_job, setup_job
     from aiocommit.client.jobs import JobInfo, job_info, list_jobs
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
     )
     from aiocommit.committers.common.committer import AttemptFile, Committer
     from aiocommit.committers.common.context import Progress
-    from aiocommit.committers.common.summary import VERSION as __version__
     from aiocommit.errors import (
         AiocommitError,
         AlreadyExists,
@@ -92,7 +92,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "JobInfo": ("aiocommit.client.jobs", "JobInfo"),
     "job_info": ("aiocommit.client.jobs", "job_info"),
     "list_jobs": ("aiocommit.client.jobs", "list_jobs"),
-    "__version__": ("aiocommit.committers.common.summary", "VERSION"),
+    "__version__": ("aiocommit._version", "VERSION"),
     "TaskAttempt": ("aiocommit.client.task", "TaskAttempt"),
     "abort_task": ("aiocommit.client.task", "abort_task"),
     "commit_task": ("aiocommit.client.task", "commit_task"),

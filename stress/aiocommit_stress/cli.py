@@ -971,6 +971,14 @@ def bench_throttled_plot(results: tuple[Path, ...], png: Path) -> None:
     help="CommitOptions(tune_gc=True): the host opts in to a frozen heap and rarer "
     "collections during each commit (a process-wide change; off by default).",
 )
+@click.option(
+    "--host",
+    type=click.Choice(["service", "bench"]),
+    default="service",
+    show_default=True,
+    help="Where the local, cloud and concurrent commits run: a service-like process "
+    "(aiohttp and aiocommit loaded, not this harness), or this bench's own process.",
+)
 @click.option("--workdir", type=click.Path(file_okay=False), default=None)
 @output_options
 def bench_loop(**kw: Any) -> None:
@@ -1002,6 +1010,7 @@ def bench_loop(**kw: Any) -> None:
             "rss_files",
             "rss_commits",
             "seed",
+            "host",
         )
     }
     rss_processes = _ints(kw.pop("rss_processes"))

@@ -6,11 +6,13 @@ wake-ups, the loop thread's own CPU time (``time.thread_time``: what the loop ra
 that gap; a wait for the GIL or the kernel is not counted) and the wall time. Parts:
 
 * ``local`` / ``cloud``: ``commit_job`` of N files on the local store and on a cloud
-  emulator (ADLS or fake-gcs), default options. The bench process is the host: it holds
-  the prepared job's N expected entries, as structs the garbage collector does not track
-  (``ExpectedFile``), and reports the full collections during the commit and the
-  longest (each walks every tracked object of the process: with the entries tracked,
-  100,000 of them, one took 50-120 ms whatever set it off). What is measured is the job commit:
+  emulator (ADLS or fake-gcs), default options. By default (``--host service``) the
+  commits run in a service-like process (``loop_host``: aiohttp's server and client and
+  aiocommit loaded, not the harness), which reports the full collections during the
+  commit and the longest (each walks every tracked object of the process) and how many
+  objects it tracked; ``--host bench`` runs them in the bench's own process, as before
+  (it also holds the harness, and the prepared job's N expected entries as structs the
+  garbage collector does not track, ``ExpectedFile``). What is measured is the job commit:
   on ADLS the tasks' output files are seeded into the emulator's state in one request
   per task (``/_emulator/seed``) instead of three requests per file, and the task
   commits (listing, manifest) run through the store as ever; fake-gcs has no such call,
@@ -30,16 +32,17 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import logging
+import json
 import os
+import pickle
 import random
 import shutil
 import statistics
+import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -48,7 +51,14 @@ import anyio.to_thread
 from aiocommit import Client, CommitOptions, abort_job, commit_job
 from aiocommit.options import option_specs
 from aiocommit.protocol.layout import TEMPORARY
+from aiocommit.stores.base import opener_of
 from aiocommit_stress.jobgen import JobSpec, PreparedJob
+from aiocommit_stress.loop_host import HostRequest
+from aiocommit_stress.loop_probes import (
+    collections_watched,
+    full_collection_ms,
+    stages_watched,
+)
 from aiocommit_stress.report import Reporter
 from aiocommit_stress.runner import prepare
 from aiocommit_stress.scenarios import Common, verdict
@@ -63,112 +73,6 @@ CANCEL_TARGET_MS = 100.0
 #: arenas up), the least-squares trend grows RSS by at most this much in all
 RSS_GROWTH_TARGET_MB = 1.0
 PART_NAMES = ("local", "cloud", "concurrent", "cancel", "rss", "cloud-cancel", "cloud-rss")
-
-
-@dataclass
-class Collections:
-    """The garbage collections of generation 2 (full ones: they walk every tracked
-    object of the process, the host's included) while it is installed: how many and the
-    CPU each took (``thread_time`` of the thread that ran it; a collection holds the
-    GIL, so it stalls the loop whichever thread runs it), and the collections of the
-    younger generations (generation 1's timed: each promotes its survivors into the
-    oldest generation, which is what sets the next full collection off)."""
-
-    full: list[float] = field(default_factory=list)
-    middle: list[float] = field(default_factory=list)
-    young: int = 0
-    _started: float = 0.0
-
-    def _callback(self, phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            self._started = time.thread_time()
-        elif info["generation"] == 2:
-            self.full.append(time.thread_time() - self._started)
-        else:
-            self.young += 1
-            if info["generation"] == 1:
-                self.middle.append(time.thread_time() - self._started)
-
-    def figures(self) -> dict[str, Any]:
-        return {
-            "full_collections": len(self.full),
-            "longest_full_collection_ms": round(max(self.full, default=0.0) * 1000, 1),
-            "full_collections_ms": round(sum(self.full) * 1000, 1),
-            "young_collections": self.young,
-            "generation1_collections": len(self.middle),
-            "longest_generation1_collection_ms": round(max(self.middle, default=0.0) * 1000, 1),
-        }
-
-
-@asynccontextmanager
-async def collections_watched() -> AsyncIterator[Collections]:
-    """A ``Collections`` record of the block (a ``gc.callbacks`` hook)."""
-    watch = Collections()
-    gc.callbacks.append(watch._callback)
-    try:
-        yield watch
-    finally:
-        gc.callbacks.remove(watch._callback)
-
-
-#: the label of a gap in which no stage of the library ran
-NO_STAGE = "(no stage)"
-
-
-class StageWatch(logging.Filter):
-    """The stages the library runs, from its own stage records (``stage NAME starting``
-    and ``stage NAME done``, DEBUG on the ``aiocommit`` logger; dropped here), and per
-    stage the loop thread's worst CPU slice: a ticker gap counts for every stage that
-    started or ended in it and for the innermost one open at its end."""
-
-    def __init__(self, floor: int) -> None:
-        super().__init__()
-        self.floor = floor  # records below this level are dropped as before
-        self.open: list[str] = []
-        self.touched: set[str] = set()
-        self.worst: dict[str, float] = {}
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.msg if isinstance(record.msg, str) else ""
-        if record.levelno == logging.DEBUG and message.startswith("stage %s ") and record.args:
-            name = str(record.args[0] if isinstance(record.args, tuple) else record.args)
-            if message.startswith("stage %s starting"):
-                self.open.append(name)
-            elif name in self.open:
-                del self.open[len(self.open) - 1 - self.open[::-1].index(name)]
-            self.touched.add(name)
-            return False
-        return record.levelno >= self.floor
-
-    def gap(self, cpu: float, wall: float) -> None:
-        labels = set(self.touched)
-        if self.open:
-            labels.add(self.open[-1])
-        self.touched.clear()
-        for label in labels or {NO_STAGE}:
-            if cpu > self.worst.get(label, 0.0):
-                self.worst[label] = cpu
-
-    def figures(self) -> dict[str, float]:
-        """The worst slice per stage in ms, worst first."""
-        ranked = sorted(self.worst.items(), key=lambda item: -item[1])
-        return {name: round(cpu * 1000, 1) for name, cpu in ranked}
-
-
-@contextmanager
-def stages_watched() -> Iterator[StageWatch]:
-    """A ``StageWatch`` of the block: the ``aiocommit`` logger at DEBUG with the watch
-    as its filter (other records pass at the level they passed before)."""
-    logger = logging.getLogger("aiocommit")
-    level = logger.level
-    watch = StageWatch(logger.getEffectiveLevel())
-    logger.addFilter(watch)
-    logger.setLevel(logging.DEBUG)
-    try:
-        yield watch
-    finally:
-        logger.setLevel(level)
-        logger.removeFilter(watch)
 
 
 def _spec(files: int, seed: int) -> JobSpec:
@@ -191,10 +95,15 @@ async def commit_part(
     jobs: int = 1,
     seed: int = 0,
     direct: bool = False,
+    host: str = "service",
 ) -> dict[str, Any]:
     """``jobs`` commits of ``files // jobs`` files each, at once, beside the ticker.
     ``direct``: the tasks' output files are seeded into the emulator's state where the
-    target can (ADLS), not written through the store; task commits run as ever."""
+    target can (ADLS), not written through the store; task commits run as ever.
+    ``host``: ``service`` commits in a service-like process (``loop_host``) where the
+    store can be opened in another (not the memory store), ``bench`` in this one."""
+    if host not in HOSTS:
+        raise ValueError(f"host {host!r}: use one of {', '.join(HOSTS)}")
     prepare_started = time.perf_counter()
     prepared = [
         await prepare(
@@ -204,13 +113,70 @@ async def commit_part(
     ]
     prepare_seconds = time.perf_counter() - prepare_started
     seeded = direct and target.seed_files is not None
-    seconds: list[float] = []
+    opener = opener_of(target.store) if host == "service" else None
+    if opener is not None:
+        request = HostRequest(opener, [(job.dest, job.job_id) for job in prepared], options)
+        measured = await in_service_host(request)
+    else:
+        measured = await run_commits_here(target, prepared, options)
+    ok = all([await _check(target, job) for job in prepared])
+    figures = {
+        "part": name,
+        "store": target.kind,
+        "processes": options.processes,
+        "files": sum(len(j.expected.files) for j in prepared),
+        "jobs": jobs,
+        "host": "service" if opener is not None else "bench",
+        "prepare_seconds": round(prepare_seconds, 1),
+        "outputs_seeded": seeded,
+        "verified": ok,
+        **measured,
+    }
+    figures["ok"] = ok and figures["worst_stall_ms"] <= STALL_TARGET_MS
+    reporter.log(
+        f"{name} ({target.kind}, {figures['files']:,} files, {jobs} job(s), "
+        f"processes={options.processes}, {figures['host']} host of "
+        f"{figures['host_tracked_objects']:,} tracked objects, a full collection "
+        f"{figures['host_full_collection_ms']} ms after): "
+        f"{figures['commit_seconds']:.2f} s, worst stall {figures['worst_stall_ms']} ms "
+        f"(wall gap {figures['worst_wall_gap_ms']} ms), {figures['full_collections']} full "
+        f"collections (longest {figures['longest_full_collection_ms']} ms), verified {ok}"
+    )
+    reporter.log(
+        "  worst stall per stage (ms): "
+        + ", ".join(f"{stage} {ms}" for stage, ms in figures["stage_worst_stall_ms"].items())
+    )
+    return figures
+
+
+#: where ``commit_part`` runs the commits: a service-like process, or the bench's own
+HOSTS = ("service", "bench")
+
+
+async def in_service_host(request: HostRequest) -> dict[str, Any]:
+    """``request`` committed by ``python -m aiocommit_stress.loop_host``; its figures."""
+    process = await anyio.run_process(
+        [sys.executable, "-m", "aiocommit_stress.loop_host"],
+        input=pickle.dumps(request),
+        check=False,
+    )
+    if process.returncode != 0:
+        tail = process.stderr.decode(errors="replace").strip().splitlines()[-5:]
+        raise RuntimeError(f"the loop host failed ({process.returncode}): {' / '.join(tail)}")
+    figures: dict[str, Any] = json.loads(process.stdout.decode().splitlines()[-1])
+    return figures
+
+
+async def run_commits_here(
+    target: Target, prepared: list[PreparedJob], options: CommitOptions
+) -> dict[str, Any]:
+    """The prepared jobs committed at once in this process beside the ticker; the same
+    figures as ``loop_host``."""
 
     async def one(job: PreparedJob) -> None:
-        started = time.perf_counter()
         await commit_job(job.dest, job.job_id, store=target.store, options=options)
-        seconds.append(time.perf_counter() - started)
 
+    tracked = len(gc.get_objects())  # no collection first: the host's state as it was
     started = time.perf_counter()
     loop_cpu_started = time.thread_time()
     with stages_watched() as stages:
@@ -221,39 +187,17 @@ async def commit_part(
         ):
             for job in prepared:
                 group.start_soon(one, job)
-    wall = time.perf_counter() - started
-    loop_cpu = time.thread_time() - loop_cpu_started
-    ok = all([await _check(target, job) for job in prepared])
-    figures = {
-        "part": name,
-        "store": target.kind,
-        "processes": options.processes,
-        "files": sum(len(j.expected.files) for j in prepared),
-        "jobs": jobs,
-        "commit_seconds": round(wall, 2),
+    return {
+        "commit_seconds": round(time.perf_counter() - started, 2),
         # the loop thread's CPU over the commit (the ticker's included): near the wall
         # time, the loop is what sets the pace
-        "loop_cpu_seconds": round(loop_cpu, 2),
-        "prepare_seconds": round(prepare_seconds, 1),
-        "outputs_seeded": seeded,
-        "verified": ok,
+        "loop_cpu_seconds": round(time.thread_time() - loop_cpu_started, 2),
+        "host_tracked_objects": tracked,
+        "host_full_collection_ms": full_collection_ms(),
         **ticker.figures(),
         **collected.figures(),
         "stage_worst_stall_ms": stages.figures(),
     }
-    figures["ok"] = ok and figures["worst_stall_ms"] <= STALL_TARGET_MS
-    reporter.log(
-        f"{name} ({target.kind}, {figures['files']:,} files, {jobs} job(s), "
-        f"processes={options.processes}): "
-        f"{wall:.2f} s, worst stall {figures['worst_stall_ms']} ms "
-        f"(wall gap {figures['worst_wall_gap_ms']} ms), {figures['full_collections']} full "
-        f"collections (longest {figures['longest_full_collection_ms']} ms), verified {ok}"
-    )
-    reporter.log(
-        "  worst stall per stage (ms): "
-        + ", ".join(f"{stage} {ms}" for stage, ms in figures["stage_worst_stall_ms"].items())
-    )
-    return figures
 
 
 # -- cancellation ------------------------------------------------------------------------
@@ -633,8 +577,10 @@ async def loop_bench(
     seed: int,
     reporter: Reporter,
     processes: list[int] | None = None,
+    host: str = "service",
 ) -> dict[str, Any]:
-    """The parts asked for; ``local``, ``cloud``, ``concurrent`` and the two cancel parts
+    """The parts asked for (the commit parts in ``host``: see ``commit_part``); ``local``,
+    ``cloud``, ``concurrent`` and the two cancel parts
     once per ``processes`` setting (by default ``options``' own), the RSS parts once
     per ``rss_processes`` setting. The cloud parts commit ``cloud_files`` files."""
     results: list[dict[str, Any]] = []
@@ -645,11 +591,20 @@ async def loop_bench(
             async with open_target("local", workdir=common.workdir, keep=common.keep) as target:
                 for each in settings:
                     if "local" in parts:
-                        results.append(await commit_part("local", target, files, each, reporter))
+                        results.append(
+                            await commit_part("local", target, files, each, reporter, host=host)
+                        )
                     if "concurrent" in parts:
                         results.append(
                             await commit_part(
-                                "concurrent", target, files, each, reporter, jobs=jobs, seed=seed
+                                "concurrent",
+                                target,
+                                files,
+                                each,
+                                reporter,
+                                jobs=jobs,
+                                seed=seed,
+                                host=host,
                             )
                         )
                     if "cancel" in parts:
@@ -670,7 +625,7 @@ async def loop_bench(
                     if "cloud" in parts:
                         results.append(
                             await commit_part(
-                                "cloud", target, cloud_files, each, reporter, direct=True
+                                "cloud", target, cloud_files, each, reporter, direct=True, host=host
                             )
                         )
                     if "cloud-cancel" in parts:

@@ -7,7 +7,7 @@ import logging
 
 from aiocommit import commit_job
 from aiocommit.stores.memory import MemoryStore
-from aiocommit_stress.loop_bench import NO_STAGE, StageWatch, stages_watched
+from aiocommit_stress.loop_probes import NO_STAGE, StageWatch, stages_watched
 from aiocommit_testing.ticker import ticking
 
 

@@ -25,13 +25,15 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from aiocommit.errors import first_error
 from aiocommit.runtime.gc_freeze import fewer_collections
+
+if TYPE_CHECKING:  # loaded by the processes that use it, not by every commit
+    from multiprocessing.connection import Connection
 
 #: how often a worker checks that its parent is alive
 PARENT_POLL_SECONDS = 0.2
@@ -118,6 +120,8 @@ class WorkerProcess:
             os.close(to_child_read)
             os.close(from_child_write)
         self.index = index
+        from multiprocessing.connection import Connection
+
         self._inbox = Connection(to_child_write, readable=False)
         self._outbox = Connection(from_child_read, writable=False)
         # the child reads this first thing: a short wait at most
@@ -171,6 +175,8 @@ def _rebuilt(payload: bytes | str) -> BaseException:
 
 def worker_main() -> None:
     """Entry point of a worker process: ``argv`` holds its two pipe ends and parent pid."""
+    from multiprocessing.connection import Connection
+
     inbox = Connection(int(sys.argv[1]), writable=False)
     outbox = Connection(int(sys.argv[2]), readable=False)
     parent = int(sys.argv[3])

@@ -1,5 +1,5 @@
 """Azure Data Lake Storage Gen2 (hierarchical namespace) over its DFS REST API, signed here
-(``adls_rest.LeanDfsClient``; azure-core for the credentials).
+(``adls_rest.LeanDfsClient``; azure-core only for token credentials).
 
 URLs: ``abfs://FILESYSTEM@ACCOUNT.dfs.core.windows.net/path`` or ``abfss://…`` (both use
 HTTPS unless an endpoint override says otherwise). Store paths are ``"/<path inside the
@@ -24,9 +24,11 @@ Writes are Path-Create, appends of at most ``APPEND_BYTES`` and a flush with ``I
 on the created etag, as the SDK's ``upload_data``. A rename answered with
 ``x-ms-continuation`` is continued; the transient ``RenameDestinationParentPathNotFound``
 of a live account (HADOOP-18242) is retried once when the parent exists. There are no
-retries below the engine's: its retry policy is the only one. From azure-core only the
-credentials are used; ``azure-storage-file-datalake`` is not imported (its ~26,000
-objects made each full garbage collection of the host ~30 % longer, a loop stall). Errors
+retries below the engine's: its retry policy is the only one. An account key or SAS
+token loads no Azure package; azure-core comes in only with a token credential
+(``DefaultAzureCredential`` or one passed in), and ``azure-storage-file-datalake`` never
+(its ~26,000 objects made each full garbage collection of the host ~30 % longer, a loop
+stall). Errors
 are translated here, once, into ``aiocommit.errors``.
 """
 
@@ -40,7 +42,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import aiohttp
 import anyio
 import msgspec.structs
-from azure.core.credentials import AzureNamedKeyCredential, AzureSasCredential
 
 from aiocommit.errors import (
     AlreadyExists,
@@ -53,7 +54,13 @@ from aiocommit.errors import (
     Throttled,
     Transient,
 )
-from aiocommit.stores.adls_rest import DfsResponseError, LeanDfsClient, PathItem
+from aiocommit.stores.adls_rest import (
+    DfsResponseError,
+    LeanDfsClient,
+    PathItem,
+    SasToken,
+    SharedKey,
+)
 from aiocommit.stores.base import (
     REMOTE_LOOP_IN_FLIGHT,
     REQUEST_RETRY,
@@ -195,7 +202,7 @@ class AdlsStore:
         self.page_size = page_size
         self._connection_timeout = connection_timeout
         self._read_timeout = read_timeout
-        self._credential: AzureNamedKeyCredential | AzureSasCredential | AsyncTokenCredential | None
+        self._credential: SharedKey | SasToken | AsyncTokenCredential | None
         self._credential = None
         self.credential_kind = "anonymous (no credential configured)"
         self._owns_credential = False
@@ -236,10 +243,10 @@ class AdlsStore:
         is made again there. None for a token credential passed in: it cannot be sent."""
         credential = self._credential
         keys: dict[str, Any] = {}
-        if isinstance(credential, AzureNamedKeyCredential):
-            keys["account_key"] = credential.named_key.key
-        elif isinstance(credential, AzureSasCredential):
-            keys["sas_token"] = credential.signature
+        if isinstance(credential, SharedKey):
+            keys["account_key"] = credential.key
+        elif isinstance(credential, SasToken):
+            keys["sas_token"] = credential.token
         elif credential is not None and not self._owns_credential:
             return None
         # else DefaultAzureCredential or anonymous: found again from the same environment
@@ -283,18 +290,18 @@ class AdlsStore:
             if self._endpoint is None and endpoint:
                 self._endpoint = endpoint.replace(".blob.", ".dfs.")
             if "accountkey" in fields:
-                self._credential = AzureNamedKeyCredential(self.account, fields["accountkey"])
+                self._credential = SharedKey(self.account, fields["accountkey"])
                 self.credential_kind = "account key (from connection string)"
             elif "sharedaccesssignature" in fields:
-                self._credential = AzureSasCredential(fields["sharedaccesssignature"].lstrip("?"))
+                self._credential = SasToken(fields["sharedaccesssignature"])
                 self.credential_kind = "SAS token (from connection string)"
             else:
                 raise InvalidInput("connection string lacks AccountKey and SharedAccessSignature")
         elif account_key is not None:
-            self._credential = AzureNamedKeyCredential(self.account, account_key)
+            self._credential = SharedKey(self.account, account_key)
             self.credential_kind = "account key"
         elif sas_token is not None:
-            self._credential = AzureSasCredential(sas_token.lstrip("?"))
+            self._credential = SasToken(sas_token)
             self.credential_kind = "SAS token"
         elif token_credential is not None:
             self._credential = token_credential

@@ -2,11 +2,11 @@
 SharedKey / SAS / bearer-token auth, no SDK client objects or policy pipeline per call.
 
 Hand-written because it is the hot path: building two ``DataLakeFileClient`` objects and
-running azure-core's pipeline costs ~3 ms CPU per rename, this ~0.3 ms (issue #11). The SDK
-still supplies the credentials (``AzureNamedKeyCredential``, ``AzureSasCredential``, an
-``AsyncTokenCredential`` whose tokens are refreshed here before they expire); every call
-goes this way, so ``azure-storage-file-datalake`` (26,000 objects for the host's garbage
-collector to walk in every full collection) is never imported.
+running azure-core's pipeline costs ~3 ms CPU per rename, this ~0.3 ms (issue #11). An account
+key (``SharedKey``) or SAS token (``SasToken``) needs no SDK at all: azure-core (49 modules,
+3,000 objects for the host's garbage collector to walk in every full collection) is loaded
+only by a token credential (``AsyncTokenCredential``, whose tokens are refreshed here
+before they expire), and ``azure-storage-file-datalake`` (26,000 objects) never.
 
 Signing follows "Authorize with Shared Key" (services version 2009-09-19 and later): the
 string-to-sign holds the verb, eleven standard headers by position (``Content-Length: 0``
@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hmac
+import sys
 import time
 from collections.abc import AsyncIterator
 from email.utils import formatdate
@@ -32,8 +33,6 @@ from urllib.parse import quote
 
 import aiohttp
 import msgspec
-from azure.core.credentials import AzureNamedKeyCredential, AzureSasCredential
-from azure.core.exceptions import ClientAuthenticationError
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
@@ -48,6 +47,38 @@ API_VERSION = "2025-01-05"
 STORAGE_SCOPE = "https://storage.azure.com/.default"
 #: refresh a bearer token this many seconds before it expires
 TOKEN_REFRESH_MARGIN = 300.0
+
+
+class SharedKey:
+    """An account's name and base64 key, for Shared Key signing (the repr hides the key)."""
+
+    __slots__ = ("account", "key")
+
+    def __init__(self, account: str, key: str) -> None:
+        self.account = account
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"SharedKey({self.account!r}, key=...)"
+
+
+class SasToken:
+    """A shared access signature, without its leading ``?`` (the repr hides it)."""
+
+    __slots__ = ("token",)
+
+    def __init__(self, token: str) -> None:
+        self.token = token.lstrip("?")
+
+    def __repr__(self) -> str:
+        return "SasToken(...)"
+
+
+def is_authentication_error(error: BaseException) -> bool:
+    """Whether ``error`` is azure-core's ``ClientAuthenticationError`` (a token credential
+    that could not get a token). Not imported for it: only a loaded azure-core raises it."""
+    exceptions = sys.modules.get("azure.core.exceptions")
+    return exceptions is not None and isinstance(error, exceptions.ClientAuthenticationError)
 
 
 class DfsResponseError(Exception):
@@ -130,7 +161,7 @@ class LeanDfsClient:
         session: aiohttp.ClientSession,
         endpoint: str,
         filesystem: str,
-        credential: AzureNamedKeyCredential | AzureSasCredential | AsyncTokenCredential | None,
+        credential: SharedKey | SasToken | AsyncTokenCredential | None,
         account: str,
         *,
         connection_timeout: float,
@@ -149,11 +180,11 @@ class LeanDfsClient:
         self._key: bytes | None = None
         self._sas: str | None = None
         self._token_credential: AsyncTokenCredential | None = None
-        if isinstance(credential, AzureNamedKeyCredential):
-            self._key = base64.b64decode(credential.named_key.key)
-            self._account = credential.named_key.name
-        elif isinstance(credential, AzureSasCredential):
-            self._sas = credential.signature.lstrip("?")
+        if isinstance(credential, SharedKey):
+            self._key = base64.b64decode(credential.key)
+            self._account = credential.account
+        elif isinstance(credential, SasToken):
+            self._sas = credential.token
         elif credential is not None:
             self._token_credential = credential
         self._token: str | None = None
@@ -183,10 +214,12 @@ class LeanDfsClient:
                 assert self._token_credential is not None
                 try:
                     access = await self._token_credential.get_token(STORAGE_SCOPE)
-                except ClientAuthenticationError as error:
+                except Exception as error:
+                    if not is_authentication_error(error):
+                        raise
                     # no credential could give a token: an answer the adapter translates
                     # like the service's own 401, not an SDK error escaping the edge
-                    reason = str(error.message or error).splitlines()[0]
+                    reason = str(getattr(error, "message", None) or error).splitlines()[0]
                     raise DfsResponseError(
                         401, "NoToken", reason, CIMultiDictProxy(CIMultiDict())
                     ) from error

@@ -7,20 +7,16 @@ summary carries the same keys.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 import msgspec
 
+from aiocommit._version import VERSION
 from aiocommit.committers.common.context import StageContext
 from aiocommit.committers.common.session import new_statistics
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.iostatistics import IOStatistics, IOStatisticsSnapshot
 from aiocommit.protocol.success import SuccessData
 
-try:
-    VERSION = version("aiocommit")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    VERSION = "0+unknown"
+__all__ = ["VERSION", "combined_statistics", "committer_diagnostics", "record_failure"]
 
 
 def combined_statistics(context: StageContext, task_stats: IOStatistics) -> IOStatisticsSnapshot:
