@@ -195,11 +195,11 @@ class DiesRenamingItsLease(StoreWrapper):
 
 
 async def test_a_lease_write_killed_before_its_rename_leaves_nothing_in_the_destination(
-    store_root: tuple[Store, str],
+    any_store_root: tuple[Store, str],
 ) -> None:
     """Its temporary file is in the writer's job directory, not the destination's root,
     where it would count as output (a ``fail`` job refused) and outlive every job."""
-    store, root = store_root
+    store, root = any_store_root
     dest = join(root, "out")
     dead = await _job(store, dest, {"p=0/dead.dat": b"dead"})
     dying = DiesRenamingItsLease(store)
