@@ -11,10 +11,12 @@ number of its files in place (in its publish), then run again through the librar
 short ``lease_seconds`` lets the others take over a lease the killed job held. The
 destination must then equal what some serial order of the jobs that succeeded leaves,
 each job's mode applied in that order; nothing of a failed job is visible, nothing is
-left under ``_temporary``, no lease, no upload. A killed job whose re-run finds no job
-(``JobNotFound``) counts either way: a take-over aborted it, or it had committed and
-cleaned up before the kill landed and a later job's ``_SUCCESS`` replaced its own, so
-nothing at the destination says it committed (its output must then be whole).
+left under ``_temporary``, no lease, no upload. A job killed after it let go of the lease
+whose re-run finds no job (``JobNotFound``) counts either way: a take-over aborted it, or
+it had committed and cleaned up before the kill landed and a later job's ``_SUCCESS``
+replaced its own, so nothing at the destination says it committed (its output must then
+be whole). Killed holding the lease, only a take-over can have settled it: finished (its
+re-run then succeeds) or aborted (it failed).
 
 ``python -m aiocommit_stress sweep concurrent-jobs`` runs the full counts on each store
 (``scripts/sweeps.sh``); the test tiers run a sample (``stress/tests/test_concurrent_sweep.py``).
@@ -76,8 +78,9 @@ class PlannedJob:
     #: in place (its publish reached), watched on the store
     kill_at_files: int | None = None
     killed: bool = False
-    #: killed, and its re-run found no job: aborted by a take-over, or committed and
-    #: cleaned up before the kill landed (a later job's ``_SUCCESS`` replaced its own)
+    #: killed not holding the lease, and its re-run found no job: aborted by a take-over,
+    #: or committed and cleaned up before the kill landed (a later job's ``_SUCCESS``
+    #: replaced its own)
     vanished: bool = False
     #: it was killed holding the destination's lease (in its publish)
     killed_holding_lease: bool = False
@@ -461,7 +464,7 @@ async def _finish_failed(
             job.succeeded = True
             return
         except JobNotFound:
-            job.vanished = job.killed
+            job.vanished = job.killed and not job.killed_holding_lease
         except AiocommitError:
             pass
     with contextlib.suppress(NotFound):  # a take-over aborted it, and it is gone
