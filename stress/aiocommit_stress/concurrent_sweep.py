@@ -11,7 +11,12 @@ number of its files in place (in its publish), then run again through the librar
 short ``lease_seconds`` lets the others take over a lease the killed job held. The
 destination must then equal what some serial order of the jobs that succeeded leaves,
 each job's mode applied in that order; nothing of a failed job is visible, nothing is
-left under ``_temporary``, no lease, no upload.
+left under ``_temporary``, no lease, no upload. A job killed after it let go of the lease
+whose re-run finds no job (``JobNotFound``) counts either way: a take-over aborted it, or
+it had committed and cleaned up before the kill landed and a later job's ``_SUCCESS``
+replaced its own, so nothing at the destination says it committed (its output must then
+be whole). Killed holding the lease, only a take-over can have settled it: finished (its
+re-run then succeeds) or aborted (it failed).
 
 ``python -m aiocommit_stress sweep concurrent-jobs`` runs the full counts on each store
 (``scripts/sweeps.sh``); the test tiers run a sample (``stress/tests/test_concurrent_sweep.py``).
@@ -29,7 +34,7 @@ import random
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -48,7 +53,7 @@ from aiocommit import (
     setup_task,
 )
 from aiocommit.committers.common.lease import LEASE_NAME
-from aiocommit.errors import InvalidInput, StoreError
+from aiocommit.errors import InvalidInput, JobNotFound, StoreError
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.multipart import as_multipart, supports_multipart
 from aiocommit_testing.s3_emulator import DUMMY_CREDENTIALS
@@ -73,6 +78,10 @@ class PlannedJob:
     #: in place (its publish reached), watched on the store
     kill_at_files: int | None = None
     killed: bool = False
+    #: killed not holding the lease, and its re-run found no job: aborted by a take-over,
+    #: or committed and cleaned up before the kill landed (a later job's ``_SUCCESS``
+    #: replaced its own)
+    vanished: bool = False
     #: it was killed holding the destination's lease (in its publish)
     killed_holding_lease: bool = False
     #: it was killed with some of its own files in place (its publish had begun)
@@ -325,12 +334,18 @@ def apply_serially(older: Files, jobs: list[PlannedJob]) -> Files | None:
     return state
 
 
-def serial_outcomes(older: Files, succeeded: list[PlannedJob]) -> list[Files]:
+def serial_outcomes(
+    older: Files, succeeded: Sequence[PlannedJob], either: Sequence[PlannedJob] = ()
+) -> list[Files]:
+    """The destination after each serial order of ``succeeded`` (one that refuses none of
+    them), and of ``succeeded`` with any of ``either`` (jobs that may have committed)."""
     found = []
-    for order in itertools.permutations(succeeded):
-        state = apply_serially(older, list(order))
-        if state is not None:
-            found.append(state)
+    for count in range(len(either) + 1):
+        for extra in itertools.combinations(either, count):
+            for order in itertools.permutations([*succeeded, *extra]):
+                state = apply_serially(older, list(order))
+                if state is not None and state not in found:
+                    found.append(state)
     return found
 
 
@@ -448,6 +463,8 @@ async def _finish_failed(
             await commit_job(dest, job.job_id, store=store, options=rerun)
             job.succeeded = True
             return
+        except JobNotFound:
+            job.vanished = job.killed and not job.killed_holding_lease
         except AiocommitError:
             pass
     with contextlib.suppress(NotFound):  # a take-over aborted it, and it is gone
@@ -487,12 +504,16 @@ async def run_scenario(
         if not job.succeeded and not job.abort_instead:
             await _finish_failed(store, dest, job, lease_seconds)
     succeeded = [job for job in jobs if job.succeeded]
-    expected = serial_outcomes(older, succeeded)
+    vanished = [job for job in jobs if job.vanished]
+    expected = serial_outcomes(older, succeeded, vanished)
     found = visible(await output(store, dest))
     problems = []
     matched = sum(1 for state in expected if state == found)
     if not matched:
-        problems.append(f"no serial order of {[(j.name, j.mode) for j in succeeded]} gives it")
+        either = f" (with or without {[j.name for j in vanished]})" if vanished else ""
+        problems.append(
+            f"no serial order of {[(j.name, j.mode) for j in succeeded]}{either} gives it"
+        )
     if await exists(store, join(dest, "_temporary")):
         problems.append("_temporary left")
     if await exists(store, join(dest, LEASE_NAME)):
@@ -503,7 +524,8 @@ async def run_scenario(
     detail = "; ".join(problems)
     if problems:
         plan = [
-            (j.name, j.mode, sorted(j.files), j.abort_instead, j.killed, j.succeeded) for j in jobs
+            (j.name, j.mode, sorted(j.files), j.abort_instead, j.killed, j.succeeded, j.vanished)
+            for j in jobs
         ]
         detail += f"; found {sorted(found)}; older {sorted(older)}; jobs {plan}"
     return not problems, matched, detail, jobs

@@ -15,7 +15,14 @@ import anyio
 import pytest
 from click.testing import CliRunner
 
-from aiocommit import InvalidInput, PermissionDenied, Transient, commit_task, setup_job
+from aiocommit import (
+    InvalidInput,
+    PermissionDenied,
+    Transient,
+    commit_job,
+    commit_task,
+    setup_job,
+)
 from aiocommit.stores.base import Store, join
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.memory import MemoryStore
@@ -24,12 +31,17 @@ from aiocommit_stress.cli import main
 from aiocommit_stress.concurrent_sweep import (
     KILL_AFTER_OF,
     Figures,
+    PlannedJob,
     VariantFigures,
+    _finish_failed,
+    _set_up,
     cli_target,
     output,
     outstanding_uploads,
+    serial_outcomes,
     steady,
     sweep,
+    visible,
     write_task,
 )
 
@@ -115,6 +127,40 @@ async def test_the_cli_reaches_each_emulator_as_a_user_points_it(
     assert done.returncode == 0, done.stderr.decode()
     assert await output(store, dest) == files
     assert await outstanding_uploads(store, dest) == []
+
+
+def test_a_killed_job_its_rerun_cannot_find_counts_committed_or_not() -> None:
+    """A killed commit that cleaned up before the kill landed, its ``_SUCCESS`` replaced by
+    a later job's, is found by no re-run: the state with its whole output in any serial
+    place is as exact as the state without it; part of its output is not."""
+    older = {"p=2/part-2.dat": b"older", "p=3/part-1.dat": b"older"}
+    job0 = PlannedJob("job0", "replace_partitions", {"p=3/part-1.dat": b"0"}, False, 0.0, False)
+    job1 = PlannedJob("job1", "replace_partitions", {"p=2/part-1.dat": b"1"}, False, 0.0, False)
+    own = {f"p=3/job2-{n}.dat": b"2" for n in range(3)}
+    job2 = PlannedJob("job2", "append", own, False, 0.0, False)
+    with_job2 = {"p=2/part-1.dat": b"1", "p=3/part-1.dat": b"0", **own}
+    without_job2 = {"p=2/part-1.dat": b"1", "p=3/part-1.dat": b"0"}
+    assert with_job2 not in serial_outcomes(older, [job0, job1])
+    either = serial_outcomes(older, [job0, job1], [job2])
+    assert with_job2 in either and without_job2 in either
+    assert {**without_job2, "p=3/job2-0.dat": b"2"} not in either
+
+
+async def test_a_job_killed_after_its_clean_up_is_found_by_no_rerun(tmp_path: Path) -> None:
+    """Why the sweep counts it either way: a job that committed and cleaned up, its
+    ``_SUCCESS`` replaced by a later job's, is a ``JobNotFound`` to its re-run."""
+    store, dest = LocalStore(), str(tmp_path / "dest")
+    killed = PlannedJob("job0", "append", {"p=0/a.dat": b"a"}, False, 0.0, False)
+    later = PlannedJob("job1", "append", {"p=1/b.dat": b"b"}, False, 0.0, False)
+    for job in (killed, later):
+        await _set_up(store, dest, job, None)
+        await commit_job(dest, job.job_id, store=store)
+    killed.killed = True  # after its clean-up, the lease released
+    await _finish_failed(store, dest, killed)
+    assert killed.vanished and not killed.succeeded
+    found = visible(await output(store, dest))
+    assert found not in serial_outcomes({}, [later])
+    assert found in serial_outcomes({}, [later], [killed])
 
 
 def test_the_cli_cannot_reach_a_memory_store() -> None:

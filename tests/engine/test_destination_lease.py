@@ -24,7 +24,8 @@ from aiocommit import (
     setup_job,
 )
 from aiocommit.committers.common.lease import CLAIM_INFIX, LEASE_NAME, LeaseRecord
-from aiocommit.stores.base import Store, join
+from aiocommit.errors import AiocommitError, PermissionDenied
+from aiocommit.stores.base import Store, StoreCapabilities, join
 from aiocommit.stores.local import LocalStore
 from aiocommit.stores.memory import MemoryStore
 from aiocommit.stores.wrapper import StoreWrapper
@@ -168,6 +169,48 @@ async def test_a_renewal_in_flight_never_outlives_the_release(
     assert renewing.lease_writes >= 2  # a renewal was in flight as the commit ended
     assert await output(store, dest) == {"a.dat": b"a"}
     assert not await exists(store, lease)
+
+
+class DiesRenamingItsLease(StoreWrapper):
+    """A store that writes a file whole by writing a temporary one and renaming it
+    (``atomic_write`` false, as ADLS), for a process that dies as it renames the lease's
+    temporary file into place: that rename and every call after it fail (nothing of a
+    killed process reaches the store, not even the removal of its temporary file)."""
+
+    def __init__(self, inner: Store) -> None:
+        super().__init__(inner)
+        self.dead = False
+
+    @property
+    def capabilities(self) -> StoreCapabilities:
+        return msgspec.structs.replace(self.inner.capabilities, atomic_write=False)
+
+    async def intercept(self, operation: str, path: str, call: Callable[[], Awaitable[T]]) -> T:
+        name = path.rsplit("/", 1)[-1]
+        if operation == "rename" and name.startswith("." + LEASE_NAME) and name.endswith(".tmp"):
+            self.dead = True
+        if self.dead:
+            raise PermissionDenied("the process is gone", path=path, operation=operation)
+        return await call()
+
+
+async def test_a_lease_write_killed_before_its_rename_leaves_nothing_in_the_destination(
+    any_store_root: tuple[Store, str],
+) -> None:
+    """Its temporary file is in the writer's job directory, not the destination's root,
+    where it would count as output (a ``fail`` job refused) and outlive every job."""
+    store, root = any_store_root
+    dest = join(root, "out")
+    dead = await _job(store, dest, {"p=0/dead.dat": b"dead"})
+    dying = DiesRenamingItsLease(store)
+    with pytest.raises(AiocommitError):
+        await commit_job(dest, dead, store=dying)
+    assert dying.dead
+    live = await _job(store, dest, {"p=1/live.dat": b"live"})
+    await commit_job(dest, live, store=store, options=CommitOptions(conflict_mode="fail"))
+    await abort_job(dest, dead, store=store)
+    assert await output(store, dest) == {"p=1/live.dat": b"live"}
+    assert not await exists(store, join(dest, "_temporary"))
 
 
 async def test_a_live_lease_makes_a_commit_wait(store_root: tuple[Store, str]) -> None:

@@ -37,15 +37,18 @@ class Door(Protocol):
     def write_once(self, path: str, data: bytes, *, overwrite: bool) -> Awaitable[FileStatus]: ...
 
 
-async def write_whole(door: Door, path: str, data: bytes, *, overwrite: bool) -> FileStatus:
+async def write_whole(
+    door: Door, path: str, data: bytes, *, overwrite: bool, temporary_dir: str | None = None
+) -> FileStatus:
     """Write ``data`` to ``path`` whole or not at all. Where one store write is several
     requests (``capabilities.atomic_write`` false: ADLS), ``data`` goes to a hidden
-    temporary name beside ``path`` and is renamed into place (without ``overwrite``, by
-    a rename that refuses an existing file); a write that fails removes its temporary
-    file. Postcondition: the status returned names ``path``."""
+    temporary name beside ``path`` (or in ``temporary_dir``) and is renamed into place
+    (without ``overwrite``, by a rename that refuses an existing file); a write that
+    fails removes its temporary file, one whose process dies leaves it there.
+    Postcondition: the status returned names ``path``."""
     if door.capabilities.atomic_write:
         return await door.write_once(path, data, overwrite=overwrite)
-    temporary = temporary_name(path)
+    temporary = temporary_name(path, temporary_dir)
     try:
         written = await door.write_once(temporary, data, overwrite=True)
         await rename_written(door, temporary, path, written, overwrite=overwrite)
@@ -88,8 +91,11 @@ async def rename_written(
             raise  # another writer's file is at ``final``; ours is still temporary
 
 
-def temporary_name(path: str) -> str:
-    """A hidden name beside ``path``, unique to this write (two writers of one path never
-    share one): ``/d/.f.json.<hex>.tmp``. Listings that look for a suffix never match it."""
+def temporary_name(path: str, directory: str | None = None) -> str:
+    """A hidden name beside ``path`` (or in ``directory``), unique to this write (two
+    writers of one path never share one): ``/d/.f.json.<hex>.tmp``. Listings that look
+    for a suffix never match it."""
     parent, _, name = path.rpartition("/")
+    if directory is not None:
+        parent = directory.rstrip("/")
     return f"{parent}/.{name}.{uuid.uuid4().hex[:16]}.tmp"

@@ -369,12 +369,18 @@ class StoreOperations:
         failure, when it is not there."""
         return await self._call(statistic, lambda: self.store.read_bytes(path), path, probe=True)
 
-    async def write_bytes(self, path: str, data: bytes, *, overwrite: bool = True) -> FileStatus:
+    async def write_bytes(
+        self, path: str, data: bytes, *, overwrite: bool = True, temporary_dir: str | None = None
+    ) -> FileStatus:
         """Write a small file whole or not at all, on every store (``atomic.write_whole``):
         a reader finds no file (or the one it replaces) or all of ``data``, never a part;
         every state file (the commit plan and its parts, manifests, pending sets,
-        ``.pending`` records, ``_SUCCESS``) is written through here."""
-        return await atomic.write_whole(self, path, data, overwrite=overwrite)
+        ``.pending`` records, ``_SUCCESS``) is written through here. ``temporary_dir``:
+        where a store that writes by rename keeps the temporary file (default: beside
+        ``path``)."""
+        return await atomic.write_whole(
+            self, path, data, overwrite=overwrite, temporary_dir=temporary_dir
+        )
 
     def write_once(self, path: str, data: bytes, *, overwrite: bool) -> Awaitable[FileStatus]:
         """One store write, retried (on a store where one write is several requests, not

@@ -12,7 +12,9 @@ after another. A file at the destination root, hidden from readers that skip ``_
 
 * **acquire**: create the lease with the store's create-if-absent (``write_bytes`` without
   overwrite: ``O_EXCL`` locally, ``If-None-Match: *`` on S3 and ADLS,
-  ``ifGenerationMatch=0`` on GCS, atomic in memory). A waiter polls with backoff.
+  ``ifGenerationMatch=0`` on GCS, atomic in memory). A waiter polls with backoff. Where a
+  write is a temporary file renamed into place (ADLS), that file is in the writer's job
+  attempt directory: a writer killed before the rename leaves nothing at the root.
 * **renew**: the holder rewrites ``expires`` every third of ``lease_seconds``, after
   reading that the lease still carries its token; a lease found taken raises
   ``LeaseError`` in the holder (its publish stops).
@@ -219,7 +221,15 @@ async def _read(context: StageContext, path: str) -> LeaseRecord | None:
 
 
 async def _write(context: StageContext, path: str, record: LeaseRecord, *, create: bool) -> None:
-    await context.ops.write_bytes(path, msgspec.json.encode(record), overwrite=not create)
+    """Write the lease or a claim; on a store that writes by rename its temporary file is
+    in the writer's own job attempt directory, so a writer killed before the rename
+    leaves nothing at the destination's root (it goes with the job's directory)."""
+    await context.ops.write_bytes(
+        path,
+        msgspec.json.encode(record),
+        overwrite=not create,
+        temporary_dir=context.layout.job_attempt_dir,
+    )
 
 
 async def _acquire(context: StageContext) -> tuple[LeaseRecord, bool]:
