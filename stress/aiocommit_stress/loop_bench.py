@@ -53,12 +53,7 @@ from aiocommit.options import option_specs
 from aiocommit.protocol.layout import TEMPORARY
 from aiocommit.stores.base import opener_of
 from aiocommit_stress.jobgen import JobSpec, PreparedJob
-from aiocommit_stress.loop_host import HostRequest
-from aiocommit_stress.loop_probes import (
-    collections_watched,
-    full_collection_ms,
-    stages_watched,
-)
+from aiocommit_stress.loop_host import HostRequest, commit_beside_ticker
 from aiocommit_stress.report import Reporter
 from aiocommit_stress.runner import prepare
 from aiocommit_stress.scenarios import Common, verdict
@@ -114,11 +109,11 @@ async def commit_part(
     prepare_seconds = time.perf_counter() - prepare_started
     seeded = direct and target.seed_files is not None
     opener = opener_of(target.store) if host == "service" else None
+    to_commit = [(job.dest, job.job_id) for job in prepared]
     if opener is not None:
-        request = HostRequest(opener, [(job.dest, job.job_id) for job in prepared], options)
-        measured = await in_service_host(request)
+        measured = await in_service_host(HostRequest(opener, to_commit, options))
     else:
-        measured = await run_commits_here(target, prepared, options)
+        measured = await commit_beside_ticker(target.store, to_commit, options)
     ok = all([await _check(target, job) for job in prepared])
     figures = {
         "part": name,
@@ -165,39 +160,6 @@ async def in_service_host(request: HostRequest) -> dict[str, Any]:
         raise RuntimeError(f"the loop host failed ({process.returncode}): {' / '.join(tail)}")
     figures: dict[str, Any] = json.loads(process.stdout.decode().splitlines()[-1])
     return figures
-
-
-async def run_commits_here(
-    target: Target, prepared: list[PreparedJob], options: CommitOptions
-) -> dict[str, Any]:
-    """The prepared jobs committed at once in this process beside the ticker; the same
-    figures as ``loop_host``."""
-
-    async def one(job: PreparedJob) -> None:
-        await commit_job(job.dest, job.job_id, store=target.store, options=options)
-
-    tracked = len(gc.get_objects())  # no collection first: the host's state as it was
-    started = time.perf_counter()
-    loop_cpu_started = time.thread_time()
-    with stages_watched() as stages:
-        async with (
-            collections_watched() as collected,
-            ticking(on_gap=stages.gap) as ticker,
-            anyio.create_task_group() as group,
-        ):
-            for job in prepared:
-                group.start_soon(one, job)
-    return {
-        "commit_seconds": round(time.perf_counter() - started, 2),
-        # the loop thread's CPU over the commit (the ticker's included): near the wall
-        # time, the loop is what sets the pace
-        "loop_cpu_seconds": round(time.thread_time() - loop_cpu_started, 2),
-        "host_tracked_objects": tracked,
-        "host_full_collection_ms": full_collection_ms(),
-        **ticker.figures(),
-        **collected.figures(),
-        "stage_worst_stall_ms": stages.figures(),
-    }
 
 
 # -- cancellation ------------------------------------------------------------------------

@@ -16,8 +16,6 @@ from aiocommit.options import CommitOptions
 from aiocommit.protocol.iostatistics import IOStatistics, IOStatisticsSnapshot
 from aiocommit.protocol.success import SuccessData
 
-__all__ = ["VERSION", "combined_statistics", "committer_diagnostics", "record_failure"]
-
 
 def combined_statistics(context: StageContext, task_stats: IOStatistics) -> IOStatisticsSnapshot:
     """The job's statistics and its tasks' (from their manifests or pending sets), with
