@@ -1,10 +1,11 @@
 """How many requests an HTTP store client starts in one event-loop turn.
 
 Starting a request costs the caller's loop ~0.2 ms of CPU (signing, the client's request
-write; more than twice that on a loaded machine). Hundreds of calls ready in one turn (answers arriving together, each starting its
-worker's next call) would each start theirs in that turn and hold the loop for tens to
-hundreds of ms. ``StartsPerTurn.wait()``, awaited before each request, lets at most
-``limit`` start per loop turn; the rest wait in line and are let go in later turns.
+write; more than twice that on a loaded machine). Hundreds of calls ready in one turn
+(answers arriving together, each starting its worker's next call) would each start theirs
+in that turn and hold the loop for tens to hundreds of ms. ``StartsPerTurn.wait()``,
+awaited before each request, lets at most ``limit`` start per loop turn; the rest wait in
+line and are let go in later turns.
 Counted, not timed: a bound that holds on any machine.
 """
 
