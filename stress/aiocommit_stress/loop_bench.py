@@ -134,7 +134,10 @@ async def commit_part(
         f"{figures['host_tracked_objects']:,} tracked objects, a full collection "
         f"{figures['host_full_collection_ms']} ms after): "
         f"{figures['commit_seconds']:.2f} s, worst stall {figures['worst_stall_ms']} ms "
-        f"(wall gap {figures['worst_wall_gap_ms']} ms), {figures['full_collections']} full "
+        f"(collecting {figures['worst_stall_collecting_ms']} ms, the rest "
+        f"{figures['worst_stall_rest_ms']}; the worst rest of any gap "
+        f"{figures['worst_rest_ms']} ms; wall gap {figures['worst_wall_gap_ms']} ms), "
+        f"{figures['full_collections']} full "
         f"collections (longest {figures['longest_full_collection_ms']} ms), verified {ok}"
     )
     reporter.log(

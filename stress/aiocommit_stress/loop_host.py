@@ -31,7 +31,12 @@ import anyio
 
 from aiocommit import CommitOptions, commit_job
 from aiocommit.stores.base import Store, StoreOpener
-from aiocommit_stress.loop_probes import collections_watched, full_collection_ms, stages_watched
+from aiocommit_stress.loop_probes import (
+    GapSplit,
+    collections_watched,
+    full_collection_ms,
+    stages_watched,
+)
 from aiocommit_testing.ticker import ticking
 
 
@@ -63,15 +68,18 @@ async def commit_beside_ticker(
     tracked = len(gc.get_objects())  # no collection first: the host's state as it was
     started, loop_cpu_started = time.perf_counter(), time.thread_time()
     with stages_watched() as stages:
-        async with (
-            collections_watched() as collected,
-            ticking(on_gap=stages.gap) as ticker,
-            anyio.create_task_group() as group,
-        ):
-            for dest, job_id in jobs:
-                group.start_soon(
-                    functools.partial(commit_job, dest, job_id, store=store, options=options)
-                )
+        async with collections_watched() as collected:
+            split = GapSplit(collected)
+
+            def on_gap(cpu: float, wall: float) -> None:
+                stages.gap(cpu, wall)
+                split.gap(cpu)
+
+            async with ticking(on_gap=on_gap) as ticker, anyio.create_task_group() as group:
+                for dest, job_id in jobs:
+                    group.start_soon(
+                        functools.partial(commit_job, dest, job_id, store=store, options=options)
+                    )
     return {
         "commit_seconds": round(time.perf_counter() - started, 2),
         # the loop thread's CPU over the commits (the ticker's included): near the wall
@@ -81,6 +89,7 @@ async def commit_beside_ticker(
         "host_full_collection_ms": full_collection_ms(),
         **ticker.figures(),
         **collected.figures(),
+        **split.figures(),
         "stage_worst_stall_ms": stages.figures(),
     }
 

@@ -26,17 +26,22 @@ class Collections:
     full: list[float] = field(default_factory=list)
     middle: list[float] = field(default_factory=list)
     young: int = 0
+    #: the CPU of every collection so far, all generations
+    spent: float = 0.0
     _started: float = 0.0
 
     def _callback(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             self._started = time.thread_time()
-        elif info["generation"] == 2:
-            self.full.append(time.thread_time() - self._started)
+            return
+        took = time.thread_time() - self._started
+        self.spent += took
+        if info["generation"] == 2:
+            self.full.append(took)
         else:
             self.young += 1
             if info["generation"] == 1:
-                self.middle.append(time.thread_time() - self._started)
+                self.middle.append(took)
 
     def figures(self) -> dict[str, Any]:
         return {
@@ -58,6 +63,33 @@ async def collections_watched() -> AsyncIterator[Collections]:
         yield watch
     finally:
         gc.callbacks.remove(watch._callback)
+
+
+@dataclass
+class GapSplit:
+    """Ticker gaps split into the collections run in them (``collections.spent``) and
+    the rest: the worst gap's share of each, and the worst rest of any gap (the loop
+    thread's work that is not the collector's)."""
+
+    collections: Collections
+    worst: float = 0.0
+    worst_collecting: float = 0.0
+    worst_rest: float = 0.0
+    _spent: float = 0.0
+
+    def gap(self, cpu: float) -> None:
+        collecting = self.collections.spent - self._spent
+        self._spent = self.collections.spent
+        if cpu > self.worst:
+            self.worst, self.worst_collecting = cpu, collecting
+        self.worst_rest = max(self.worst_rest, cpu - collecting)
+
+    def figures(self) -> dict[str, float]:
+        return {
+            "worst_stall_collecting_ms": round(self.worst_collecting * 1000, 1),
+            "worst_stall_rest_ms": round((self.worst - self.worst_collecting) * 1000, 1),
+            "worst_rest_ms": round(self.worst_rest * 1000, 1),
+        }
 
 
 #: the label of a gap in which no stage of the library ran

@@ -57,4 +57,8 @@ def test_a_commit_part_runs_in_the_service_host_and_verifies(tmp_path: Path) -> 
         assert figures["gaps"] > 0
         assert "job_stage_rename_files" in figures["stage_worst_stall_ms"]
         assert figures["host_full_collection_ms"] > 0
+        # the worst slice, split: the collections in it and the rest
+        parts = figures["worst_stall_collecting_ms"] + figures["worst_stall_rest_ms"]
+        assert abs(parts - figures["worst_stall_ms"]) <= 0.2, figures
+        assert figures["worst_rest_ms"] >= figures["worst_stall_rest_ms"]
     assert service["host_tracked_objects"] < bench["host_tracked_objects"]

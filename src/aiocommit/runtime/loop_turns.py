@@ -1,10 +1,11 @@
 """How many requests an HTTP store client starts in one event-loop turn.
 
 Starting a request costs the caller's loop ~0.2 ms of CPU (signing, the client's request
-write). Hundreds of calls ready in one turn (answers arriving together, each starting its
-worker's next call) would each start theirs in that turn and hold the loop for tens to
-hundreds of ms. ``StartsPerTurn.wait()``, awaited before each request, lets at most
-``limit`` start per loop turn; the rest wait in line and are let go in later turns.
+write; more than twice that on a loaded machine). Hundreds of calls ready in one turn
+(answers arriving together, each starting its worker's next call) would each start theirs
+in that turn and hold the loop for tens to hundreds of ms. ``StartsPerTurn.wait()``,
+awaited before each request, lets at most ``limit`` start per loop turn; the rest wait in
+line and are let go in later turns.
 Counted, not timed: a bound that holds on any machine.
 """
 
@@ -13,8 +14,10 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-#: requests a store client starts per loop turn: ~6 ms of the loop's CPU at most
-STARTS_PER_TURN = 32
+#: requests a store client starts per loop turn: a few ms of the loop's CPU at most, on
+#: a loaded machine too (where a start costs more than twice as much), so that a turn
+#: that also runs a full garbage collection of the host's heap stays short
+STARTS_PER_TURN = 8
 
 
 class StartsPerTurn:
