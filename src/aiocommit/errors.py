@@ -143,11 +143,13 @@ class NotFound(StoreError, FileNotFoundError):
 
 class JobNotFound(NotFound):
     """A job-side call named a job that was never set up at this destination (or that
-    was aborted and cleaned up): refused before anything changed."""
+    was aborted and cleaned up, or committed and cleaned up and then another job's
+    ``_SUCCESS`` replaced its own): refused before anything changed."""
 
     def __init__(self, dest: str, job_id: str, *, operation: str | None = None):
         super().__init__(
-            f"no job {job_id} at {dest} (never set up there, or aborted and cleaned up): "
+            f"no job {job_id} at {dest} (never set up there, aborted and cleaned up, or "
+            "committed and cleaned up before another job's _SUCCESS replaced its own): "
             f"check the job ID and the destination; `aiocommit jobs {dest}` lists its jobs",
             path=dest,
             operation=operation,

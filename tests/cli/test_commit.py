@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import anyio
 import pytest
 
+from aiocommit import commit_task, setup_job
 from aiocommit.cli.exits import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE
 from aiocommit.cli.flags import NOT_FLAGS
 from aiocommit.cli.progress import ProgressBar
@@ -14,6 +16,7 @@ from aiocommit.committers.common.context import Progress
 from aiocommit.options import CommitOptions
 from aiocommit.protocol.success import decode_success
 from tests.cli.conftest import Cli, Dest, one_error_line
+from tests.helpers import MANIFEST, write_task
 
 
 def test_commit(cli: Cli, dest: Dest, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -128,6 +131,29 @@ def test_unknown_job(cli: Cli, dest: Dest) -> None:
     job_id, _ = dest.job(tasks=1, files=1)
     result = cli("commit", dest.url, "--job-id", job_id, "--attempt", "1")
     assert result.exit_code == EXIT_NOT_FOUND
+
+
+def test_a_committed_job_whose_success_a_later_job_replaced(cli: Cli, dest: Dest) -> None:
+    """Two jobs append into one destination and each commits; the first one's re-run
+    finds no job attempt and another job's _SUCCESS: the error says it may be done
+    and must not run again (an append would write its files twice), not to run it."""
+    for job_id in ("job_202001010000_0001", "job_202001010000_0002"):
+        anyio.run(_one_task_job, dest, job_id)
+        dest.commit(job_id, conflict_mode="append")
+    result = cli("commit", dest.url, "--job-id", "job_202001010000_0001", "--no-progress")
+    assert result.exit_code == EXIT_NOT_FOUND
+    line = one_error_line(result)
+    assert "no such job attempt" in line
+    assert "_SUCCESS is job job_202001010000_0002's" in line
+    assert "it is done and running it again would write its files twice" in line
+    assert len(dest.output()) == 2  # nothing changed
+
+
+async def _one_task_job(dest: Dest, job_id: str) -> None:
+    await setup_job(dest.path, job_id, store=dest.store, options=MANIFEST)
+    files = {f"{job_id}.dat": job_id.encode()}
+    attempt = await write_task(dest.store, dest.path, job_id, 0, 0, files)
+    await commit_task(attempt, store=dest.store)
 
 
 def test_missing_destination(cli: Cli, dest: Dest) -> None:

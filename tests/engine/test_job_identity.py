@@ -86,6 +86,8 @@ async def test_an_unknown_job_is_refused_and_changes_nothing(
             message = str(refused.value)
             assert UNKNOWN in message and store.qualify(dest) in message, (committer, name)
             assert "\n" not in message and "aiocommit jobs" in message
+            # the one way a job that did commit gets here is named too
+            assert "committed and cleaned up before another job's _SUCCESS" in message
             assert isinstance(refused.value, NotFound)
             assert await snapshot(store, dest) == before, (committer, name)
         summary = await commit_job(dest, live, store=store)
@@ -123,6 +125,24 @@ async def test_a_committed_and_cleaned_job_is_still_recognised(
         info = await job_info(dest, job_id, store=store)
         assert info.state == "committed"
         assert await snapshot(store, dest) == before, committer
+
+
+async def test_a_committed_job_whose_success_a_later_job_replaced_is_not_rerun(
+    store_root: tuple[Store, str],
+) -> None:
+    """Once a later job's ``_SUCCESS`` replaced its own, a committed and cleaned-up job
+    is unknown: its commit is refused (never run a second time) and nothing changes."""
+    store, root = store_root
+    dest = join(root, "out")
+    first = await one_task_job(store, dest, "manifest", {"a.csv": b"a"})
+    await commit_job(dest, first, store=store)
+    second = await one_task_job(store, dest, "manifest", {"b.csv": b"b"})
+    await commit_job(dest, second, store=store, options=CommitOptions(conflict_mode="append"))
+    before = await snapshot(store, dest)
+    with pytest.raises(JobNotFound, match="committed and cleaned up before another job"):
+        await commit_job(dest, first, store=store, options=CommitOptions(conflict_mode="append"))
+    assert await snapshot(store, dest) == before
+    assert await output(store, dest) == {"a.csv": b"a", "b.csv": b"b"}
 
 
 async def test_a_job_with_its_committer_record_is_found_by_that_read_alone(

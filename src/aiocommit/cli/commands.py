@@ -243,6 +243,17 @@ def jobs(dest: str, as_json: bool, option_pairs: tuple[str, ...], **values: Any)
         render_jobs(console_for(), found, now, uploads.by_job, uploads.outstanding)
 
 
+def _later_success(success: SuccessData | None, job_id: str) -> str:
+    """What a missing job attempt may mean when another job's ``_SUCCESS`` is there: the
+    job committed and was cleaned up before that job's commit replaced its record."""
+    if success is None or not success.success or not success.job_id:
+        return ""
+    return (
+        f"; the destination's _SUCCESS is job {success.job_id}'s: if {job_id} committed "
+        "before it, it is done and running it again would write its files twice"
+    )
+
+
 @main.command()
 @click.argument("dest")
 @job_options
@@ -292,7 +303,8 @@ def commit(
                 raise Problem(
                     EXIT_NOT_FOUND,
                     f"{store.qualify(layout.job_attempt_dir)}: no such job attempt "
-                    "(nothing to commit; see `aiocommit jobs DEST`)",
+                    f"(nothing to commit{_later_success(success, job_id)}; "
+                    "see `aiocommit jobs DEST`)",
                 )
             with bar:
                 return await commit_job(
