@@ -192,14 +192,21 @@ SPARK_MODULE_WEIGHTS: dict[str, float] = {
 }
 #: the weight of a module missing from ``SPARK_MODULE_WEIGHTS`` (a new one)
 NEW_SPARK_MODULE_WEIGHT = 20.0
-#: modules of few tests that take long (each a minute or less): xdist hands its units
-#: out by test count, most first, which would leave these for the end, where one of them
-#: keeps one worker busy while the other has nothing left (longest first; from a
-#: ``--durations=0`` run)
+#: modules of few tests that take long (each a minute or less, a few seconds at least):
+#: xdist hands its units out by test count, most first, which would leave these for the
+#: end, where one of them keeps one worker busy while the other has nothing left
+#: (longest first; from a ``--durations=0`` run; one not collected, an engine's where it
+#: is not installed, is passed over)
 LONG_FEW_TEST_MODULES = (
     "stress/tests/test_streaming_sweep.py",
     "stress/tests/test_kill_anywhere.py",
+    "tests/integrations/test_ray_write.py",
     "tests/resilience/test_random_throttles.py",
+    "tests/integrations/test_dask_write.py",
+    "tests/cli/test_throttled_reads.py",
+    "tests/engine/test_concurrent_jobs.py",
+    "stress/tests/test_chaos_seeds.py",
+    "stress/tests/test_loop_adls.py",
 )
 #: the work units xdist hands out first, longest first (so the last to finish are short
 #: ones): the two Spark groups, then the speculation test's standalone cluster (its own

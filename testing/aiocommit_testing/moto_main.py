@@ -6,7 +6,11 @@
   against S3.
 * ``CopyObject`` honours ``x-amz-copy-source-if-match`` (the source's etag) and
   ``If-None-Match: *`` (no object at the destination) with S3's 412 ``PreconditionFailed``;
-  moto 5.x ignores both, and the S3 store's rename relies on them."""
+  moto 5.x ignores both, and the S3 store's rename relies on them.
+
+And one cost of moto's own: it lists its package's folders from the disk (a ``stat`` of
+each) twice a request, to find the service a request's host names; listed once here.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +21,11 @@ from urllib.parse import unquote, urlparse
 
 
 def _patch() -> None:
+    from moto import backends
     from moto.s3 import exceptions, models, responses
+
+    modules = tuple(backends.list_of_moto_modules())  # the installed package's: fixed
+    backends.list_of_moto_modules = lambda: modules
 
     original_init = models.FakeMultipart.__init__
 

@@ -40,6 +40,9 @@ _JARS = (
     "jcl-over-slf4j-",
 )
 _LOG4J = "rootLogger.level = error\n"
+#: the JVM options of each run (a few seconds, most of it compiling ``HadoopJob.java``):
+#: the JIT's first tier and the serial collector
+JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 
 def classpath() -> str:
@@ -72,6 +75,7 @@ def run_hadoop(mode: str, dest: Path, *args: str, job_id: str = JOB_ID) -> None:
         log4j.write_text(_LOG4J)
         command = [
             "java",
+            *JVM_OPTIONS,
             f"-Dlog4j2.configurationFile={log4j}",
             "-cp",
             classpath(),

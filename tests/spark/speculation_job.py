@@ -15,7 +15,10 @@ stages (its writes run in a job group of their own).
 Scenarios (partition 0's first attempt is the slow one; every task logs its timeline):
 
 * ``late-loser``: attempt 0 of partition 0 sleeps until D+0.3 s, its speculative copy
-  until D; both attempts of partition 1 run until D+5 s and race each other. A loser
+  until D; both attempts of partition 1 run until D+5 s and race each other. D: a second
+  after the speculative copies of partitions 0 and 1 have both started (each slow
+  attempt records its start in a file the others read), or 15 s into the write if that
+  comes first (a copy starting later then meets a race already begun). A loser
   that finishes ``write()`` before Spark's kill reaches it saves its task manifest
   *after* the winner's (the engine's per-task manifest: last writer wins); the job
   commit must still commit the attempt Spark accepted (it loads each accepted
@@ -64,6 +67,13 @@ HOSTS = ("127.0.0.2", "127.0.0.3")
 #: each living a few minutes: the JIT's first tier and the serial collector
 SHORT_LIVED_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 PARTITIONS = 6
+#: late-loser: the latest start of the race (D), in seconds from just before the write
+RACE_DEADLINE = 15.0
+#: late-loser: D is this long after the later of the speculative copies of partitions 0
+#: and 1 started, once both have (when sooner than ``RACE_DEADLINE``)
+RACE_AFTER_COPIES = 1.0
+#: the slow partitions of late-loser, each speculated
+SLOW_PARTITIONS = (0, 1)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -214,9 +224,36 @@ def session(cluster: Cluster, work: Path) -> SparkSession:
     )
 
 
-def slow_udf(scenario: str, deadline: float, timeline: str) -> Any:
+def record_start(starts: Path, partition: int, attempt: int, started: float) -> None:
+    """Record in ``starts`` that ``attempt`` of ``partition`` started at ``started``
+    (written aside, then renamed: a reader sees the whole time or no file)."""
+    aside = starts / f".p{partition}a{attempt}.{os.getpid()}"
+    aside.write_text(repr(started))
+    os.replace(aside, starts / f"p{partition}a{attempt}")
+
+
+def race_start(starts: Path, deadline: float) -> float:
+    """D of late-loser: ``deadline``, or ``RACE_AFTER_COPIES`` after the later of the
+    first speculative copies (attempt 1 or later) of the ``SLOW_PARTITIONS`` started, once
+    each has one, when that is sooner."""
+    copies: list[float] = []
+    for partition in SLOW_PARTITIONS:
+        started = [
+            float(path.read_text())
+            for path in starts.glob(f"p{partition}a*")
+            if int(path.name.partition("a")[2]) > 0
+        ]
+        if not started:
+            return deadline
+        copies.append(min(started))
+    return min(deadline, max(copies) + RACE_AFTER_COPIES)
+
+
+def slow_udf(scenario: str, deadline: float, timeline: str, starts: str) -> Any:
     """A Python UDF (no pandas needed) that is the identity, but partition 0's first
-    attempt sleeps at its first row; every task attempt logs when it resumed."""
+    attempt sleeps at its first row (late-loser: the slow partitions' attempts wait for
+    the race, ``race_start``, recording their starts in the directory ``starts``); every
+    task attempt logs when it resumed."""
     seen: set[int] = set()
 
     def identity(value: int) -> int:
@@ -231,14 +268,12 @@ def slow_udf(scenario: str, deadline: float, timeline: str) -> Any:
         partition, attempt = context.partitionId(), context.attemptNumber()
         started = time.time()
         if scenario == "kill":
-            pause = 40.0 if (partition, attempt) == (0, 0) else 0.0
-        elif partition == 0:
-            pause = max(0.0, deadline + (0.3 if attempt == 0 else 0.0) - time.time())
-        elif partition == 1:
-            pause = max(0.0, deadline + 5.0 - time.time())
-        else:
-            pause = 0.0
-        time.sleep(pause)
+            time.sleep(40.0 if (partition, attempt) == (0, 0) else 0.0)
+        elif partition in SLOW_PARTITIONS:
+            record_start(Path(starts), partition, attempt, started)
+            after = 5.0 if partition == 1 else 0.3 if attempt == 0 else 0.0
+            while (pause := race_start(Path(starts), deadline) + after - time.time()) > 0:
+                time.sleep(min(pause, 0.05))
         with open(timeline, "a") as log:
             record = {
                 "partition": partition,
@@ -398,8 +433,10 @@ def scenario(spark: SparkSession, work: Path, via: str, name: str, rows: int) ->
             spark.range(100, numPartitions=4).write.format("aiocommit").option(
                 "engine", engine
             ).mode("append").save(warmup)
-        deadline = time.time() + 15.0
-        delay = F.udf(slow_udf(name, deadline, str(timeline)), LongType())
+        starts = work / f"starts-{via}"
+        starts.mkdir()
+        deadline = time.time() + RACE_DEADLINE
+        delay = F.udf(slow_udf(name, deadline, str(timeline), str(starts)), LongType())
         slow = df.select(delay("id").alias("id"), "k")
         started = time.monotonic()
         context.setJobGroup(measured, f"the measured write via {via}")
@@ -412,6 +449,9 @@ def scenario(spark: SparkSession, work: Path, via: str, name: str, rows: int) ->
                 "partitionBy", "k"
             ).save(out)
         say(f"write took {time.monotonic() - started:.1f} s")
+        if name == "late-loser":
+            race = race_start(starts, deadline) - (deadline - RACE_DEADLINE)
+            say(f"the race began {race:.1f} s in (at the latest {RACE_DEADLINE:.0f} s)")
     finally:
         context.setJobGroup(f"check-{via}", f"reading back the write via {via}")
     ids = [row["id"] for row in spark.read.parquet(str(dest)).select("id").collect()]
