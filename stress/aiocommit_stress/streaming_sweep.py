@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aiocommit_testing.jvm import SHORT_LIVED_JVM_OPTIONS
+
 #: rows per input file (one micro-batch each)
 ROWS = 10
 PHASES = ("planned", "writing", "committing", "committed")
@@ -53,9 +55,6 @@ SINKS = ("aiocommit", "parquet")
 START_TIMEOUT = 600.0
 #: how often the parent looks for the next kill point
 POLL = 0.005
-#: the query's JVM options: the JIT's first tier and the serial collector (each start
-#: lives a few batches, most of it the JVM's and Spark's start)
-QUERY_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 # --- the child: one start of the query ------------------------------------------------
@@ -74,7 +73,7 @@ def run_query(sink: str, source: str, checkpoint: str, dest: str) -> None:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.extraJavaOptions", QUERY_JVM_OPTIONS)
+        .config("spark.driver.extraJavaOptions", SHORT_LIVED_JVM_OPTIONS)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

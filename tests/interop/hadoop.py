@@ -15,6 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from aiocommit_testing.jvm import SHORT_LIVED_JVM_OPTIONS
+
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "HadoopJob.java"
 SAMPLES = HERE.parent / "data" / "hadoop" / "names"
@@ -40,9 +42,6 @@ _JARS = (
     "jcl-over-slf4j-",
 )
 _LOG4J = "rootLogger.level = error\n"
-#: the JVM options of each run (a few seconds, most of it compiling ``HadoopJob.java``):
-#: the JIT's first tier and the serial collector
-JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 
 def classpath() -> str:
@@ -75,7 +74,7 @@ def run_hadoop(mode: str, dest: Path, *args: str, job_id: str = JOB_ID) -> None:
         log4j.write_text(_LOG4J)
         command = [
             "java",
-            *JVM_OPTIONS,
+            *SHORT_LIVED_JVM_OPTIONS.split(),  # a run lasts a few seconds
             f"-Dlog4j2.configurationFile={log4j}",
             "-cp",
             classpath(),

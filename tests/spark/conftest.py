@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from aiocommit_testing.jvm import SHORT_LIVED_JVM_OPTIONS
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -77,10 +79,9 @@ def pytest_runtest_makereport(
 
 #: a zone other than UTC, so that timestamp handling is exercised
 SESSION_TIME_ZONE = "America/Los_Angeles"
-#: the session JVM's options: the JIT's first tier and the serial collector. Its work is
-#: many small queries, each compiling new code that runs a few times, so the optimising
-#: tier's compile threads cost more than its faster code saves on two cores
-SESSION_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: the session JVM's options (``SHORT_LIVED_JVM_OPTIONS``): its work is many small
+#: queries, each compiling new code that runs a few times
+SESSION_JVM_OPTIONS = SHORT_LIVED_JVM_OPTIONS
 
 
 @pytest.fixture(scope="session")

@@ -59,13 +59,12 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aiocommit_testing.jvm import SHORT_LIVED_JVM_OPTIONS  # every JVM of the scenario
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 HOSTS = ("127.0.0.2", "127.0.0.3")
-#: the JVM options of every JVM of the scenario (master, workers, driver, executors),
-#: each living a few minutes: the JIT's first tier and the serial collector
-SHORT_LIVED_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 PARTITIONS = 6
 #: late-loser: the latest start of the race (D), in seconds from just before the write
 RACE_DEADLINE = 15.0
